@@ -1,0 +1,154 @@
+"""The ``patterncnn`` command: one subcommand per pipeline step. The only module that reads argv or env.
+
+    patterncnn export --task rte --task sst2 --per-task 50 --glue-dir glue_data --out exports/demo
+    patterncnn finetune --task sst2 --glue-dir glue_data --out models/minilm-sst2 --max-train-examples 4000
+
+Run ``patterncnn COMMAND --help`` for each command's options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+
+from . import __version__
+
+log = logging.getLogger("patterncnn")
+
+
+def _progress():
+    from tqdm.auto import tqdm
+
+    return tqdm
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="minilm",
+                   help="Hugging Face encoder: hub id (bert-base-uncased), local folder, or 'minilm' for the "
+                        "embedded all-MiniLM-L6-v2 that works offline (default: %(default)s)")
+    p.add_argument("--max-length", type=int, default=128,
+                   help="cap on tokens per input; longer inputs are truncated and counted (default: %(default)s)")
+
+
+def _add_glue_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--glue-dir", default=None,
+                   help="a glue_data folder (SST-2/dev.tsv, ...); default: $GLUE_DIR, else the Hugging Face "
+                        "dataset nyu-mll/glue through `datasets` (needs internet)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
+
+
+def _glue_dir(args) -> str | None:
+    return args.glue_dir or os.environ.get("GLUE_DIR") or None
+
+
+def cmd_export(args) -> int:
+    from .encoder import load_encoder
+    from .export import export_maps
+    from .glue import get_task, load_split
+
+    tasks = [get_task(t) for t in args.task]  # fail on a bad name before loading anything
+    if os.path.exists(os.path.join(args.out, "store.json")):
+        raise FileExistsError(f"{args.out} already holds a map store; choose another --out or remove it")
+    splits = [load_split(t, args.split, _glue_dir(args)) for t in tasks]
+    enc = load_encoder(args.model, max_length=args.max_length)
+    log.info("encoder %s: %d layers x %d heads (%s)", args.model, enc.num_layers, enc.num_heads, enc.tag)
+    summary = export_maps(enc, splits, args.per_task, args.seed, args.out, batch_size=args.batch_size,
+                          pngs=not args.no_png, progress=_progress())
+    n = sum(summary["tasks"].values())
+    print(f"wrote {n} maps ({', '.join(f'{k}: {v}' for k, v in summary['tasks'].items())}) to {args.out}"
+          + ("" if args.no_png else f", PNGs in {os.path.join(args.out, 'png')}"))
+    if summary["truncated"]:
+        print(f"note: {summary['truncated']} input(s) were longer than --max-length {enc.max_length} and truncated")
+    return 0
+
+
+def cmd_finetune(args) -> int:
+    from .finetune import FinetuneConfig, finetune
+
+    cfg = FinetuneConfig(batch_size=args.batch_size, epochs=args.epochs, learning_rate=args.learning_rate,
+                         max_length=args.max_length, max_train_examples=args.max_train_examples,
+                         max_dev_examples=args.max_dev_examples, seed=args.seed)
+    t0 = time.time()
+    manifest = finetune(args.model, args.task, _glue_dir(args), args.out, cfg)
+    dev = ", ".join(f"{k} {v:.4f}" for k, v in manifest["dev"].items())
+    print(f"fine-tuned {args.model} on {manifest['task']} ({manifest['train']['examples']} train examples) in "
+          f"{time.time() - t0:.0f}s; dev ({manifest['dev_data']['examples']} examples): {dev}")
+    print(f"saved to {args.out} (use it as --model {args.out})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="patterncnn",
+        description="Classify BERT-family self-attention maps into the five patterns of Kovaleva et al. (2019): "
+                    "vertical, diagonal, vertical+diagonal, block, heterogeneous.")
+    parser.add_argument("--version", action="version", version=f"patterncnn {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("export", help="sample attention maps from GLUE inputs for annotation (map store + PNGs)",
+                       description="Sample random (example, layer, head) maps from GLUE dev inputs, stratified so "
+                                   "every layer is represented; write a map store and one PNG per map.")
+    p.add_argument("--task", action="append", required=True,
+                   help="GLUE task (repeat for several): cola, sst2, mrpc, stsb, qqp, mnli, mnli-mm, qnli, rte, wnli")
+    p.add_argument("--per-task", type=int, default=50, help="maps per task (default: %(default)s)")
+    p.add_argument("--out", required=True, help="output folder (must not hold a map store yet)")
+    p.add_argument("--split", default="dev", choices=("dev", "train"), help="GLUE split (default: %(default)s)")
+    p.add_argument("--batch-size", type=int, default=16, help="encoder batch size (default: %(default)s)")
+    p.add_argument("--no-png", action="store_true", help="skip the PNG per map")
+    _add_model_args(p)
+    _add_glue_args(p)
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("finetune", help="fine-tune an encoder on a GLUE task (transformers Trainer)",
+                       description="Fine-tune an encoder on a GLUE task's train split with a classification head "
+                                   "(regression for STS-B), report the GLUE dev metric, save a folder --model "
+                                   "accepts. Defaults are the paper's: batch 32, 3 epochs, lr 2e-5.")
+    p.add_argument("--task", required=True, help="GLUE task, e.g. sst2, rte, stsb")
+    p.add_argument("--out", required=True, help="folder to write the fine-tuned model to (must not exist)")
+    p.add_argument("--batch-size", type=int, default=32, help="(default: %(default)s)")
+    p.add_argument("--epochs", type=float, default=3.0, help="(default: %(default)s)")
+    p.add_argument("--learning-rate", type=float, default=2e-5, help="(default: %(default)s)")
+    p.add_argument("--max-train-examples", type=int, default=None,
+                   help="train on a seeded random sample of this many examples (to fit a CPU's time budget)")
+    p.add_argument("--max-dev-examples", type=int, default=None, help="score on at most this many dev examples")
+    _add_model_args(p)
+    _add_glue_args(p)
+    p.set_defaults(func=cmd_finetune, seed=42)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("transformers", "datasets", "huggingface_hub", "urllib3", "httpx", "filelock", "matplotlib"):
+        logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose else logging.ERROR)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover
+        pass
+    from .encoder import EncoderError
+    from .glue import GlueDataError
+    from .maps import MapFormatError
+
+    try:
+        return args.func(args)
+    except (GlueDataError, EncoderError, MapFormatError, FileExistsError, ValueError) as e:
+        if args.verbose:
+            raise
+        print(f"patterncnn {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"patterncnn {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

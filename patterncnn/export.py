@@ -1,0 +1,130 @@
+"""Sample attention maps for annotation: random (example, layer, head) triples, stratified by layer.
+
+Usage (what ``patterncnn export`` runs)::
+
+    enc = load_encoder("minilm")
+    splits = [load_split("rte", "dev", glue_dir), load_split("sst2", "dev", glue_dir)]
+    summary = export_maps(enc, splits, per_task=50, seed=0, out="exports/demo")
+
+For each task, ``per_task`` maps are drawn: layers are dealt out evenly (each layer gets
+``per_task // L`` maps and a random ``per_task % L`` layers one more), examples are drawn
+without replacement while the split has enough of them, heads uniformly; no triple repeats.
+Only the drawn examples go through the encoder. The output folder is a map store
+(:mod:`patterncnn.maps`) with one PNG per map in ``png/``.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from . import __version__
+from .encoder import Encoder
+from .fileio import write_bytes
+from .glue import GlueSplit
+from .maps import MapStore
+from .render import render_png
+
+log = logging.getLogger(__name__)
+
+
+def map_id(tag: str, task: str, split: str, example: int, layer: int, head: int) -> str:
+    """The id of one map: ``minilm-53aa5117_rte_dev_00012_L03_H07`` (layer, head 0-based)."""
+    return f"{tag}_{task}_{split}_{example:05d}_L{layer:02d}_H{head:02d}"
+
+
+def plan_samples(n_examples: int, num_layers: int, num_heads: int, n: int,
+                 rng: np.random.Generator) -> list[tuple[int, int, int]]:
+    """Draw ``n`` distinct (example position, layer, head) triples, every layer represented.
+
+    Raises:
+        ValueError: when ``n`` exceeds the number of distinct triples.
+    """
+    if n < 1:
+        raise ValueError(f"--per-task must be at least 1 (got {n})")
+    if n > n_examples * num_layers * num_heads:
+        raise ValueError(f"--per-task {n} exceeds the {n_examples * num_layers * num_heads} maps of the split")
+    base, extra = divmod(n, num_layers)
+    layers = np.repeat(np.arange(num_layers), base)
+    layers = np.concatenate([layers, rng.permutation(num_layers)[:extra]])
+    rng.shuffle(layers)
+    pool = rng.permutation(n_examples)  # distinct examples while they last
+    seen: set[tuple[int, int, int]] = set()
+    triples = []
+    for i, layer in enumerate(layers.tolist()):
+        ex = int(pool[i]) if i < n_examples else int(rng.integers(n_examples))
+        head = int(rng.integers(num_heads))
+        while (ex, layer, head) in seen:  # terminates: no layer gets more than n_examples * num_heads
+            ex, head = int(rng.integers(n_examples)), int(rng.integers(num_heads))
+        seen.add((ex, layer, head))
+        triples.append((ex, layer, head))
+    return triples
+
+
+def export_maps(
+    encoder: Encoder,
+    splits: list[GlueSplit],
+    per_task: int,
+    seed: int,
+    out: str | Path,
+    batch_size: int = 16,
+    pngs: bool = True,
+    progress: Callable | None = None,
+) -> dict:
+    """Sample, extract and write maps from each split into the map store ``out``.
+
+    Args:
+        progress: optional ``tqdm``-like factory ``progress(total=..., desc=...)``.
+
+    Returns:
+        A summary: maps written per task, truncations, the store path.
+    """
+    out = Path(out)
+    store = MapStore.create(out, info={
+        "model": encoder.fingerprint, "max_length": encoder.max_length, "seed": seed, "per_task": per_task,
+        "tasks": {s.task.name: {"split": s.split, "source": s.source, "examples": s.total} for s in splits},
+        "layers": encoder.num_layers, "heads": encoder.num_heads,
+    })
+    summary = {"store": str(out), "tasks": {}, "truncated": 0, "patterncnn": __version__}
+    for split in splits:
+        # A per-task seed: adding a task does not change the sample of the others.
+        rng = np.random.default_rng([seed, zlib.crc32(split.task.name.encode())])
+        triples = plan_samples(len(split.examples), encoder.num_layers, encoder.num_heads, per_task, rng)
+        wanted: dict[int, list[tuple[int, int]]] = {}  # example index -> (layer, head)s
+        for pos, layer, head in triples:
+            wanted.setdefault(split.examples[pos].index, []).append((layer, head))
+        chosen = [ex for ex in split.examples if ex.index in wanted]
+        bar = progress(total=len(chosen), desc=f"export {split.task.name}", unit="ex") if progress else None
+        records = []
+        before = encoder.truncations
+        for ea in encoder.iter_attentions(chosen, batch_size=batch_size):
+            for layer, head in sorted(wanted[ea.example.index]):
+                ex = ea.example
+                meta = {
+                    "id": map_id(encoder.tag, split.task.name, split.split, ex.index, layer, head),
+                    "model": encoder.name, "model_sha256": encoder.fingerprint["sha256"],
+                    "model_revision": encoder.fingerprint["revision"], "task": split.task.name,
+                    "split": split.split, "example": ex.index, "layer": layer, "head": head,
+                    "T": len(ea.tokens), "tokens": ea.tokens, "seps": ea.seps, "truncated": ea.truncated,
+                    "texts": list(ex.texts),
+                }
+                records.append((meta, ea.maps[layer, head]))
+            if bar:
+                bar.update(1)
+        if bar:
+            bar.close()
+        records.sort(key=lambda r: r[0]["id"])
+        store.append(records)
+        if pngs:
+            for meta, arr in records:
+                write_bytes(out / "png" / f"{meta['id']}.png", render_png(
+                    arr, meta["tokens"], meta["seps"], title=meta["id"],
+                    subtitle=f"{encoder.name} | {meta['task']} {meta['split']} #{meta['example']} | "
+                             f"layer {meta['layer']} head {meta['head']} | T={meta['T']}"))
+        summary["tasks"][split.task.name] = len(records)
+        summary["truncated"] += encoder.truncations - before
+    return summary

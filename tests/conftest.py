@@ -1,0 +1,46 @@
+"""Shared fixtures: a tiny randomly initialised BERT (built here, offline) and the real GLUE files."""
+
+import os
+
+# Tests never touch a hub: set before transformers/datasets are imported.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+import string
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def shared_glue() -> Path:
+    """The real GLUE files (../shared/glue beside the repo, or $PATTERNCNN_TEST_GLUE)."""
+    path = Path(os.environ.get("PATTERNCNN_TEST_GLUE", REPO.parent / "shared" / "glue"))
+    if not (path / "RTE" / "dev.tsv").is_file():
+        pytest.fail(f"real GLUE files not found at {path}; set PATTERNCNN_TEST_GLUE to a glue_data folder")
+    return path
+
+
+def build_tiny_bert(path: Path, layers: int = 3, heads: int = 4, max_pos: int = 64) -> Path:
+    """Write a tiny random BertModel + character-level WordPiece tokenizer to ``path``."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    path.mkdir(parents=True, exist_ok=True)
+    chars = string.ascii_lowercase + string.digits + string.punctuation
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *("##" + c for c in chars)]
+    tok = BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True)
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=layers, num_attention_heads=heads,
+                     intermediate_size=37, max_position_embeddings=max_pos, architectures=["BertModel"])
+    BertModel(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory) -> Path:
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))

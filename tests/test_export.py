@@ -1,0 +1,67 @@
+"""`patterncnn export` end to end on the real RTE/SST-2 dev files with the tiny BERT."""
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from patterncnn.cli import main
+from patterncnn.export import plan_samples
+from patterncnn.maps import MapStore
+
+
+def test_plan_samples_stratified_and_distinct():
+    rng = np.random.default_rng(0)
+    triples = plan_samples(n_examples=20, num_layers=6, num_heads=12, n=50, rng=rng)
+    assert len(triples) == len(set(triples)) == 50
+    per_layer = Counter(layer for _, layer, _ in triples)
+    assert set(per_layer) == set(range(6)) and max(per_layer.values()) - min(per_layer.values()) <= 1
+    # Small splits: more maps than examples still works, triples stay distinct.
+    assert len(set(plan_samples(2, 2, 2, 8, np.random.default_rng(1)))) == 8
+    with pytest.raises(ValueError, match="exceeds"):
+        plan_samples(2, 2, 2, 9, np.random.default_rng(1))
+
+
+def test_export_cli(tiny_bert, shared_glue, tmp_path, capsys):
+    args = ["export", "--task", "rte", "--task", "SST-2", "--per-task", "7", "--model", str(tiny_bert),
+            "--glue-dir", str(shared_glue), "--seed", "3"]
+    assert main(args + ["--out", str(tmp_path / "a")]) == 0
+    assert "wrote 14 maps" in capsys.readouterr().out
+    store = MapStore(tmp_path / "a")
+    assert len(store) == 14
+    assert store.header["model"]["sha256"] and store.header["seed"] == 3
+    for task in ("rte", "sst2"):
+        metas = [m for m in store.meta if m["task"] == task]
+        assert len(metas) == 7
+        assert {m["layer"] for m in metas} == {0, 1, 2}  # every layer of the 3-layer model
+    for meta, arr in store:
+        assert arr.shape == (meta["T"], meta["T"]) == (len(meta["tokens"]),) * 2
+        np.testing.assert_allclose(arr.sum(1), 1.0, atol=1e-5)
+        assert meta["model_sha256"] and meta["split"] == "dev"
+        assert (tmp_path / "a" / "png" / f"{meta['id']}.png").read_bytes()[:4] == b"\x89PNG"
+    # Same seed, same sample.
+    assert main(args + ["--out", str(tmp_path / "b"), "--no-png"]) == 0
+    assert MapStore(tmp_path / "b").ids == store.ids
+    np.testing.assert_array_equal(MapStore(tmp_path / "b").get(store.ids[0]), store.get(store.ids[0]))
+
+
+def test_export_errors(tiny_bert, shared_glue, tmp_path, capsys):
+    base = ["export", "--per-task", "2", "--model", str(tiny_bert), "--glue-dir", str(shared_glue)]
+    assert main(base + ["--task", "nope", "--out", str(tmp_path / "x")]) == 2
+    assert "valid tasks are: cola, sst2" in capsys.readouterr().err
+    assert main(base + ["--task", "rte", "--out", str(tmp_path / "y")]) == 0
+    assert main(base + ["--task", "rte", "--out", str(tmp_path / "y")]) == 2
+    assert "already holds a map store" in capsys.readouterr().err
+    assert main(base + ["--task", "qqp", "--out", str(tmp_path / "z")]) == 2
+    assert "has no QQP/dev.tsv" in capsys.readouterr().err
+    assert main(["export", "--task", "rte", "--per-task", "2", "--model", str(tmp_path), "--glue-dir",
+                 str(shared_glue), "--out", str(tmp_path / "w")]) == 2
+    assert "cannot load" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["export", "finetune"])
+def test_help(command, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([command, "--help"])
+    assert e.value.code == 0 and "usage: patterncnn" in capsys.readouterr().out

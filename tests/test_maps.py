@@ -1,0 +1,81 @@
+"""The map store: round trip, append, atomicity, and the plain-npz exchange format."""
+
+import numpy as np
+import pytest
+
+from patterncnn.maps import MapFormatError, MapStore, check_map, open_maps, write_plain_npz
+
+
+def softmax_map(t, seed=0):
+    x = np.random.default_rng(seed).normal(size=(t, t))
+    e = np.exp(x - x.max(1, keepdims=True))
+    return (e / e.sum(1, keepdims=True)).astype(np.float32)
+
+
+def test_round_trip_and_append(tmp_path):
+    store = MapStore.create(tmp_path / "s", info={"model": {"model": "x"}})
+    recs = [({"id": f"m{i}", "layer": i, "tokens": ["[CLS]"] + ["a"] * (i + 3)}, softmax_map(i + 4, i))
+            for i in range(3)]
+    assert store.append(recs) == 3
+    assert store.append([({"id": "m9"}, softmax_map(7, 9))]) == 1
+    again = open_maps(tmp_path / "s")
+    assert again.ids == ["m0", "m1", "m2", "m9"]
+    assert again.header["model"] == {"model": "x"} and again.header["format"] == "patterncnn-maps"
+    for (meta, arr), (want_meta, want) in zip(again, recs):
+        assert meta == want_meta
+        np.testing.assert_array_equal(arr, want)
+    assert again.get("m9").shape == (7, 7)
+    assert not list((tmp_path / "s").glob("*.tmp")) and not list((tmp_path / "s").glob(".*"))
+
+
+def test_append_rejects_duplicates_and_bad_maps_without_writing(tmp_path):
+    store = MapStore.create(tmp_path / "s")
+    store.append([({"id": "a"}, softmax_map(5))])
+    with pytest.raises(MapFormatError, match="already in"):
+        store.append([({"id": "b"}, softmax_map(5)), ({"id": "a"}, softmax_map(5))])
+    with pytest.raises(MapFormatError, match="not a square"):
+        store.append([({"id": "c"}, np.ones((3, 4)))])
+    assert MapStore(tmp_path / "s").ids == ["a"]
+    assert len(list((tmp_path / "s").glob("part-*"))) == 2  # one .jsonl + one .npz
+
+
+def test_create_refuses_existing_store(tmp_path):
+    MapStore.create(tmp_path / "s")
+    with pytest.raises(FileExistsError, match="choose another --out"):
+        MapStore.create(tmp_path / "s")
+
+
+def test_part_without_npz_is_not_read(tmp_path):
+    # A crash between the .jsonl and the .npz of a part leaves an orphan .jsonl: it must not count.
+    store = MapStore.create(tmp_path / "s")
+    store.append([({"id": "a"}, softmax_map(5))])
+    (tmp_path / "s" / "part-00001.jsonl").write_text('{"id": "ghost"}\n')
+    assert MapStore(tmp_path / "s").ids == ["a"]
+
+
+def test_plain_npz(tmp_path):
+    write_plain_npz(tmp_path / "m.npz", {"x": softmax_map(6), "y": softmax_map(9, 1)})
+    src = open_maps(tmp_path / "m.npz")
+    assert src.ids == ["x", "y"]
+    assert [m.shape for _, m in src] == [(6, 6), (9, 9)]
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    with pytest.raises(MapFormatError, match="not a readable .npz"):
+        open_maps(tmp_path / "bad.npz")
+    with pytest.raises(MapFormatError, match="does not exist"):
+        open_maps(tmp_path / "missing.npz")
+
+
+@pytest.mark.parametrize("arr,error", [
+    (np.ones((3, 4)), "square"), (np.ones((2, 2, 2)), "square"), (np.zeros((0, 0)), "empty"),
+    (np.array([[np.nan, 1.0], [0.5, 0.5]]), "NaN"), (np.array([[-0.1, 1.1], [0.5, 0.5]]), "negative"),
+    (np.array([["a", "b"], ["c", "d"]]), "dtype"),
+])
+def test_check_map_errors(arr, error):
+    errors, _ = check_map(arr)
+    assert errors and error in errors[0]
+
+
+def test_check_map_flags_rows_not_summing_to_one():
+    assert check_map(softmax_map(5)) == ([], [])
+    errors, warnings = check_map(softmax_map(5) * 3)
+    assert not errors and "rows do not sum to 1" in warnings[0]
