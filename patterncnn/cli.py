@@ -80,6 +80,80 @@ def cmd_finetune(args) -> int:
     return 0
 
 
+def _ls_client(args):
+    from .annotate import connect
+
+    return connect(args.url or os.environ.get("LABEL_STUDIO_URL"),
+                   args.api_key or os.environ.get("LABEL_STUDIO_API_KEY"))
+
+
+def _predictor(args):
+    from .annotate import RulePredictor
+
+    if args.classifier:
+        from .infer import OnnxClassifier
+
+        return OnnxClassifier(args.classifier)
+    return RulePredictor() if args.pre == "rule" else None
+
+
+def cmd_annotate_config(args) -> int:
+    from .annotate import label_config
+
+    print(label_config())
+    return 0
+
+
+def cmd_annotate_push(args) -> int:
+    from .annotate import ensure_project, push
+    from .maps import open_maps
+
+    maps = open_maps(args.maps)
+    client = _ls_client(args)
+    project = ensure_project(client, args.project)
+    result = push(client, project, maps, predictor=_predictor(args), order=args.order, limit=args.limit)
+    print(f"pushed {result['pushed']} map(s) to project {project.id} ({project.title!r}); "
+          f"{result['skipped_existing']} already there")
+    print(f"label them at {client._patterncnn_url}/projects/{project.id}/data")
+    return 0
+
+
+def cmd_annotate_pull(args) -> int:
+    import json as _json
+
+    from .annotate import AnnotateError, annotator_names, fetch_export, find_project, tidy, write_labelled_set
+    from .maps import MultiStore, open_maps
+
+    maps = MultiStore([open_maps(m) for m in args.maps]) if args.maps else None
+    if args.from_file:
+        with open(args.from_file, "rb") as f:
+            raw = f.read()
+        names = {}
+    else:
+        if args.project is None:
+            raise AnnotateError("pass --project (title or id) to pull from a server, or --from-file EXPORT.json")
+        client = _ls_client(args)
+        project = find_project(client, args.project)
+        if project is None:
+            raise AnnotateError(f"no Label Studio project titled {args.project!r}; check the title or pass its id")
+        raw = fetch_export(client, project)
+        names = annotator_names(client)
+    try:
+        export = _json.loads(raw)
+    except ValueError:
+        raise AnnotateError("the export is not JSON: export the project as JSON (not CSV/COCO/...)") from None
+    rows, report = tidy(export, maps, names)
+    if not rows:
+        raise AnnotateError(f"no labelled maps in the export ({report['tasks']} task(s), {report['cancelled']} "
+                            f"skipped, {report['unlabelled']} unlabelled); nothing written to {args.out}")
+    result = write_labelled_set(args.out, raw, rows, report, maps)
+    counts = ", ".join(f"{k} {v}" for k, v in result["labels"].items())
+    print(f"{len(rows)} labelled map(s) written to {args.out} ({counts}); {report['cancelled']} skipped/cancelled "
+          f"and {report['unlabelled']} unlabelled task(s) left out; {len(report['disagreements'])} with disagreeing "
+          f"annotations (resolved by majority, then most recent)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="patterncnn",
@@ -118,6 +192,43 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     _add_glue_args(p)
     p.set_defaults(func=cmd_finetune, seed=42)
+
+    p = sub.add_parser("annotate", help="label maps in Label Studio: config, push, pull",
+                       description="Round trip with a Label Studio server (label-studio-sdk 2.x). Connection from "
+                                   "--url/--api-key or LABEL_STUDIO_URL/LABEL_STUDIO_API_KEY.")
+    asub = p.add_subparsers(dest="annotate_command", metavar="ACTION", required=True)
+
+    def conn(q):
+        q.add_argument("--url", help="Label Studio URL (default: $LABEL_STUDIO_URL)")
+        q.add_argument("--api-key", help="Label Studio API token (default: $LABEL_STUDIO_API_KEY)")
+
+    q = asub.add_parser("config", help="print the labeling config (XML) generated from the five labels")
+    q.set_defaults(func=cmd_annotate_config)
+    q = asub.add_parser("push", help="import maps as tasks (idempotent), with optional pre-annotations",
+                        description="Create or reuse a project and import maps from a map store (or plain .npz) as "
+                                    "tasks; map ids already in the project are skipped. Images are embedded in the "
+                                    "tasks as PNG data URIs, so a stock server needs no storage setup.")
+    q.add_argument("maps", help="map store folder (from `patterncnn export`) or a plain .npz")
+    q.add_argument("--project", required=True, help="project title (created if missing) or id")
+    q.add_argument("--pre", choices=("rule", "none"), default="rule",
+                   help="pre-annotate with the feature rule, or not at all (default: %(default)s)")
+    q.add_argument("--classifier", help="pre-annotate with a trained classifier instead (models/patterncnn.onnx)")
+    q.add_argument("--order", choices=("store", "uncertain"), default="store",
+                   help="'uncertain': push the maps the predictor is least sure about first (default: %(default)s)")
+    q.add_argument("--limit", type=int, help="push at most this many new maps")
+    conn(q)
+    q.set_defaults(func=cmd_annotate_push)
+    q = asub.add_parser("pull", help="export annotations and write the labelled set (e.g. into annotations/)",
+                        description="Export the project's annotations and write labels.csv (tidy table joined to "
+                                    "the map store), the export as it came (gzipped) and the labelled maps. Skipped "
+                                    "tasks are left out and counted; several annotations on a task are resolved "
+                                    "by majority, then the most recent.")
+    q.add_argument("--project", help="project title or id")
+    q.add_argument("--maps", action="append", help="map store(s) the tasks were pushed from (repeatable)")
+    q.add_argument("--from-file", help="a JSON export downloaded from the Label Studio UI, instead of a server")
+    q.add_argument("--out", default="annotations", help="output folder (default: %(default)s)")
+    conn(q)
+    q.set_defaults(func=cmd_annotate_pull)
     return parser
 
 
@@ -134,13 +245,14 @@ def main(argv: list[str] | None = None) -> int:
         hf_logging.disable_progress_bar()
     except ImportError:  # pragma: no cover
         pass
+    from .annotate import AnnotateError
     from .encoder import EncoderError
     from .glue import GlueDataError
     from .maps import MapFormatError
 
     try:
         return args.func(args)
-    except (GlueDataError, EncoderError, MapFormatError, FileExistsError, ValueError) as e:
+    except (GlueDataError, EncoderError, MapFormatError, AnnotateError, FileExistsError, ValueError) as e:
         if args.verbose:
             raise
         print(f"patterncnn {args.command}: error: {e}", file=sys.stderr)

@@ -189,6 +189,9 @@ class PlainNpz:
     def ids(self) -> list[str]:
         return [m["id"] for m in self.meta]
 
+    def __contains__(self, map_id: str) -> bool:
+        return map_id in self._npz.files
+
     def get(self, map_id: str) -> np.ndarray:
         return self._npz[map_id]
 
@@ -198,6 +201,41 @@ class PlainNpz:
     def __iter__(self) -> Iterator[tuple[dict, np.ndarray]]:
         for m in self.meta:
             yield m, self._npz[m["id"]]
+
+
+class MultiStore:
+    """Several map sources read as one (ids must not repeat across them)."""
+
+    def __init__(self, sources: list):
+        self.sources = sources
+        self.root = ", ".join(str(s.root) for s in sources)
+        self._owner: dict[str, object] = {}
+        for src in sources:
+            for map_id in src.ids:
+                if map_id in self._owner:
+                    raise MapFormatError(f"map id {map_id!r} is in both {self._owner[map_id].root} and {src.root}")
+                self._owner[map_id] = src
+        self.meta = [m for src in sources for m in src.meta]
+
+    def __len__(self) -> int:
+        return len(self.meta)
+
+    @property
+    def ids(self) -> list[str]:
+        return [m["id"] for m in self.meta]
+
+    def __contains__(self, map_id: str) -> bool:
+        return map_id in self._owner
+
+    def get(self, map_id: str) -> np.ndarray:
+        return self._owner[map_id].get(map_id)
+
+    def metadata(self, map_id: str) -> dict:
+        return self._owner[map_id].metadata(map_id)
+
+    def __iter__(self) -> Iterator[tuple[dict, np.ndarray]]:
+        for m in self.meta:
+            yield m, self.get(m["id"])
 
 
 def open_maps(path: str | os.PathLike) -> MapStore | PlainNpz:

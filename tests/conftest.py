@@ -44,3 +44,16 @@ def build_tiny_bert(path: Path, layers: int = 3, heads: int = 4, max_pos: int = 
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> Path:
     return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def label_studio(tmp_path_factory):
+    """A real Label Studio 1.23 server on a free loopback port, for the whole session."""
+    from labelstudio_server import LabelStudioServer
+
+    try:
+        server = LabelStudioServer(tmp_path_factory.mktemp("label-studio")).start()
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    yield server
+    server.stop()
