@@ -118,6 +118,35 @@ def cmd_annotate_push(args) -> int:
     return 0
 
 
+def cmd_annotate_sheets(args) -> int:
+    from pathlib import Path
+
+    from .fileio import write_bytes
+    from .maps import MultiStore, open_maps
+    from .render import labelled_sheet
+
+    maps = MultiStore([open_maps(m) for m in args.maps])
+    metas = maps.meta
+    if args.shuffle is not None:
+        import random
+
+        metas = list(metas)
+        random.Random(args.shuffle).shuffle(metas)
+    out = Path(args.out)
+    index = []
+    for s, start in enumerate(range(0, len(metas), args.per_sheet)):
+        chunk = metas[start : start + args.per_sheet]
+        captions = [f"#{start + k}  T={maps.get(m['id']).shape[0]}" for k, m in enumerate(chunk)]
+        write_bytes(out / f"sheet-{s:03d}.png", labelled_sheet([maps.get(m["id"]) for m in chunk],
+                                                               [m.get("seps") for m in chunk], captions))
+        index += [{"n": start + k, "sheet": s, "id": m["id"]} for k, m in enumerate(chunk)]
+    from .fileio import write_json
+
+    write_json(out / "index.json", index)
+    print(f"wrote {s + 1} sheet(s) of up to {args.per_sheet} maps to {out} (index.json maps #n to map ids)")
+    return 0
+
+
 def cmd_annotate_pull(args) -> int:
     import json as _json
 
@@ -218,6 +247,14 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--limit", type=int, help="push at most this many new maps")
     conn(q)
     q.set_defaults(func=cmd_annotate_push)
+    q = asub.add_parser("sheets", help="render maps as numbered contact sheets, to look through a batch by eye",
+                        description="Render maps as PNG contact sheets (per-map colour scale, [SEP] lines), each "
+                                    "map captioned with a running number; index.json maps numbers to map ids.")
+    q.add_argument("maps", nargs="+", help="map store folder(s) or .npz file(s)")
+    q.add_argument("--out", required=True, help="folder for sheet-NNN.png and index.json")
+    q.add_argument("--per-sheet", type=int, default=16, help="(default: %(default)s)")
+    q.add_argument("--shuffle", type=int, metavar="SEED", help="shuffle the maps with this seed first")
+    q.set_defaults(func=cmd_annotate_sheets)
     q = asub.add_parser("pull", help="export annotations and write the labelled set (e.g. into annotations/)",
                         description="Export the project's annotations and write labels.csv (tidy table joined to "
                                     "the map store), the export as it came (gzipped) and the labelled maps. Skipped "
@@ -260,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"patterncnn {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and the like
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -112,3 +112,32 @@ def contact_sheet(maps: list[np.ndarray], seps: list[list[int] | None] | None = 
     buf = io.BytesIO()
     Image.fromarray((grid * 255).round().to(torch.uint8).permute(1, 2, 0).numpy()).save(buf, format="PNG")
     return buf.getvalue()
+
+
+def labelled_sheet(maps: list[np.ndarray], seps: list[list[int] | None], captions: list[str], cols: int = 4,
+                   cell_inches: float = 2.6, dpi: int = 90) -> bytes:
+    """Many maps as one PNG with a caption over each, for looking through a batch by eye.
+
+    Each map keeps its own colour scale (0 to its max) and [SEP] lines, as in :func:`render_png`.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    rows = max(1, -(-len(maps) // cols))
+    fig = Figure(figsize=(cols * cell_inches, rows * (cell_inches + 0.25)), dpi=dpi)
+    for k, (arr, sp, cap) in enumerate(zip(maps, seps, captions)):
+        ax = fig.add_subplot(rows, cols, k + 1)
+        arr = np.asarray(arr, dtype=np.float32)
+        ax.imshow(arr, cmap=_CMAP, vmin=0.0, vmax=float(arr.max()) or 1.0, interpolation="nearest")
+        for s in (sp or [])[:-1]:
+            ax.axhline(s + 0.5, color="white", linewidth=0.6)
+            ax.axvline(s + 0.5, color="white", linewidth=0.6)
+        ax.set_title(cap, fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.tight_layout(pad=0.4)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
