@@ -183,6 +183,140 @@ def cmd_annotate_pull(args) -> int:
     return 0
 
 
+def cmd_train(args) -> int:
+    from .model import CNNConfig
+    from .release import train_and_ship
+    from .train import TrainConfig
+
+    cfg = CNNConfig(grid=args.grid, representation=args.representation, segment_channel=not args.no_segment_channel)
+    tcfg = TrainConfig(folds=args.folds, seed=args.seed, max_epochs=args.max_epochs)
+    m = train_and_ship(args.annotations, args.out, cfg, tcfg, compare=args.compare, progress=_progress())
+    cv = m["cv"]
+    print(f"{m['data']['maps']} maps, {tcfg.folds}-fold grouped CV: macro-F1 {cv['macro_f1']:.3f} "
+          f"(folds {cv['fold_macro_f1_mean']:.3f} ± {cv['fold_macro_f1_std']:.3f}), weighted-F1 {cv['weighted_f1']:.3f}")
+    for name, b in m["baselines"].items():
+        print(f"  baseline {name}: macro-F1 {b['macro_f1']:.3f}")
+    print(("CNN beats" if m["cnn_beats_best_baseline"] else "CNN does NOT beat") + f" the best baseline "
+          f"({m['best_baseline']}); ONNX parity max |dp| {m['onnx_parity_max_abs_diff']:.1e}")
+    print(f"wrote {args.out}/patterncnn.pt, patterncnn.onnx, metrics.json, README.md")
+    return 0
+
+
+def cmd_classify(args) -> int:
+    import json as _json
+
+    from .fileio import atomic_open
+    from .infer import DEFAULT_CLASSIFIER, OnnxClassifier
+    from .labels import LABELS
+    from .maps import check_map, open_maps
+
+    maps = open_maps(args.maps)
+    clf = OnnxClassifier(args.classifier or DEFAULT_CLASSIFIER, threads=args.threads)
+    good, errors, flagged = [], 0, 0
+    with atomic_open(args.out, "w", encoding="utf-8") as f:
+        metas = maps.meta
+        for start in range(0, len(metas), 1024):
+            chunk = metas[start : start + 1024]
+            arrs, ok = [], []
+            for m in chunk:
+                arr = maps.get(m["id"])
+                errs, warns = check_map(arr)
+                if errs:
+                    errors += 1
+                    print(f"{m['id']}: skipped: {errs[0]}", file=sys.stderr)
+                    f.write(_json.dumps({"id": m["id"], "error": errs[0]}) + "\n")
+                    continue
+                ok.append((m, warns))
+                arrs.append(arr.astype("float32"))
+            probs = clf.predict(arrs, [m.get("seps") for m, _ in ok]) if arrs else []
+            for (m, warns), p in zip(ok, probs):
+                rec = {"id": m["id"], "label": LABELS[int(p.argmax())],
+                       "probs": {name: round(float(x), 6) for name, x in zip(LABELS, p)}}
+                if warns:
+                    flagged += 1
+                    rec["warning"] = warns[0]
+                f.write(_json.dumps(rec) + "\n")
+                good.append(rec["label"])
+    from collections import Counter
+
+    c = Counter(good)
+    print(f"classified {len(good)} map(s) -> {args.out} ({', '.join(f'{k} {c.get(k, 0)}' for k in LABELS)}); "
+          f"{errors} rejected, {flagged} flagged (rows not summing to 1)")
+    return 1 if errors and not good else 0
+
+
+def cmd_census(args) -> int:
+    import json as _json
+
+    from .census import compare, run_census, table
+    from .encoder import load_encoder
+    from .glue import TASKS, get_task, load_split
+    from .infer import DEFAULT_CLASSIFIER, OnnxClassifier
+
+    if args.task == ["compare"] or args.compare:
+        a, b = (_json.load(open(p if p.endswith(".json") else os.path.join(p, "census.json"))) for p in args.compare)
+        text, _ = compare(a, b)
+        print(text)
+        return 0
+    names = list(dict.fromkeys(t for spec in args.task for t in (
+        [n for n in TASKS if n != "mnli-mm"] if spec == "all" else [get_task(spec).name])))
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit must be at least 1 (got {args.limit})")
+    clf = OnnxClassifier(args.classifier or DEFAULT_CLASSIFIER, threads=args.threads)
+    splits = [load_split(t, "dev", _glue_dir(args), limit=args.limit, seed=args.seed) for t in names]
+    models = args.model or ["minilm"]
+    for model in models:
+        enc = load_encoder(model, max_length=args.max_length)
+        out = args.out if len(models) == 1 else os.path.join(args.out, enc.tag)
+        try:
+            result = run_census(enc, clf, splits, out, args.limit, args.seed, args.batch_size, _progress(),
+                                save_maps=args.save_maps, overwrite=args.overwrite)
+        except KeyboardInterrupt:
+            print(f"interrupted: finished windows are saved in {out}/.work; run the same command again to resume",
+                  file=sys.stderr)
+            return 130
+        print(f"\n{model} ({enc.tag}): share of (example, layer, head) maps, 95% bootstrap CI over examples")
+        print(table(result))
+        trunc = sum(s["truncated"] for s in result["tasks"].values())
+        if trunc:
+            print(f"note: {trunc} input(s) longer than --max-length {enc.max_length} were truncated")
+        print(f"wrote {out}/census.json, census.csv, heads.csv, census.png, heads.png")
+    if len(models) == 2:
+        a, b = (os.path.join(args.out, load_encoder(m, max_length=args.max_length).tag, "census.json") for m in models)
+        print("\n" + compare(_json.load(open(a)), _json.load(open(b)))[0])
+    return 0
+
+
+def cmd_analyze(args) -> int:
+    from .census import analyze, grid_text
+    from .encoder import load_encoder
+    from .infer import DEFAULT_CLASSIFIER, OnnxClassifier
+
+    texts = tuple(t for t in args.text if t)
+    if not texts or len(texts) > 2:
+        raise ValueError("give one sentence, or two for a pair")
+    clf = OnnxClassifier(args.classifier or DEFAULT_CLASSIFIER, threads=args.threads)
+    enc = load_encoder(args.model, max_length=args.max_length)
+    res = analyze(enc, clf, texts)
+    print(f"{len(res['tokens'])} tokens: {' '.join(res['tokens'])}")
+    if res["truncated"]:
+        print(f"note: the input was truncated to --max-length {enc.max_length} tokens")
+    print(grid_text(res["labels"]))
+    from collections import Counter
+
+    c = Counter(x for row in res["labels"] for x in row)
+    n = sum(c.values())
+    print("shares: " + ", ".join(f"{k} {100 * c.get(k, 0) / n:.0f}%" for k in
+                                 ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous")))
+    if args.out:
+        from .fileio import write_bytes
+        from .plots import analyze_figure
+
+        write_bytes(args.out, analyze_figure(res["probs"], f"{args.model}: pattern per head (shade = confidence)"))
+        print(f"wrote {args.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="patterncnn",
@@ -266,6 +400,64 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--out", default="annotations", help="output folder (default: %(default)s)")
     conn(q)
     q.set_defaults(func=cmd_annotate_pull)
+
+    p = sub.add_parser("train", help="train the 8-layer CNN with grouped cross-validation, export ONNX",
+                       description="Cross-validate (stratified, grouped by input example) the CNN and feature "
+                                   "baselines on a labelled set, fit the final model, export ONNX with a parity "
+                                   "check and write the model card.")
+    p.add_argument("--annotations", default="annotations", help="labelled set from `annotate pull` (default: %(default)s)")
+    p.add_argument("--out", default="models", help="output folder (default: %(default)s)")
+    p.add_argument("--grid", type=int, default=32, help="input grid size (default: %(default)s)")
+    p.add_argument("--representation", choices=("area", "bilinear"), default="area",
+                   help="how a TxT map becomes the grid (default: %(default)s)")
+    p.add_argument("--no-segment-channel", action="store_true", help="do not give the segment squares as a channel")
+    p.add_argument("--compare", action="store_true",
+                   help="also cross-validate area/bilinear x 32/64 and the segment channel, for the model card")
+    p.add_argument("--folds", type=int, default=5, help="(default: %(default)s)")
+    p.add_argument("--max-epochs", type=int, default=80, help="(default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("classify", help="classify maps (map store or plain .npz) -> JSON lines",
+                       description="Classify every map of a map store or a plain .npz of square maps keyed by id. "
+                                   "Writes one JSON line per map: {id, label, probs}. Invalid maps (non-square, "
+                                   "empty, NaN/inf, negative) get an error line and are reported; maps whose rows "
+                                   "do not sum to ~1 are classified and flagged.")
+    p.add_argument("maps", help="map store folder or .npz file")
+    p.add_argument("--out", required=True, help="output .jsonl")
+    p.add_argument("--classifier", default=None, help="ONNX classifier (default: the shipped models/patterncnn.onnx)")
+    p.add_argument("--threads", type=int, default=2, help="onnxruntime threads (default: %(default)s)")
+    p.set_defaults(func=cmd_classify)
+
+    p = sub.add_parser("census", help="pattern shares over GLUE dev sets, overall and per layer x head",
+                       description="Run an encoder over each task's dev set (up to --limit examples), classify every "
+                                   "(example, layer, head) map and report each pattern's share with a 95%% bootstrap "
+                                   "CI, the per-head distribution, tables and plots. Interrupted runs resume when "
+                                   "re-run with the same arguments. `--compare A B` compares two finished censuses.")
+    p.add_argument("--task", action="append", default=[], help="GLUE task (repeatable), or 'all'")
+    p.add_argument("--model", action="append", help="encoder (repeatable; two models are compared). Default: minilm")
+    p.add_argument("--max-length", type=int, default=128, help="(default: %(default)s)")
+    p.add_argument("--limit", type=int, default=1000, help="examples per task, as in the paper (default: %(default)s)")
+    p.add_argument("--out", default="runs/census", help="output folder (default: %(default)s)")
+    p.add_argument("--classifier", default=None, help="ONNX classifier (default: the shipped models/patterncnn.onnx)")
+    p.add_argument("--batch-size", type=int, default=16, help="encoder batch size (default: %(default)s)")
+    p.add_argument("--threads", type=int, default=2, help="onnxruntime threads (default: %(default)s)")
+    p.add_argument("--save-maps", action="store_true", help="also write every map to OUT/maps/<task> (large)")
+    p.add_argument("--overwrite", action="store_true", help="replace a finished or unfinished census in --out")
+    p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two census results (folders or json)")
+    _add_glue_args(p)
+    p.set_defaults(func=cmd_census)
+
+    p = sub.add_parser("analyze", help="the layer x head grid of patterns for one sentence or pair",
+                       description="Run the encoder on one input and classify every head's map; print the grid "
+                                   "(and write it as a figure with --out).")
+    p.add_argument("text", nargs="+", help="a sentence, or two sentences for a pair")
+    p.add_argument("--model", default="minilm", help="encoder (default: %(default)s, the embedded all-MiniLM-L6-v2)")
+    p.add_argument("--max-length", type=int, default=128, help="(default: %(default)s)")
+    p.add_argument("--classifier", default=None, help="ONNX classifier (default: the shipped models/patterncnn.onnx)")
+    p.add_argument("--threads", type=int, default=2, help="(default: %(default)s)")
+    p.add_argument("--out", help="write the grid figure to this PNG")
+    p.set_defaults(func=cmd_analyze)
     return parser
 
 
@@ -284,12 +476,15 @@ def main(argv: list[str] | None = None) -> int:
         pass
     from .annotate import AnnotateError
     from .encoder import EncoderError
+    from .census import CensusError
+    from .infer import ClassifierError
     from .glue import GlueDataError
     from .maps import MapFormatError
 
     try:
         return args.func(args)
-    except (GlueDataError, EncoderError, MapFormatError, AnnotateError, FileExistsError, ValueError) as e:
+    except (GlueDataError, EncoderError, MapFormatError, AnnotateError, ClassifierError, CensusError, FileExistsError,
+            FileNotFoundError, ValueError) as e:
         if args.verbose:
             raise
         print(f"patterncnn {args.command}: error: {e}", file=sys.stderr)

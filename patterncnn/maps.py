@@ -204,18 +204,22 @@ class PlainNpz:
 
 
 class MultiStore:
-    """Several map sources read as one (ids must not repeat across them)."""
+    """Several map sources read as one. An id in several sources is read from the first.
+
+    A map id names one (encoder weights, task, split, example, layer, head), so the same id in two
+    stores (say, a store and a selection copied from it) is the same map.
+    """
 
     def __init__(self, sources: list):
         self.sources = sources
         self.root = ", ".join(str(s.root) for s in sources)
         self._owner: dict[str, object] = {}
+        self.meta = []
         for src in sources:
-            for map_id in src.ids:
-                if map_id in self._owner:
-                    raise MapFormatError(f"map id {map_id!r} is in both {self._owner[map_id].root} and {src.root}")
-                self._owner[map_id] = src
-        self.meta = [m for src in sources for m in src.meta]
+            for m in src.meta:
+                if m["id"] not in self._owner:
+                    self._owner[m["id"]] = src
+                    self.meta.append(m)
 
     def __len__(self) -> int:
         return len(self.meta)

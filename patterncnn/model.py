@@ -1,0 +1,131 @@
+"""The 8-layer ReLU CNN of Kovaleva et al. (2019), and the one preprocessing function it uses.
+
+Usage::
+
+    cfg = CNNConfig(grid=32, representation="area", segment_channel=True)
+    model = PatternCNN(cfg)
+    x = preprocess(maps, seps, cfg)      # maps: (N, T, T) -> x: (N, C, grid, grid)
+    logits = model(x)                    # (N, 5), classes in LABELS order
+
+**Preprocessing** turns a T×T map (T from ~5 to 512) into a fixed grid:
+
+* ``area``: adaptive average pooling to grid×grid. It preserves mass (each cell is the mean of
+  the map cells it covers), so a one-token diagonal or column survives downsampling as a faint
+  line instead of vanishing between samples; small maps are replicated up, not smoothed.
+* ``bilinear``: bilinear interpolation to grid×grid (antialiased when shrinking).
+
+Then each map is scaled by its own maximum (as a person looks at it: 0 to the map's max), and,
+with ``segment_channel``, a second channel marks the two segment squares split by the first
+``[SEP]`` (all ones for a single segment), so block can be told from diffuse haze.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .labels import LABELS
+
+REPRESENTATIONS = ("area", "bilinear")
+
+
+@dataclasses.dataclass
+class CNNConfig:
+    grid: int = 32
+    representation: str = "area"
+    segment_channel: bool = True
+    widths: tuple[int, ...] = (8, 8, 16, 16, 32, 32, 64, 64)  # exactly 8 conv layers
+    pool_after: tuple[int, ...] = (1, 3, 5)  # 2x2 max-pool after these conv layers (0-based)
+    dropout: float = 0.2
+    n_classes: int = len(LABELS)
+
+    def __post_init__(self):
+        if len(self.widths) != 8:
+            raise ValueError(f"the paper's CNN has 8 convolutional layers; got {len(self.widths)} widths")
+        if self.representation not in REPRESENTATIONS:
+            raise ValueError(f"unknown representation {self.representation!r}; use one of {REPRESENTATIONS}")
+        if self.grid % (2 ** len(self.pool_after)):
+            raise ValueError(f"grid {self.grid} must be divisible by {2 ** len(self.pool_after)}")
+        self.widths = tuple(self.widths)
+        self.pool_after = tuple(self.pool_after)
+
+    @property
+    def in_channels(self) -> int:
+        return 2 if self.segment_channel else 1
+
+
+def segment_masks(t: int, seps: list[list[int] | None]) -> torch.Tensor:
+    """(N, T, T) float masks of the two segment squares (ones everywhere for single segments)."""
+    bounds = []
+    for s in seps:
+        s = [p for p in (s or []) if 0 <= p < t]
+        bounds.append(s[0] + 1 if len(s) >= 2 else t)  # first token of segment B
+    in_a = torch.arange(t)[None, :] < torch.tensor(bounds)[:, None]  # (N, T)
+    return (in_a[:, :, None] == in_a[:, None, :]).float()
+
+
+def resize(x: torch.Tensor, grid: int, representation: str) -> torch.Tensor:
+    """(N, C, T, T) -> (N, C, grid, grid)."""
+    if representation == "area":
+        return F.adaptive_avg_pool2d(x, grid)
+    return F.interpolate(x, size=(grid, grid), mode="bilinear", align_corners=False, antialias=x.shape[-1] > grid)
+
+
+def preprocess(maps: torch.Tensor, seps: list[list[int] | None], cfg: CNNConfig,
+               resample_to: int | None = None) -> torch.Tensor:
+    """The single preprocessing function of training and inference.
+
+    Args:
+        maps: (N, T, T) attention maps of one length T (float).
+        seps: N lists of separator positions (or None).
+        cfg: the model config (grid, representation, segment_channel).
+        resample_to: training augmentation only: first resample the map (and mask) to this T
+            with nearest-neighbour, as if the input had had another length.
+
+    Returns:
+        (N, C, grid, grid) float32: channel 0 the map scaled to [0, 1] by its own maximum,
+        channel 1 (optional) the segment mask.
+    """
+    x = maps.float().unsqueeze(1)  # (N, 1, T, T)
+    if cfg.segment_channel:
+        x = torch.cat([x, segment_masks(maps.shape[-1], seps).unsqueeze(1)], dim=1)  # (N, 2, T, T)
+    if resample_to is not None and resample_to != x.shape[-1]:
+        x = F.interpolate(x, size=(resample_to, resample_to), mode="nearest")
+    x = resize(x, cfg.grid, cfg.representation)
+    peak = x[:, :1].amax(dim=(2, 3), keepdim=True).clamp_min(1e-12)
+    return torch.cat([x[:, :1] / peak, x[:, 1:]], dim=1).contiguous()
+
+
+class PatternCNN(nn.Module):
+    """8 × (conv3x3 -> BatchNorm -> ReLU), max-pools between, global average pool, linear head."""
+
+    def __init__(self, cfg: CNNConfig):
+        super().__init__()
+        self.cfg = cfg
+        layers: list[nn.Module] = []
+        c = cfg.in_channels
+        for i, w in enumerate(cfg.widths):
+            layers += [nn.Conv2d(c, w, 3, padding=1, bias=False), nn.BatchNorm2d(w), nn.ReLU(inplace=True)]
+            if i in cfg.pool_after:
+                layers.append(nn.MaxPool2d(2))
+            c = w
+        self.features = nn.Sequential(*layers)
+        self.head = nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(c, cfg.n_classes))
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, C, G, G) -> (N, widths[-1]) pooled features."""
+        return self.features(x).mean(dim=(2, 3))
+
+    def forward_head(self, f: torch.Tensor) -> torch.Tensor:
+        return self.head(f)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, C, G, G) -> (N, n_classes) logits."""
+        return self.forward_head(self.forward_features(x))
+
+
+def count_conv_layers(model: nn.Module) -> int:
+    return sum(isinstance(m, nn.Conv2d) for m in model.modules())

@@ -1,0 +1,277 @@
+"""Train the CNN on a labelled set: grouped, stratified 5-fold CV with baselines, then a final fit.
+
+Usage (what ``patterncnn train`` runs)::
+
+    data = load_labelled("annotations")
+    report = cross_validate(data, CNNConfig(), TrainConfig())       # honest, out-of-fold metrics
+    model, info = fit_final(data, CNNConfig(), TrainConfig(), epochs=report["median_best_epoch"])
+
+Honesty rules: folds are grouped by input example (the maps of one sentence or pair never sit on
+both sides of a split) and stratified by label; early stopping watches a validation split carved
+out of the *training* part of each fold, never the test fold; the feature baselines are scored on
+the very same folds; the final model is trained on all data for the median early-stopped epoch
+count. Augmentation only preserves labels: resampling the map to another length T (nearest) and a
+gamma jitter of the intensities; no transposes or flips (a transpose turns vertical into
+horizontal).
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import dataclasses
+import hashlib
+import logging
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .features import map_features, rule_scores
+from .labels import LABELS, label_index
+from .maps import MapStore
+from .model import CNNConfig, PatternCNN, preprocess
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    folds: int = 5
+    seed: int = 0
+    max_epochs: int = 80
+    patience: int = 15
+    batch_size: int = 32
+    lr: float = 3e-3
+    weight_decay: float = 1e-4
+    resample_p: float = 0.5  # probability of resampling T in augmentation
+    resample_range: tuple[float, float] = (0.7, 1.4)
+    gamma_range: tuple[float, float] = (0.8, 1.25)
+    label_smoothing: float = 0.05
+
+
+@dataclasses.dataclass
+class Labelled:
+    ids: list[str]
+    maps: list[np.ndarray]
+    seps: list[list[int] | None]
+    y: np.ndarray  # (N,) label indices
+    groups: np.ndarray  # (N,) input-example keys
+    uncertain: np.ndarray  # (N,) bool
+    data_hash: str
+    meta: list[dict]
+
+
+def load_labelled(annotations: str | Path) -> Labelled:
+    """Read ``labels.csv`` and the labelled maps (``maps/``) written by ``patterncnn annotate pull``."""
+    root = Path(annotations)
+    table = root / "labels.csv"
+    if not table.is_file():
+        raise FileNotFoundError(f"{table} not found: --annotations must be a folder written by "
+                                f"`patterncnn annotate pull` (labels.csv + maps/)")
+    store = MapStore(root / "maps")
+    rows = list(csv.DictReader(open(table, encoding="utf-8")))
+    if not rows:
+        raise ValueError(f"{table} holds no labelled maps")
+    h = hashlib.sha256()
+    ids, maps, seps, y, groups, unc, metas = [], [], [], [], [], [], []
+    for r in sorted(rows, key=lambda r: r["map_id"]):
+        meta = store.metadata(r["map_id"])
+        arr = np.asarray(store.get(r["map_id"]), dtype=np.float32)
+        h.update(r["map_id"].encode() + r["label"].encode() + arr.tobytes())
+        ids.append(r["map_id"])
+        maps.append(arr)
+        seps.append(meta.get("seps"))
+        y.append(label_index(r["label"]))
+        # The same input example seen through different encoders is one group.
+        groups.append(f"{meta.get('task')}/{meta.get('split')}/{meta.get('example')}")
+        unc.append(r.get("uncertain") == "True")
+        metas.append(meta)
+    return Labelled(ids, maps, seps, np.array(y), np.array(groups), np.array(unc), h.hexdigest(), metas)
+
+
+def _x(maps, seps, idx, cfg: CNNConfig, rng: np.random.Generator | None = None,
+       tcfg: TrainConfig | None = None) -> torch.Tensor:
+    """Preprocess maps ``idx`` one by one (their T differ); with ``rng``, augment."""
+    out = []
+    for i in idx:
+        t = maps[i].shape[0]
+        resample = None
+        if rng is not None and rng.random() < tcfg.resample_p:
+            resample = max(4, int(round(t * rng.uniform(*tcfg.resample_range))))
+        x = preprocess(torch.from_numpy(maps[i])[None], [seps[i]], cfg, resample_to=resample)
+        if rng is not None:
+            x[:, 0] = x[:, 0] ** float(rng.uniform(*tcfg.gamma_range))
+        out.append(x)
+    return torch.cat(out)
+
+
+def macro_f1(y_true, y_pred) -> float:
+    from sklearn.metrics import f1_score
+
+    return float(f1_score(y_true, y_pred, average="macro", labels=range(len(LABELS)), zero_division=0))
+
+
+def fit(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, seed: int,
+        epochs: int | None = None, tick: Callable | None = None) -> tuple[PatternCNN, int, list]:
+    """Train one model. With ``val_idx``, early-stop on its macro-F1; else run ``epochs`` epochs.
+
+    Returns:
+        (model with the best weights, best epoch (1-based), per-epoch history).
+    """
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model = PatternCNN(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
+    n_epochs = epochs or tcfg.max_epochs
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=n_epochs)
+    y = torch.as_tensor(data.y)
+    counts = np.bincount(data.y[train_idx], minlength=len(LABELS)).astype(np.float64)
+    weights = torch.tensor(len(train_idx) / (len(LABELS) * np.maximum(counts, 1)), dtype=torch.float32)
+    x_val = _x(data.maps, data.seps, val_idx, cfg) if val_idx is not None and len(val_idx) else None
+    best = (-1.0, 0, None)
+    history, stale = [], 0
+    for epoch in range(1, n_epochs + 1):
+        model.train()
+        order = rng.permutation(train_idx)
+        x_all = _x(data.maps, data.seps, order, cfg, rng, tcfg)
+        total = 0.0
+        for s in range(0, len(order), tcfg.batch_size):
+            xb, yb = x_all[s : s + tcfg.batch_size], y[order[s : s + tcfg.batch_size]]
+            if len(yb) < 2:
+                continue  # BatchNorm needs two samples
+            loss = F.cross_entropy(model(xb), yb, weight=weights, label_smoothing=tcfg.label_smoothing)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += loss.item() * len(yb)
+        sched.step()
+        rec = {"epoch": epoch, "loss": total / len(order)}
+        if x_val is not None:
+            model.eval()
+            with torch.inference_mode():
+                pred = model(x_val).argmax(1).numpy()
+            rec["val_macro_f1"] = macro_f1(data.y[val_idx], pred)
+            if rec["val_macro_f1"] > best[0]:
+                best, stale = (rec["val_macro_f1"], epoch, copy.deepcopy(model.state_dict())), 0
+            else:
+                stale += 1
+        history.append(rec)
+        if tick:
+            tick()
+        if x_val is not None and stale >= tcfg.patience:
+            break
+    if x_val is not None:
+        model.load_state_dict(best[2])
+        return model.eval(), best[1], history
+    return model.eval(), n_epochs, history
+
+
+def predict_proba(model: PatternCNN, data: Labelled, idx, cfg: CNNConfig) -> np.ndarray:
+    with torch.inference_mode():
+        return torch.softmax(model(_x(data.maps, data.seps, idx, cfg)), dim=1).numpy()
+
+
+def folds(data: Labelled, tcfg: TrainConfig) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(train, val, test) index arrays per outer fold: grouped by example, stratified by label."""
+    from sklearn.model_selection import StratifiedGroupKFold
+
+    outer = StratifiedGroupKFold(n_splits=tcfg.folds, shuffle=True, random_state=tcfg.seed)
+    out = []
+    for k, (tr, te) in enumerate(outer.split(np.zeros(len(data.y)), data.y, data.groups)):
+        inner = StratifiedGroupKFold(n_splits=5, shuffle=True, random_state=tcfg.seed + 100 + k)
+        itr, iva = next(inner.split(np.zeros(len(tr)), data.y[tr], data.groups[tr]))
+        out.append((tr[itr], tr[iva], te))
+    return out
+
+
+def classification_report(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
+    """Per-class precision/recall/F1/support, macro and weighted F1, accuracy, confusion matrix."""
+    from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
+
+    labels = list(range(len(LABELS)))
+    p, r, f, s = precision_recall_fscore_support(y_true, y_pred, labels=labels, zero_division=0)
+    return {
+        "per_class": {name: {"precision": float(p[i]), "recall": float(r[i]), "f1": float(f[i]), "support": int(s[i])}
+                      for i, name in enumerate(LABELS)},
+        "macro_f1": float(f1_score(y_true, y_pred, average="macro", labels=labels, zero_division=0)),
+        "weighted_f1": float(f1_score(y_true, y_pred, average="weighted", labels=labels, zero_division=0)),
+        "accuracy": float(accuracy_score(y_true, y_pred)),
+        "confusion_matrix": confusion_matrix(y_true, y_pred, labels=labels).tolist(),
+        "confusion_matrix_order": list(LABELS),
+    }
+
+
+def cross_validate(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, progress=None) -> dict:
+    """Out-of-fold CNN predictions over the grouped stratified folds, with the report."""
+    splits = folds(data, tcfg)
+    oof = np.zeros((len(data.y), len(LABELS)), dtype=np.float32)
+    fold_f1, best_epochs = [], []
+    bar = progress(total=tcfg.folds * tcfg.max_epochs, desc=f"CV {cfg.representation}-{cfg.grid}",
+                   unit="ep") if progress else None
+    t0 = time.time()
+    for k, (tr, va, te) in enumerate(splits):
+        model, best_epoch, _ = fit(data, tr, va, cfg, tcfg, seed=tcfg.seed + k, tick=bar.update if bar else None)
+        oof[te] = predict_proba(model, data, te, cfg)
+        fold_f1.append(macro_f1(data.y[te], oof[te].argmax(1)))
+        best_epochs.append(best_epoch)
+    if bar:
+        bar.close()
+    rep = classification_report(data.y, oof.argmax(1))
+    rep.update({"fold_macro_f1": fold_f1, "fold_macro_f1_mean": float(np.mean(fold_f1)),
+                "fold_macro_f1_std": float(np.std(fold_f1)), "best_epochs": best_epochs,
+                "median_best_epoch": int(np.median(best_epochs)), "seconds": round(time.time() - t0, 1),
+                "certain_only_macro_f1": macro_f1(data.y[~data.uncertain], oof[~data.uncertain].argmax(1))})
+    return rep
+
+
+def baselines(data: Labelled, tcfg: TrainConfig) -> dict:
+    """Hand-crafted features -> logistic regression / gradient boosting on the same folds; and the rule."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    feats = np.stack([map_features(m, s) for m, s in zip(data.maps, data.seps)])
+    makers = {
+        "features+logreg": lambda: make_pipeline(StandardScaler(), LogisticRegression(
+            max_iter=5000, class_weight="balanced", C=1.0)),
+        "features+gboost": lambda: HistGradientBoostingClassifier(
+            max_iter=200, learning_rate=0.05, class_weight="balanced", random_state=tcfg.seed),
+    }
+    out = {}
+    for name, make in makers.items():
+        pred = np.zeros(len(data.y), dtype=int)
+        fold_f1 = []
+        for tr, va, te in folds(data, tcfg):
+            fit_idx = np.concatenate([tr, va])  # no early stopping: the baselines use all training data
+            clf = make().fit(feats[fit_idx], data.y[fit_idx])
+            pred[te] = clf.predict(feats[te])
+            fold_f1.append(macro_f1(data.y[te], pred[te]))
+        out[name] = {**classification_report(data.y, pred), "fold_macro_f1": fold_f1}
+    rule = np.array([int(np.argmax(rule_scores(m, s))) for m, s in zip(data.maps, data.seps)])
+    out["rule (pre-annotator, untrained)"] = classification_report(data.y, rule)
+    return out
+
+
+def fit_final(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, epochs: int) -> PatternCNN:
+    """Train on all labelled maps for a fixed number of epochs (chosen by CV early stopping)."""
+    idx = np.arange(len(data.y))
+    model, _, _ = fit(data, idx, None, cfg, tcfg, seed=tcfg.seed, epochs=max(1, epochs))
+    return model
+
+
+def throughput(cfg: CNNConfig, t: int = 64, n: int = 512, threads: int = 2) -> float:
+    """Maps/s of preprocessing + forward pass in torch eager for one batch of (n, t, t) maps."""
+    torch.set_num_threads(threads)
+    model = PatternCNN(cfg).eval()
+    maps = torch.softmax(torch.randn(n, t, t), dim=-1)
+    seps = [[t // 2, t - 1]] * n
+    with torch.inference_mode():
+        model(preprocess(maps[:8], seps[:8], cfg))
+        t0 = time.perf_counter()
+        model(preprocess(maps, seps, cfg))
+        return n / (time.perf_counter() - t0)
