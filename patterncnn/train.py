@@ -44,7 +44,7 @@ class TrainConfig:
     seed: int = 0
     max_epochs: int = 80
     patience: int = 15
-    batch_size: int = 32
+    batch_size: int = 16
     lr: float = 3e-3
     weight_decay: float = 1e-4
     resample_p: float = 0.5  # probability of resampling T in augmentation

@@ -57,3 +57,45 @@ def label_studio(tmp_path_factory):
         pytest.fail(str(e))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def labelled_set(tmp_path_factory):
+    """A small labelled set in the `annotate pull` layout: synthetic maps of known pattern, 12 per class."""
+    import csv
+
+    from patterncnn.labels import LABELS
+    from patterncnn.maps import MapStore
+    from synthetic import pattern_map
+
+    root = tmp_path_factory.mktemp("labelled")
+    store = MapStore.create(root / "maps")
+    recs, rows = [], []
+    for k, kind in enumerate(LABELS):
+        for i in range(12):
+            t = 12 + (i * 5) % 30
+            sep = t // 2 - 1
+            meta = {"id": f"m_{kind}_{i:02d}", "task": "rte", "split": "dev", "example": 100 * k + i // 2,
+                    "layer": i % 3, "head": i % 4, "T": t, "seps": [sep, t - 1]}
+            recs.append((meta, pattern_map(kind, t, sep, seed=100 * k + i)))
+            rows.append({"map_id": meta["id"], "label": kind, "uncertain": str(i == 0)})
+    store.append(recs)
+    with open(root / "labels.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["map_id", "label", "uncertain"])
+        w.writeheader()
+        w.writerows(rows)
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_classifier(labelled_set, tmp_path_factory):
+    """(torch model, ONNX path) of a small CNN trained briefly on the synthetic labelled set."""
+    from patterncnn.infer import export_onnx
+    from patterncnn.model import CNNConfig
+    from patterncnn.train import TrainConfig, fit_final, load_labelled
+
+    data = load_labelled(labelled_set)
+    model = fit_final(data, CNNConfig(grid=16, widths=(4, 4, 8, 8, 8, 8, 16, 16)), TrainConfig(batch_size=8), epochs=15)
+    path = tmp_path_factory.mktemp("clf") / "tiny.onnx"
+    export_onnx(model, path, {"data_hash": data.data_hash})
+    return model, path

@@ -1,0 +1,110 @@
+"""The CNN, its preprocessing, training folds, ONNX parity and `patterncnn classify`."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from patterncnn.cli import main
+from patterncnn.infer import OnnxClassifier, parity_check
+from patterncnn.labels import LABELS
+from patterncnn.maps import write_plain_npz
+from patterncnn.model import CNNConfig, PatternCNN, count_conv_layers, preprocess
+from patterncnn.train import TrainConfig, baselines, cross_validate, folds, load_labelled
+from synthetic import pattern_map
+
+
+def test_cnn_has_exactly_eight_conv_layers_with_relu():
+    model = PatternCNN(CNNConfig())
+    assert count_conv_layers(model) == 8
+    assert sum(isinstance(m, torch.nn.ReLU) for m in model.modules()) == 8
+    assert model(torch.zeros(3, 2, 32, 32)).shape == (3, len(LABELS))
+    with pytest.raises(ValueError, match="8 convolutional layers"):
+        CNNConfig(widths=(8,) * 7)
+
+
+@pytest.mark.parametrize("rep", ["area", "bilinear"])
+@pytest.mark.parametrize("t", [5, 32, 77, 300])
+def test_preprocess_shapes_and_scaling(rep, t):
+    cfg = CNNConfig(grid=32, representation=rep)
+    x = preprocess(torch.as_tensor(pattern_map("diagonal", t))[None], [[t // 2, t - 1]], cfg)
+    assert x.shape == (1, 2, 32, 32)
+    assert float(x[0, 0].max()) == pytest.approx(1.0)  # scaled by the map's own maximum
+    seg = x[0, 1]
+    assert float(seg[0, -1]) == pytest.approx(0.0, abs=1e-6)
+    assert float(seg[0, 0]) == pytest.approx(1.0) and float(seg[-1, -1]) == pytest.approx(1.0)
+
+
+def test_area_pooling_keeps_a_one_token_diagonal_visible():
+    # 300 tokens onto 32 cells: the diagonal must stay the brightest structure in every row.
+    x = preprocess(torch.eye(300)[None], [None], CNNConfig(grid=32, representation="area"))[0, 0]
+    assert all(int(x[i].argmax()) == i for i in range(32))
+    assert float(x.diagonal().min()) > 5 * float(x.mean())
+
+
+def test_folds_are_grouped_and_stratified(labelled_set):
+    data = load_labelled(labelled_set)
+    for tr, va, te in folds(data, TrainConfig()):
+        assert not set(data.groups[te]) & set(data.groups[np.concatenate([tr, va])])
+        assert not set(tr) & set(va)
+        assert set(data.y[te]) == set(range(len(LABELS)))
+
+
+def test_cross_validation_learns_clear_patterns(labelled_set):
+    data = load_labelled(labelled_set)
+    cfg = CNNConfig(grid=16, widths=(4, 4, 8, 8, 8, 8, 16, 16))
+    rep = cross_validate(data, cfg, TrainConfig(folds=3, max_epochs=20, patience=8, batch_size=8))
+    assert rep["macro_f1"] > 0.5  # five balanced classes: chance is 0.2
+    assert np.array(rep["confusion_matrix"]).sum() == len(data.y)
+    base = baselines(data, TrainConfig())
+    assert set(base) == {"features+logreg", "features+gboost", "rule (pre-annotator, untrained)"}
+
+
+def test_onnx_parity_and_metadata(tiny_classifier, labelled_set):
+    model, path = tiny_classifier
+    data = load_labelled(labelled_set)
+    assert parity_check(model, path, data.maps, data.seps) <= 1e-4
+    clf = OnnxClassifier(path)
+    assert clf.labels == LABELS and clf.cfg.grid == 16
+
+
+def test_single_segment_never_block(tiny_classifier):
+    _, path = tiny_classifier
+    clf = OnnxClassifier(path)
+    block = pattern_map("block", 20, 9)
+    pair, single = clf.predict([block, block], [[9, 19], [19]])
+    assert single[LABELS.index("block")] == 0.0 and single.sum() == pytest.approx(1.0, abs=1e-5)
+    assert pair[LABELS.index("block")] > 0
+
+
+def test_classify_cli_good_and_bad_maps(tiny_classifier, tmp_path, capsys):
+    _, path = tiny_classifier
+    good = pattern_map("diagonal", 20)
+    write_plain_npz(tmp_path / "m.npz", {
+        "good": good, "scaled": good * 2, "nonsquare": np.ones((3, 4)), "nan": np.full((4, 4), np.nan),
+        "negative": -good})
+    assert main(["classify", str(tmp_path / "m.npz"), "--out", str(tmp_path / "p.jsonl"),
+                 "--classifier", str(path)]) == 0
+    recs = {r["id"]: r for r in map(json.loads, (tmp_path / "p.jsonl").read_text().splitlines())}
+    assert set(recs) == {"good", "scaled", "nonsquare", "nan", "negative"}
+    assert recs["good"]["label"] in LABELS and sum(recs["good"]["probs"].values()) == pytest.approx(1.0, abs=1e-4)
+    assert "warning" in recs["scaled"] and recs["scaled"]["label"] == recs["good"]["label"]
+    assert "square" in recs["nonsquare"]["error"] and "NaN" in recs["nan"]["error"]
+    assert "negative" in recs["negative"]["error"]
+    err = capsys.readouterr().err
+    assert "nonsquare: skipped" in err
+
+
+def test_classify_cli_on_a_map_store(tiny_classifier, labelled_set, tmp_path):
+    _, path = tiny_classifier
+    assert main(["classify", str(labelled_set / "maps"), "--out", str(tmp_path / "p.jsonl"),
+                 "--classifier", str(path)]) == 0
+    assert len((tmp_path / "p.jsonl").read_text().splitlines()) == 60
+
+
+def test_missing_classifier_says_how_to_get_one(tmp_path, capsys):
+    write_plain_npz(tmp_path / "m.npz", {"a": pattern_map("diagonal", 8)})
+    assert main(["classify", str(tmp_path / "m.npz"), "--out", str(tmp_path / "p.jsonl"),
+                 "--classifier", str(tmp_path / "none.onnx")]) == 2
+    assert "patterncnn train" in capsys.readouterr().err
