@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import io
 import json
 import logging
 from collections import Counter
@@ -86,9 +87,12 @@ def make_task(meta: dict, arr: np.ndarray, probs: np.ndarray | None = None, mode
     where = " | ".join(str(x) for x in (
         meta.get("model"), f"{meta.get('task', '?')} {meta.get('split', '')} #{meta.get('example', '?')}",
         f"layer {meta.get('layer', '?')} head {meta.get('head', '?')}", f"T={arr.shape[0]}") if x)
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(arr, dtype=np.float16))  # the map itself, for the ML backend (`patterncnn serve`)
     data = {"image": "data:image/png;base64," + base64.b64encode(png).decode("ascii"), "map_id": meta["id"],
             "info": where, **{k: meta[k] for k in ("model", "task", "split", "example", "layer", "head") if k in meta},
-            "T": int(arr.shape[0])}
+            "T": int(arr.shape[0]), "seps": meta.get("seps"),
+            "map_npy": base64.b64encode(buf.getvalue()).decode("ascii")}
     task: dict = {"data": data}
     if probs is not None:
         best = int(np.argmax(probs))
