@@ -188,7 +188,8 @@ def cmd_train(args) -> int:
     from .release import train_and_ship
     from .train import TrainConfig
 
-    cfg = CNNConfig(grid=args.grid, representation=args.representation, segment_channel=not args.no_segment_channel)
+    cfg = CNNConfig(grid=args.grid, representation=args.representation, segment_channel=not args.no_segment_channel,
+                    structure_channels=not args.no_structure_channels)
     tcfg = TrainConfig(folds=args.folds, seed=args.seed, max_epochs=args.max_epochs)
     m = train_and_ship(args.annotations, args.out, cfg, tcfg, compare=args.compare, progress=_progress())
     cv = m["cv"]
@@ -434,8 +435,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--representation", choices=("area", "bilinear"), default="area",
                    help="how a TxT map becomes the grid (default: %(default)s)")
     p.add_argument("--no-segment-channel", action="store_true", help="do not give the segment squares as a channel")
+    p.add_argument("--no-structure-channels", action="store_true",
+                   help="do not give the diagonal band and [CLS]/[SEP] columns as channels")
     p.add_argument("--compare", action="store_true",
-                   help="also cross-validate area/bilinear x 32/64 and the segment channel, for the model card")
+                   help="also cross-validate area/bilinear x 32/64 and the channel choices, for the model card")
     p.add_argument("--folds", type=int, default=5, help="(default: %(default)s)")
     p.add_argument("--max-epochs", type=int, default=80, help="(default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")

@@ -14,9 +14,12 @@ Usage::
   line instead of vanishing between samples; small maps are replicated up, not smoothed.
 * ``bilinear``: bilinear interpolation to grid×grid (antialiased when shrinking).
 
-Then each map is scaled by its own maximum (as a person looks at it: 0 to the map's max), and,
+Then each map is scaled by its own maximum (as a person looks at it: 0 to the map's max; with
+``intensity="sqrt"`` the square root of that, so one very bright cell does not hide the rest), and,
 with ``segment_channel``, a second channel marks the two segment squares split by the first
-``[SEP]`` (all ones for a single segment), so block can be told from diffuse haze.
+``[SEP]`` (all ones for a single segment), so block can be told from diffuse haze; with
+``structure_channels``, two more mark the band |i - j| <= 1 and the ``[CLS]``/``[SEP]`` columns: the
+same structural facts the hand-crafted features use, handed to the CNN as pictures.
 """
 
 from __future__ import annotations
@@ -37,14 +40,21 @@ class CNNConfig:
     grid: int = 32
     representation: str = "area"
     segment_channel: bool = True
+    structure_channels: bool = True  # + diagonal band (|i-j|<=1) and [CLS]/[SEP] column masks
+    intensity: str = "linear"  # or "sqrt": compresses a bright [CLS] corner so faint structure stays visible
     widths: tuple[int, ...] = (8, 8, 16, 16, 32, 32, 64, 64)  # exactly 8 conv layers
     pool_after: tuple[int, ...] = (1, 3, 5)  # 2x2 max-pool after these conv layers (0-based)
     dropout: float = 0.2
+    head: str = "avg"  # "avg": global average pool; "flatten": keep the final (grid/8)^2 positions
     n_classes: int = len(LABELS)
 
     def __post_init__(self):
         if len(self.widths) != 8:
             raise ValueError(f"the paper's CNN has 8 convolutional layers; got {len(self.widths)} widths")
+        if self.head not in ("avg", "flatten"):
+            raise ValueError(f"unknown head {self.head!r}; use 'avg' or 'flatten'")
+        if self.intensity not in ("linear", "sqrt"):
+            raise ValueError(f"unknown intensity {self.intensity!r}; use 'linear' or 'sqrt'")
         if self.representation not in REPRESENTATIONS:
             raise ValueError(f"unknown representation {self.representation!r}; use one of {REPRESENTATIONS}")
         if self.grid % (2 ** len(self.pool_after)):
@@ -54,7 +64,7 @@ class CNNConfig:
 
     @property
     def in_channels(self) -> int:
-        return 2 if self.segment_channel else 1
+        return 1 + int(self.segment_channel) + 2 * int(self.structure_channels)
 
 
 def segment_masks(t: int, seps: list[list[int] | None]) -> torch.Tensor:
@@ -65,6 +75,19 @@ def segment_masks(t: int, seps: list[list[int] | None]) -> torch.Tensor:
         bounds.append(s[0] + 1 if len(s) >= 2 else t)  # first token of segment B
     in_a = torch.arange(t)[None, :] < torch.tensor(bounds)[:, None]  # (N, T)
     return (in_a[:, :, None] == in_a[:, None, :]).float()
+
+
+def structure_masks(t: int, seps: list[list[int] | None]) -> torch.Tensor:
+    """(N, 2, T, T): the band |i - j| <= 1, and the columns of [CLS] (0) and the separators."""
+    idx = torch.arange(t)
+    band = ((idx[:, None] - idx[None, :]).abs() <= 1).float().expand(len(seps), t, t)
+    cols = torch.zeros((len(seps), t))
+    cols[:, 0] = 1
+    for n, s in enumerate(seps):
+        for p in s or []:
+            if 0 <= p < t:
+                cols[n, p] = 1
+    return torch.stack([band, cols[:, None, :].expand(len(seps), t, t)], dim=1)
 
 
 def resize(x: torch.Tensor, grid: int, representation: str) -> torch.Tensor:
@@ -92,15 +115,20 @@ def preprocess(maps: torch.Tensor, seps: list[list[int] | None], cfg: CNNConfig,
     x = maps.float().unsqueeze(1)  # (N, 1, T, T)
     if cfg.segment_channel:
         x = torch.cat([x, segment_masks(maps.shape[-1], seps).unsqueeze(1)], dim=1)  # (N, 2, T, T)
+    if cfg.structure_channels:
+        x = torch.cat([x, structure_masks(maps.shape[-1], seps)], dim=1)  # (N, C + 2, T, T)
     if resample_to is not None and resample_to != x.shape[-1]:
         x = F.interpolate(x, size=(resample_to, resample_to), mode="nearest")
     x = resize(x, cfg.grid, cfg.representation)
     peak = x[:, :1].amax(dim=(2, 3), keepdim=True).clamp_min(1e-12)
-    return torch.cat([x[:, :1] / peak, x[:, 1:]], dim=1).contiguous()
+    scaled = x[:, :1] / peak
+    if cfg.intensity == "sqrt":
+        scaled = scaled.sqrt()
+    return torch.cat([scaled, x[:, 1:]], dim=1).contiguous()
 
 
 class PatternCNN(nn.Module):
-    """8 × (conv3x3 -> BatchNorm -> ReLU), max-pools between, global average pool, linear head."""
+    """8 × (conv3x3 -> BatchNorm -> ReLU), max-pools between, then global average pool or flatten, linear head."""
 
     def __init__(self, cfg: CNNConfig):
         super().__init__()
@@ -113,11 +141,14 @@ class PatternCNN(nn.Module):
                 layers.append(nn.MaxPool2d(2))
             c = w
         self.features = nn.Sequential(*layers)
-        self.head = nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(c, cfg.n_classes))
+        side = cfg.grid // 2 ** len(cfg.pool_after)
+        n_in = c * side * side if cfg.head == "flatten" else c
+        self.head = nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(n_in, cfg.n_classes))
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        """(N, C, G, G) -> (N, widths[-1]) pooled features."""
-        return self.features(x).mean(dim=(2, 3))
+        """(N, C, G, G) -> (N, F) features: pooled (avg head) or flattened with their positions."""
+        f = self.features(x)  # (N, widths[-1], G/8, G/8)
+        return f.flatten(1) if self.cfg.head == "flatten" else f.mean(dim=(2, 3))
 
     def forward_head(self, f: torch.Tensor) -> torch.Tensor:
         return self.head(f)

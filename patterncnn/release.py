@@ -57,12 +57,13 @@ def train_and_ship(annotations: str | Path, out: str | Path, cfg: CNNConfig, tcf
                                            "fold_macro_f1_std": r["fold_macro_f1_std"], "weighted_f1": r["weighted_f1"],
                                            "torch_maps_per_s_T64_b512": round(throughput(c)),
                                            "cv_seconds": r["seconds"]}
-        c = dataclasses.replace(cfg, segment_channel=not cfg.segment_channel)
-        r = cross_validate(data, c, tcfg, progress)
-        comparison[f"{cfg.representation}-{cfg.grid}-{'no' if cfg.segment_channel else 'with'}-segment-channel"] = {
-            "macro_f1": r["macro_f1"], "fold_macro_f1_mean": r["fold_macro_f1_mean"],
-            "fold_macro_f1_std": r["fold_macro_f1_std"], "weighted_f1": r["weighted_f1"],
-            "torch_maps_per_s_T64_b512": round(throughput(c)), "cv_seconds": r["seconds"]}
+        for field in ("segment_channel", "structure_channels"):
+            c = dataclasses.replace(cfg, **{field: not getattr(cfg, field)})
+            r = cross_validate(data, c, tcfg, progress)
+            comparison[f"{cfg.representation}-{cfg.grid} {'without' if getattr(cfg, field) else 'with'} {field}"] = {
+                "macro_f1": r["macro_f1"], "fold_macro_f1_mean": r["fold_macro_f1_mean"],
+                "fold_macro_f1_std": r["fold_macro_f1_std"], "weighted_f1": r["weighted_f1"],
+                "torch_maps_per_s_T64_b512": round(throughput(c)), "cv_seconds": r["seconds"]}
     cv = cross_validate(data, cfg, tcfg, progress)
     base = baselines(data, tcfg)
     model = fit_final(data, cfg, tcfg, cv["median_best_epoch"])
@@ -130,7 +131,7 @@ README.md), from {data['groups']} distinct GLUE input examples. Labels: {", ".jo
 ## Preprocessing
 A T×T map becomes a {mc['grid']}×{mc['grid']} grid by **{mc['representation']}**
 ({'adaptive average pooling: mass-preserving, so one-token lines survive' if mc['representation'] == 'area' else 'bilinear interpolation'}),
-scaled by its own maximum; {'a second channel marks the two segment squares (from the first `[SEP]`)' if mc['segment_channel'] else 'no segment channel'}.
+scaled by its own maximum; {'a second channel marks the two segment squares (from the first `[SEP]`)' if mc['segment_channel'] else 'no segment channel'}{'; two more mark the diagonal band (|i−j| ≤ 1) and the `[CLS]`/`[SEP]` columns' if mc.get('structure_channels') else ''}.
 One function (`patterncnn.model.preprocess`) serves training and inference; the ONNX metadata carries
 its parameters.
 

@@ -41,7 +41,10 @@ class LabelStudioServer:
     def start(self, timeout: float = 240) -> "LabelStudioServer":
         env = {**os.environ, "LABEL_STUDIO_BASE_DATA_DIR": str(self.data_dir), "LABEL_STUDIO_USERNAME": self.email,
                "LABEL_STUDIO_PASSWORD": secrets.token_hex(8), "LABEL_STUDIO_USER_TOKEN": self.token,
-               "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true", "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true"}
+               "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true", "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
+               # Let the server reach an ML backend on loopback (patterncnn serve in the tests); by default
+               # Label Studio refuses reserved address blocks such as 127.0.0.0/8.
+               "USE_DEFAULT_BANNED_SUBNETS": "false"}
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen([str(self.exe), "start", "--no-browser", "--port", str(self.port)],
                                          env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

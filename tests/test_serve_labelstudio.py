@@ -1,0 +1,59 @@
+"""A real Label Studio connects to `patterncnn serve` as its ML backend and shows its predictions on map tasks."""
+
+import threading
+import time
+
+import httpx
+import pytest
+import uvicorn
+
+from labelstudio_server import free_port
+from patterncnn.annotate import connect, ensure_project, push
+from patterncnn.infer import OnnxClassifier
+from patterncnn.labels import LABELS
+from patterncnn.serve import ServeSettings, create_app
+from synthetic import pattern_store
+
+
+@pytest.fixture()
+def backend(tiny_classifier):
+    clf = OnnxClassifier(tiny_classifier[1])
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(ServeSettings(api_token="tok-123"), clf), host="127.0.0.1",
+                                           port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(100):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}", clf
+    server.should_exit = True
+    thread.join(10)
+
+
+def test_label_studio_shows_backend_predictions(label_studio, backend, tmp_path):
+    url, clf = backend
+    store = pattern_store(tmp_path / "maps", ["diagonal", "vertical", "block"], t=16)
+    ls = connect(label_studio.url, label_studio.token)
+    project = ensure_project(ls, "ml backend")
+    push(ls, project, store, predictor=None)
+    ml = ls.ml.create(project=project.id, url=url, title="patterncnn", auth_method="BASIC_AUTH",
+                      basic_auth_user="labelstudio", basic_auth_pass="tok-123", is_interactive=False)
+    assert str(ml.state).upper().endswith("CO") or "CONNECTED" in str(ml.state).upper(), ml.state
+    # The Data Manager's "Retrieve Predictions" action: Label Studio calls the backend's /predict.
+    ls.actions.create(id="retrieve_tasks_predictions", project=project.id, selected_items={"all": True, "excluded": []})
+    preds = []
+    for _ in range(60):
+        tasks = list(ls.tasks.list(project=project.id, fields="all"))
+        preds = [p for t in tasks for p in (t.predictions or [])]
+        if len(preds) >= 3:
+            break
+        time.sleep(1)
+    assert len(preds) == 3
+    for p in preds:
+        p = p if isinstance(p, dict) else p.dict()
+        assert p["model_version"] == clf.model_version
+        assert p["result"][0]["value"]["choices"][0] in LABELS and p["result"][0]["from_name"] == "pattern"
