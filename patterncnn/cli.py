@@ -40,6 +40,11 @@ def _add_glue_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
 
 
+def _add_classifier_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--classifier", default=None, help="ONNX classifier (default: the shipped models/patterncnn.onnx)")
+    p.add_argument("--threads", type=int, default=2, help="onnxruntime (and torch) threads (default: %(default)s)")
+
+
 def _glue_dir(args) -> str | None:
     return args.glue_dir or os.environ.get("GLUE_DIR") or None
 
@@ -451,8 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "do not sum to ~1 are classified and flagged.")
     p.add_argument("maps", help="map store folder or .npz file")
     p.add_argument("--out", required=True, help="output .jsonl")
-    p.add_argument("--classifier", default=None, help="ONNX classifier (default: the shipped models/patterncnn.onnx)")
-    p.add_argument("--threads", type=int, default=2, help="onnxruntime threads (default: %(default)s)")
+    _add_classifier_args(p)
     p.set_defaults(func=cmd_classify)
 
     p = sub.add_parser("census", help="pattern shares over GLUE dev sets, overall and per layer x head",
@@ -465,9 +469,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-length", type=int, default=128, help="(default: %(default)s)")
     p.add_argument("--limit", type=int, default=1000, help="examples per task, as in the paper (default: %(default)s)")
     p.add_argument("--out", default="runs/census", help="output folder (default: %(default)s)")
-    p.add_argument("--classifier", default=None, help="ONNX classifier (default: the shipped models/patterncnn.onnx)")
+    _add_classifier_args(p)
     p.add_argument("--batch-size", type=int, default=16, help="encoder batch size (default: %(default)s)")
-    p.add_argument("--threads", type=int, default=2, help="onnxruntime threads (default: %(default)s)")
     p.add_argument("--save-maps", action="store_true", help="also write every map to OUT/maps/<task> (large)")
     p.add_argument("--overwrite", action="store_true", help="replace a finished or unfinished census in --out")
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two census results (folders or json)")
@@ -480,8 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text", nargs="+", help="a sentence, or two sentences for a pair")
     p.add_argument("--model", default="minilm", help="encoder (default: %(default)s, the embedded all-MiniLM-L6-v2)")
     p.add_argument("--max-length", type=int, default=128, help="(default: %(default)s)")
-    p.add_argument("--classifier", default=None, help="ONNX classifier (default: the shipped models/patterncnn.onnx)")
-    p.add_argument("--threads", type=int, default=2, help="(default: %(default)s)")
+    _add_classifier_args(p)
     p.add_argument("--out", help="write the grid figure to this PNG")
     p.set_defaults(func=cmd_analyze)
 
@@ -494,9 +496,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="minilm", help="encoder for /v1/analyze (default: %(default)s)")
     p.add_argument("--no-encoder", action="store_true", help="serve maps only; do not load an encoder")
     p.add_argument("--max-length", type=int, default=128, help="(default: %(default)s)")
-    p.add_argument("--classifier", default=None, help="ONNX classifier (default: the shipped models/patterncnn.onnx)")
+    _add_classifier_args(p)
     p.add_argument("--api-token", default=None, help="require this bearer token (default: $PATTERNCNN_API_TOKEN)")
-    p.add_argument("--threads", type=int, default=2, help="torch and onnxruntime threads (default: %(default)s)")
     p.add_argument("--workers", type=int, default=2, help="inference calls at once (default: %(default)s)")
     p.add_argument("--max-t", type=int, default=512, help="largest map side accepted (default: %(default)s)")
     p.add_argument("--max-batch", type=int, default=1024, help="most maps per request (default: %(default)s)")

@@ -70,7 +70,24 @@ def check_map(a: np.ndarray, row_tol: float = 1e-2) -> tuple[list[str], list[str
     return [], []
 
 
-class MapStore:
+class MapSource:
+    """What every set of maps offers: ``meta`` (one dict per map, with ``id``), ``get``, ``metadata``."""
+
+    meta: list[dict]
+
+    def __len__(self) -> int:
+        return len(self.meta)
+
+    @property
+    def ids(self) -> list[str]:
+        return [m["id"] for m in self.meta]
+
+    def __iter__(self) -> Iterator[tuple[dict, np.ndarray]]:
+        for m in self.meta:
+            yield m, self.get(m["id"])
+
+
+class MapStore(MapSource):
     """A folder of maps plus their metadata (see the module docstring for the layout)."""
 
     def __init__(self, root: str | os.PathLike):
@@ -109,13 +126,6 @@ class MapStore:
     def _parts(self) -> list[Path]:
         return sorted(p for p in self.root.glob("part-*.npz") if p.with_suffix(".jsonl").is_file())
 
-    def __len__(self) -> int:
-        return len(self.meta)
-
-    @property
-    def ids(self) -> list[str]:
-        return [m["id"] for m in self.meta]
-
     def __contains__(self, map_id: str) -> bool:
         return map_id in self._where
 
@@ -132,9 +142,6 @@ class MapStore:
     def metadata(self, map_id: str) -> dict:
         return self.meta[self._where[map_id][1]]
 
-    def __iter__(self) -> Iterator[tuple[dict, np.ndarray]]:
-        for m in self.meta:
-            yield m, self.get(m["id"])
 
     def append(self, records: Iterable[tuple[dict, np.ndarray]]) -> int:
         """Add maps as one new part, atomically. Returns the number added.
@@ -169,7 +176,7 @@ class MapStore:
         return len(metas)
 
 
-class PlainNpz:
+class PlainNpz(MapSource):
     """A plain .npz of maps keyed by id, read as a store with metadata ``{"id": key}``."""
 
     def __init__(self, path: str | os.PathLike):
@@ -182,13 +189,6 @@ class PlainNpz:
         if not self.meta:
             raise MapFormatError(f"{self.root} holds no arrays; put one square 2-D map per key")
 
-    def __len__(self) -> int:
-        return len(self.meta)
-
-    @property
-    def ids(self) -> list[str]:
-        return [m["id"] for m in self.meta]
-
     def __contains__(self, map_id: str) -> bool:
         return map_id in self._npz.files
 
@@ -198,12 +198,9 @@ class PlainNpz:
     def metadata(self, map_id: str) -> dict:
         return {"id": map_id}
 
-    def __iter__(self) -> Iterator[tuple[dict, np.ndarray]]:
-        for m in self.meta:
-            yield m, self._npz[m["id"]]
 
 
-class MultiStore:
+class MultiStore(MapSource):
     """Several map sources read as one. An id in several sources is read from the first.
 
     A map id names one (encoder weights, task, split, example, layer, head), so the same id in two
@@ -221,13 +218,6 @@ class MultiStore:
                     self._owner[m["id"]] = src
                     self.meta.append(m)
 
-    def __len__(self) -> int:
-        return len(self.meta)
-
-    @property
-    def ids(self) -> list[str]:
-        return [m["id"] for m in self.meta]
-
     def __contains__(self, map_id: str) -> bool:
         return map_id in self._owner
 
@@ -237,9 +227,6 @@ class MultiStore:
     def metadata(self, map_id: str) -> dict:
         return self._owner[map_id].metadata(map_id)
 
-    def __iter__(self) -> Iterator[tuple[dict, np.ndarray]]:
-        for m in self.meta:
-            yield m, self.get(m["id"])
 
 
 def open_maps(path: str | os.PathLike) -> MapStore | PlainNpz:

@@ -113,10 +113,18 @@ def preprocess(maps: torch.Tensor, seps: list[list[int] | None], cfg: CNNConfig,
         channel 1 (optional) the segment mask.
     """
     x = maps.float().unsqueeze(1)  # (N, 1, T, T)
+    t, n = maps.shape[-1], maps.shape[0]
+    # The census passes all L*H maps of one example with the same seps: build the masks once.
+    same = all(s == seps[0] for s in seps)
+    masks_for = seps[:1] if same else seps
+    extra = []
     if cfg.segment_channel:
-        x = torch.cat([x, segment_masks(maps.shape[-1], seps).unsqueeze(1)], dim=1)  # (N, 2, T, T)
+        extra.append(segment_masks(t, masks_for).unsqueeze(1))  # (n or 1, 1, T, T)
     if cfg.structure_channels:
-        x = torch.cat([x, structure_masks(maps.shape[-1], seps)], dim=1)  # (N, C + 2, T, T)
+        extra.append(structure_masks(t, masks_for))  # (n or 1, 2, T, T)
+    if extra:
+        m = torch.cat(extra, dim=1)
+        x = torch.cat([x, m.expand(n, -1, -1, -1) if same else m], dim=1)  # (N, C, T, T)
     if resample_to is not None and resample_to != x.shape[-1]:
         x = F.interpolate(x, size=(resample_to, resample_to), mode="nearest")
     x = resize(x, cfg.grid, cfg.representation)

@@ -19,7 +19,7 @@ def test_cnn_has_exactly_eight_conv_layers_with_relu():
     model = PatternCNN(CNNConfig())
     assert count_conv_layers(model) == 8
     assert sum(isinstance(m, torch.nn.ReLU) for m in model.modules()) == 8
-    assert model(torch.zeros(3, 2, 32, 32)).shape == (3, len(LABELS))
+    assert model(torch.zeros(3, model.cfg.in_channels, 32, 32)).shape == (3, len(LABELS))
     with pytest.raises(ValueError, match="8 convolutional layers"):
         CNNConfig(widths=(8,) * 7)
 
@@ -29,11 +29,26 @@ def test_cnn_has_exactly_eight_conv_layers_with_relu():
 def test_preprocess_shapes_and_scaling(rep, t):
     cfg = CNNConfig(grid=32, representation=rep)
     x = preprocess(torch.as_tensor(pattern_map("diagonal", t))[None], [[t // 2, t - 1]], cfg)
-    assert x.shape == (1, 2, 32, 32)
+    assert x.shape == (1, cfg.in_channels, 32, 32) == (1, 4, 32, 32)
     assert float(x[0, 0].max()) == pytest.approx(1.0)  # scaled by the map's own maximum
+    band, cols = x[0, 2], x[0, 3]
+    assert float(band[16, 16]) > 0 and float(band[0, 31]) == pytest.approx(0.0, abs=1e-6)
+    assert float(cols[10, 0]) > 0  # the [CLS] column
+    if t >= 32:
+        assert float(cols[10, 12]) == pytest.approx(0.0, abs=1e-6)
     seg = x[0, 1]
     assert float(seg[0, -1]) == pytest.approx(0.0, abs=1e-6)
     assert float(seg[0, 0]) == pytest.approx(1.0) and float(seg[-1, -1]) == pytest.approx(1.0)
+
+
+def test_shared_and_per_map_seps_give_the_same_input():
+    maps = torch.stack([torch.as_tensor(pattern_map(k, 20, 9)) for k in ("diagonal", "block", "vertical")])
+    cfg = CNNConfig()
+    shared = preprocess(maps, [[9, 19]] * 3, cfg)
+    one_by_one = torch.cat([preprocess(maps[i : i + 1], [[9, 19]], cfg) for i in range(3)])
+    assert torch.allclose(shared, one_by_one)
+    mixed = preprocess(maps, [[9, 19], [19], None], cfg)
+    assert float(mixed[1, 1].min()) == 1.0 and float(mixed[0, 1].min()) == 0.0  # single segment: all ones
 
 
 def test_area_pooling_keeps_a_one_token_diagonal_visible():
