@@ -109,12 +109,13 @@ def preprocess(maps: torch.Tensor, seps: list[list[int] | None], cfg: CNNConfig,
             with nearest-neighbour, as if the input had had another length.
 
     Returns:
-        (N, C, grid, grid) float32: channel 0 the map scaled to [0, 1] by its own maximum,
-        channel 1 (optional) the segment mask.
+        (N, C, grid, grid) float32: channel 0 the map scaled to [0, 1] by its own maximum; then,
+        as configured, the segment mask, the diagonal band and the [CLS]/[SEP] columns.
     """
     x = maps.float().unsqueeze(1)  # (N, 1, T, T)
     t, n = maps.shape[-1], maps.shape[0]
-    # The census passes all L*H maps of one example with the same seps: build the masks once.
+    # The census passes all L*H maps of one example with the same seps: build and resize the
+    # masks once (resizing is per channel, so this equals resizing the stacked channels).
     same = all(s == seps[0] for s in seps)
     masks_for = seps[:1] if same else seps
     extra = []
@@ -122,17 +123,19 @@ def preprocess(maps: torch.Tensor, seps: list[list[int] | None], cfg: CNNConfig,
         extra.append(segment_masks(t, masks_for).unsqueeze(1))  # (n or 1, 1, T, T)
     if cfg.structure_channels:
         extra.append(structure_masks(t, masks_for))  # (n or 1, 2, T, T)
-    if extra:
-        m = torch.cat(extra, dim=1)
-        x = torch.cat([x, m.expand(n, -1, -1, -1) if same else m], dim=1)  # (N, C, T, T)
-    if resample_to is not None and resample_to != x.shape[-1]:
+    m = torch.cat(extra, dim=1) if extra else None
+    if resample_to is not None and resample_to != t:
         x = F.interpolate(x, size=(resample_to, resample_to), mode="nearest")
-    x = resize(x, cfg.grid, cfg.representation)
-    peak = x[:, :1].amax(dim=(2, 3), keepdim=True).clamp_min(1e-12)
-    scaled = x[:, :1] / peak
+        m = F.interpolate(m, size=(resample_to, resample_to), mode="nearest") if m is not None else None
+    x = resize(x, cfg.grid, cfg.representation)  # (N, 1, G, G)
+    peak = x.amax(dim=(2, 3), keepdim=True).clamp_min(1e-12)
+    x = x / peak
     if cfg.intensity == "sqrt":
-        scaled = scaled.sqrt()
-    return torch.cat([scaled, x[:, 1:]], dim=1).contiguous()
+        x = x.sqrt()
+    if m is None:
+        return x.contiguous()
+    m = resize(m, cfg.grid, cfg.representation)
+    return torch.cat([x, m.expand(n, -1, -1, -1) if same else m], dim=1).contiguous()
 
 
 class PatternCNN(nn.Module):
