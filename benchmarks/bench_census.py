@@ -26,21 +26,22 @@ import torch
 
 
 class TimedClassifier:
-    """Wraps an OnnxClassifier, timing preprocessing and the CNN separately."""
+    """Wraps an OnnxClassifier, timing preprocessing (resize) and the CNN separately."""
 
     def __init__(self, clf):
         self.clf, self.pre, self.cnn = clf, 0.0, 0.0
-        self.path, self.model_version, self.cfg = clf.path, clf.model_version, clf.cfg
+        self.path, self.model_version, self.cfg, self.finish = clf.path, clf.model_version, clf.cfg, clf.finish
 
-    def predict_same_length(self, maps, seps):
-        from patterncnn.model import preprocess
-
+    def prepare(self, maps, seps):
         t0 = time.perf_counter()
-        x = preprocess(torch.as_tensor(maps), seps, self.cfg)
-        t1 = time.perf_counter()
+        x = self.clf.prepare(maps, seps)
+        self.pre += time.perf_counter() - t0
+        return x
+
+    def run(self, x):
+        t0 = time.perf_counter()
         p = self.clf.run(x)
-        self.pre += t1 - t0
-        self.cnn += time.perf_counter() - t1
+        self.cnn += time.perf_counter() - t0
         return p
 
 

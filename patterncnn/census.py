@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import torch
 
 from . import __version__
 from .encoder import Encoder
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 
 WINDOW = 64
 BOOTSTRAP = 1000
+CNN_BATCH = 512  # maps per onnxruntime call
 
 
 class CensusError(RuntimeError):
@@ -80,12 +82,26 @@ def classify_task(encoder: Encoder, classifier, split: GlueSplit, out: Path, par
             continue
         idx, labels, probs = [], [], []
         records = []
+        pending: list[tuple[int, torch.Tensor, list]] = []  # (example index, CNN input, seps)
+
+        def flush():
+            # One onnxruntime call for the maps of several examples: big batches run faster.
+            if not pending:
+                return
+            p = classifier.run(torch.cat([x for _, x, _ in pending]))
+            for k, (ex_index, x, seps) in enumerate(pending):
+                pk = classifier.finish(p[k * n_maps : (k + 1) * n_maps], seps)  # (L*H, 5)
+                idx.append(ex_index)
+                labels.append(pk.argmax(1).astype(np.uint8))
+                probs.append(pk.astype(np.float16))
+            pending.clear()
+
         for ea in encoder.iter_attentions(window, batch_size=batch_size, window=WINDOW):
             t = ea.maps.shape[-1]
-            p = classifier.predict_same_length(ea.maps.reshape(n_maps, t, t), [ea.seps] * n_maps)  # (L*H, 5)
-            idx.append(ea.example.index)
-            labels.append(p.argmax(1).astype(np.uint8))
-            probs.append(p.astype(np.float16))
+            seps = [ea.seps] * n_maps
+            pending.append((ea.example.index, classifier.prepare(ea.maps.reshape(n_maps, t, t), seps), seps))
+            if len(pending) * n_maps >= CNN_BATCH:
+                flush()
             truncated += ea.truncated
             if store is not None:
                 from .export import map_id
@@ -95,10 +111,10 @@ def classify_task(encoder: Encoder, classifier, split: GlueSplit, out: Path, par
                     records.append(({"id": map_id(encoder.tag, split.task.name, split.split, ea.example.index,
                                                   layer, head), "task": split.task.name, "split": split.split,
                                      "example": ea.example.index, "layer": layer, "head": head, "T": t,
-                                     "tokens": ea.tokens, "seps": ea.seps, "label": LABELS[int(labels[-1][k])]},
-                                    ea.maps[layer, head]))
+                                     "tokens": ea.tokens, "seps": ea.seps}, ea.maps[layer, head]))
             if bar:
                 bar.update(1)
+        flush()
         if store is not None:
             store.append(records)
         buf = io.BytesIO()

@@ -77,6 +77,8 @@ class OnnxClassifier:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
+        # Idle workers must not spin: in the census, torch runs the encoder on the same cores between calls.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             self.session = ort.InferenceSession(str(self.path), opts, providers=["CPUExecutionProvider"])
         except Exception as e:  # noqa: BLE001 - onnxruntime raises several types for a bad file
@@ -102,19 +104,40 @@ class OnnxClassifier:
             out.append(e / e.sum(1, keepdims=True))
         return np.concatenate(out) if out else np.zeros((0, len(LABELS)), dtype=np.float32)
 
-    def predict_same_length(self, maps: torch.Tensor | np.ndarray, seps: list[list[int] | None]) -> np.ndarray:
-        """(N, T, T) maps of one length -> (N, 5) probabilities.
+    def prepare(self, maps: torch.Tensor | np.ndarray, seps: list[list[int] | None]) -> torch.Tensor:
+        """(N, T, T) maps of one length -> the CNN input (N, C, G, G); see :func:`preprocess`."""
+        return preprocess(torch.as_tensor(maps), seps, self.cfg)
 
-        A single-segment input never gets ``block`` (ANNOTATION_GUIDE.md, rule 4): its block
-        probability is set to 0 and the rest renormalised. Maps without separator information
-        (plain .npz) are left as the CNN scored them.
+    @staticmethod
+    def finish(probs: np.ndarray, seps: list[list[int] | None]) -> np.ndarray:
+        """A single-segment input never gets ``block`` (ANNOTATION_GUIDE.md, rule 4).
+
+        Its block probability is set to 0 and the rest renormalised. Maps without separator
+        information (``None``, e.g. from a plain .npz) are left as the CNN scored them.
         """
-        probs = self.run(preprocess(torch.as_tensor(maps), seps, self.cfg))
         single = np.array([s is not None and len(s) < 2 for s in seps], dtype=bool)
         if single.any():
             probs[single, BLOCK] = 0.0
             probs[single] /= probs[single].sum(1, keepdims=True)
         return probs
+
+    def predict_same_length(self, maps: torch.Tensor | np.ndarray, seps: list[list[int] | None]) -> np.ndarray:
+        """(N, T, T) maps of one length -> (N, 5) probabilities."""
+        return self.finish(self.run(self.prepare(maps, seps)), seps)
+
+    def predict_groups(self, groups: list[tuple[np.ndarray, list]]) -> list[np.ndarray]:
+        """Several (maps (N_i, T_i, T_i), seps) groups, T differing between groups, in one CNN batch.
+
+        After preprocessing every map has the grid's size, so groups of different T share one
+        onnxruntime call (large batches run faster than many small ones).
+        """
+        xs = [self.prepare(m, s) for m, s in groups]
+        probs = self.run(torch.cat(xs)) if xs else np.zeros((0, len(LABELS)), dtype=np.float32)
+        out, i = [], 0
+        for (_, s), x in zip(groups, xs):
+            out.append(self.finish(probs[i : i + len(x)], s))
+            i += len(x)
+        return out
 
     def predict(self, maps: list[np.ndarray], seps: list[list[int] | None] | None = None) -> np.ndarray:
         """Maps of any lengths -> (N, 5) probabilities in input order (grouped by T internally)."""
@@ -123,9 +146,10 @@ class OnnxClassifier:
         by_t: dict[int, list[int]] = {}
         for i, m in enumerate(maps):
             by_t.setdefault(np.asarray(m).shape[0], []).append(i)
-        for idx in by_t.values():
-            stacked = torch.as_tensor(np.stack([np.asarray(maps[i], dtype=np.float32) for i in idx]))
-            probs[idx] = self.predict_same_length(stacked, [seps[i] for i in idx])
+        groups = [(np.stack([np.asarray(maps[i], dtype=np.float32) for i in idx]), [seps[i] for i in idx])
+                  for idx in by_t.values()]
+        for idx, p in zip(by_t.values(), self.predict_groups(groups)):
+            probs[idx] = p
         return probs
 
 
