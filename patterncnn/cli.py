@@ -436,14 +436,14 @@ def build_parser() -> argparse.ArgumentParser:
                                    "check and write the model card.")
     p.add_argument("--annotations", default="annotations", help="labelled set from `annotate pull` (default: %(default)s)")
     p.add_argument("--out", default="models", help="output folder (default: %(default)s)")
-    p.add_argument("--grid", type=int, default=32, help="input grid size (default: %(default)s)")
+    p.add_argument("--grid", type=int, default=16, help="input grid size (default: %(default)s)")
     p.add_argument("--representation", choices=("area", "bilinear"), default="area",
                    help="how a TxT map becomes the grid (default: %(default)s)")
     p.add_argument("--no-segment-channel", action="store_true", help="do not give the segment squares as a channel")
     p.add_argument("--no-structure-channels", action="store_true",
                    help="do not give the diagonal band and [CLS]/[SEP] columns as channels")
     p.add_argument("--compare", action="store_true",
-                   help="also cross-validate area/bilinear x 32/64 and the channel choices, for the model card")
+                   help="also cross-validate area/bilinear x 16/32, area 64 and the channel choices, for the model card")
     p.add_argument("--folds", type=int, default=5, help="(default: %(default)s)")
     p.add_argument("--max-epochs", type=int, default=80, help="(default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")

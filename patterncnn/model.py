@@ -37,7 +37,7 @@ REPRESENTATIONS = ("area", "bilinear")
 
 @dataclasses.dataclass
 class CNNConfig:
-    grid: int = 32
+    grid: int = 16
     representation: str = "area"
     segment_channel: bool = True
     structure_channels: bool = True  # + diagonal band (|i-j|<=1) and [CLS]/[SEP] column masks

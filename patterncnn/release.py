@@ -31,7 +31,7 @@ from .train import Labelled, TrainConfig, baselines, cross_validate, fit_final, 
 
 log = logging.getLogger(__name__)
 
-COMPARE = [("area", 32), ("bilinear", 32), ("area", 64), ("bilinear", 64)]
+COMPARE = [("area", 16), ("bilinear", 16), ("area", 32), ("bilinear", 32), ("area", 64)]
 
 
 def load_checkpoint(path: str | Path) -> tuple[PatternCNN, dict]:
@@ -48,23 +48,22 @@ def train_and_ship(annotations: str | Path, out: str | Path, cfg: CNNConfig, tcf
     data = load_labelled(annotations)
     counts = np.bincount(data.y, minlength=len(LABELS))
     log.info("%d labelled maps: %s", len(data.y), dict(zip(LABELS, counts.tolist())))
+    cv = cross_validate(data, cfg, tcfg, progress)
     comparison = {}
+
+    def entry(c: CNNConfig, r: dict) -> dict:
+        return {"macro_f1": r["macro_f1"], "fold_macro_f1_mean": r["fold_macro_f1_mean"],
+                "fold_macro_f1_std": r["fold_macro_f1_std"], "weighted_f1": r["weighted_f1"],
+                "torch_maps_per_s_T64_b512": round(throughput(c)), "cv_seconds": r["seconds"]}
+
     if compare:
         for rep, grid in COMPARE:
             c = dataclasses.replace(cfg, representation=rep, grid=grid)
-            r = cross_validate(data, c, tcfg, progress)
-            comparison[f"{rep}-{grid}"] = {"macro_f1": r["macro_f1"], "fold_macro_f1_mean": r["fold_macro_f1_mean"],
-                                           "fold_macro_f1_std": r["fold_macro_f1_std"], "weighted_f1": r["weighted_f1"],
-                                           "torch_maps_per_s_T64_b512": round(throughput(c)),
-                                           "cv_seconds": r["seconds"]}
+            comparison[f"{rep}-{grid}"] = entry(c, cv if c == cfg else cross_validate(data, c, tcfg, progress))
         for field in ("segment_channel", "structure_channels"):
             c = dataclasses.replace(cfg, **{field: not getattr(cfg, field)})
-            r = cross_validate(data, c, tcfg, progress)
-            comparison[f"{cfg.representation}-{cfg.grid} {'without' if getattr(cfg, field) else 'with'} {field}"] = {
-                "macro_f1": r["macro_f1"], "fold_macro_f1_mean": r["fold_macro_f1_mean"],
-                "fold_macro_f1_std": r["fold_macro_f1_std"], "weighted_f1": r["weighted_f1"],
-                "torch_maps_per_s_T64_b512": round(throughput(c)), "cv_seconds": r["seconds"]}
-    cv = cross_validate(data, cfg, tcfg, progress)
+            name = f"{cfg.representation}-{cfg.grid} {'without' if getattr(cfg, field) else 'with'} {field}"
+            comparison[name] = entry(c, cross_validate(data, c, tcfg, progress))
     base = baselines(data, tcfg)
     model = fit_final(data, cfg, tcfg, cv["median_best_epoch"])
     out = Path(out)
