@@ -115,8 +115,8 @@ def classify_task(encoder: Encoder, classifier, split: GlueSplit, out: Path, par
             if bar:
                 bar.update(1)
         flush()
-        if store is not None:
-            store.append(records)
+        if store is not None:  # after a crash mid-window some of these may already be saved
+            store.append(r for r in records if r[0]["id"] not in store)
         buf = io.BytesIO()
         np.savez(buf, index=np.array(idx), labels=np.stack(labels), probs=np.stack(probs),
                  truncated=np.array(truncated))
@@ -189,9 +189,7 @@ def run_census(encoder: Encoder, classifier, splits: list[GlueSplit], out: str |
         result["tasks"][split.task.name] = summary
     result["seconds"] = round(time.time() - t0, 1)
     write_outputs(out, result)
-    import shutil as _sh
-
-    _sh.rmtree(out / ".work", ignore_errors=True)
+    shutil.rmtree(out / ".work", ignore_errors=True)
     return result
 
 

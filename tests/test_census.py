@@ -40,6 +40,18 @@ def test_census_outputs(setup, tmp_path):
         run_census(enc, clf, splits, tmp_path / "c", limit=30, seed=1)
 
 
+def test_save_maps(setup, tmp_path):
+    from patterncnn.maps import MapStore
+
+    enc, clf, glue = setup
+    run_census(enc, clf, [load_split("rte", "dev", glue, limit=5, seed=1)], tmp_path / "c", limit=5, seed=1,
+               save_maps=True)
+    store = MapStore(tmp_path / "c" / "maps" / "rte")
+    assert len(store) == 5 * 3 * 4 and {m["layer"] for m in store.meta} == {0, 1, 2}
+    meta, arr = next(iter(store))
+    assert arr.shape == (meta["T"], meta["T"]) and meta["tokens"][0] == "[CLS]"
+
+
 class Boom:
     """A progress bar that interrupts the run after a number of examples, like Ctrl-C."""
 
