@@ -207,6 +207,7 @@ def push(client, project, maps, predictor: Predictor | None = None, order: str =
         raise AnnotateError("--order uncertain needs a predictor: pass --classifier models/patterncnn.onnx or --pre rule")
     have = existing_map_ids(client, project.id)
     todo = [m for m in maps.meta if m["id"] not in have]
+    skipped = len(maps.meta) - len(todo)
     probs: dict[str, np.ndarray] = {}
     if predictor is not None:
         for start in range(0, len(todo), 256):
@@ -222,8 +223,7 @@ def push(client, project, maps, predictor: Predictor | None = None, order: str =
     for start in range(0, len(todo), batch):
         tasks = [make_task(m, maps.get(m["id"]), probs.get(m["id"]), version) for m in todo[start : start + batch]]
         _call(lambda: client.projects.import_tasks(project.id, request=tasks), url)
-    return {"pushed": len(todo), "skipped_existing": len(maps.meta) - len([m for m in maps.meta if m["id"] not in have]),
-            "project": project.id}
+    return {"pushed": len(todo), "skipped_existing": skipped, "project": project.id}
 
 
 def fetch_export(client, project) -> bytes:

@@ -259,11 +259,13 @@ def cmd_census(args) -> int:
     from .glue import TASKS, get_task, load_split
     from .infer import DEFAULT_CLASSIFIER, OnnxClassifier
 
-    if args.task == ["compare"] or args.compare:
+    if args.compare:
         a, b = (_json.load(open(p if p.endswith(".json") else os.path.join(p, "census.json"))) for p in args.compare)
         text, _ = compare(a, b)
         print(text)
         return 0
+    if not args.task:
+        raise ValueError("pass --task (e.g. --task sst2, repeatable, or --task all), or --compare A B")
     names = list(dict.fromkeys(t for spec in args.task for t in (
         [n for n in TASKS if n != "mnli-mm"] if spec == "all" else [get_task(spec).name])))
     if args.limit is not None and args.limit < 1:

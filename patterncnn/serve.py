@@ -101,22 +101,25 @@ def decode_json_maps(obj) -> tuple[list[str], list[np.ndarray], list | None]:
     return [str(x) for x in ids], maps, seps
 
 
-def validate(ids: list[str], maps: list[np.ndarray], s: ServeSettings) -> None:
+def validate(ids: list[str], maps: list[np.ndarray], s: ServeSettings) -> list[str | None]:
+    """Raise BadInput naming every unusable map; return each map's warning (or None)."""
     if len(maps) > s.max_batch:
         raise BadInput(f"{len(maps)} maps in one request; the limit is {s.max_batch}: split the batch", 413)
-    problems = []
-    for i, (k, a) in enumerate(zip(ids, maps)):
+    problems, warnings = [], []
+    for k, a in zip(ids, maps):
         if a.dtype.kind not in "fiu":
             problems.append(f"map {k!r}: dtype {a.dtype} is not numeric")
             continue
         if a.ndim == 2 and a.shape[0] > s.max_t:
             problems.append(f"map {k!r}: T={a.shape[0]} exceeds the limit T <= {s.max_t}")
             continue
-        errors, _ = check_map(a)
+        errors, warns = check_map(a)
         if errors:
             problems.append(f"map {k!r}: {errors[0]}")
+        warnings.append(warns[0] if warns else None)
     if problems:
         raise BadInput("; ".join(problems[:10]) + (f"; and {len(problems) - 10} more" if len(problems) > 10 else ""))
+    return warnings
 
 
 def choice_names(label_config: str | None) -> tuple[str, str]:
@@ -220,14 +223,13 @@ def create_app(settings: ServeSettings, classifier, encoder=None):
         except (ValueError, UnicodeDecodeError) as e:
             raise BadInput(f"malformed JSON: {e}", 400) from None
 
-    def classify_maps(ids, maps, seps):
+    def classify_maps(ids, maps, seps, warnings):
         probs = classifier.predict([m.astype(np.float32) for m in maps], seps)
         out = []
-        for k, m, p in zip(ids, maps, probs):
+        for k, p, warning in zip(ids, probs, warnings):
             rec = {"id": k, "label": LABELS[int(p.argmax())], "probs": {n: float(x) for n, x in zip(LABELS, p)}}
-            _, warns = check_map(m)
-            if warns:
-                rec["warning"] = warns[0]
+            if warning:
+                rec["warning"] = warning
             out.append(rec)
         return out
 
@@ -268,8 +270,9 @@ def create_app(settings: ServeSettings, classifier, encoder=None):
         else:
             raise BadInput(f"unsupported content type {ctype!r}: send application/json or application/octet-stream "
                            f"(.npy/.npz)", 415)
-        validate(ids, maps, settings)
-        return {"results": await infer(classify_maps, ids, maps, seps), "model_version": classifier.model_version}
+        warnings = validate(ids, maps, settings)
+        return {"results": await infer(classify_maps, ids, maps, seps, warnings),
+                "model_version": classifier.model_version}
 
     @app.post("/v1/analyze", dependencies=[Depends(auth)],
               openapi_extra={"requestBody": {"content": {"application/json": {"schema": {

@@ -106,6 +106,8 @@ def test_census_cli_and_compare(tiny_bert, tiny_classifier, shared_glue, tmp_pat
     assert "B - A" in capsys.readouterr().out
     assert main(args[:-2] + ["--limit", "0", "--out", str(tmp_path / "z")]) == 2
     assert "--limit must be at least 1" in capsys.readouterr().err
+    assert main(["census", "--out", str(tmp_path / "y")]) == 2
+    assert "pass --task" in capsys.readouterr().err
 
 
 def test_compare_reports_differences():
