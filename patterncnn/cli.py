@@ -194,7 +194,7 @@ def cmd_train(args) -> int:
     from .train import TrainConfig
 
     cfg = CNNConfig(grid=args.grid, representation=args.representation, segment_channel=not args.no_segment_channel,
-                    structure_channels=not args.no_structure_channels)
+                    structure_channels=not args.no_structure_channels, mass_channel=not args.no_mass_channel)
     tcfg = TrainConfig(folds=args.folds, seed=args.seed, max_epochs=args.max_epochs)
     m = train_and_ship(args.annotations, args.out, cfg, tcfg, compare=args.compare, progress=_progress())
     cv = m["cv"]
@@ -444,6 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-segment-channel", action="store_true", help="do not give the segment squares as a channel")
     p.add_argument("--no-structure-channels", action="store_true",
                    help="do not give the diagonal band and [CLS]/[SEP] columns as channels")
+    p.add_argument("--no-mass-channel", action="store_true",
+                   help="do not give log mass relative to uniform as a channel (only the max-scaled map)")
     p.add_argument("--compare", action="store_true",
                    help="also cross-validate area/bilinear x 16/32, area 64 and the channel choices, for the model card")
     p.add_argument("--folds", type=int, default=5, help="(default: %(default)s)")

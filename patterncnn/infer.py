@@ -61,6 +61,7 @@ def model_config_dict(cfg: CNNConfig) -> dict:
 
 
 def config_from_dict(d: dict) -> CNNConfig:
+    d = {"mass_channel": False, **d}  # checkpoints written before the mass channel existed
     return CNNConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 

@@ -19,7 +19,10 @@ Then each map is scaled by its own maximum (as a person looks at it: 0 to the ma
 with ``segment_channel``, a second channel marks the two segment squares split by the first
 ``[SEP]`` (all ones for a single segment), so block can be told from diffuse haze; with
 ``structure_channels``, two more mark the band |i - j| <= 1 and the ``[CLS]``/``[SEP]`` columns: the
-same structural facts the hand-crafted features use, handed to the CNN as pictures.
+same structural facts the hand-crafted features use, handed to the CNN as pictures. With
+``mass_channel``, one more channel carries log2 of each cell's mass relative to a uniform row
+(``T * a``, clipped to [1/16, 64]): scaling by the maximum says *where* the mass is, this says how
+concentrated it is (a [CLS] column holding 90 % of every row vs a faint one over haze).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class CNNConfig:
     segment_channel: bool = True
     structure_channels: bool = True  # + diagonal band (|i-j|<=1) and [CLS]/[SEP] column masks
     intensity: str = "linear"  # or "sqrt": compresses a bright [CLS] corner so faint structure stays visible
+    mass_channel: bool = True  # + log of the mass relative to uniform (T * a): how concentrated, not only where
     widths: tuple[int, ...] = (8, 8, 16, 16, 32, 32, 64, 64)  # exactly 8 conv layers
     pool_after: tuple[int, ...] = (1, 3, 5)  # 2x2 max-pool after these conv layers (0-based)
     dropout: float = 0.2
@@ -64,7 +68,7 @@ class CNNConfig:
 
     @property
     def in_channels(self) -> int:
-        return 1 + int(self.segment_channel) + 2 * int(self.structure_channels)
+        return 1 + int(self.mass_channel) + int(self.segment_channel) + 2 * int(self.structure_channels)
 
 
 def segment_masks(t: int, seps: list[list[int] | None]) -> torch.Tensor:
@@ -132,6 +136,10 @@ def preprocess(maps: torch.Tensor, seps: list[list[int] | None], cfg: CNNConfig,
     x = x / peak
     if cfg.intensity == "sqrt":
         x = x.sqrt()
+    if cfg.mass_channel:
+        # log2 of each cell's mass relative to a uniform row (1/T), clipped to [-4, 6] and scaled to ~[-1, 1.5]
+        rel = (x * peak * t).clamp_min(2 ** -4).log2().clamp_max(6.0) / 4.0
+        x = torch.cat([x, rel], dim=1)
     if m is None:
         return x.contiguous()
     m = resize(m, cfg.grid, cfg.representation)

@@ -60,7 +60,7 @@ def train_and_ship(annotations: str | Path, out: str | Path, cfg: CNNConfig, tcf
         for rep, grid in COMPARE:
             c = dataclasses.replace(cfg, representation=rep, grid=grid)
             comparison[f"{rep}-{grid}"] = entry(c, cv if c == cfg else cross_validate(data, c, tcfg, progress))
-        for field in ("segment_channel", "structure_channels"):
+        for field in ("mass_channel", "segment_channel", "structure_channels"):
             c = dataclasses.replace(cfg, **{field: not getattr(cfg, field)})
             name = f"{cfg.representation}-{cfg.grid} {'without' if getattr(cfg, field) else 'with'} {field}"
             comparison[name] = entry(c, cross_validate(data, c, tcfg, progress))
@@ -130,7 +130,7 @@ README.md), from {data['groups']} distinct GLUE input examples. Labels: {", ".jo
 ## Preprocessing
 A T×T map becomes a {mc['grid']}×{mc['grid']} grid by **{mc['representation']}**
 ({'adaptive average pooling: mass-preserving, so one-token lines survive' if mc['representation'] == 'area' else 'bilinear interpolation'}),
-scaled by its own maximum; {'a second channel marks the two segment squares (from the first `[SEP]`)' if mc['segment_channel'] else 'no segment channel'}{'; two more mark the diagonal band (|i−j| ≤ 1) and the `[CLS]`/`[SEP]` columns' if mc.get('structure_channels') else ''}.
+scaled by its own maximum; {'one more channel holds log2 of each cell' + "'" + 's mass relative to a uniform row (T·a, clipped to [1/16, 64]), i.e. how concentrated the map is; ' if mc.get('mass_channel') else ''}{'a channel marks the two segment squares (from the first `[SEP]`)' if mc['segment_channel'] else 'no segment channel'}{'; two more mark the diagonal band (|i−j| ≤ 1) and the `[CLS]`/`[SEP]` columns' if mc.get('structure_channels') else ''}.
 One function (`patterncnn.model.preprocess`) serves training and inference; the ONNX metadata carries
 its parameters.
 
@@ -197,5 +197,6 @@ batch 512 of T=64 maps (`benchmarks/bench_classify.py` measures onnxruntime).
 - Labels come from one annotator; see the datasheet's self-agreement and known ambiguities
   (faint `[CLS]` columns vs haze, cross-sentence lines vs diagonals, blobby squares vs bands).
 - `block` is defined for two-segment inputs only; the classifier is told the segments by the
-  segment channel.
+  segment channel. Few maps are `block` ({data['labels'].get('block')}), so its F1, and with it the
+  macro-F1, moves by several points between training seeds.
 """

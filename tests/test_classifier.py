@@ -27,7 +27,7 @@ def test_cnn_has_exactly_eight_conv_layers_with_relu():
 @pytest.mark.parametrize("rep", ["area", "bilinear"])
 @pytest.mark.parametrize("t", [5, 32, 77, 300])
 def test_preprocess_shapes_and_scaling(rep, t):
-    cfg = CNNConfig(grid=32, representation=rep)
+    cfg = CNNConfig(grid=32, representation=rep, mass_channel=False)
     x = preprocess(torch.as_tensor(pattern_map("diagonal", t))[None], [[t // 2, t - 1]], cfg)
     assert x.shape == (1, cfg.in_channels, 32, 32) == (1, 4, 32, 32)
     assert float(x[0, 0].max()) == pytest.approx(1.0)  # scaled by the map's own maximum
@@ -41,6 +41,22 @@ def test_preprocess_shapes_and_scaling(rep, t):
     assert float(seg[0, 0]) == pytest.approx(1.0) and float(seg[-1, -1]) == pytest.approx(1.0)
 
 
+def test_mass_channel_tells_concentrated_from_faint():
+    """Channel 1 is log2(T * a) / 4: 0 for uniform mass, high where a row's mass piles up."""
+    t = 40
+    uniform = torch.full((1, t, t), 1.0 / t)
+    column = torch.full((1, t, t), 0.1 / (t - 1))
+    column[:, :, 0] = 0.9
+    cfg = CNNConfig()
+    xu, xc = preprocess(uniform, [None], cfg), preprocess(column, [None], cfg)
+    assert xu.shape[1] == cfg.in_channels == 5
+    # Max-scaling alone makes both maps' brightest cells 1.0; the mass channel tells them apart.
+    assert float(xu[0, 0].max()) == float(xc[0, 0].max()) == pytest.approx(1.0)
+    assert torch.allclose(xu[0, 1], torch.zeros(16, 16), atol=1e-5)
+    assert float(xc[0, 1, :, 0].min()) > 0.75 and float(xc[0, 1, :, 5].max()) < 0
+    assert CNNConfig(mass_channel=False).in_channels == 4
+
+
 def test_shared_and_per_map_seps_give_the_same_input():
     maps = torch.stack([torch.as_tensor(pattern_map(k, 20, 9)) for k in ("diagonal", "block", "vertical")])
     cfg = CNNConfig()
@@ -48,7 +64,8 @@ def test_shared_and_per_map_seps_give_the_same_input():
     one_by_one = torch.cat([preprocess(maps[i : i + 1], [[9, 19]], cfg) for i in range(3)])
     assert torch.allclose(shared, one_by_one)
     mixed = preprocess(maps, [[9, 19], [19], None], cfg)
-    assert float(mixed[1, 1].min()) == 1.0 and float(mixed[0, 1].min()) == 0.0  # single segment: all ones
+    s = 1 + int(cfg.mass_channel)  # the segment channel
+    assert float(mixed[1, s].min()) == 1.0 and float(mixed[0, s].min()) == 0.0  # single segment: all ones
 
 
 def test_area_pooling_keeps_a_one_token_diagonal_visible():
