@@ -114,7 +114,8 @@ def preprocess(maps: torch.Tensor, seps: list[list[int] | None], cfg: CNNConfig,
 
     Returns:
         (N, C, grid, grid) float32: channel 0 the map scaled to [0, 1] by its own maximum; then,
-        as configured, the segment mask, the diagonal band and the [CLS]/[SEP] columns.
+        as configured, the log mass relative to uniform, the segment mask, the diagonal band and
+        the [CLS]/[SEP] columns.
     """
     x = maps.float().unsqueeze(1)  # (N, 1, T, T)
     t, n = maps.shape[-1], maps.shape[0]
@@ -132,13 +133,12 @@ def preprocess(maps: torch.Tensor, seps: list[list[int] | None], cfg: CNNConfig,
         x = F.interpolate(x, size=(resample_to, resample_to), mode="nearest")
         m = F.interpolate(m, size=(resample_to, resample_to), mode="nearest") if m is not None else None
     x = resize(x, cfg.grid, cfg.representation)  # (N, 1, G, G)
-    peak = x.amax(dim=(2, 3), keepdim=True).clamp_min(1e-12)
-    x = x / peak
+    # log2 of each cell's mass relative to a uniform row (1/T), clipped to [-4, 6] and scaled to ~[-1, 1.5]
+    rel = (x * t).clamp_min(2 ** -4).log2().clamp_max(6.0) / 4.0 if cfg.mass_channel else None
+    x = x / x.amax(dim=(2, 3), keepdim=True).clamp_min(1e-12)
     if cfg.intensity == "sqrt":
         x = x.sqrt()
-    if cfg.mass_channel:
-        # log2 of each cell's mass relative to a uniform row (1/T), clipped to [-4, 6] and scaled to ~[-1, 1.5]
-        rel = (x * peak * t).clamp_min(2 ** -4).log2().clamp_max(6.0) / 4.0
+    if rel is not None:
         x = torch.cat([x, rel], dim=1)
     if m is None:
         return x.contiguous()

@@ -113,6 +113,8 @@ def model_card(m: dict) -> str:
         f"| {k} | {_f(v['macro_f1'])} | {_f(v['fold_macro_f1_mean'])} ± {_f(v['fold_macro_f1_std'])} | "
         f"{v['torch_maps_per_s_T64_b512']} |" for k, v in comp.items()) or "| (not run: `patterncnn train --compare`) | | | |"
     mc = m["model_config"]
+    mass = ("one more channel holds log2 of each cell's mass relative to a uniform row (T·a, clipped to "
+            "[1/16, 64]), i.e. how concentrated the map is; " if mc.get("mass_channel") else "")
     data = m["data"]
     verdict = ("The CNN beats every baseline on macro-F1." if m["cnn_beats_best_baseline"] else
                f"**The CNN does not beat the best baseline ({m['best_baseline']}) on macro-F1.**")
@@ -130,7 +132,7 @@ README.md), from {data['groups']} distinct GLUE input examples. Labels: {", ".jo
 ## Preprocessing
 A T×T map becomes a {mc['grid']}×{mc['grid']} grid by **{mc['representation']}**
 ({'adaptive average pooling: mass-preserving, so one-token lines survive' if mc['representation'] == 'area' else 'bilinear interpolation'}),
-scaled by its own maximum; {'one more channel holds log2 of each cell' + "'" + 's mass relative to a uniform row (T·a, clipped to [1/16, 64]), i.e. how concentrated the map is; ' if mc.get('mass_channel') else ''}{'a channel marks the two segment squares (from the first `[SEP]`)' if mc['segment_channel'] else 'no segment channel'}{'; two more mark the diagonal band (|i−j| ≤ 1) and the `[CLS]`/`[SEP]` columns' if mc.get('structure_channels') else ''}.
+scaled by its own maximum; {mass}{'a channel marks the two segment squares (from the first `[SEP]`)' if mc['segment_channel'] else 'no segment channel'}{'; two more mark the diagonal band (|i−j| ≤ 1) and the `[CLS]`/`[SEP]` columns' if mc.get('structure_channels') else ''}.
 One function (`patterncnn.model.preprocess`) serves training and inference; the ONNX metadata carries
 its parameters.
 
