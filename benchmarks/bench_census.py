@@ -30,7 +30,8 @@ class TimedClassifier:
 
     def __init__(self, clf):
         self.clf, self.pre, self.cnn = clf, 0.0, 0.0
-        self.path, self.model_version, self.cfg, self.finish = clf.path, clf.model_version, clf.cfg, clf.finish
+        self.path, self.model_version, self.cfg = clf.path, clf.model_version, clf.cfg
+        self.apply_segment_rule = clf.apply_segment_rule
 
     def prepare(self, maps, seps):
         t0 = time.perf_counter()

@@ -23,7 +23,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator, Protocol
 
 import numpy as np
 import torch
@@ -39,6 +39,22 @@ log = logging.getLogger(__name__)
 WINDOW = 64
 BOOTSTRAP = 1000
 CNN_BATCH = 512  # maps per onnxruntime call
+
+
+class Classifier(Protocol):
+    """What the census needs of a classifier (:class:`patterncnn.infer.OnnxClassifier` is one)."""
+
+    path: Path
+    model_version: str
+
+    def prepare(self, maps: torch.Tensor, seps: list[list[int] | None]) -> torch.Tensor:
+        """(N, T, T) maps of one length -> the CNN input (N, C, G, G)."""
+
+    def run(self, x: torch.Tensor) -> np.ndarray:
+        """(N, C, G, G) -> (N, 5) probabilities."""
+
+    def apply_segment_rule(self, probs: np.ndarray, seps: list[list[int] | None]) -> np.ndarray:
+        """(N, 5) probabilities with block ruled out for single-segment inputs."""
 
 
 class CensusError(RuntimeError):
@@ -62,66 +78,83 @@ def _work_dir(out: Path, task: str, params: dict) -> Path:
     return work
 
 
-def classify_task(encoder: Encoder, classifier, split: GlueSplit, out: Path, params: dict,
+def classify_window(encoder: Encoder, classifier: Classifier, window: list, batch_size: int = 16,
+                    on_example: Callable | None = None) -> dict:
+    """Label every map of one window of examples.
+
+    The maps of several examples share one classifier call (``CNN_BATCH`` maps): big batches run faster.
+
+    Args:
+        on_example: called with each :class:`ExampleAttention` as it streams by (to save maps, to tick a bar).
+
+    Returns:
+        {"index": (N,) example indices, "labels": (N, L*H) uint8, "probs": (N, L*H, 5) float16, "truncated": n}
+    """
+    n_maps = encoder.num_layers * encoder.num_heads
+    idx, labels, probs, truncated = [], [], [], 0
+    pending: list[tuple[int, torch.Tensor, list]] = []  # (example index, CNN input, seps)
+
+    def flush():
+        if not pending:
+            return
+        p = classifier.run(torch.cat([x for _, x, _ in pending]))
+        for k, (ex_index, _, seps) in enumerate(pending):
+            pk = classifier.apply_segment_rule(p[k * n_maps : (k + 1) * n_maps], seps)  # (L*H, 5)
+            idx.append(ex_index)
+            labels.append(pk.argmax(1).astype(np.uint8))
+            probs.append(pk.astype(np.float16))
+        pending.clear()
+
+    for ea in encoder.iter_attentions(window, batch_size=batch_size, window=WINDOW):
+        t = ea.maps.shape[-1]
+        seps = [ea.seps] * n_maps
+        pending.append((ea.example.index, classifier.prepare(ea.maps.reshape(n_maps, t, t), seps), seps))
+        if len(pending) * n_maps >= CNN_BATCH:
+            flush()
+        truncated += ea.truncated
+        if on_example:
+            on_example(ea)
+    flush()
+    return {"index": np.array(idx), "labels": np.stack(labels), "probs": np.stack(probs),
+            "truncated": np.array(truncated)}
+
+
+def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, out: Path, params: dict,
                   batch_size: int = 16, progress: Callable | None = None, save_maps: bool = False) -> dict:
-    """Label every (example, layer, head) map of ``split``; resumable. Returns the raw arrays."""
-    from .maps import MapStore
+    """Label every (example, layer, head) map of ``split``, a window at a time; resumable.
+
+    Returns:
+        The raw arrays of :func:`classify_window`, all windows concatenated in example order.
+    """
+    from .maps import MapStore, map_record
 
     work = _work_dir(out, split.task.name, params)
-    n_maps = encoder.num_layers * encoder.num_heads
     windows = [split.examples[s : s + WINDOW] for s in range(0, len(split.examples), WINDOW)]
     store = MapStore.create(out / "maps" / split.task.name, info={"model": encoder.fingerprint},
                             exist_ok=True) if save_maps else None
     bar = progress(total=len(split.examples), desc=f"census {split.task.name}", unit="ex") if progress else None
-    truncated = 0
     for w, window in enumerate(windows):
         part = work / f"window-{w:05d}.npz"
         if part.exists():
             if bar:
                 bar.update(len(window))
             continue
-        idx, labels, probs = [], [], []
         records = []
-        pending: list[tuple[int, torch.Tensor, list]] = []  # (example index, CNN input, seps)
 
-        def flush():
-            # One onnxruntime call for the maps of several examples: big batches run faster.
-            if not pending:
-                return
-            p = classifier.run(torch.cat([x for _, x, _ in pending]))
-            for k, (ex_index, x, seps) in enumerate(pending):
-                pk = classifier.finish(p[k * n_maps : (k + 1) * n_maps], seps)  # (L*H, 5)
-                idx.append(ex_index)
-                labels.append(pk.argmax(1).astype(np.uint8))
-                probs.append(pk.astype(np.float16))
-            pending.clear()
-
-        for ea in encoder.iter_attentions(window, batch_size=batch_size, window=WINDOW):
-            t = ea.maps.shape[-1]
-            seps = [ea.seps] * n_maps
-            pending.append((ea.example.index, classifier.prepare(ea.maps.reshape(n_maps, t, t), seps), seps))
-            if len(pending) * n_maps >= CNN_BATCH:
-                flush()
-            truncated += ea.truncated
+        def seen(ea):
             if store is not None:
-                from .export import map_id
-
-                for k in range(n_maps):
-                    layer, head = divmod(k, encoder.num_heads)
-                    records.append(({"id": map_id(encoder.tag, split.task.name, split.split, ea.example.index,
-                                                  layer, head), "task": split.task.name, "split": split.split,
-                                     "example": ea.example.index, "layer": layer, "head": head, "T": t,
-                                     "tokens": ea.tokens, "seps": ea.seps}, ea.maps[layer, head]))
+                records.extend((map_record(encoder, split.task.name, split.split, ea, layer, head),
+                                ea.maps[layer, head]) for layer in range(encoder.num_layers)
+                               for head in range(encoder.num_heads))
             if bar:
                 bar.update(1)
-        flush()
+
+        arrays = classify_window(encoder, classifier, window, batch_size, seen)
         if store is not None:  # after a crash mid-window some of these may already be saved
             store.append(r for r in records if r[0]["id"] not in store)
         buf = io.BytesIO()
-        np.savez(buf, index=np.array(idx), labels=np.stack(labels), probs=np.stack(probs),
-                 truncated=np.array(truncated))
+        np.savez(buf, **arrays)
         write_bytes(part, buf.getvalue())  # the window counts as done only once this lands
-        truncated = 0
     if bar:
         bar.close()
     parts = [np.load(work / f"window-{w:05d}.npz") for w in range(len(windows))]
@@ -155,7 +188,7 @@ def summarize(labels: np.ndarray, num_layers: int, num_heads: int, seed: int = 0
     }
 
 
-def run_census(encoder: Encoder, classifier, splits: list[GlueSplit], out: str | Path, limit: int | None,
+def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit], out: str | Path, limit: int | None,
                seed: int, batch_size: int = 16, progress: Callable | None = None, save_maps: bool = False,
                overwrite: bool = False) -> dict:
     """Census of each split into ``out`` (census.json, census.csv, heads.csv, census.png, heads.png)."""
@@ -191,6 +224,32 @@ def run_census(encoder: Encoder, classifier, splits: list[GlueSplit], out: str |
     write_outputs(out, result)
     shutil.rmtree(out / ".work", ignore_errors=True)
     return result
+
+
+def run_censuses(models: list[str], splits: list[GlueSplit], classifier: Classifier, out: str | Path,
+                 limit: int | None, seed: int, max_length: int = 128, **kwargs) -> Iterator[tuple[Encoder, Path, dict]]:
+    """Census of each encoder in turn (one folder per encoder tag when there are several).
+
+    Keyword arguments go to :func:`run_census`. Yields (encoder, its output folder, its result).
+    """
+    from .encoder import load_encoder
+
+    for model in models:
+        enc = load_encoder(model, max_length=max_length)
+        dest = Path(out) if len(models) == 1 else Path(out) / enc.tag
+        yield enc, dest, run_census(enc, classifier, splits, dest, limit, seed, **kwargs)
+
+
+def load_result(path: str | Path) -> dict:
+    """A finished census: its folder or its ``census.json``."""
+    p = Path(path)
+    p = p / "census.json" if p.is_dir() else p
+    if not p.is_file():
+        raise CensusError(f"no finished census at {path} (no census.json); run `patterncnn census --out {path}` first")
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise CensusError(f"{p} is not a census result ({e})") from None
 
 
 def write_outputs(out: Path, result: dict) -> None:
@@ -248,27 +307,3 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
         lines.append(f"{task:<8} " + " ".join(f"{100 * d[n]:+6.1f}{'*' if sig[n] else ' '}".rjust(19) for n in LABELS))
     lines.append("* the two 95% bootstrap intervals do not overlap")
     return "\n".join(lines), diff
-
-
-def analyze(encoder: Encoder, classifier, texts: tuple[str, ...]) -> dict:
-    """Classify every head's map for one input (one sentence or a pair).
-
-    Returns:
-        {"tokens", "seps", "truncated", "probs": (L, H, 5) array, "labels": (L, H) label names}.
-    """
-    from .glue import Example
-
-    ea = next(encoder.iter_attentions([Example("input", "-", 0, tuple(texts), None)]))
-    L, H, t, _ = ea.maps.shape
-    probs = classifier.predict_same_length(ea.maps.reshape(L * H, t, t), [ea.seps] * (L * H)).reshape(L, H, -1)
-    return {"tokens": ea.tokens, "seps": ea.seps, "truncated": ea.truncated, "probs": probs,
-            "labels": [[LABELS[int(k)] for k in row] for row in probs.argmax(-1)]}
-
-
-def grid_text(labels: list[list[str]]) -> str:
-    short = {"vertical": "V", "diagonal": "D", "vertical+diagonal": "VD", "block": "B", "heterogeneous": "H"}
-    heads = len(labels[0])
-    lines = ["layer\\head " + " ".join(f"{h:>3}" for h in range(heads))]
-    lines += [f"{l:>10} " + " ".join(f"{short[x]:>3}" for x in row) for l, row in enumerate(labels)]
-    lines.append("V vertical, D diagonal, VD vertical+diagonal, B block, H heterogeneous")
-    return "\n".join(lines)

@@ -83,6 +83,22 @@ class _Encoded(torch.utils.data.Dataset):
         return self.items[i]
 
 
+def _training_args(cfg: FinetuneConfig, folder: Path, progress: bool):
+    from transformers import TrainingArguments
+
+    return TrainingArguments(
+        output_dir=str(folder), per_device_train_batch_size=cfg.batch_size,
+        per_device_eval_batch_size=64, num_train_epochs=cfg.epochs, learning_rate=cfg.learning_rate,
+        warmup_steps=cfg.warmup_ratio, weight_decay=cfg.weight_decay, seed=cfg.seed, save_strategy="no",
+        eval_strategy="no", logging_steps=50, report_to="none", use_cpu=not torch.cuda.is_available(),
+        disable_tqdm=not progress,
+    )
+
+
+def _data_record(split) -> dict:
+    return {"source": split.source, "examples": len(split.examples), "of": split.total, "skipped_rows": split.skipped}
+
+
 def finetune(model: str, task: str, glue_dir: str | None, out: str | Path, cfg: FinetuneConfig | None = None,
              progress: bool = True) -> dict:
     """Fine-tune ``model`` on ``task``'s train split and score it on the dev split.
@@ -94,8 +110,7 @@ def finetune(model: str, task: str, glue_dir: str | None, out: str | Path, cfg: 
         FileExistsError: ``out`` already exists.
         EncoderError / GlueDataError: bad model or data, with the fix in the message.
     """
-    from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, Trainer,
-                              TrainingArguments)
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, Trainer
 
     cfg = cfg or FinetuneConfig()
     out = Path(out)
@@ -124,15 +139,9 @@ def finetune(model: str, task: str, glue_dir: str | None, out: str | Path, cfg: 
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        args = TrainingArguments(
-            output_dir=str(work / "trainer"), per_device_train_batch_size=cfg.batch_size,
-            per_device_eval_batch_size=64, num_train_epochs=cfg.epochs, learning_rate=cfg.learning_rate,
-            warmup_steps=cfg.warmup_ratio, weight_decay=cfg.weight_decay, seed=cfg.seed, save_strategy="no",
-            eval_strategy="no", logging_steps=50, report_to="none", use_cpu=not torch.cuda.is_available(),
-            disable_tqdm=not progress,
-        )
-        trainer = Trainer(model=clf, args=args, train_dataset=train_ds, eval_dataset=dev_ds,
-                          data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute)
+        trainer = Trainer(model=clf, args=_training_args(cfg, work / "trainer", progress), train_dataset=train_ds,
+                          eval_dataset=dev_ds, data_collator=DataCollatorWithPadding(tokenizer),
+                          compute_metrics=compute)
         t0 = time.time()
         train_out = trainer.train()
         train_s = time.time() - t0
@@ -147,10 +156,8 @@ def finetune(model: str, task: str, glue_dir: str | None, out: str | Path, cfg: 
         manifest = {
             "created_by": f"patterncnn {__version__}", "task": t.name, "base_model": base.fingerprint,
             "settings": dataclasses.asdict(cfg), "dev": dev_metrics,
-            "train": {"source": train.source, "examples": len(train.examples), "of": train.total,
-                      "skipped_rows": train.skipped, "loss": train_out.training_loss, "seconds": round(train_s, 1)},
-            "dev_data": {"source": dev.source, "examples": len(dev.examples), "of": dev.total,
-                         "seconds": round(eval_s, 1)},
+            "train": {**_data_record(train), "loss": train_out.training_loss, "seconds": round(train_s, 1)},
+            "dev_data": {**_data_record(dev), "seconds": round(eval_s, 1)},
         }
         write_json(model_dir / MANIFEST, manifest)
         model_dir.rename(out)

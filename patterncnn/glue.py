@@ -112,8 +112,16 @@ _ALIASES = {
 }
 
 
-def task_names() -> list[str]:
-    return list(TASKS)
+def expand_tasks(specs: list[str]) -> list[str]:
+    """Canonical task names from command-line specs, in order, without repeats; ``all`` means every task
+    (MNLI once, matched).
+
+    Raises:
+        GlueDataError: for an unknown name, listing the valid ones.
+    """
+    names = [n for spec in specs for n in ([n for n in TASKS if n != "mnli-mm"] if spec.lower() == "all"
+                                           else [get_task(spec).name])]
+    return list(dict.fromkeys(names))
 
 
 def get_task(name: str) -> GlueTask:

@@ -23,10 +23,22 @@ import torch
 
 from . import __version__
 from .labels import LABELS
-from .model import CNNConfig, PatternCNN, preprocess
+from .model import PatternCNN, config_from_dict, model_config_dict, preprocess
 
 BLOCK = LABELS.index("block")
-DEFAULT_CLASSIFIER = Path(__file__).resolve().parent.parent / "models" / "patterncnn.onnx"
+SHIPPED = "patterncnn.shipped"  # models/ in the repository, installed as package data (pyproject.toml)
+
+
+def default_classifier() -> Path:
+    """The shipped classifier, ``models/patterncnn.onnx``, wherever the install put it."""
+    from importlib import resources
+
+    try:
+        path = resources.files(SHIPPED).joinpath("patterncnn.onnx")
+    except ModuleNotFoundError:
+        raise ClassifierError("this install has no shipped classifier (patterncnn.shipped); reinstall patterncnn "
+                              "or pass --classifier PATH/TO/patterncnn.onnx") from None
+    return Path(str(path))
 
 
 class ClassifierError(RuntimeError):
@@ -54,24 +66,13 @@ def export_onnx(model: PatternCNN, path: str | os.PathLike, extra_meta: dict | N
     os.replace(tmp, path)
 
 
-def model_config_dict(cfg: CNNConfig) -> dict:
-    import dataclasses
-
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()}
-
-
-def config_from_dict(d: dict) -> CNNConfig:
-    d = {"mass_channel": False, **d}  # checkpoints written before the mass channel existed
-    return CNNConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
-
-
 class OnnxClassifier:
     """A trained pattern classifier on onnxruntime. Thread count is bounded (default 2)."""
 
-    def __init__(self, path: str | os.PathLike = DEFAULT_CLASSIFIER, threads: int = 2):
+    def __init__(self, path: str | os.PathLike | None = None, threads: int = 2):
         import onnxruntime as ort
 
-        self.path = Path(path)
+        self.path = Path(path) if path is not None else default_classifier()
         if not self.path.is_file():
             raise ClassifierError(f"no classifier at {self.path}: train one with `patterncnn train` or pass "
                                   f"--classifier PATH/TO/patterncnn.onnx")
@@ -110,7 +111,7 @@ class OnnxClassifier:
         return preprocess(torch.as_tensor(maps), seps, self.cfg)
 
     @staticmethod
-    def finish(probs: np.ndarray, seps: list[list[int] | None]) -> np.ndarray:
+    def apply_segment_rule(probs: np.ndarray, seps: list[list[int] | None]) -> np.ndarray:
         """A single-segment input never gets ``block`` (ANNOTATION_GUIDE.md, rule 4).
 
         Its block probability is set to 0 and the rest renormalised. Maps without separator
@@ -124,7 +125,7 @@ class OnnxClassifier:
 
     def predict_same_length(self, maps: torch.Tensor | np.ndarray, seps: list[list[int] | None]) -> np.ndarray:
         """(N, T, T) maps of one length -> (N, 5) probabilities."""
-        return self.finish(self.run(self.prepare(maps, seps)), seps)
+        return self.apply_segment_rule(self.run(self.prepare(maps, seps)), seps)
 
     def predict_groups(self, groups: list[tuple[np.ndarray, list]]) -> list[np.ndarray]:
         """Several (maps (N_i, T_i, T_i), seps) groups, T differing between groups, in one CNN batch.
@@ -136,7 +137,7 @@ class OnnxClassifier:
         probs = self.run(torch.cat(xs)) if xs else np.zeros((0, len(LABELS)), dtype=np.float32)
         out, i = [], 0
         for (_, s), x in zip(groups, xs):
-            out.append(self.finish(probs[i : i + len(x)], s))
+            out.append(self.apply_segment_rule(probs[i : i + len(x)], s))
             i += len(x)
         return out
 

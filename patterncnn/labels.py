@@ -12,6 +12,9 @@ LABELS: tuple[str, ...] = (
     "heterogeneous",
 )
 
+# One- or two-letter codes for grids in the terminal and in figures, in LABELS order.
+SHORT: dict[str, str] = dict(zip(LABELS, ("V", "D", "VD", "B", "H")))
+
 LABEL_TO_INDEX: dict[str, int] = {name: i for i, name in enumerate(LABELS)}
 
 

@@ -7,11 +7,12 @@ A **map store** is a folder::
     part-00000.npz          compressed npz: one float32 array (T, T) per map, keyed by map id
     part-00001.jsonl/.npz   each append adds one part; a part counts only once its .npz exists
 
-Each metadata line holds at least ``id``; maps from ``patterncnn export`` also carry ``model``,
-``model_sha256``, ``model_revision``, ``task``, ``split``, ``example`` (index in the split),
-``layer``, ``head`` (0-based), ``T``, ``tokens`` (T strings), ``seps`` (positions of the
-separator tokens, i.e. segment ends) and ``truncated``. Every file is written to a temporary
-name and renamed into place, so a crash never leaves a half-written part.
+Each metadata line holds at least ``id``; maps from an encoder (``patterncnn sample``, ``census
+--save-maps``) carry the fields of :func:`map_record`: ``model``, ``model_sha256``,
+``model_revision``, ``task``, ``split``, ``example`` (index in the split), ``layer``, ``head``
+(0-based), ``T``, ``tokens`` (T strings), ``seps`` (positions of the separator tokens, i.e.
+segment ends), ``truncated`` and ``texts``. Every file is written to a temporary name and renamed
+into place, so a crash never leaves a half-written part.
 
 A **plain npz** file (``maps.npz``) whose every array is a square 2-D map keyed by its id is
 the simplest exchange format; :func:`open_maps` accepts it wherever a store is accepted.
@@ -39,6 +40,25 @@ from .fileio import atomic_open, write_bytes, write_json
 
 FORMAT = "patterncnn-maps"
 FORMAT_VERSION = 1
+
+
+def map_id(tag: str, task: str, split: str, example: int, layer: int, head: int) -> str:
+    """The id of one map: ``minilm-53aa5117_rte_dev_00012_L03_H07`` (layer, head 0-based)."""
+    return f"{tag}_{task}_{split}_{example:05d}_L{layer:02d}_H{head:02d}"
+
+
+def map_record(encoder, task: str, split: str, ea, layer: int, head: int) -> dict:
+    """The metadata line of one map: the single definition of what a stored map records.
+
+    Args:
+        encoder: the :class:`patterncnn.encoder.Encoder` that produced it (tag, name, fingerprint).
+        ea: the example's :class:`patterncnn.encoder.ExampleAttention`.
+    """
+    fp = encoder.fingerprint
+    return {"id": map_id(encoder.tag, task, split, ea.example.index, layer, head), "model": encoder.name,
+            "model_sha256": fp.get("sha256"), "model_revision": fp.get("revision"), "task": task, "split": split,
+            "example": ea.example.index, "layer": layer, "head": head, "T": len(ea.tokens), "tokens": ea.tokens,
+            "seps": ea.seps, "truncated": ea.truncated, "texts": list(ea.example.texts)}
 
 
 class MapFormatError(ValueError):
@@ -239,10 +259,3 @@ def open_maps(path: str | os.PathLike) -> MapStore | PlainNpz:
     if not p.exists():
         raise MapFormatError(f"{p} does not exist; pass a map store folder or a .npz of square maps")
     raise MapFormatError(f"{p} is neither a map store folder nor a .npz file")
-
-
-def write_plain_npz(path: str | os.PathLike, maps: dict[str, np.ndarray]) -> None:
-    """Write maps keyed by id as a compressed plain .npz, atomically."""
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **{k: np.asarray(v, dtype=np.float32) for k, v in maps.items()})
-    write_bytes(path, buf.getvalue())

@@ -28,6 +28,7 @@ concentrated it is (a [CLS] column holding 90 % of every row vs a faint one over
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -179,3 +180,21 @@ class PatternCNN(nn.Module):
 
 def count_conv_layers(model: nn.Module) -> int:
     return sum(isinstance(m, nn.Conv2d) for m in model.modules())
+
+
+def model_config_dict(cfg: CNNConfig) -> dict:
+    """The config as plain JSON types (for the checkpoint and the ONNX metadata)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()}
+
+
+def config_from_dict(d: dict) -> CNNConfig:
+    d = {"mass_channel": False, **d}  # checkpoints written before the mass channel existed
+    return CNNConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+
+def load_checkpoint(path: str | Path) -> tuple[PatternCNN, dict]:
+    """Rebuild the model from ``patterncnn.pt`` (state dict + config); returns (model in eval mode, checkpoint)."""
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    model = PatternCNN(config_from_dict(ckpt["model_config"]))
+    model.load_state_dict(ckpt["state_dict"])
+    return model.eval(), ckpt

@@ -9,10 +9,10 @@ import io
 
 import numpy as np
 
-from .labels import LABELS
+from .labels import LABELS, SHORT
 
-COLORS = {"vertical": "#0072B2", "diagonal": "#E69F00", "vertical+diagonal": "#009E73", "block": "#CC79A7",
-          "heterogeneous": "#999999"}
+# Okabe-Ito colours, in LABELS order.
+COLORS = dict(zip(LABELS, ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#999999")))
 
 
 def _fig(w: float, h: float):
@@ -42,7 +42,7 @@ def census_figure(result: dict) -> bytes:
         for i, t in enumerate(tasks):
             if vals[i] >= 4:
                 ax.text(i, bottom[i] + vals[i] / 2, f"{vals[i]:.0f}%", ha="center", va="center", fontsize=8,
-                        color="white" if name != "heterogeneous" else "black")
+                        color="black" if name == LABELS[-1] else "white")  # dark text on the light grey
         bottom += vals
     ax.set_ylabel("share of (example, layer, head) maps, %")
     ax.set_ylim(0, 100)
@@ -74,10 +74,9 @@ def head_grid(ax, majority: np.ndarray, strength: np.ndarray, title: str, annota
     ax.set_ylabel("layer", fontsize=8)
     ax.set_title(title, fontsize=9)
     if annotate and heads <= 16:
-        short = {"vertical": "V", "diagonal": "D", "vertical+diagonal": "VD", "block": "B", "heterogeneous": "H"}
         for l in range(layers):
             for h in range(heads):
-                ax.text(h, l, short[LABELS[majority[l, h]]], ha="center", va="center", fontsize=6)
+                ax.text(h, l, SHORT[LABELS[majority[l, h]]], ha="center", va="center", fontsize=6)
 
 
 def _legend(fig) -> None:

@@ -3,7 +3,8 @@
 * :func:`render_png`: one map, colour scale per map from 0 to its maximum, thin lines after
   each ``[SEP]`` so the segments show, token labels when they fit, the map id in the title.
 * :func:`contact_sheet`: many maps as one image grid (torchvision ``make_grid``), each map
-  scaled per map and resized to the same cell, for looking through a batch quickly.
+  scaled per map, resized to the same cell and captioned (``annotate sheets``), for looking
+  through a batch quickly.
 
 Usage::
 
@@ -13,9 +14,13 @@ Usage::
 from __future__ import annotations
 
 import io
+import random
+from pathlib import Path
 
 import numpy as np
 import torch
+
+from .fileio import write_bytes, write_json
 
 # Token labels stop fitting above this many tokens: they overlap at any readable font size.
 MAX_LABELLED_TOKENS = 48
@@ -100,44 +105,62 @@ def map_image(arr: np.ndarray, size: int, seps: list[int] | None = None) -> torc
     return img
 
 
-def contact_sheet(maps: list[np.ndarray], seps: list[list[int] | None] | None = None, cell: int = 128,
-                  per_row: int = 8) -> bytes:
-    """Many maps as one PNG grid, in the given order (row-major)."""
-    from PIL import Image
+CAPTION_PX = 18  # height of the caption strip above each cell
+
+
+def contact_sheet(maps: list[np.ndarray], seps: list[list[int] | None] | None = None,
+                  captions: list[str] | None = None, cell: int = 224, per_row: int = 4) -> bytes:
+    """Many maps as one PNG grid, in the given order (row-major), each with an optional caption above it.
+
+    Args:
+        maps: (T_i, T_i) maps; each keeps its own colour scale (0 to its max) and [SEP] lines.
+        captions: one short text per map (e.g. its running number), drawn in a strip above the cell.
+        cell: the side of each map in pixels (nearest-neighbour, so single-token lines stay crisp).
+    """
+    from PIL import Image, ImageDraw, ImageFont
     from torchvision.utils import make_grid
 
     seps = seps or [None] * len(maps)
-    imgs = torch.stack([map_image(m, cell, s) for m, s in zip(maps, seps)])
+    top = CAPTION_PX if captions else 0
+    imgs = torch.ones((len(maps), 3, cell + top, cell))
+    for k, (m, s) in enumerate(zip(maps, seps)):
+        imgs[k, :, top:] = map_image(m, cell, s)
     grid = make_grid(imgs, nrow=per_row, padding=4, pad_value=1.0)  # (3, H, W)
+    img = Image.fromarray((grid * 255).round().to(torch.uint8).permute(1, 2, 0).numpy())
+    if captions:
+        draw = ImageDraw.Draw(img)
+        font = ImageFont.load_default(size=13)
+        for k, text in enumerate(captions):
+            row, col = divmod(k, per_row)
+            draw.text((4 + col * (cell + 4) + 2, 4 + row * (cell + top + 4) + 2), text, fill=(0, 0, 0), font=font)
     buf = io.BytesIO()
-    Image.fromarray((grid * 255).round().to(torch.uint8).permute(1, 2, 0).numpy()).save(buf, format="PNG")
+    img.save(buf, format="PNG")
     return buf.getvalue()
 
 
-def labelled_sheet(maps: list[np.ndarray], seps: list[list[int] | None], captions: list[str], cols: int = 4,
-                   cell_inches: float = 2.6, dpi: int = 90) -> bytes:
-    """Many maps as one PNG with a caption over each, for looking through a batch by eye.
+def write_sheets(maps, out: str | Path, per_sheet: int = 16, shuffle: int | None = None) -> int:
+    """Write ``maps`` (a map source) as numbered contact sheets ``sheet-NNN.png`` plus ``index.json``.
 
-    Each map keeps its own colour scale (0 to its max) and [SEP] lines, as in :func:`render_png`.
+    Args:
+        shuffle: a seed to shuffle the maps with first (so a batch is not seen in store order).
+
+    Returns:
+        The number of sheets written.
     """
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
-    rows = max(1, -(-len(maps) // cols))
-    fig = Figure(figsize=(cols * cell_inches, rows * (cell_inches + 0.25)), dpi=dpi)
-    for k, (arr, sp, cap) in enumerate(zip(maps, seps, captions)):
-        ax = fig.add_subplot(rows, cols, k + 1)
-        arr = np.asarray(arr, dtype=np.float32)
-        ax.imshow(arr, cmap=_CMAP, vmin=0.0, vmax=float(arr.max()) or 1.0, interpolation="nearest")
-        for s in (sp or [])[:-1]:
-            ax.axhline(s + 0.5, color="white", linewidth=0.6)
-            ax.axvline(s + 0.5, color="white", linewidth=0.6)
-        ax.set_title(cap, fontsize=9)
-        ax.set_xticks([])
-        ax.set_yticks([])
-    fig.tight_layout(pad=0.4)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    if per_sheet < 1:
+        raise ValueError(f"--per-sheet must be at least 1 (got {per_sheet})")
+    metas = list(maps.meta)
+    if not metas:
+        raise ValueError(f"{maps.root} holds no maps; nothing to draw")
+    if shuffle is not None:
+        random.Random(shuffle).shuffle(metas)
+    out = Path(out)
+    index, sheets = [], 0
+    for sheets, start in enumerate(range(0, len(metas), per_sheet), start=1):
+        chunk = metas[start : start + per_sheet]
+        arrs = [maps.get(m["id"]) for m in chunk]
+        captions = [f"#{start + k}  T={a.shape[0]}" for k, a in enumerate(arrs)]
+        write_bytes(out / f"sheet-{sheets - 1:03d}.png", contact_sheet(arrs, [m.get("seps") for m in chunk], captions))
+        index += [{"n": start + k, "sheet": sheets - 1, "id": m["id"]} for k, m in enumerate(chunk)]
+    write_json(out / "index.json", index)
+    return sheets

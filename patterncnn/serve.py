@@ -29,12 +29,13 @@ import hmac
 import io
 import json
 import logging
-import xml.etree.ElementTree as ET
 import zipfile
 
 import numpy as np
 
 from . import __version__
+from .annotate import choice_names, prediction
+from .classify import result_record
 from .labels import LABELS
 from .maps import check_map
 
@@ -122,28 +123,6 @@ def validate(ids: list[str], maps: list[np.ndarray], s: ServeSettings) -> list[s
     return warnings
 
 
-def choice_names(label_config: str | None) -> tuple[str, str]:
-    """(from_name, to_name) of the pattern Choices in a project's labeling config; checks its labels."""
-    from .annotate import FROM_NAME, TO_NAME
-
-    if not label_config:
-        return FROM_NAME, TO_NAME
-    try:
-        root = ET.fromstring(label_config)
-    except ET.ParseError as e:
-        raise BadInput(f"labeling config is not valid XML ({e})") from None
-    for ch in root.iter("Choices"):
-        values = [c.get("value") for c in ch.iter("Choice")]
-        if set(values) & set(LABELS):
-            unknown = [v for v in values if v not in LABELS]
-            if unknown:
-                raise BadInput(f"the project's Choices {ch.get('name')!r} has labels {unknown} that patterncnn does "
-                               f"not predict; use the config from `patterncnn annotate config`")
-            return ch.get("name"), ch.get("toName")
-    raise BadInput("the project's labeling config has no Choices with the five pattern labels; use the config from "
-                   "`patterncnn annotate config`")
-
-
 def map_from_task(task: dict) -> tuple[np.ndarray, list | None]:
     data = task.get("data") or {}
     if "map_npy" not in data:
@@ -225,13 +204,13 @@ def create_app(settings: ServeSettings, classifier, encoder=None):
 
     def classify_maps(ids, maps, seps, warnings):
         probs = classifier.predict([m.astype(np.float32) for m in maps], seps)
-        out = []
-        for k, p, warning in zip(ids, probs, warnings):
-            rec = {"id": k, "label": LABELS[int(p.argmax())], "probs": {n: float(x) for n, x in zip(LABELS, p)}}
-            if warning:
-                rec["warning"] = warning
-            out.append(rec)
-        return out
+        return [result_record(k, p, warning) for k, p, warning in zip(ids, probs, warnings)]
+
+    def project_names(config) -> tuple[str, str]:
+        try:
+            return choice_names(config)
+        except ValueError as e:
+            raise BadInput(str(e)) from None
 
     @app.get("/health")
     async def health():
@@ -288,7 +267,7 @@ def create_app(settings: ServeSettings, classifier, encoder=None):
         ids, cut = encoder.tokenize(texts)
         if cut:
             raise BadInput(f"the input is longer than the encoder's limit of {encoder.max_length} tokens; shorten it")
-        from .census import analyze as run
+        from .analyze import analyze as run
 
         res = await infer(run, encoder, classifier, texts)
         return {"tokens": res["tokens"], "seps": res["seps"], "labels": res["labels"],
@@ -301,7 +280,7 @@ def create_app(settings: ServeSettings, classifier, encoder=None):
     @app.post("/setup", dependencies=[Depends(auth)])
     async def setup(request: Request):
         obj = await read_json(request)
-        names = choice_names(obj.get("schema") if isinstance(obj, dict) else None)
+        names = project_names(obj.get("schema") if isinstance(obj, dict) else None)
         projects[str(obj.get("project"))] = names
         return {"model_version": classifier.model_version}
 
@@ -311,19 +290,14 @@ def create_app(settings: ServeSettings, classifier, encoder=None):
         tasks = obj.get("tasks") if isinstance(obj, dict) else None
         if not isinstance(tasks, list):
             raise BadInput('send {"tasks": [...]} as Label Studio does')
-        from_name, to_name = (choice_names(obj.get("label_config")) if obj.get("label_config")
-                              else projects.get(str(obj.get("project")), choice_names(None)))
+        from_name, to_name = (project_names(obj.get("label_config")) if obj.get("label_config")
+                              else projects.get(str(obj.get("project")), project_names(None)))
         loaded = [map_from_task(t) for t in tasks]
         ids = [str(t.get("id")) for t in tasks]
         validate(ids, [m for m, _ in loaded], settings)
         probs = await infer(classifier.predict, [m for m, _ in loaded], [s for _, s in loaded])
-        results = []
-        for p in probs:
-            best = int(p.argmax())
-            results.append({"model_version": classifier.model_version, "score": float(p[best]), "result": [{
-                "from_name": from_name, "to_name": to_name, "type": "choices",
-                "value": {"choices": [LABELS[best]]}, "score": float(p[best])}]})
-        return {"results": results, "model_version": classifier.model_version}
+        return {"results": [prediction(p, classifier.model_version, from_name, to_name) for p in probs],
+                "model_version": classifier.model_version}
 
     return app
 

@@ -1,10 +1,11 @@
 """Train the CNN on a labelled set: grouped, stratified 5-fold CV with baselines, then a final fit.
 
-Usage (what ``patterncnn train`` runs)::
+Usage::
 
+    metrics = train_and_export("annotations", "models", CNNConfig(), TrainConfig())   # what `patterncnn train` runs
     data = load_labelled("annotations")
     report = cross_validate(data, CNNConfig(), TrainConfig())       # honest, out-of-fold metrics
-    model, info = fit_final(data, CNNConfig(), TrainConfig(), epochs=report["median_best_epoch"])
+    model = fit_final(data, CNNConfig(), TrainConfig(), epochs=report["median_best_epoch"])
 
 Honesty rules: folds are grouped by input example (the maps of one sentence or pair never sit on
 both sides of a split) and stratified by label; early stopping watches a validation split carved
@@ -18,10 +19,10 @@ horizontal).
 from __future__ import annotations
 
 import copy
-import csv
 import dataclasses
-import hashlib
+import io
 import logging
+import platform
 import time
 from pathlib import Path
 from typing import Callable
@@ -30,12 +31,18 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import __version__
 from .features import map_features, rule_scores
-from .labels import LABELS, label_index
-from .maps import MapStore
-from .model import CNNConfig, PatternCNN, preprocess
+from .fileio import write_bytes, write_json, write_text
+from .infer import export_onnx, parity_check
+from .labelled import Labelled, load_labelled
+from .labels import LABELS
+from .model import CNNConfig, PatternCNN, count_conv_layers, model_config_dict, preprocess
 
 log = logging.getLogger(__name__)
+
+# Representations cross-validated by ``train --compare``: (representation, grid).
+COMPARE = [("area", 16), ("bilinear", 16), ("area", 32), ("bilinear", 32), ("area", 64)]
 
 
 @dataclasses.dataclass
@@ -53,48 +60,8 @@ class TrainConfig:
     label_smoothing: float = 0.05
 
 
-@dataclasses.dataclass
-class Labelled:
-    ids: list[str]
-    maps: list[np.ndarray]
-    seps: list[list[int] | None]
-    y: np.ndarray  # (N,) label indices
-    groups: np.ndarray  # (N,) input-example keys
-    uncertain: np.ndarray  # (N,) bool
-    data_hash: str
-    meta: list[dict]
-
-
-def load_labelled(annotations: str | Path) -> Labelled:
-    """Read ``labels.csv`` and the labelled maps (``maps/``) written by ``patterncnn annotate pull``."""
-    root = Path(annotations)
-    table = root / "labels.csv"
-    if not table.is_file():
-        raise FileNotFoundError(f"{table} not found: --annotations must be a folder written by "
-                                f"`patterncnn annotate pull` (labels.csv + maps/)")
-    store = MapStore(root / "maps")
-    rows = list(csv.DictReader(open(table, encoding="utf-8")))
-    if not rows:
-        raise ValueError(f"{table} holds no labelled maps")
-    h = hashlib.sha256()
-    ids, maps, seps, y, groups, unc, metas = [], [], [], [], [], [], []
-    for r in sorted(rows, key=lambda r: r["map_id"]):
-        meta = store.metadata(r["map_id"])
-        arr = np.asarray(store.get(r["map_id"]), dtype=np.float32)
-        h.update(r["map_id"].encode() + r["label"].encode() + arr.tobytes())
-        ids.append(r["map_id"])
-        maps.append(arr)
-        seps.append(meta.get("seps"))
-        y.append(label_index(r["label"]))
-        # The same input example seen through different encoders is one group.
-        groups.append(f"{meta.get('task')}/{meta.get('split')}/{meta.get('example')}")
-        unc.append(r.get("uncertain") == "True")
-        metas.append(meta)
-    return Labelled(ids, maps, seps, np.array(y), np.array(groups), np.array(unc), h.hexdigest(), metas)
-
-
-def _x(maps, seps, idx, cfg: CNNConfig, rng: np.random.Generator | None = None,
-       tcfg: TrainConfig | None = None) -> torch.Tensor:
+def model_inputs(maps, seps, idx, cfg: CNNConfig, rng: np.random.Generator | None = None,
+                 tcfg: TrainConfig | None = None) -> torch.Tensor:
     """Preprocess maps ``idx`` one by one (their T differ); with ``rng``, augment."""
     out = []
     for i in idx:
@@ -131,13 +98,13 @@ def fit(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, s
     y = torch.as_tensor(data.y)
     counts = np.bincount(data.y[train_idx], minlength=len(LABELS)).astype(np.float64)
     weights = torch.tensor(len(train_idx) / (len(LABELS) * np.maximum(counts, 1)), dtype=torch.float32)
-    x_val = _x(data.maps, data.seps, val_idx, cfg) if val_idx is not None and len(val_idx) else None
+    x_val = model_inputs(data.maps, data.seps, val_idx, cfg) if val_idx is not None and len(val_idx) else None
     best = (-1.0, 0, None)
     history, stale = [], 0
     for epoch in range(1, n_epochs + 1):
         model.train()
         order = rng.permutation(train_idx)
-        x_all = _x(data.maps, data.seps, order, cfg, rng, tcfg)
+        x_all = model_inputs(data.maps, data.seps, order, cfg, rng, tcfg)
         total = 0.0
         for s in range(0, len(order), tcfg.batch_size):
             xb, yb = x_all[s : s + tcfg.batch_size], y[order[s : s + tcfg.batch_size]]
@@ -172,7 +139,7 @@ def fit(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, s
 
 def predict_proba(model: PatternCNN, data: Labelled, idx, cfg: CNNConfig) -> np.ndarray:
     with torch.inference_mode():
-        return torch.softmax(model(_x(data.maps, data.seps, idx, cfg)), dim=1).numpy()
+        return torch.softmax(model(model_inputs(data.maps, data.seps, idx, cfg)), dim=1).numpy()
 
 
 def folds(data: Labelled, tcfg: TrainConfig) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -275,3 +242,64 @@ def throughput(cfg: CNNConfig, t: int = 64, n: int = 512, threads: int = 2) -> f
         t0 = time.perf_counter()
         model(preprocess(maps, seps, cfg))
         return n / (time.perf_counter() - t0)
+
+
+def train_and_export(annotations: str | Path, out: str | Path, cfg: CNNConfig, tcfg: TrainConfig,
+                   compare: bool = False, progress=None) -> dict:
+    """``patterncnn train``: cross-validate, compare, score the baselines, fit on all maps, export, write the card.
+
+    Writes ``patterncnn.pt``, ``patterncnn.onnx``, ``metrics.json`` and ``README.md`` (the model card) into
+    ``out``, each atomically. Returns the metrics.
+    """
+    from .modelcard import model_card
+
+    t0 = time.time()
+    torch.set_num_threads(2)
+    data = load_labelled(annotations)
+    counts = np.bincount(data.y, minlength=len(LABELS))
+    log.info("%d labelled maps: %s", len(data.y), dict(zip(LABELS, counts.tolist())))
+    cv = cross_validate(data, cfg, tcfg, progress)
+    comparison = {}
+
+    def entry(c: CNNConfig, r: dict) -> dict:
+        return {"macro_f1": r["macro_f1"], "fold_macro_f1_mean": r["fold_macro_f1_mean"],
+                "fold_macro_f1_std": r["fold_macro_f1_std"], "weighted_f1": r["weighted_f1"],
+                "torch_maps_per_s_T64_b512": round(throughput(c)), "cv_seconds": r["seconds"]}
+
+    if compare:
+        for rep, grid in COMPARE:
+            c = dataclasses.replace(cfg, representation=rep, grid=grid)
+            comparison[f"{rep}-{grid}"] = entry(c, cv if c == cfg else cross_validate(data, c, tcfg, progress))
+        for field in ("mass_channel", "segment_channel", "structure_channels"):
+            c = dataclasses.replace(cfg, **{field: not getattr(cfg, field)})
+            name = f"{cfg.representation}-{cfg.grid} {'without' if getattr(cfg, field) else 'with'} {field}"
+            comparison[name] = entry(c, cross_validate(data, c, tcfg, progress))
+    base = baselines(data, tcfg)
+    model = fit_final(data, cfg, tcfg, cv["median_best_epoch"])
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    best_base = max((v["macro_f1"], k) for k, v in base.items())
+    metrics = {
+        "created_by": f"patterncnn {__version__}", "data": {
+            "annotations": str(annotations), "maps": len(data.y), "data_hash": data.data_hash,
+            "labels": dict(zip(LABELS, counts.tolist())), "uncertain": int(data.uncertain.sum()),
+            "groups": int(len(set(data.groups)))},
+        "model_config": model_config_dict(cfg), "train_config": dataclasses.asdict(tcfg),
+        "conv_layers": count_conv_layers(model), "parameters": int(sum(p.numel() for p in model.parameters())),
+        "cv": cv, "baselines": base, "representation_comparison": comparison,
+        "cnn_beats_best_baseline": bool(cv["macro_f1"] > best_base[0]), "best_baseline": best_base[1],
+        "final_fit_epochs": cv["median_best_epoch"], "platform": platform.platform(),
+        "torch": torch.__version__, "seconds": None,
+    }
+    buf = io.BytesIO()
+    torch.save({"state_dict": model.state_dict(), "model_config": model_config_dict(cfg), "labels": list(LABELS),
+                "train_config": dataclasses.asdict(tcfg), "metrics": {"cv_macro_f1": cv["macro_f1"]},
+                "data_hash": data.data_hash, "patterncnn_version": __version__}, buf)
+    write_bytes(out / "patterncnn.pt", buf.getvalue())
+    export_onnx(model, out / "patterncnn.onnx", {"data_hash": data.data_hash, "cv_macro_f1": cv["macro_f1"],
+                                                  "trained_on": len(data.y)})
+    metrics["onnx_parity_max_abs_diff"] = parity_check(model, out / "patterncnn.onnx", data.maps, data.seps)
+    metrics["seconds"] = round(time.time() - t0, 1)
+    write_json(out / "metrics.json", metrics)
+    write_text(out / "README.md", model_card(metrics))
+    return metrics

@@ -92,7 +92,8 @@ def tiny_classifier(labelled_set, tmp_path_factory):
     """(torch model, ONNX path) of a small CNN trained briefly on the synthetic labelled set."""
     from patterncnn.infer import export_onnx
     from patterncnn.model import CNNConfig
-    from patterncnn.train import TrainConfig, fit_final, load_labelled
+    from patterncnn.labelled import load_labelled
+    from patterncnn.train import TrainConfig, fit_final
 
     data = load_labelled(labelled_set)
     model = fit_final(data, CNNConfig(grid=16, widths=(4, 4, 8, 8, 8, 8, 16, 16)), TrainConfig(batch_size=8), epochs=15)

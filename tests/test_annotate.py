@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from patterncnn.annotate import (AnnotateError, RulePredictor, label_config, make_task, resolve, tidy,
-                                 write_labelled_set)
+from patterncnn.annotate import RulePredictor, label_config, make_task
+from patterncnn.labelled import write_labelled_set
+from patterncnn.labelstudio import AnnotateError
+from patterncnn.pull import label_rows, resolve
 from patterncnn.cli import main
 from patterncnn.labels import LABELS
 from synthetic import pattern_map, pattern_store
@@ -76,12 +78,12 @@ def export_for(store, labels):
     return tasks
 
 
-def test_tidy_and_write_labelled_set(tmp_path):
+def test_label_rows_and_write_labelled_set(tmp_path):
     store = pattern_store(tmp_path / "maps", ["diagonal", "vertical", "block"])
     ids = store.ids
     export = export_for(store, {ids[0]: [ann("diagonal", 1, "a")], ids[1]: [ann(None, 2, "b", cancelled=True)],
                                 ids[2]: [ann("block", 3, "a"), ann("heterogeneous", 4, "b")]})
-    rows, report = tidy(export, store, {1: "me@x"})
+    rows, report = label_rows(export, store, {1: "me@x"})
     assert [r["label"] for r in rows] == ["diagonal", "heterogeneous"]
     assert report["cancelled"] == 1 and report["disagreements"][0]["map_id"] == ids[2]
     assert rows[0]["annotator"] == "me@x" and rows[0]["pre_label"] == "diagonal" and rows[0]["layer"] == 0

@@ -4,7 +4,8 @@ import csv
 
 import pytest
 
-from patterncnn.annotate import RulePredictor, connect, ensure_project, push
+from patterncnn.annotate import RulePredictor, label_config, push
+from patterncnn.labelstudio import connect
 from patterncnn.cli import main
 from patterncnn.maps import MapStore
 from synthetic import pattern_store
@@ -31,8 +32,8 @@ def test_round_trip(label_studio, conn, tmp_path, capsys):
     assert "pushed 0 map(s)" in second and "7 already there" in second
 
     client = connect(label_studio.url, label_studio.token)
-    project = ensure_project(client, "round trip")
-    tasks = list(client.tasks.list(project=project.id, fields="all"))
+    project = client.ensure_project("round trip", label_config())
+    tasks = list(client.client.tasks.list(project=project.id, fields="all"))
     assert len(tasks) == 7
     by_map = {t.data["map_id"]: t for t in tasks}
     assert set(by_map) == set(store.ids)
@@ -43,11 +44,11 @@ def test_round_trip(label_studio, conn, tmp_path, capsys):
     skipped, twice = store.ids[0], store.ids[1]
     for map_id, task in by_map.items():
         if map_id == skipped:
-            client.annotations.create(id=task.id, result=[], was_cancelled=True)
+            client.client.annotations.create(id=task.id, result=[], was_cancelled=True)
             continue
-        client.annotations.create(id=task.id, result=choice(truth[map_id]), lead_time=4.0)
+        client.client.annotations.create(id=task.id, result=choice(truth[map_id]), lead_time=4.0)
     # ... and a second, disagreeing annotation on one task (tie: the most recent wins).
-    client.annotations.create(id=by_map[twice].id, result=choice("heterogeneous"), lead_time=1.0)
+    client.client.annotations.create(id=by_map[twice].id, result=choice("heterogeneous"), lead_time=1.0)
 
     out = tmp_path / "annotations"
     assert main(["annotate", "pull", "--project", "round trip", "--maps", str(tmp_path / "maps"), "--out", str(out),
@@ -68,10 +69,10 @@ def test_round_trip(label_studio, conn, tmp_path, capsys):
 def test_order_uncertain_pushes_least_sure_first(label_studio, tmp_path):
     store = pattern_store(tmp_path / "maps", KINDS, t=16)
     client = connect(label_studio.url, label_studio.token)
-    project = ensure_project(client, "uncertain first")
+    project = client.ensure_project("uncertain first", label_config())
     assert push(client, project, store, RulePredictor(), order="uncertain", limit=3)["pushed"] == 3
     pushed = {t.data["map_id"]: max(t.data["pre_scores"].values())
-              for t in client.tasks.list(project=project.id, fields="all")}
+              for t in client.client.tasks.list(project=project.id, fields="all")}
     probs = RulePredictor().predict([store.get(i) for i in store.ids], [m["seps"] for m in store.meta]).max(1)
     three_least = sorted(zip(probs, store.ids))[:3]
     assert set(pushed) == {i for _, i in three_least}
@@ -92,7 +93,7 @@ def test_failures_are_one_line(label_studio, conn, tmp_path, capsys):
     assert "no Label Studio project with id 987654" in capsys.readouterr().err
     # An empty project: nothing to pull, and the existing annotations/ stay as they were.
     client = connect(label_studio.url, label_studio.token)
-    ensure_project(client, "empty")
+    client.ensure_project("empty", label_config())
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "labels.csv").write_text("keep me\n")
     assert main(["annotate", "pull", "--project", "empty", "--out", str(tmp_path / "a"), *conn]) == 2

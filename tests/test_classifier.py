@@ -9,9 +9,9 @@ import torch
 from patterncnn.cli import main
 from patterncnn.infer import OnnxClassifier, parity_check
 from patterncnn.labels import LABELS
-from patterncnn.maps import write_plain_npz
 from patterncnn.model import CNNConfig, PatternCNN, count_conv_layers, preprocess
-from patterncnn.train import TrainConfig, baselines, cross_validate, folds, load_labelled
+from patterncnn.labelled import load_labelled
+from patterncnn.train import TrainConfig, baselines, cross_validate, folds
 from synthetic import pattern_map
 
 
@@ -113,7 +113,7 @@ def test_single_segment_never_block(tiny_classifier):
 def test_classify_cli_good_and_bad_maps(tiny_classifier, tmp_path, capsys):
     _, path = tiny_classifier
     good = pattern_map("diagonal", 20)
-    write_plain_npz(tmp_path / "m.npz", {
+    np.savez(tmp_path / "m.npz", **{
         "good": good, "scaled": good * 2, "nonsquare": np.ones((3, 4)), "nan": np.full((4, 4), np.nan),
         "negative": -good})
     assert main(["classify", str(tmp_path / "m.npz"), "--out", str(tmp_path / "p.jsonl"),
@@ -136,7 +136,7 @@ def test_classify_cli_on_a_map_store(tiny_classifier, labelled_set, tmp_path):
 
 
 def test_missing_classifier_says_how_to_get_one(tmp_path, capsys):
-    write_plain_npz(tmp_path / "m.npz", {"a": pattern_map("diagonal", 8)})
+    np.savez(tmp_path / "m.npz", **{"a": pattern_map("diagonal", 8)})
     assert main(["classify", str(tmp_path / "m.npz"), "--out", str(tmp_path / "p.jsonl"),
                  "--classifier", str(tmp_path / "none.onnx")]) == 2
     assert "patterncnn train" in capsys.readouterr().err

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from patterncnn.cli import main
-from patterncnn.export import plan_samples
+from patterncnn.sample import plan_samples
 from patterncnn.maps import MapStore
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from patterncnn.maps import MapFormatError, MapStore, check_map, open_maps, write_plain_npz
+from patterncnn.maps import MapFormatError, MapStore, check_map, open_maps
 
 
 def softmax_map(t, seed=0):
@@ -54,7 +54,7 @@ def test_part_without_npz_is_not_read(tmp_path):
 
 
 def test_plain_npz(tmp_path):
-    write_plain_npz(tmp_path / "m.npz", {"x": softmax_map(6), "y": softmax_map(9, 1)})
+    np.savez(tmp_path / "m.npz", **{"x": softmax_map(6), "y": softmax_map(9, 1)})
     src = open_maps(tmp_path / "m.npz")
     assert src.ids == ["x", "y"]
     assert [m.shape for _, m in src] == [(6, 6), (9, 9)]

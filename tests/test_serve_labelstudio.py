@@ -8,7 +8,8 @@ import pytest
 import uvicorn
 
 from labelstudio_server import free_port
-from patterncnn.annotate import connect, ensure_project, push
+from patterncnn.annotate import label_config, push
+from patterncnn.labelstudio import connect
 from patterncnn.infer import OnnxClassifier
 from patterncnn.labels import LABELS
 from patterncnn.serve import ServeSettings, create_app
@@ -38,16 +39,16 @@ def test_label_studio_shows_backend_predictions(label_studio, backend, tmp_path)
     url, clf = backend
     store = pattern_store(tmp_path / "maps", ["diagonal", "vertical", "block"], t=16)
     ls = connect(label_studio.url, label_studio.token)
-    project = ensure_project(ls, "ml backend")
+    project = ls.ensure_project("ml backend", label_config())
     push(ls, project, store, predictor=None)
-    ml = ls.ml.create(project=project.id, url=url, title="patterncnn", auth_method="BASIC_AUTH",
+    ml = ls.client.ml.create(project=project.id, url=url, title="patterncnn", auth_method="BASIC_AUTH",
                       basic_auth_user="labelstudio", basic_auth_pass="tok-123", is_interactive=False)
     assert str(ml.state).upper().endswith("CO") or "CONNECTED" in str(ml.state).upper(), ml.state
     # The Data Manager's "Retrieve Predictions" action: Label Studio calls the backend's /predict.
-    ls.actions.create(id="retrieve_tasks_predictions", project=project.id, selected_items={"all": True, "excluded": []})
+    ls.client.actions.create(id="retrieve_tasks_predictions", project=project.id, selected_items={"all": True, "excluded": []})
     preds = []
     for _ in range(60):
-        tasks = list(ls.tasks.list(project=project.id, fields="all"))
+        tasks = list(ls.client.tasks.list(project=project.id, fields="all"))
         preds = [p for t in tasks for p in (t.predictions or [])]
         if len(preds) >= 3:
             break

@@ -9,7 +9,7 @@ from patterncnn.encoder import load_encoder
 from patterncnn.glue import load_split
 from patterncnn.infer import OnnxClassifier, parity_check
 from patterncnn.labels import LABELS
-from patterncnn.release import load_checkpoint
+from patterncnn.model import load_checkpoint
 from patterncnn.train import load_labelled
 
 MODELS = REPO / "models"

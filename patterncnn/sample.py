@@ -1,10 +1,10 @@
 """Sample attention maps for annotation: random (example, layer, head) triples, stratified by layer.
 
-Usage (what ``patterncnn export`` runs)::
+Usage (what ``patterncnn sample`` runs)::
 
     enc = load_encoder("minilm")
     splits = [load_split("rte", "dev", glue_dir), load_split("sst2", "dev", glue_dir)]
-    summary = export_maps(enc, splits, per_task=50, seed=0, out="exports/demo")
+    summary = sample_maps(enc, splits, per_task=50, seed=0, out="exports/demo")
 
 For each task, ``per_task`` maps are drawn: layers are dealt out evenly (each layer gets
 ``per_task // L`` maps and a random ``per_task % L`` layers one more), examples are drawn
@@ -26,15 +26,10 @@ from . import __version__
 from .encoder import Encoder
 from .fileio import write_bytes
 from .glue import GlueSplit
-from .maps import MapStore
+from .maps import MapStore, map_record
 from .render import render_png
 
 log = logging.getLogger(__name__)
-
-
-def map_id(tag: str, task: str, split: str, example: int, layer: int, head: int) -> str:
-    """The id of one map: ``minilm-53aa5117_rte_dev_00012_L03_H07`` (layer, head 0-based)."""
-    return f"{tag}_{task}_{split}_{example:05d}_L{layer:02d}_H{head:02d}"
 
 
 def plan_samples(n_examples: int, num_layers: int, num_heads: int, n: int,
@@ -65,7 +60,7 @@ def plan_samples(n_examples: int, num_layers: int, num_heads: int, n: int,
     return triples
 
 
-def export_maps(
+def sample_maps(
     encoder: Encoder,
     splits: list[GlueSplit],
     per_task: int,
@@ -103,16 +98,8 @@ def export_maps(
         before = encoder.truncations
         for ea in encoder.iter_attentions(chosen, batch_size=batch_size):
             for layer, head in sorted(wanted[ea.example.index]):
-                ex = ea.example
-                meta = {
-                    "id": map_id(encoder.tag, split.task.name, split.split, ex.index, layer, head),
-                    "model": encoder.name, "model_sha256": encoder.fingerprint["sha256"],
-                    "model_revision": encoder.fingerprint["revision"], "task": split.task.name,
-                    "split": split.split, "example": ex.index, "layer": layer, "head": head,
-                    "T": len(ea.tokens), "tokens": ea.tokens, "seps": ea.seps, "truncated": ea.truncated,
-                    "texts": list(ex.texts),
-                }
-                records.append((meta, ea.maps[layer, head]))
+                records.append((map_record(encoder, split.task.name, split.split, ea, layer, head),
+                                ea.maps[layer, head]))
             if bar:
                 bar.update(1)
         if bar:

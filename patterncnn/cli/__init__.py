@@ -1,0 +1,74 @@
+"""The ``patterncnn`` command: one subcommand per pipeline step. The only package that reads argv or env.
+
+    patterncnn sample --task rte --task sst2 --per-task 50 --glue-dir glue_data --out exports/demo
+    patterncnn census --task rte --glue-dir glue_data --out runs/census
+
+Each module here registers one command (or one group) beside its handler: ``register(sub)`` adds
+the arguments, and the handler parses nothing and calls one library function. Run
+``patterncnn COMMAND --help`` for each command's options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from .. import __version__
+from . import analyze, annotate, census, classify, finetune, sample, serve, train
+
+COMMANDS = (sample, finetune, annotate, train, classify, census, analyze, serve)  # in pipeline order
+NOISY_LOGGERS = ("transformers", "datasets", "huggingface_hub", "urllib3", "httpx", "filelock", "matplotlib")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="patterncnn",
+        description="Classify BERT-family self-attention maps into the five patterns of Kovaleva et al. (2019).")
+    parser.add_argument("--version", action="version", version=f"patterncnn {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in COMMANDS:
+        module.register(sub)
+    return parser
+
+
+def _quiet_libraries(verbose: bool) -> None:
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.ERROR)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s")
+    _quiet_libraries(args.verbose)
+    from ..census import CensusError
+    from ..encoder import EncoderError
+    from ..glue import GlueDataError
+    from ..infer import ClassifierError
+    from ..labelstudio import AnnotateError
+    from ..maps import MapFormatError
+
+    try:
+        return args.func(args)
+    except (GlueDataError, EncoderError, MapFormatError, AnnotateError, ClassifierError, CensusError, FileExistsError,
+            FileNotFoundError, ValueError) as e:
+        if args.verbose:
+            raise
+        print(f"patterncnn {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"patterncnn {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # output piped into `head` and the like
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

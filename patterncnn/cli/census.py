@@ -1,0 +1,62 @@
+"""``patterncnn census``: pattern shares over GLUE dev sets; ``--compare`` two finished ones."""
+
+from __future__ import annotations
+
+import sys
+
+from .common import add_classifier_args, add_glue_args, classifier, glue_dir, progress
+
+
+def register(sub) -> None:
+    p = sub.add_parser("census", help="pattern shares over GLUE dev sets, overall and per layer x head",
+                       description="Run an encoder over each task's dev set (up to --limit examples), classify every "
+                                   "(example, layer, head) map and report each pattern's share with a 95%% bootstrap "
+                                   "CI, the per-head distribution, tables and plots. Interrupted runs resume when "
+                                   "re-run with the same arguments. `--compare A B` compares two finished censuses.")
+    p.add_argument("--task", action="append", default=[], help="GLUE task (repeatable), or 'all'")
+    p.add_argument("--model", action="append", help="encoder (repeatable; two models are compared). Default: minilm")
+    p.add_argument("--max-length", type=int, default=128, help="(default: %(default)s)")
+    p.add_argument("--limit", type=int, default=1000, help="examples per task, as in the paper (default: %(default)s)")
+    p.add_argument("--out", default="runs/census", help="output folder (default: %(default)s)")
+    add_classifier_args(p)
+    p.add_argument("--batch-size", type=int, default=16, help="encoder batch size (default: %(default)s)")
+    p.add_argument("--save-maps", action="store_true", help="also write every map to OUT/maps/<task> (large)")
+    p.add_argument("--overwrite", action="store_true", help="replace a finished or unfinished census in --out")
+    p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two census results (folders or json)")
+    add_glue_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..census import compare, load_result, run_censuses, table
+    from ..glue import expand_tasks, load_split
+
+    if args.compare:
+        print(compare(*(load_result(p) for p in args.compare))[0])
+        return 0
+    if not args.task:
+        raise ValueError("pass --task (e.g. --task sst2, repeatable, or --task all), or --compare A B")
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit must be at least 1 (got {args.limit})")
+    clf = classifier(args)
+    splits = [load_split(t, "dev", glue_dir(args), limit=args.limit, seed=args.seed) for t in expand_tasks(args.task)]
+    results = []
+    runs = run_censuses(args.model or ["minilm"], splits, clf, args.out, args.limit, args.seed, args.max_length,
+                        batch_size=args.batch_size, progress=progress(), save_maps=args.save_maps,
+                        overwrite=args.overwrite)
+    try:
+        for enc, out, result in runs:
+            print(f"\n{enc.name} ({enc.tag}): share of (example, layer, head) maps, 95% bootstrap CI over examples")
+            print(table(result))
+            trunc = sum(s["truncated"] for s in result["tasks"].values())
+            if trunc:
+                print(f"note: {trunc} input(s) longer than --max-length {enc.max_length} were truncated")
+            print(f"wrote {out}/census.json, census.csv, heads.csv, census.png, heads.png")
+            results.append(result)
+    except KeyboardInterrupt:
+        print(f"interrupted: finished windows are saved under {args.out}; run the same command again to resume",
+              file=sys.stderr)
+        return 130
+    if len(results) == 2:
+        print("\n" + compare(*results)[0])
+    return 0

@@ -1,0 +1,40 @@
+"""``patterncnn finetune``: fine-tune an encoder on a GLUE task."""
+
+from __future__ import annotations
+
+import time
+
+from .common import add_glue_args, add_model_args, glue_dir
+
+
+def register(sub) -> None:
+    p = sub.add_parser("finetune", help="fine-tune an encoder on a GLUE task (transformers Trainer)",
+                       description="Fine-tune an encoder on a GLUE task's train split with a classification head "
+                                   "(regression for STS-B), report the GLUE dev metric, save a folder --model "
+                                   "accepts. Defaults are the paper's: batch 32, 3 epochs, lr 2e-5.")
+    p.add_argument("--task", required=True, help="GLUE task, e.g. sst2, rte, stsb")
+    p.add_argument("--out", required=True, help="folder to write the fine-tuned model to (must not exist)")
+    p.add_argument("--batch-size", type=int, default=32, help="(default: %(default)s)")
+    p.add_argument("--epochs", type=float, default=3.0, help="(default: %(default)s)")
+    p.add_argument("--learning-rate", type=float, default=2e-5, help="(default: %(default)s)")
+    p.add_argument("--max-train-examples", type=int, default=None,
+                   help="train on a seeded random sample of this many examples (to fit a CPU's time budget)")
+    p.add_argument("--max-dev-examples", type=int, default=None, help="score on at most this many dev examples")
+    add_model_args(p)
+    add_glue_args(p)
+    p.set_defaults(func=run, seed=42)
+
+
+def run(args) -> int:
+    from ..finetune import FinetuneConfig, finetune
+
+    cfg = FinetuneConfig(batch_size=args.batch_size, epochs=args.epochs, learning_rate=args.learning_rate,
+                         max_length=args.max_length, max_train_examples=args.max_train_examples,
+                         max_dev_examples=args.max_dev_examples, seed=args.seed)
+    t0 = time.time()
+    manifest = finetune(args.model, args.task, glue_dir(args), args.out, cfg)
+    dev = ", ".join(f"{k} {v:.4f}" for k, v in manifest["dev"].items())
+    print(f"fine-tuned {args.model} on {manifest['task']} ({manifest['train']['examples']} train examples) in "
+          f"{time.time() - t0:.0f}s; dev ({manifest['dev_data']['examples']} examples): {dev}")
+    print(f"saved to {args.out} (use it as --model {args.out})")
+    return 0

@@ -1,0 +1,118 @@
+"""The connection to a Label Studio server (label-studio-sdk 2.x): checked on connect, one-line errors.
+
+Usage::
+
+    ls = connect("http://localhost:8080", api_key)        # raises AnnotateError, one line, when it cannot
+    project = ls.ensure_project("attention patterns", label_config())
+    ls.import_tasks(project.id, tasks)
+    raw = ls.export(project)                              # the JSON export, as bytes
+
+Every SDK call goes through :meth:`Connection.call`, which turns HTTP failures into an
+:class:`AnnotateError` that names the server and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+
+class AnnotateError(RuntimeError):
+    """A Label Studio step failed; the message names the cause and the fix, in one line."""
+
+
+@dataclasses.dataclass
+class Connection:
+    """A checked Label Studio client and the URL it talks to (for messages)."""
+
+    url: str
+    client: Any  # label_studio_sdk.LabelStudio
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        """Run one SDK call, turning HTTP failures into one-line AnnotateErrors."""
+        import httpx
+        from label_studio_sdk.core.api_error import ApiError
+
+        try:
+            return fn()
+        except ApiError as e:
+            body = str(e.body)[:200] if e.body else ""
+            if e.status_code in (401, 403):
+                hint = (" (the server may need LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN=true)"
+                        if "legacy" in body.lower() else "")
+                raise AnnotateError(f"Label Studio at {self.url} refused the API key (HTTP {e.status_code}){hint}: "
+                                    f"check --api-key / LABEL_STUDIO_API_KEY") from None
+            raise AnnotateError(f"Label Studio at {self.url} answered HTTP {e.status_code}: {body}") from None
+        except httpx.HTTPError as e:
+            raise AnnotateError(f"lost the connection to Label Studio at {self.url} ({type(e).__name__}); "
+                                f"is it running?") from None
+
+    def find_project(self, project: str | int):
+        """A project by id (digits) or exact title; None when there is no such title."""
+        if isinstance(project, int) or str(project).isdigit():
+            try:
+                return self.call(lambda: self.client.projects.get(id=int(project)))
+            except AnnotateError as e:
+                if "HTTP 404" in str(e):
+                    raise AnnotateError(f"no Label Studio project with id {project} at {self.url}; list them in the "
+                                        f"UI or pass a title to create one") from None
+                raise
+        matches = [p for p in self.call(lambda: list(self.client.projects.list(title=str(project))))
+                   if p.title == project]
+        if len(matches) > 1:
+            raise AnnotateError(f"{len(matches)} projects are titled {project!r}; pass the project id instead")
+        return matches[0] if matches else None
+
+    def ensure_project(self, project: str | int, label_config: str, description: str = ""):
+        """Reuse the project (by id or title) or create it with this labeling config."""
+        found = self.find_project(project)
+        if found is not None:
+            return found
+        return self.call(lambda: self.client.projects.create(
+            title=str(project), label_config=label_config, show_skip_button=True,
+            description=description or "Label each attention map by looking at it (ANNOTATION_GUIDE.md)."))
+
+    def map_ids(self, project_id: int) -> set[str]:
+        """The map ids of the project's tasks."""
+        tasks = self.call(lambda: list(self.client.tasks.list(project=project_id, fields="all")))
+        return {t.data.get("map_id") for t in tasks if t.data}
+
+    def import_tasks(self, project_id: int, tasks: list[dict]) -> None:
+        self.call(lambda: self.client.projects.import_tasks(project_id, request=tasks))
+
+    def export(self, project) -> bytes:
+        """The project's JSON export (all tasks), exactly as Label Studio sends it."""
+        return self.call(lambda: b"".join(self.client.projects.exports.download_sync(
+            project.id, export_type="JSON", download_all_tasks=True)))
+
+    def annotators(self) -> dict[int, str]:
+        """User id -> e-mail (or user name), to record who labelled."""
+        return {u.id: u.email or u.username for u in self.call(lambda: list(self.client.users.list()))}
+
+
+def connect(url: str | None, api_key: str | None) -> Connection:
+    """A checked connection: the server answers and the key is accepted.
+
+    Raises:
+        AnnotateError: no URL/key, server down, not Label Studio, or key refused (one line each).
+    """
+    import httpx
+    from label_studio_sdk import LabelStudio
+
+    if not url:
+        raise AnnotateError("no Label Studio URL: pass --url or set LABEL_STUDIO_URL (e.g. http://localhost:8080)")
+    if not api_key:
+        raise AnnotateError("no Label Studio API key: pass --api-key or set LABEL_STUDIO_API_KEY (Label Studio UI: "
+                            "Account & Settings > Legacy Token)")
+    url = url.rstrip("/")
+    try:
+        health = httpx.get(f"{url}/health", timeout=10)
+    except httpx.HTTPError as e:
+        raise AnnotateError(f"cannot reach Label Studio at {url} ({type(e).__name__}): is the server running? "
+                            f"Start it with `label-studio start` or fix --url") from None
+    if health.status_code != 200 or "UP" not in health.text:
+        raise AnnotateError(f"{url} answered /health with HTTP {health.status_code}; it does not look like Label "
+                            f"Studio: check --url")
+    ls = Connection(url, LabelStudio(base_url=url, api_key=api_key, timeout=120))
+    ls.call(lambda: ls.client.projects.list(page_size=1))
+    return ls
