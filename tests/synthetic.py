@@ -28,7 +28,8 @@ def pattern_store(path, kinds, t: int = 12):
     sep = t // 2 - 1
     recs = []
     for i, kind in enumerate(kinds):
-        tokens = ["[CLS]"] + [f"w{j}" for j in range(1, sep)] + ["[SEP]"] + [f"v{j}" for j in range(sep + 1, t - 1)] + ["[SEP]"]
+        tokens = (["[CLS]"] + [f"w{j}" for j in range(1, sep)] + ["[SEP]"] + [f"v{j}" for j in range(sep + 1, t - 1)]
+                  + ["[SEP]"])
         meta = {"id": f"syn_{i:03d}_{kind}", "model": "synthetic", "task": "rte", "split": "dev", "example": i,
                 "layer": i % 3, "head": i % 4, "T": t, "tokens": tokens, "seps": [sep, t - 1]}
         recs.append((meta, pattern_map(kind, t, sep, seed=i)))

@@ -14,10 +14,10 @@ from patterncnn.labels import LABELS
 
 
 @pytest.fixture()
-def setup(tiny_bert, tiny_classifier, shared_glue):
+def setup(tiny_bert, tiny_classifier, glue_dir):
     enc = load_encoder(str(tiny_bert), max_length=48)
     clf = OnnxClassifier(tiny_classifier[1])
-    return enc, clf, shared_glue
+    return enc, clf, glue_dir
 
 
 def test_census_outputs(setup, tmp_path):
@@ -92,8 +92,8 @@ def test_unfinished_census_with_other_arguments_is_not_mixed(setup, tmp_path):
         run_census(enc, clf, [load_split("rte", "dev", glue, limit=100, seed=3)], tmp_path / "c", limit=100, seed=3)
 
 
-def test_census_cli_and_compare(tiny_bert, tiny_classifier, shared_glue, tmp_path, capsys):
-    args = ["census", "--task", "RTE", "--model", str(tiny_bert), "--limit", "12", "--glue-dir", str(shared_glue),
+def test_census_cli_and_compare(tiny_bert, tiny_classifier, glue_dir, tmp_path, capsys):
+    args = ["census", "--task", "RTE", "--model", str(tiny_bert), "--limit", "12", "--glue-dir", str(glue_dir),
             "--classifier", str(tiny_classifier[1])]
     assert main(args + ["--out", str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out

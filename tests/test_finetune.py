@@ -12,9 +12,9 @@ from patterncnn.glue import get_task
 
 
 @pytest.mark.parametrize("task,keys", [("rte", {"accuracy"}), ("stsb", {"pearson", "spearman"})])
-def test_finetune_cli(tiny_bert, shared_glue, tmp_path, task, keys, capsys):
+def test_finetune_cli(tiny_bert, glue_dir, tmp_path, task, keys, capsys):
     out = tmp_path / f"ft-{task}"
-    rc = main(["finetune", "--task", task, "--model", str(tiny_bert), "--glue-dir", str(shared_glue),
+    rc = main(["finetune", "--task", task, "--model", str(tiny_bert), "--glue-dir", str(glue_dir),
                "--out", str(out), "--max-train-examples", "24", "--max-dev-examples", "16", "--epochs", "1",
                "--batch-size", "8", "--max-length", "32"])
     assert rc == 0, capsys.readouterr().err
@@ -25,7 +25,7 @@ def test_finetune_cli(tiny_bert, shared_glue, tmp_path, task, keys, capsys):
     enc = load_encoder(str(out))  # the fine-tuned folder is a valid --model
     assert enc.num_layers == 3
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no work folder left
-    assert main(["finetune", "--task", task, "--model", str(tiny_bert), "--glue-dir", str(shared_glue),
+    assert main(["finetune", "--task", task, "--model", str(tiny_bert), "--glue-dir", str(glue_dir),
                  "--out", str(out)]) == 2
 
 

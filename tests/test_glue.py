@@ -1,4 +1,5 @@
-"""GLUE parsing on the real files in ../shared/glue, and on QQP/MNLI fixtures in their real format."""
+"""GLUE parsing: the full real files (../shared/glue, when present), their excerpts in tests/fixtures/glue, and
+QQP/MNLI parser fixtures in their real format."""
 
 from collections import Counter
 from pathlib import Path
@@ -34,12 +35,20 @@ def test_label_counts_match_sources(shared_glue):
     assert min(scores) == 0.0 and max(scores) == 5.0 and scores[0] == 5.0
 
 
-def test_mrpc_bom_header_and_cola_headerless(shared_glue):
-    mrpc = load_split("mrpc", "dev", shared_glue).examples[0]
+def test_excerpts_are_the_first_rows_of_the_full_files(shared_glue, glue_dir):
+    excerpts = sorted(p.relative_to(glue_dir) for p in glue_dir.glob("*/*.tsv") if p.parts[-2] not in ("QQP", "MNLI"))
+    assert len(excerpts) == 13
+    for rel in excerpts:
+        part, full = (glue_dir / rel).read_bytes(), (shared_glue / rel).read_bytes()
+        assert full.startswith(part) and part.endswith(b"\n"), rel
+
+
+def test_mrpc_bom_header_and_cola_headerless(glue_dir):
+    mrpc = load_split("mrpc", "dev", glue_dir).examples[0]
     assert mrpc.texts[0].startswith("He said the foodservice pie business")
     assert mrpc.texts[1].startswith('"The foodservice pie business')  # quoting off: the quote is text
     assert mrpc.label == 1
-    cola = load_split("cola", "dev", shared_glue).examples[0]
+    cola = load_split("cola", "dev", glue_dir).examples[0]
     assert cola.texts == ("The sailors rode the breeze clear of the rocks.",) and cola.label == 1
 
 
@@ -82,22 +91,22 @@ def test_unknown_task_lists_valid_names():
         assert name in str(e.value)
 
 
-def test_sampling_is_deterministic_and_keeps_file_order(shared_glue):
-    a = [e.index for e in load_split("sst2", "dev", shared_glue, limit=100, seed=7).examples]
-    b = [e.index for e in load_split("sst2", "dev", shared_glue, limit=100, seed=7).examples]
-    c = [e.index for e in load_split("sst2", "dev", shared_glue, limit=100, seed=8).examples]
+def test_sampling_is_deterministic_and_keeps_file_order(glue_dir):
+    a = [e.index for e in load_split("sst2", "dev", glue_dir, limit=20, seed=7).examples]
+    b = [e.index for e in load_split("sst2", "dev", glue_dir, limit=20, seed=7).examples]
+    c = [e.index for e in load_split("sst2", "dev", glue_dir, limit=20, seed=8).examples]
     assert a == b and a != c
-    assert len(set(a)) == 100 and a == sorted(a)
-    assert len(load_split("rte", "dev", shared_glue, limit=1000).examples) == 277  # limit above size: all
+    assert len(set(a)) == 20 and a == sorted(a)
+    assert len(load_split("rte", "dev", glue_dir, limit=1000).examples) == 160  # limit above size: all
 
 
-def test_bad_inputs_name_the_fix(shared_glue, tmp_path):
+def test_bad_inputs_name_the_fix(glue_dir, tmp_path):
     with pytest.raises(GlueDataError, match="--limit must be at least 1"):
-        load_split("rte", "dev", shared_glue, limit=0)
+        load_split("rte", "dev", glue_dir, limit=0)
     with pytest.raises(GlueDataError, match="does not exist.*--glue-dir"):
         load_split("rte", "dev", tmp_path / "nowhere")
-    with pytest.raises(GlueDataError, match="has no QQP/dev.tsv"):
-        load_split("qqp", "dev", shared_glue)
+    with pytest.raises(GlueDataError, match="has no QNLI/train.tsv"):
+        load_split("qnli", "train", glue_dir)
     (tmp_path / "RTE").mkdir()
     (tmp_path / "RTE" / "dev.tsv").write_text("")
     with pytest.raises(GlueDataError, match="empty"):
@@ -106,7 +115,7 @@ def test_bad_inputs_name_the_fix(shared_glue, tmp_path):
     with pytest.raises(GlueDataError, match="header lacks"):
         load_split("rte", "dev", tmp_path)
     with pytest.raises(GlueDataError, match="unknown split"):
-        load_split("rte", "test", shared_glue)
+        load_split("rte", "test", glue_dir)
 
 
 def test_no_folder_and_no_hub_says_how_to_get_data():

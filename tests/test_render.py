@@ -1,11 +1,12 @@
 """PNG rendering: one labelled map, and the contact sheet grid."""
 
 import io
+import json
 
 import numpy as np
 from PIL import Image
 
-from patterncnn.render import contact_sheet, map_image, render_png
+from patterncnn.render import CAPTION_PX, contact_sheet, map_image, render_png
 
 
 def test_render_png_is_an_image():
@@ -28,3 +29,37 @@ def test_contact_sheet():
     png = contact_sheet([np.eye(5, dtype=np.float32)] * 10, cell=32, per_row=4)
     img = Image.open(io.BytesIO(png))
     assert img.size == (4 * 32 + 5 * 4, 3 * 32 + 4 * 4)
+
+
+def test_contact_sheet_captions_make_room_above_each_map():
+    png = contact_sheet([np.eye(5, dtype=np.float32)] * 3, captions=["#0", "#1", "#2"], cell=40, per_row=2)
+    img = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+    assert img.shape[:2] == (2 * (40 + CAPTION_PX) + 3 * 4, 2 * 40 + 3 * 4)
+    strip = img[4 : 4 + CAPTION_PX, 4 : 4 + 40]
+    assert (strip < 128).any() and (strip == 255).mean() > 0.5  # dark caption text on white
+
+
+def test_annotate_sheets_cli(tmp_path, capsys):
+    from patterncnn.cli import main
+    from synthetic import pattern_store
+
+    pattern_store(tmp_path / "maps", ["vertical", "diagonal", "block"] * 2, t=12)
+    assert main(["annotate", "sheets", str(tmp_path / "maps"), "--out", str(tmp_path / "s"), "--per-sheet", "4",
+                 "--shuffle", "1"]) == 0
+    assert "wrote 2 sheet(s)" in capsys.readouterr().out
+    index = json.loads((tmp_path / "s" / "index.json").read_text())
+    assert [e["n"] for e in index] == list(range(6)) and [e["sheet"] for e in index] == [0] * 4 + [1] * 2
+    assert sorted(e["id"] for e in index) == sorted(f"syn_{i:03d}_{k}" for i, k in
+                                                    enumerate(["vertical", "diagonal", "block"] * 2))
+    assert [e["id"] for e in index] != sorted(e["id"] for e in index)  # shuffled
+    for s in (0, 1):
+        assert Image.open(tmp_path / "s" / f"sheet-{s:03d}.png").format == "PNG"
+
+
+def test_annotate_sheets_on_an_empty_store_says_so(tmp_path, capsys):
+    from patterncnn.cli import main
+    from patterncnn.maps import MapStore
+
+    MapStore.create(tmp_path / "empty")
+    assert main(["annotate", "sheets", str(tmp_path / "empty"), "--out", str(tmp_path / "s")]) == 2
+    assert "holds no maps" in capsys.readouterr().err

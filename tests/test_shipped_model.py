@@ -10,7 +10,7 @@ from patterncnn.glue import load_split
 from patterncnn.infer import OnnxClassifier, parity_check
 from patterncnn.labels import LABELS
 from patterncnn.model import load_checkpoint
-from patterncnn.train import load_labelled
+from patterncnn.labelled import load_labelled
 
 MODELS = REPO / "models"
 
@@ -31,11 +31,11 @@ def test_artifacts_are_complete_and_consistent():
     assert metrics["onnx_parity_max_abs_diff"] <= 1e-4
 
 
-def test_onnx_matches_torch_on_real_minilm_maps(shared_glue):
+def test_onnx_matches_torch_on_real_minilm_maps(glue_dir):
     model, _ = load_checkpoint(MODELS / "patterncnn.pt")
     enc = load_encoder("minilm")
     maps, seps = [], []
-    for ea in enc.iter_attentions(load_split("rte", "dev", shared_glue, limit=3, seed=0).examples):
+    for ea in enc.iter_attentions(load_split("rte", "dev", glue_dir, limit=3, seed=0).examples):
         for layer in range(enc.num_layers):
             maps.append(ea.maps[layer, layer % enc.num_heads])
             seps.append(ea.seps)

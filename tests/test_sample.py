@@ -1,4 +1,4 @@
-"""`patterncnn export` end to end on the real RTE/SST-2 dev files with the tiny BERT."""
+"""`patterncnn sample` (alias `export`) end to end on excerpts of the real RTE/SST-2 dev files with the tiny BERT."""
 
 import json
 from collections import Counter
@@ -23,9 +23,9 @@ def test_plan_samples_stratified_and_distinct():
         plan_samples(2, 2, 2, 9, np.random.default_rng(1))
 
 
-def test_export_cli(tiny_bert, shared_glue, tmp_path, capsys):
-    args = ["export", "--task", "rte", "--task", "SST-2", "--per-task", "7", "--model", str(tiny_bert),
-            "--glue-dir", str(shared_glue), "--seed", "3"]
+def test_sample_cli(tiny_bert, glue_dir, tmp_path, capsys):
+    args = ["sample", "--task", "rte", "--task", "SST-2", "--per-task", "7", "--model", str(tiny_bert),
+            "--glue-dir", str(glue_dir), "--seed", "3"]
     assert main(args + ["--out", str(tmp_path / "a")]) == 0
     assert "wrote 14 maps" in capsys.readouterr().out
     store = MapStore(tmp_path / "a")
@@ -46,21 +46,21 @@ def test_export_cli(tiny_bert, shared_glue, tmp_path, capsys):
     np.testing.assert_array_equal(MapStore(tmp_path / "b").get(store.ids[0]), store.get(store.ids[0]))
 
 
-def test_export_errors(tiny_bert, shared_glue, tmp_path, capsys):
-    base = ["export", "--per-task", "2", "--model", str(tiny_bert), "--glue-dir", str(shared_glue)]
+def test_sample_errors(tiny_bert, glue_dir, tmp_path, capsys):
+    base = ["sample", "--per-task", "2", "--model", str(tiny_bert), "--glue-dir", str(glue_dir)]
     assert main(base + ["--task", "nope", "--out", str(tmp_path / "x")]) == 2
     assert "valid tasks are: cola, sst2" in capsys.readouterr().err
     assert main(base + ["--task", "rte", "--out", str(tmp_path / "y")]) == 0
     assert main(base + ["--task", "rte", "--out", str(tmp_path / "y")]) == 2
     assert "already holds a map store" in capsys.readouterr().err
-    assert main(base + ["--task", "qqp", "--out", str(tmp_path / "z")]) == 2
-    assert "has no QQP/dev.tsv" in capsys.readouterr().err
+    assert main(base + ["--task", "qnli", "--split", "train", "--out", str(tmp_path / "z")]) == 2
+    assert "has no QNLI/train.tsv" in capsys.readouterr().err
     assert main(["export", "--task", "rte", "--per-task", "2", "--model", str(tmp_path), "--glue-dir",
-                 str(shared_glue), "--out", str(tmp_path / "w")]) == 2
+                 str(glue_dir), "--out", str(tmp_path / "w")]) == 2
     assert "cannot load" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", ["export", "finetune"])
+@pytest.mark.parametrize("command", ["sample", "export", "finetune"])
 def test_help(command, capsys):
     with pytest.raises(SystemExit) as e:
         main([command, "--help"])
