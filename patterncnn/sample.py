@@ -60,6 +60,28 @@ def plan_samples(n_examples: int, num_layers: int, num_heads: int, n: int,
     return triples
 
 
+def uniform_samples(n_examples: int, num_layers: int, num_heads: int, n: int,
+                    rng: np.random.Generator) -> list[tuple[int, int, int]]:
+    """Draw ``n`` distinct (example position, layer, head) triples uniformly at random over all of them.
+
+    Such a sample is what the census counts (every map of every example weighs the same), so the
+    share of each hand label in it estimates the task's true pattern shares without bias.
+
+    Raises:
+        ValueError: when ``n`` exceeds the number of distinct triples.
+    """
+    total = n_examples * num_layers * num_heads
+    if n < 1:
+        raise ValueError(f"--per-task must be at least 1 (got {n})")
+    if n > total:
+        raise ValueError(f"--per-task {n} exceeds the {total} maps of the split")
+    flat = rng.choice(total, size=n, replace=False)
+    return [(int(k // (num_layers * num_heads)), int(k // num_heads % num_layers), int(k % num_heads)) for k in flat]
+
+
+DESIGNS = {"stratified": plan_samples, "uniform": uniform_samples}
+
+
 def sample_maps(
     encoder: Encoder,
     splits: list[GlueSplit],
@@ -69,11 +91,15 @@ def sample_maps(
     batch_size: int = 16,
     pngs: bool = True,
     progress: Callable | None = None,
+    design: str = "stratified",
 ) -> dict:
     """Sample, extract and write maps from each split into the map store ``out``.
 
     Args:
         progress: optional ``tqdm``-like factory ``progress(total=..., desc=...)``.
+        design: ``stratified`` (every layer represented, examples distinct while they last: for
+            annotation rounds) or ``uniform`` (uniform over all (example, layer, head) triples: a
+            sample whose label shares estimate the census's shares). Each map records it as ``sampling``.
 
     Returns:
         A summary: maps written per task, truncations, the store path.
@@ -81,6 +107,7 @@ def sample_maps(
     out = Path(out)
     store = MapStore.create(out, info={
         "model": encoder.fingerprint, "max_length": encoder.max_length, "seed": seed, "per_task": per_task,
+        "design": design,
         "tasks": {s.task.name: {"split": s.split, "source": s.source, "examples": s.total} for s in splits},
         "layers": encoder.num_layers, "heads": encoder.num_heads,
     })
@@ -88,7 +115,7 @@ def sample_maps(
     for split in splits:
         # A per-task seed: adding a task does not change the sample of the others.
         rng = np.random.default_rng([seed, zlib.crc32(split.task.name.encode())])
-        triples = plan_samples(len(split.examples), encoder.num_layers, encoder.num_heads, per_task, rng)
+        triples = DESIGNS[design](len(split.examples), encoder.num_layers, encoder.num_heads, per_task, rng)
         wanted: dict[int, list[tuple[int, int]]] = {}  # example index -> (layer, head)s
         for pos, layer, head in triples:
             wanted.setdefault(split.examples[pos].index, []).append((layer, head))
@@ -98,8 +125,8 @@ def sample_maps(
         before = encoder.truncations
         for ea in encoder.iter_attentions(chosen, batch_size=batch_size):
             for layer, head in sorted(wanted[ea.example.index]):
-                records.append((map_record(encoder, split.task.name, split.split, ea, layer, head),
-                                ea.maps[layer, head]))
+                meta = map_record(encoder, split.task.name, split.split, ea, layer, head)
+                records.append(({**meta, "sampling": design}, ea.maps[layer, head]))
             if bar:
                 bar.update(1)
         if bar:

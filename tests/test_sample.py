@@ -65,3 +65,26 @@ def test_help(command, capsys):
     with pytest.raises(SystemExit) as e:
         main([command, "--help"])
     assert e.value.code == 0 and "usage: patterncnn" in capsys.readouterr().out
+
+
+def test_uniform_samples_cover_all_triples_evenly():
+    from patterncnn.sample import uniform_samples
+
+    triples = uniform_samples(n_examples=50, num_layers=4, num_heads=3, n=600, rng=np.random.default_rng(0))
+    assert len(set(triples)) == 600 and all(0 <= e < 50 and 0 <= l < 4 and 0 <= h < 3 for e, l, h in triples)
+    # Without stratification each layer's count is hypergeometric around 150 (sd ~ 9.5): not dealt out evenly.
+    per_layer = Counter(l for _, l, _ in triples)
+    assert all(115 < c < 185 for c in per_layer.values())
+    assert len(uniform_samples(2, 2, 2, 8, np.random.default_rng(1))) == 8  # all of them
+    with pytest.raises(ValueError, match="exceeds"):
+        uniform_samples(2, 2, 2, 9, np.random.default_rng(1))
+
+
+def test_sample_records_its_design(tiny_bert, glue_dir, tmp_path):
+    args = ["sample", "--task", "rte", "--per-task", "5", "--model", str(tiny_bert), "--glue-dir", str(glue_dir),
+            "--no-png", "--design", "uniform", "--out", str(tmp_path / "u")]
+    assert main(args) == 0
+    store = MapStore(tmp_path / "u")
+    assert store.header["design"] == "uniform" and {m["sampling"] for m in store.meta} == {"uniform"}
+    assert all(set(m) >= {"id", "model", "task", "example", "layer", "head", "tokens", "seps", "texts"}
+               for m in store.meta)

@@ -22,6 +22,9 @@ def register(sub) -> None:
     p.add_argument("--split", default="dev", choices=("dev", "train"), help="GLUE split (default: %(default)s)")
     p.add_argument("--batch-size", type=int, default=16, help="encoder batch size (default: %(default)s)")
     p.add_argument("--no-png", action="store_true", help="skip the PNG per map")
+    p.add_argument("--design", choices=("stratified", "uniform"), default="stratified",
+                   help="'stratified': every layer represented, for annotation rounds; 'uniform': uniform over all "
+                        "(example, layer, head) maps, so hand-label shares estimate the census (default: %(default)s)")
     add_model_args(p)
     add_glue_args(p)
     p.set_defaults(func=run)
@@ -39,7 +42,7 @@ def run(args) -> int:
     enc = load_encoder(args.model, max_length=args.max_length)
     log.info("encoder %s: %d layers x %d heads (%s)", args.model, enc.num_layers, enc.num_heads, enc.tag)
     summary = sample_maps(enc, splits, args.per_task, args.seed, args.out, batch_size=args.batch_size,
-                          pngs=not args.no_png, progress=progress())
+                          pngs=not args.no_png, progress=progress(), design=args.design)
     n = sum(summary["tasks"].values())
     print(f"wrote {n} maps ({', '.join(f'{k}: {v}' for k, v in summary['tasks'].items())}) to {args.out}"
           + ("" if args.no_png else f", PNGs in {os.path.join(args.out, 'png')}"))
