@@ -1,4 +1,4 @@
-"""Shared fixtures: a tiny randomly initialised BERT (built here, offline) and the real GLUE files."""
+"""Shared fixtures: a tiny randomly initialised BERT and MPNet (built here, offline) and the real GLUE files."""
 
 import os
 
@@ -44,6 +44,29 @@ def build_tiny_bert(path: Path, layers: int = 3, heads: int = 4, max_pos: int = 
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> Path:
     return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+def build_tiny_mpnet(path: Path, layers: int = 2, heads: int = 4, max_pos: int = 66) -> Path:
+    """Write a tiny random MPNetModel + character-level tokenizer whose pairs read ``<s> A </s></s> B </s>``."""
+    import torch
+    from transformers import MPNetConfig, MPNetModel, MPNetTokenizer
+
+    path.mkdir(parents=True, exist_ok=True)
+    chars = string.ascii_lowercase + string.digits + string.punctuation
+    vocab = ["<s>", "<pad>", "</s>", "[UNK]", "<mask>", *chars, *("##" + c for c in chars)]
+    tok = MPNetTokenizer(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True)
+    torch.manual_seed(0)
+    cfg = MPNetConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=layers, num_attention_heads=heads,
+                      intermediate_size=37, max_position_embeddings=max_pos, pad_token_id=1, bos_token_id=0,
+                      eos_token_id=2, architectures=["MPNetModel"])
+    MPNetModel(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_mpnet(tmp_path_factory) -> Path:
+    return build_tiny_mpnet(tmp_path_factory.mktemp("tiny-mpnet"))
 
 
 @pytest.fixture(scope="session")
