@@ -49,11 +49,11 @@ class TimedClassifier:
 def bert_base_shape(folder: Path) -> str:
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from patterncnn.encoder import embedded_model_path
+    from patterncnn.encoder import resolve_model
 
     torch.manual_seed(0)
     BertModel(BertConfig(architectures=["BertModel"])).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(embedded_model_path()).save_pretrained(folder)  # uncased WordPiece, 30522
+    AutoTokenizer.from_pretrained(resolve_model("minilm")).save_pretrained(folder)  # uncased WordPiece, 30522
     return str(folder)
 
 

