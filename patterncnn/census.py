@@ -82,15 +82,15 @@ def classify_task(encoder: Encoder, classifier, split: GlueSplit, out: Path, par
             continue
         idx, labels, probs = [], [], []
         records = []
-        pending: list[tuple[int, torch.Tensor, list, int]] = []  # (example index, CNN input, seps, T)
+        pending: list[tuple[int, torch.Tensor, list]] = []  # (example index, CNN input, seps)
 
         def flush():
             # One onnxruntime call for the maps of several examples: big batches run faster.
             if not pending:
                 return
-            p = classifier.run(torch.cat([x for _, x, _, _ in pending]))
-            for k, (ex_index, x, seps, t) in enumerate(pending):
-                pk = classifier.finish(p[k * n_maps : (k + 1) * n_maps], seps, t)  # (L*H, 5)
+            p = classifier.run(torch.cat([x for _, x, _ in pending]))
+            for k, (ex_index, x, seps) in enumerate(pending):
+                pk = classifier.finish(p[k * n_maps : (k + 1) * n_maps], seps)  # (L*H, 5)
                 idx.append(ex_index)
                 labels.append(pk.argmax(1).astype(np.uint8))
                 probs.append(pk.astype(np.float16))
@@ -99,7 +99,7 @@ def classify_task(encoder: Encoder, classifier, split: GlueSplit, out: Path, par
         for ea in encoder.iter_attentions(window, batch_size=batch_size, window=WINDOW):
             t = ea.maps.shape[-1]
             seps = [ea.seps] * n_maps
-            pending.append((ea.example.index, classifier.prepare(ea.maps.reshape(n_maps, t, t), seps), seps, t))
+            pending.append((ea.example.index, classifier.prepare(ea.maps.reshape(n_maps, t, t), seps), seps))
             if len(pending) * n_maps >= CNN_BATCH:
                 flush()
             truncated += ea.truncated
