@@ -53,8 +53,8 @@ class Classifier(Protocol):
     def run(self, x: torch.Tensor) -> np.ndarray:
         """(N, C, G, G) -> (N, 5) probabilities."""
 
-    def apply_segment_rule(self, probs: np.ndarray, seps: list[list[int] | None], t: int) -> np.ndarray:
-        """(N, 5) probabilities of maps of length ``t`` with block ruled out for single-segment inputs."""
+    def apply_segment_rule(self, probs: np.ndarray, seps: list[list[int] | None]) -> np.ndarray:
+        """(N, 5) probabilities with block ruled out for single-segment inputs."""
 
 
 class CensusError(RuntimeError):
@@ -92,14 +92,14 @@ def classify_window(encoder: Encoder, classifier: Classifier, window: list, batc
     """
     n_maps = encoder.num_layers * encoder.num_heads
     idx, labels, probs, truncated = [], [], [], 0
-    pending: list[tuple[int, torch.Tensor, list, int]] = []  # (example index, CNN input, seps, T)
+    pending: list[tuple[int, torch.Tensor, list]] = []  # (example index, CNN input, seps)
 
     def flush():
         if not pending:
             return
-        p = classifier.run(torch.cat([x for _, x, _, _ in pending]))
-        for k, (ex_index, _, seps, t) in enumerate(pending):
-            pk = classifier.apply_segment_rule(p[k * n_maps : (k + 1) * n_maps], seps, t)  # (L*H, 5)
+        p = classifier.run(torch.cat([x for _, x, _ in pending]))
+        for k, (ex_index, _, seps) in enumerate(pending):
+            pk = classifier.apply_segment_rule(p[k * n_maps : (k + 1) * n_maps], seps)  # (L*H, 5)
             idx.append(ex_index)
             labels.append(pk.argmax(1).astype(np.uint8))
             probs.append(pk.astype(np.float16))
@@ -108,7 +108,7 @@ def classify_window(encoder: Encoder, classifier: Classifier, window: list, batc
     for ea in encoder.iter_attentions(window, batch_size=batch_size, window=WINDOW):
         t = ea.maps.shape[-1]
         seps = [ea.seps] * n_maps
-        pending.append((ea.example.index, classifier.prepare(ea.maps.reshape(n_maps, t, t), seps), seps, t))
+        pending.append((ea.example.index, classifier.prepare(ea.maps.reshape(n_maps, t, t), seps), seps))
         if len(pending) * n_maps >= CNN_BATCH:
             flush()
         truncated += ea.truncated

@@ -112,18 +112,13 @@ class OnnxClassifier:
         return preprocess(torch.as_tensor(maps), seps, self.cfg)
 
     @staticmethod
-    def apply_segment_rule(probs: np.ndarray, seps: list[list[int] | None], t: int) -> np.ndarray:
+    def apply_segment_rule(probs: np.ndarray, seps: list[list[int] | None]) -> np.ndarray:
         """A single-segment input never gets ``block`` (ANNOTATION_GUIDE.md, rule 4).
 
         Its block probability is set to 0 and the rest renormalised. Maps without separator
         information (``None``, e.g. from a plain .npz) are left as the CNN scored them.
-
-        Args:
-            probs: (N, 5) probabilities of N maps of one length ``t``; changed in place.
-            seps: N lists of separator positions (or None).
-            t: the maps' length T.
         """
-        single = np.array([s is not None and not is_pair(t, s) for s in seps], dtype=bool)
+        single = np.array([s is not None and not is_pair(None, s) for s in seps], dtype=bool)
         if single.any():
             probs[single, BLOCK] = 0.0
             probs[single] /= probs[single].sum(1, keepdims=True)
@@ -131,7 +126,7 @@ class OnnxClassifier:
 
     def predict_same_length(self, maps: torch.Tensor | np.ndarray, seps: list[list[int] | None]) -> np.ndarray:
         """(N, T, T) maps of one length -> (N, 5) probabilities."""
-        return self.apply_segment_rule(self.run(self.prepare(maps, seps)), seps, maps.shape[-1])
+        return self.apply_segment_rule(self.run(self.prepare(maps, seps)), seps)
 
     def predict_groups(self, groups: list[tuple[np.ndarray, list]]) -> list[np.ndarray]:
         """Several (maps (N_i, T_i, T_i), seps) groups, T differing between groups, in one CNN batch.
@@ -142,8 +137,8 @@ class OnnxClassifier:
         xs = [self.prepare(m, s) for m, s in groups]
         probs = self.run(torch.cat(xs)) if xs else np.zeros((0, len(LABELS)), dtype=np.float32)
         out, i = [], 0
-        for (m, s), x in zip(groups, xs):
-            out.append(self.apply_segment_rule(probs[i : i + len(x)], s, m.shape[-1]))
+        for (_, s), x in zip(groups, xs):
+            out.append(self.apply_segment_rule(probs[i : i + len(x)], s))
             i += len(x)
         return out
 

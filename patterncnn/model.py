@@ -17,12 +17,13 @@ Usage::
 Then each map is scaled by its own maximum (as a person looks at it: 0 to the map's max; with
 ``intensity="sqrt"`` the square root of that, so one very bright cell does not hide the rest), and,
 with ``segment_channel``, a second channel marks the two segment squares (split after the first
-separator run, see :mod:`patterncnn.segments`; all ones for a single segment), so block can be told from diffuse haze; with
-``structure_channels``, two more mark the band |i - j| <= 1 and the ``[CLS]``/``[SEP]`` columns: the
-same structural facts the hand-crafted features use, handed to the CNN as pictures. With
-``mass_channel``, one more channel carries log2 of each cell's mass relative to a uniform row
-(``T * a``, clipped to [1/16, 64]): scaling by the maximum says *where* the mass is, this says how
-concentrated it is (a [CLS] column holding 90 % of every row vs a faint one over haze).
+run of separators, :mod:`patterncnn.segments`; all ones for a single segment), so block can be told
+from diffuse haze; with ``structure_channels``, two more mark the band |i - j| <= 1 and the
+``[CLS]``/``[SEP]`` columns: the same structural facts the hand-crafted features use, handed to
+the CNN as pictures. With ``mass_channel``, one more channel carries log2 of each cell's mass
+relative to a uniform row (``T * a``, clipped to [1/16, 64]): scaling by the maximum says *where*
+the mass is, this says how concentrated it is (a [CLS] column holding 90 % of every row vs a faint
+one over haze).
 """
 
 from __future__ import annotations

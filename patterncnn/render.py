@@ -1,7 +1,8 @@
 """Attention map -> PNG for people, drawn as ANNOTATION_GUIDE.md asks.
 
 * :func:`render_png`: one map, colour scale per map from 0 to its maximum, a thin line at each
-  segment boundary (after ``[SEP]``, or after MPNet's ``</s></s>``) so the segments show, token labels when they fit, the map id in the title.
+  segment boundary (after ``[SEP]``, or after MPNet's ``</s></s>``) so the segments show, token
+  labels when they fit, the map id in the title.
 * :func:`contact_sheet`: many maps as one image grid (torchvision ``make_grid``), each map
   scaled per map, resized to the same cell and captioned (``annotate sheets``), for looking
   through a batch quickly.

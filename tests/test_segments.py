@@ -38,7 +38,7 @@ BERT, MPNET = [5, 11], [5, 6, 11]
 ])
 def test_segment_spans(seps, spans):
     assert segment_spans(T, seps) == spans
-    assert is_pair(T, seps) == (len(spans) == 2)
+    assert is_pair(T, seps) == is_pair(None, seps) == (len(spans) == 2)  # T unknown: the same answer
     assert boundaries(T, seps) == [s for s, _ in spans[1:]]
     assert segment_ids(T, seps).tolist() == [k for k, (a, b) in enumerate(spans) for _ in range(a, b)]
 
