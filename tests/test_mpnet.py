@@ -52,10 +52,10 @@ def test_token_types_follow_the_segments(tiny_bert):
     assert enc._token_types([ids["input_ids"]], len(ids["input_ids"]))[0].tolist() == ids["token_type_ids"]
 
 
-def test_census_on_real_rte_rows(tiny_mpnet, tiny_classifier, shared_glue, tmp_path):
+def test_census_on_real_rte_rows(tiny_mpnet, tiny_classifier, glue_dir, tmp_path):
     enc = load_encoder(str(tiny_mpnet), max_length=64)
     clf = OnnxClassifier(tiny_classifier[1])
-    splits = [load_split("rte", "dev", shared_glue, limit=3, seed=0), load_split("sst2", "dev", shared_glue, limit=3)]
+    splits = [load_split("rte", "dev", glue_dir, limit=3, seed=0), load_split("sst2", "dev", glue_dir, limit=3)]
     res = run_census(enc, clf, splits, tmp_path / "c", limit=3, seed=0, save_maps=True)
     for task in ("rte", "sst2"):
         s = res["tasks"][task]
