@@ -17,7 +17,9 @@ Resolution methods:
 * ``majority``: the label most raters gave; a tie goes to the most recent vote among the tied labels.
 * ``dawid-skene``: Dawid & Skene (1979). EM over all maps at once estimates each rater's confusion
   matrix and the class priors, then takes the label of highest posterior probability. A careful
-  rater outvotes two careless ones.
+  rater outvotes two careless ones. It needs many maps per rater (hundreds): on a few, the class
+  priors dominate, and majority is the safer choice.
+* ``single``: a map that one rater labelled takes their label, whatever the method.
 """
 
 from __future__ import annotations
@@ -107,13 +109,16 @@ class DawidSkene:
 
 
 def dawid_skene(labels: np.ndarray, n_classes: int, max_iter: int = 500, tol: float = 1e-6,
-                smoothing: float = 0.01) -> DawidSkene:
+                smoothing: float = 0.01, prior_correct: float = 1.0) -> DawidSkene:
     """Dawid–Skene EM: true-class posteriors, rater confusion matrices and class priors.
 
     Args:
         labels: (N, J) int class index that rater j gave item i, -1 where j did not label i.
         n_classes: K.
         smoothing: pseudo-count added to every confusion cell, so a rater never makes a label impossible.
+        prior_correct: extra pseudo-count on the diagonal (a Dirichlet prior that raters are better
+            than chance). Without it, a rater's row for a class they have not yet seen is uniform,
+            and on small sets EM can prefer a common class that no rater gave.
 
     Returns:
         :class:`DawidSkene`. Initialised from the vote shares (soft majority), so with one rater, or
@@ -130,7 +135,7 @@ def dawid_skene(labels: np.ndarray, n_classes: int, max_iter: int = 500, tol: fl
     post = voted / voted.sum(1, keepdims=True)
     for it in range(1, max_iter + 1):
         priors = post.mean(0)  # (K,)
-        conf = np.einsum("nk,njl->jkl", post, onehot) + smoothing  # (J, K, K)
+        conf = np.einsum("nk,njl->jkl", post, onehot) + smoothing + prior_correct * np.eye(n_classes)  # (J, K, K)
         conf /= conf.sum(2, keepdims=True)
         log_post = np.log(np.maximum(priors, 1e-12)) + np.einsum("njl,jkl->nk", onehot, np.log(conf))
         new = np.exp(log_post - log_post.max(1, keepdims=True))
@@ -143,12 +148,20 @@ def dawid_skene(labels: np.ndarray, n_classes: int, max_iter: int = 500, tol: fl
 
 
 def resolve_votes(votes: dict[str, dict[str, Vote]], method: str = "majority") -> dict[str, Resolution]:
-    """One label per map from its raters' votes, by ``majority`` or ``dawid-skene`` (fitted on all maps)."""
+    """One label per map from its raters' votes, by ``majority`` or ``dawid-skene``.
+
+    A map with one rater takes that rater's label (method ``single``). Dawid–Skene is fitted on the
+    maps with two or more raters (with one rater per map it cannot tell a rater's errors apart).
+    """
     if method not in METHODS:
         raise ValueError(f"unknown resolution {method!r}; use one of {', '.join(METHODS)}")
-    votes = {m: v for m, v in votes.items() if v}
+    out = {m: Resolution(v.label, v.uncertain, v, "single", 1.0) for m, vs in votes.items() if len(vs) == 1
+           for v in vs.values()}
+    votes = {m: v for m, v in votes.items() if len(v) > 1}
     if method == "majority":
-        return {m: majority(v) for m, v in votes.items()}
+        return {**out, **{m: majority(v) for m, v in votes.items()}}
+    if not votes:
+        return out
     maps = sorted(votes)
     raters = sorted({r for v in votes.values() for r in v})
     col = {r: k for k, r in enumerate(raters)}
@@ -157,7 +170,6 @@ def resolve_votes(votes: dict[str, dict[str, Vote]], method: str = "majority") -
         for r, v in votes[m].items():
             matrix[i, col[r]] = LABELS.index(v.label)
     ds = dawid_skene(matrix, len(LABELS))
-    out = {}
     for i, m in enumerate(maps):
         k = int(np.argmax(ds.posterior[i]))
         vote = _most_recent(v for v in votes[m].values() if v.label == LABELS[k])

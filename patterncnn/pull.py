@@ -187,7 +187,7 @@ def label_rows(annotations: dict[str, dict], predictions: dict[str, dict], info:
             "labels_seen": dict(seen), **{k: v for k, v in info.get(map_id, {}).items()},
             "ls_annotation_id": chosen.get("ls_annotation_id"),
             "annotated_at": chosen.get("updated_at") or chosen.get("created_at"), "pre_source": pre.get("source"),
-            "n_annotators": len(votes[map_id]), "resolution": method, "resolution_p": round(res.p, 4)}.items()}
+            "n_annotators": len(votes[map_id]), "resolution": res.method, "resolution_p": round(res.p, 4)}.items()}
     return rows
 
 
@@ -268,6 +268,7 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
     changes = {"annotations": a_changes, "predictions": p_changes, "labels": l_changes}
     report = {**flat.report, "source": source, "export": name, "resolution": method, "replace": replace,
               "dry_run": dry_run, "labelled": len(labels), "labels": label_counts(labels.values()),
+              "resolutions": dict(Counter(r.get("resolution") or "earlier pull" for r in labels.values())),
               "changes": changes,
               "disagreements": [{"map_id": m, "labels": json.loads(r["labels_seen"]), "chosen": r["label"]}
                                 for m, r in sorted(labels.items()) if r.get("disagreement") == "True"]}

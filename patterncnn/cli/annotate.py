@@ -178,7 +178,8 @@ def run_pull(args) -> int:
     counts = ", ".join(f"{k} {v}" for k, v in r["labels"].items())
     print(f"{args.out}: {r['labelled']} labelled map(s) ({counts}): +{len(c['labels']['added'])} new, "
           f"{len(c['labels']['relabelled'])} relabelled, {len(c['labels']['dropped'])} dropped; resolved by "
-          f"{r['resolution']}; {len(r['disagreements'])} with disagreeing annotations; {r['cancelled']} "
+          f"{r['resolution']} ({', '.join(f'{k} {v}' for k, v in sorted(r['resolutions'].items()))}); "
+          f"{len(r['disagreements'])} with disagreeing annotations; {r['cancelled']} "
           f"skipped/cancelled and {r['unlabelled']} unlabelled task(s) in this export")
     if c["labels"]["dropped"]:
         print(f"dropped (--replace): {', '.join(c['labels']['dropped'][:10])}"
