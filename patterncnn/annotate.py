@@ -24,6 +24,7 @@ import base64
 import io
 import logging
 import xml.etree.ElementTree as ET
+from collections import Counter
 from typing import Protocol
 
 import numpy as np
@@ -181,7 +182,14 @@ def setup_annotators(ls: Connection, project, per_task: int, blind: bool = True)
     """
     if per_task < 1:
         raise AnnotateError(f"--per-task must be at least 1 (got {per_task})")
+    shown = {}
+    if not blind:
+        # Label Studio shows the predictions of the project's model version, and forgets it when they
+        # are hidden: show the ML backend's, else the pushed pre-annotations' most common version.
+        pushed = Counter(d.get("pre_model") for d in ls.task_data(project.id) if d.get("pre_model"))
+        versions = list(ls.ml_backends(project.id)) or [v for v, _ in pushed.most_common(1)]
+        shown = {"model_version": versions[0]} if versions else {}
     ls.update_project(project.id, maximum_annotations=per_task, show_collab_predictions=not blind,
-                      show_annotation_history=False, show_overlap_first=True)
+                      show_annotation_history=False, show_overlap_first=True, **shown)
     return {"project": project.id, "per_task": per_task, "blind": blind, "invite": ls.invite_link(),
             "members": ls.annotators()}

@@ -88,10 +88,14 @@ class Connection:
         """Change project settings (``maximum_annotations``, ``show_collab_predictions``, ...)."""
         self.call(lambda: self.client.projects.update(id=project_id, **settings))
 
+    def task_data(self, project_id: int) -> list[dict]:
+        """The data of the project's tasks (map id, metadata, pre-annotation, ...)."""
+        tasks = self.call(lambda: list(self.client.tasks.list(project=project_id, fields="all")))
+        return [t.data for t in tasks if t.data]
+
     def map_ids(self, project_id: int) -> set[str]:
         """The map ids of the project's tasks."""
-        tasks = self.call(lambda: list(self.client.tasks.list(project=project_id, fields="all")))
-        return {t.data.get("map_id") for t in tasks if t.data}
+        return {d.get("map_id") for d in self.task_data(project_id)}
 
     def import_tasks(self, project_id: int, tasks: list[dict]) -> None:
         self.call(lambda: self.client.projects.import_tasks(project_id, request=tasks))

@@ -8,6 +8,7 @@ installed. The API token, the network switch for ML backends and the rest come f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -117,3 +118,55 @@ class LabelStudioServer:
             if token.status_code != 200:
                 raise RuntimeError(f"signing up {email} through {invite_link} failed (HTTP {token.status_code})")
             return token.json()["token"]
+
+
+def label_stream(server_url: str, project_id: int, token: str, label_of) -> list[dict]:
+    """Label every task that Label Studio's label stream (*Label All Tasks*) gives this annotator.
+
+    Args:
+        label_of: task data -> the label to give (a pattern name).
+
+    Returns:
+        The tasks as the stream served them (with the predictions and annotations it showed).
+    """
+    headers = {"Authorization": f"Token {token}"}
+    served = []
+    with httpx.Client(base_url=server_url, headers=headers, timeout=60) as c:
+        while (r := c.get(f"/api/projects/{project_id}/next")).status_code == 200:
+            task = r.json()
+            served.append(task)
+            result = [{"from_name": "pattern", "to_name": "map", "type": "choices",
+                       "value": {"choices": [label_of(task["data"])]}}]
+            c.post(f"/api/tasks/{task['id']}/annotations/", json={"result": result, "lead_time": 2.0}).raise_for_status()
+            if len(served) > 1000:
+                raise RuntimeError("the label stream does not end")
+        if r.status_code != 404:
+            r.raise_for_status()
+    return served
+
+
+@contextlib.contextmanager
+def ml_backend(classifier, token: str):
+    """``patterncnn serve`` (the app, in a thread) on a free loopback port, as a Label Studio ML backend."""
+    import threading
+
+    import uvicorn
+
+    from patterncnn.serve import ServeSettings, create_app
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(ServeSettings(api_token=token), classifier), host="127.0.0.1",
+                                           port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(100):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
