@@ -167,51 +167,51 @@ def write_labelled_set(out, tables: Tables, maps=None, export: tuple[str, bytes]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     ids = sorted(tables.labels)
+    old_ids = set(MapStore(out / "maps").ids) if (out / "maps" / "store.json").is_file() else None
+    missing = [m for m in ids if m not in maps] if maps is not None else sorted(set(ids) - (old_ids or set(ids)))
+    if missing:
+        raise AnnotateError(f"{len(missing)} labelled map(s) are not in the given map store(s) (nor in "
+                            f"{out / 'maps'}), e.g. {missing[0]}: pass every store the project was pushed from "
+                            f"with --maps")
     stage = Path(tempfile.mkdtemp(prefix=".pull-", dir=out))
     try:
-        if maps is not None:
-            missing = [m for m in ids if m not in maps]
-            if missing:
-                raise AnnotateError(f"{len(missing)} labelled map(s) are not in the given map store(s), e.g. "
-                                    f"{missing[0]}: pass every store the project was pushed from with --maps")
-        old_ids = set(MapStore(out / "maps").ids) if (out / "maps" / "store.json").is_file() else None
-        if maps is None and old_ids is not None and not set(ids) <= old_ids:
-            raise AnnotateError(f"{len(set(ids) - old_ids)} labelled map(s) are not in {out / 'maps'}: pass the "
-                                f"store(s) they were pushed from with --maps")
         write_maps = maps is not None and old_ids != set(ids)
         if write_maps:
             store = MapStore.create(stage / "maps", info={"labelled_set": True, "source": str(maps.root)})
             store.append((maps.metadata(m), maps.get(m)) for m in ids)
-        staged = []
-        for name, (filename, columns) in TABLES.items():
-            rows = getattr(tables, name).values()
-            write_text(stage / filename, _csv(rows, columns, lambda r: (r["map_id"], r.get("created_at", ""),
-                                                                          r.get("ls_annotation_id", ""))))
-            staged.append(filename)
-        if export is not None and not (out / export[0]).exists():
-            write_bytes(stage / export[0], gzip.compress(export[1], mtime=0))
-            staged.insert(0, export[0])
-        if report is not None:
-            write_json(stage / "pull-report.json", report)
-            staged.append("pull-report.json")
-        if log_entry is not None:
-            log = out / "pulls.jsonl"
-            before = log.read_text(encoding="utf-8") if log.is_file() else ""
-            write_text(stage / "pulls.jsonl", before + json.dumps(log_entry, sort_keys=True) + "\n")
-            staged.append("pulls.jsonl")
+        staged = _stage_files(out, stage, tables, export, report, log_entry)
         grows = old_ids is None or old_ids <= set(ids)
-        if write_maps and not grows:
-            staged.remove("labels.csv")
-            staged.insert(0, "labels.csv")
         if write_maps and grows:
             _swap_maps(out, stage)
-        for filename in staged:
+        for filename in sorted(staged, key=lambda f: f != "labels.csv" or grows):  # labels.csv first if shrinking
             (out / filename).parent.mkdir(parents=True, exist_ok=True)
             os.replace(stage / filename, out / filename)
         if write_maps and not grows:
             _swap_maps(out, stage)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+def _stage_files(out: Path, stage: Path, tables: Tables, export, report, log_entry) -> list[str]:
+    """Write the set's files (all but maps/) into ``stage``; returns their names relative to it, in move order."""
+    staged = []
+    if export is not None and not (out / export[0]).exists():
+        write_bytes(stage / export[0], gzip.compress(export[1], mtime=0))
+        staged.append(export[0])
+    for name, (filename, columns) in TABLES.items():
+        rows = getattr(tables, name).values()
+        write_text(stage / filename, _csv(rows, columns, lambda r: (r["map_id"], r.get("created_at", ""),
+                                                                      r.get("ls_annotation_id", ""))))
+        staged.append(filename)
+    if report is not None:
+        write_json(stage / "pull-report.json", report)
+        staged.append("pull-report.json")
+    if log_entry is not None:
+        log = out / "pulls.jsonl"
+        before = log.read_text(encoding="utf-8") if log.is_file() else ""
+        write_text(stage / "pulls.jsonl", before + json.dumps(log_entry, sort_keys=True) + "\n")
+        staged.append("pulls.jsonl")
+    return staged
 
 
 def _swap_maps(out: Path, stage: Path) -> None:

@@ -87,7 +87,8 @@ def _prediction_rows(task: dict, backends: dict[str, str], export_file: str) -> 
         source = "push" if mv and mv == pre_model else "ml-backend" if mv in backends else "other"
         score = pre_scores.get(label, p.get("score")) if source == "push" else p.get("score")
         rows.append({"map_id": data["map_id"], "source": source, "backend": backends.get(mv, ""), "model_version": mv,
-                     "label": label, "score": score, "created_at": p.get("created_at"), "ls_project": task.get("project"),
+                     "label": label, "score": score, "created_at": p.get("created_at"),
+                     "ls_project": task.get("project"),
                      "ls_task_id": task.get("id"), "ls_prediction_id": p["id"], "export": export_file})
     if pre_model and not any(r["source"] == "push" for r in rows):  # only the task data holds the pushed one
         rows.append({"map_id": data["map_id"], "source": "push", "model_version": pre_model,

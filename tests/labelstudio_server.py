@@ -137,7 +137,8 @@ def label_stream(server_url: str, project_id: int, token: str, label_of) -> list
             served.append(task)
             result = [{"from_name": "pattern", "to_name": "map", "type": "choices",
                        "value": {"choices": [label_of(task["data"])]}}]
-            c.post(f"/api/tasks/{task['id']}/annotations/", json={"result": result, "lead_time": 2.0}).raise_for_status()
+            posted = c.post(f"/api/tasks/{task['id']}/annotations/", json={"result": result, "lead_time": 2.0})
+            posted.raise_for_status()
             if len(served) > 1000:
                 raise RuntimeError("the label stream does not end")
         if r.status_code != 404:

@@ -159,7 +159,8 @@ def test_pull_from_file_twice_merges(tmp_path, capsys):
     # The annotator named once by --annotator stays named: the set remembers user 1.
     assert {r["annotator"] for r in rows.values()} == {"me@example.com"}
     assert sorted(MapStore(out / "maps").ids) == sorted(store.ids)
-    assert len(list((out / "exports").glob("*.json.gz"))) == 2 and len((out / "pulls.jsonl").read_text().splitlines()) == 2
+    assert len(list((out / "exports").glob("*.json.gz"))) == 2
+    assert len((out / "pulls.jsonl").read_text().splitlines()) == 2
     # What the pull stored reads back as exports (gzipped); the older one does not undo the newer label.
     for stored in sorted((out / "exports").glob("*.json.gz")):
         assert main([*pull, "--from-file", str(stored), "--dry-run"]) == 0

@@ -94,7 +94,8 @@ def test_agreement_report_pairs_fleiss_and_confusion():
                  "pre_model": "rule-v1"} for i in range(60)]
     report = agreement_report(rows, resolved)
     pairs = {(p["a"], p["b"]): p for p in report["pairs"]}
-    assert pairs["a", "b"]["n"] == 60 and pairs["a", "b"]["kappa"] == pytest.approx(cohen_kappa_score(noisy["a"], noisy["b"]))
+    assert pairs["a", "b"]["n"] == 60
+    assert pairs["a", "b"]["kappa"] == pytest.approx(cohen_kappa_score(noisy["a"], noisy["b"]))
     counts = np.array([[sum(noisy[w][i] == k for w in noisy) for k in LABELS] for i in range(60)])
     assert report["fleiss"]["kappa"] == pytest.approx(fleiss_kappa(counts)) and report["fleiss"]["maps"] == 60
     conf = np.array(report["confusion"])

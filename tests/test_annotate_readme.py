@@ -46,7 +46,8 @@ class Terminal:
         script = f"[ -f {self.state} ] && . {self.state}\nset -e\n{block}\nexport -p > {self.state}\n"
         done = subprocess.run(["bash", "-c", script], cwd=self.cwd, env=self.env, capture_output=True, text=True,
                               timeout=1800)
-        assert done.returncode == 0, f"README block failed:\n{block}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+        assert done.returncode == 0, (f"README block failed:\n{block}\n--- stdout\n{done.stdout}\n"
+                                      f"--- stderr\n{done.stderr}")
         return done.stdout
 
 

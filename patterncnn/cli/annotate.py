@@ -20,7 +20,8 @@ def _connect(args):
 
 
 def register(sub) -> None:
-    p = sub.add_parser("annotate", help="label maps in Label Studio: config, push, sheets, pull",
+    p = sub.add_parser("annotate", help="label maps in Label Studio: config, push, annotators, sheets, pull, "
+                                        "agreement",
                        description="Round trip with a Label Studio server (label-studio-sdk 2.x). Connection from "
                                    "--url/--api-key or LABEL_STUDIO_URL/LABEL_STUDIO_API_KEY.")
     asub = p.add_subparsers(dest="annotate_command", metavar="ACTION", required=True)
@@ -50,7 +51,11 @@ def register(sub) -> None:
     q.add_argument("--per-sheet", type=int, default=16, help="(default: %(default)s)")
     q.add_argument("--shuffle", type=int, metavar="SEED", help="shuffle the maps with this seed first")
     q.set_defaults(func=run_sheets)
+    _register_annotators(asub)
+    _register_pull(asub)
 
+
+def _register_annotators(asub) -> None:
     q = asub.add_parser("annotators", help="set a project up for several blind annotators; the sign-up link",
                         description="Each task goes to --per-task annotators in Label All Tasks, where no annotator "
                                     "sees another's labels; predictions are hidden too unless --show-predictions. "
@@ -62,6 +67,19 @@ def register(sub) -> None:
     _connection_args(q)
     q.set_defaults(func=run_annotators)
 
+    q = asub.add_parser("agreement", help="agreement between the annotators of a labelled set (Cohen's, Fleiss' "
+                                          "kappa)",
+                        description="Pairwise Cohen's kappa, Fleiss' kappa and the confusion between raters, each "
+                                    "rater and each pre-annotation source against the resolved labels.")
+    q.add_argument("annotations", help="a labelled set written by `annotate pull` (with annotations.csv)")
+    q.add_argument("--raters", choices=("annotator", "pass"), default="annotator",
+                   help="'pass': an annotator's 1st, 2nd, ... annotation of a map count as separate raters "
+                        "(self-agreement across passes) (default: %(default)s)")
+    q.add_argument("--out", help="also write the report as JSON")
+    q.set_defaults(func=run_agreement)
+
+
+def _register_pull(asub) -> None:
     q = asub.add_parser("pull", help="export annotations and merge them into the labelled set (e.g. annotations/)",
                         description="Export the project's annotations (or read an export file) and merge them into "
                                     "the labelled set: every annotation and prediction is kept (annotations.csv, "
@@ -81,16 +99,6 @@ def register(sub) -> None:
                    help="name a Label Studio user that the export gives only by id (repeatable)")
     _connection_args(q)
     q.set_defaults(func=run_pull)
-
-    q = asub.add_parser("agreement", help="agreement between annotators of a labelled set (Cohen's and Fleiss' kappa)",
-                        description="Pairwise Cohen's kappa, Fleiss' kappa and the confusion between raters, each "
-                                    "rater and each pre-annotation source against the resolved labels.")
-    q.add_argument("annotations", help="a labelled set written by `annotate pull` (with annotations.csv)")
-    q.add_argument("--raters", choices=("annotator", "pass"), default="annotator",
-                   help="'pass': an annotator's 1st, 2nd, ... annotation of a map count as separate raters "
-                        "(self-agreement across passes) (default: %(default)s)")
-    q.add_argument("--out", help="also write the report as JSON")
-    q.set_defaults(func=run_agreement)
 
 
 def run_config(args) -> int:
