@@ -256,6 +256,8 @@ def agreement_report(annotation_rows: list[dict], label_rows: list[dict] | None 
     for r in resolved.values():
         if r.get("pre_label"):
             by_source[" ".join(x for x in (r.get("pre_source"), r.get("pre_model")) if x)].append(r)
+    if len(by_source) > 1:
+        by_source["all"] = [r for rows in by_source.values() for r in rows]
     for source, rows in sorted(by_source.items()):
         report["pre_vs_resolved"][source] = _pair([r["pre_label"] for r in rows], [r["label"] for r in rows])
     return report

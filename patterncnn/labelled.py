@@ -167,12 +167,8 @@ def write_labelled_set(out, tables: Tables, maps=None, export: tuple[str, bytes]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     ids = sorted(tables.labels)
-    old_ids = set(MapStore(out / "maps").ids) if (out / "maps" / "store.json").is_file() else None
-    missing = [m for m in ids if m not in maps] if maps is not None else sorted(set(ids) - (old_ids or set(ids)))
-    if missing:
-        raise AnnotateError(f"{len(missing)} labelled map(s) are not in the given map store(s) (nor in "
-                            f"{out / 'maps'}), e.g. {missing[0]}: pass every store the project was pushed from "
-                            f"with --maps")
+    old_ids = _stored_ids(out)
+    check_maps(out, ids, maps)
     stage = Path(tempfile.mkdtemp(prefix=".pull-", dir=out))
     try:
         write_maps = maps is not None and old_ids != set(ids)
@@ -190,6 +186,20 @@ def write_labelled_set(out, tables: Tables, maps=None, export: tuple[str, bytes]
             _swap_maps(out, stage)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+def _stored_ids(out: Path) -> set[str] | None:
+    return set(MapStore(out / "maps").ids) if (out / "maps" / "store.json").is_file() else None
+
+
+def check_maps(out, ids: Iterable[str], maps) -> None:
+    """Raise unless every labelled map is in ``maps`` (or, when None, in ``out/maps`` if the set has one)."""
+    old_ids = _stored_ids(Path(out))
+    missing = [m for m in ids if m not in maps] if maps is not None else sorted(set(ids) - (old_ids or set(ids)))
+    if missing:
+        raise AnnotateError(f"{len(missing)} labelled map(s) are not in the given map store(s) (nor in "
+                            f"{Path(out) / 'maps'}), e.g. {missing[0]}: pass every store the project was pushed "
+                            f"from with --maps")
 
 
 def _stage_files(out: Path, stage: Path, tables: Tables, export, report, log_entry) -> list[str]:

@@ -23,11 +23,12 @@ import datetime
 import gzip
 import json
 from collections import Counter, defaultdict
+from pathlib import Path
 
 from . import __version__
 from .agreement import rater_votes, resolve_votes
 from .annotate import FROM_NAME, UNCERTAIN
-from .labelled import Tables, export_name, label_counts, merge_rows, read_tables, text, write_labelled_set
+from .labelled import Tables, check_maps, export_name, label_counts, merge_rows, read_tables, text, write_labelled_set
 from .labels import LABELS
 from .labelstudio import AnnotateError, Connection
 from .maps import MapStore, MultiStore
@@ -219,11 +220,20 @@ def _fetch(ls: Connection | None, project, from_file: str | None) -> tuple[bytes
             ls.ml_backends(found.id))
 
 
-def _maps_source(out, maps):
+def _maps_source(out: Path, maps):
     """The labelled set's own maps/ (first) and the given stores, or None when there are neither."""
     sources = [MapStore(out / "maps")] if (out / "maps" / "store.json").is_file() else []
-    sources += list(getattr(maps, "sources", [maps] if maps is not None else []))
+    sources += [maps] if maps is not None else []
     return MultiStore(sources) if sources else None
+
+
+def _map_info(old: Tables, flat: Flat, maps) -> dict[str, dict]:
+    """Map id -> metadata columns of labels.csv: from the map stores, else the task data, else the old row."""
+    info = {m: {k: r.get(k, "") for k in (*META, "ls_task_id")} for m, r in old.labels.items()}
+    for m, i in flat.info.items():
+        meta = maps.metadata(m) if maps is not None and m in maps else {}
+        info[m] = {k: text(meta.get(k, i.get(k))) for k in (*META, "ls_task_id")}
+    return info
 
 
 def pull(ls: Connection | None, project: str | int | None, maps, out, from_file: str | None = None,
@@ -242,8 +252,6 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
         The pull report: this export's counts, the changes per table (added, updated, kept, dropped),
         the labels (counts), the maps with disagreeing annotations.
     """
-    from pathlib import Path
-
     out = Path(out)
     raw, source, server_names, backends = _fetch(ls, project, from_file)
     export, raw = read_export(raw)
@@ -255,16 +263,13 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
     new = Tables.of(annotations=flat.annotations, predictions=flat.predictions)
     annotations, a_changes = merge_rows(old.annotations, new.annotations, replace, version="updated_at")
     predictions, p_changes = merge_rows(old.predictions, new.predictions, replace, version="created_at")
-    info = {m: {k: r.get(k, "") for k in (*META, "ls_task_id")} for m, r in old.labels.items()}
     source_maps = _maps_source(out, maps)
-    for m, i in flat.info.items():
-        meta = source_maps.metadata(m) if source_maps is not None and m in source_maps else {}
-        info[m] = {k: text(meta.get(k, i.get(k))) for k in (*META, "ls_task_id")}
     if not any(a["label"] and not a["skipped"] for a in flat.annotations):
         raise AnnotateError(f"no labelled maps in the export ({flat.report['tasks']} task(s), "
                             f"{flat.report['cancelled']} skipped, {flat.report['unlabelled']} unlabelled); "
                             f"nothing written to {out}")
-    labels, l_changes = merge_rows(old.labels, label_rows(annotations, predictions, info, method), replace)
+    labels, l_changes = merge_rows(old.labels, label_rows(annotations, predictions, _map_info(old, flat, source_maps),
+                                                          method), replace)
     l_changes["relabelled"] = sorted(m for m in l_changes["updated"] if old.labels[m]["label"] != labels[m]["label"])
     changes = {"annotations": a_changes, "predictions": p_changes, "labels": l_changes}
     report = {**flat.report, "source": source, "export": name, "resolution": method, "replace": replace,
@@ -273,11 +278,13 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
               "changes": changes,
               "disagreements": [{"map_id": m, "labels": json.loads(r["labels_seen"]), "chosen": r["label"]}
                                 for m, r in sorted(labels.items()) if r.get("disagreement") == "True"]}
-    if not dry_run:
-        log_entry = {"at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                     "source": source, "export": name, "resolution": method, "replace": replace,
-                     "patterncnn": __version__, "labelled": len(labels),
-                     "changes": {t: {k: v if isinstance(v, int) else len(v) for k, v in c.items()}
-                                 for t, c in changes.items()}}
-        write_labelled_set(out, Tables(labels, annotations, predictions), source_maps, (name, raw), report, log_entry)
+    check_maps(out, labels, source_maps)
+    if dry_run:
+        return report
+    log_entry = {"at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                 "source": source, "export": name, "resolution": method, "replace": replace,
+                 "patterncnn": __version__, "labelled": len(labels),
+                 "changes": {t: {k: v if isinstance(v, int) else len(v) for k, v in c.items()}
+                             for t, c in changes.items()}}
+    write_labelled_set(out, Tables(labels, annotations, predictions), source_maps, (name, raw), report, log_entry)
     return report
