@@ -177,3 +177,14 @@ def test_pull_from_file_errors_are_one_line(tmp_path, capsys):
                  "--out", str(tmp_path / "b")]) == 2
     assert "ID=EMAIL" in capsys.readouterr().err
     assert not (tmp_path / "b").exists()
+
+
+def test_agreement_command_on_the_shipped_set(tmp_path, capsys):
+    assert main(["annotate", "agreement", str(REPO / "annotations"), "--raters", "pass",
+                 "--out", str(tmp_path / "agreement.json")]) == 0
+    out = capsys.readouterr().out
+    assert "#1 vs annotator@patterncnn.local #2: 515 maps, 77.5% agree, Cohen's kappa 0.690" in out
+    assert json.loads((tmp_path / "agreement.json").read_text())["raters_are"] == "pass"
+    assert main(["annotate", "agreement", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "annotations.csv not found" in err and err.count("\n") == 1
