@@ -43,7 +43,6 @@ class Vote:
     rater: str
     label: str
     uncertain: bool
-    when: str  # updated_at (else created_at) of the annotation: ties go to the most recent
     row: dict  # the annotation row (see patterncnn.labelled.ANNOTATION_COLUMNS)
 
 
@@ -57,6 +56,7 @@ class Resolution:
 
 
 def _order(row: dict) -> tuple:
+    """Sort key of an annotation by recency: updated_at (else created_at), then its id."""
     return (row.get("updated_at") or row.get("created_at") or "", int(row.get("ls_annotation_id") or 0))
 
 
@@ -83,7 +83,7 @@ def rater_votes(rows: Iterable[dict], raters: str = "annotator") -> dict[str, di
             seen[who] += 1
             rater = who if raters == "annotator" else f"{who} #{seen[who]}"
             if rater not in mine or _order(r) >= _order(mine[rater].row):
-                mine[rater] = Vote(rater, r["label"], str(r.get("uncertain")) == "True", _order(r)[0], r)
+                mine[rater] = Vote(rater, r["label"], str(r.get("uncertain")) == "True", r)
         votes[map_id] = mine
     return votes
 
