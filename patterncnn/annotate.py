@@ -1,10 +1,11 @@
-"""Label Studio round trip: labeling config from labels.py, push map tasks, pull annotations.
+"""Label Studio round trip: labeling config from labels.py, push map tasks, set up several annotators.
 
-Usage (what ``patterncnn annotate push`` runs; pulling is :mod:`patterncnn.pull`)::
+Usage (what ``patterncnn annotate push`` and ``annotators`` run; pulling is :mod:`patterncnn.pull`)::
 
     ls = connect("http://localhost:8080", api_key)                 # patterncnn.labelstudio
-    project = ls.ensure_project("attention patterns", label_config())
+    project = ls.ensure_project("attention patterns", label_config(), hidden_columns=HIDDEN_COLUMNS)
     push(ls, project, open_maps("exports/demo"), predictor=RulePredictor())
+    setup_annotators(ls, project, per_task=3)                       # three blind annotators per map
 
 **Images are embedded in the task as PNG data URIs** (``data:image/png;base64,...``). That works on
 a stock Label Studio with no storage set up (no local-files serving, no cloud bucket, no upload
@@ -23,6 +24,7 @@ import base64
 import io
 import logging
 import xml.etree.ElementTree as ET
+from collections import Counter
 from typing import Protocol
 
 import numpy as np
@@ -36,20 +38,22 @@ log = logging.getLogger(__name__)
 
 FROM_NAME, TO_NAME, UNCERTAIN = "pattern", "map", "uncertain"
 RULE_VERSION = "rule-v1"
+HIDDEN_COLUMNS = ("map_npy", "pre_scores", "seps", "pre_label", "pre_model")  # not for the task list
 
 
 def label_config() -> str:
     """The labeling config: the map picture, one single choice of the five labels, an uncertain box."""
     choices = "\n".join(f'    <Choice value="{name}"/>' for name in LABELS)
+    # The choices and the uncertain box come before the picture, so they stay in view above a tall map.
     return f"""<View>
   <Header value="$map_id" size="5"/>
-  <Image name="{TO_NAME}" value="$image" zoom="true" zoomControl="true" maxWidth="760px"/>
   <Choices name="{FROM_NAME}" toName="{TO_NAME}" choice="single-radio" showInline="true" required="true">
 {choices}
   </Choices>
   <Choices name="{UNCERTAIN}" toName="{TO_NAME}" choice="multiple" showInline="true">
-    <Choice value="uncertain" hint="two labels fit equally well (ANNOTATION_GUIDE.md, rule 6)"/>
+    <Choice value="uncertain" hint="two labels fit equally well (annotations/ANNOTATION_GUIDE.md, rule 6)"/>
   </Choices>
+  <Image name="{TO_NAME}" value="$image" zoom="true" zoomControl="true" maxWidth="760px"/>
   <Text name="info" value="$info"/>
 </View>"""
 
@@ -163,3 +167,29 @@ def push(ls: Connection, project, maps, predictor: Predictor | None = None, orde
         ls.import_tasks(project.id, [make_task(m, maps.get(m["id"]), probs.get(m["id"]), version)
                                      for m in todo[start : start + batch]])
     return {"pushed": len(todo), "skipped_existing": skipped, "project": project.id}
+
+
+def setup_annotators(ls: Connection, project, per_task: int, blind: bool = True) -> dict:
+    """Set a project up for several annotators: each task is labelled by ``per_task`` of them.
+
+    In *Label All Tasks* (Label Studio's label stream) each annotator gets every task until
+    ``per_task`` annotators have labelled it, and never sees another annotator's annotation there.
+    ``blind`` also hides the predictions (``show_collab_predictions=False``); they stay stored, so
+    the pre-annotation is still pulled beside the labels. Annotation history stays hidden.
+
+    Returns:
+        {"project", "per_task", "blind", "invite" (the sign-up link to send), "members" (user id -> e-mail)}
+    """
+    if per_task < 1:
+        raise AnnotateError(f"--per-task must be at least 1 (got {per_task})")
+    shown = {}
+    if not blind:
+        # Label Studio shows the predictions of the project's model version, and forgets it when they
+        # are hidden: show the ML backend's, else the pushed pre-annotations' most common version.
+        pushed = Counter(d.get("pre_model") for d in ls.task_data(project.id) if d.get("pre_model"))
+        versions = list(ls.ml_backends(project.id)) or [v for v, _ in pushed.most_common(1)]
+        shown = {"model_version": versions[0]} if versions else {}
+    ls.update_project(project.id, maximum_annotations=per_task, show_collab_predictions=not blind,
+                      show_annotation_history=False, show_overlap_first=True, **shown)
+    return {"project": project.id, "per_task": per_task, "blind": blind, "invite": ls.invite_link(),
+            "members": ls.annotators()}

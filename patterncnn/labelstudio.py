@@ -14,6 +14,7 @@ Every SDK call goes through :meth:`Connection.call`, which turns HTTP failures i
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any, Callable
 
 
@@ -63,31 +64,78 @@ class Connection:
             raise AnnotateError(f"{len(matches)} projects are titled {project!r}; pass the project id instead")
         return matches[0] if matches else None
 
-    def ensure_project(self, project: str | int, label_config: str, description: str = ""):
-        """Reuse the project (by id or title) or create it with this labeling config."""
+    def ensure_project(self, project: str | int, label_config: str, description: str = "",
+                       hidden_columns: tuple[str, ...] = ()):
+        """Reuse the project (by id or title) or create it with this labeling config.
+
+        Args:
+            hidden_columns: task data fields that the new project's task list (Data Manager) does not show.
+        """
         found = self.find_project(project)
         if found is not None:
             return found
-        return self.call(lambda: self.client.projects.create(
+        created = self.call(lambda: self.client.projects.create(
             title=str(project), label_config=label_config, show_skip_button=True,
-            description=description or "Label each attention map by looking at it (ANNOTATION_GUIDE.md)."))
+            description=description or "Label each attention map by looking at it, following patterncnn's "
+                                       "annotations/ANNOTATION_GUIDE.md."))
+        if hidden_columns:
+            hidden = [f"tasks:data.{c}" for c in hidden_columns]
+            self.call(lambda: self.client.views.create(project=created.id, data={
+                "title": "Tasks", "hiddenColumns": {"explore": hidden, "labeling": hidden}}))
+        return created
+
+    def update_project(self, project_id: int, **settings) -> None:
+        """Change project settings (``maximum_annotations``, ``show_collab_predictions``, ...)."""
+        self.call(lambda: self.client.projects.update(id=project_id, **settings))
+
+    def task_data(self, project_id: int) -> list[dict]:
+        """The data of the project's tasks (map id, metadata, pre-annotation, ...)."""
+        tasks = self.call(lambda: list(self.client.tasks.list(project=project_id, fields="all")))
+        return [t.data for t in tasks if t.data]
 
     def map_ids(self, project_id: int) -> set[str]:
         """The map ids of the project's tasks."""
-        tasks = self.call(lambda: list(self.client.tasks.list(project=project_id, fields="all")))
-        return {t.data.get("map_id") for t in tasks if t.data}
+        return {d.get("map_id") for d in self.task_data(project_id)}
 
     def import_tasks(self, project_id: int, tasks: list[dict]) -> None:
         self.call(lambda: self.client.projects.import_tasks(project_id, request=tasks))
 
-    def export(self, project) -> bytes:
-        """The project's JSON export (all tasks), exactly as Label Studio sends it."""
-        return self.call(lambda: b"".join(self.client.projects.exports.download_sync(
-            project.id, export_type="JSON", download_all_tasks=True)))
+    def export(self, project, timeout: float = 600) -> bytes:
+        """The project's JSON export (all tasks), exactly as Label Studio sends it.
+
+        A snapshot export that holds every prediction in full (the quick export lists predictions by
+        id only) and every annotator's e-mail (not just a user id). The snapshot is deleted from the
+        server once downloaded.
+        """
+        options = {"predictions": {"only_id": False}, "annotations__completed_by": {"only_id": False},
+                   "drafts": {"only_id": True}}
+        snap = self.call(lambda: self.client.projects.exports.create(project.id, title="patterncnn pull",
+                                                                     serialization_options=options))
+        deadline = time.monotonic() + timeout
+        while not str(snap.status).endswith("completed"):
+            if str(snap.status).endswith("failed") or time.monotonic() > deadline:
+                raise AnnotateError(f"Label Studio at {self.url} did not finish exporting project {project.id} "
+                                    f"(status {snap.status}); see the server's log and pull again")
+            time.sleep(1)
+            snap = self.call(lambda: self.client.projects.exports.get(project.id, snap.id))
+        raw = self.call(lambda: b"".join(self.client.projects.exports.download(project.id, snap.id,
+                                                                               export_type="JSON")))
+        self.call(lambda: self.client.projects.exports.delete(project.id, snap.id))
+        return raw
 
     def annotators(self) -> dict[int, str]:
-        """User id -> e-mail (or user name), to record who labelled."""
+        """User id -> e-mail (or user name) of every member, to record who labelled."""
         return {u.id: u.email or u.username for u in self.call(lambda: list(self.client.users.list()))}
+
+    def ml_backends(self, project_id: int) -> dict[str, str]:
+        """Model version -> URL of the project's ML backends (what ``patterncnn serve`` reports at /setup)."""
+        return {m.model_version: m.url for m in self.call(lambda: list(self.client.ml.list(project=project_id)))
+                if m.model_version}
+
+    def invite_link(self) -> str:
+        """The organisation's sign-up link: whoever opens it can create an account in this Label Studio."""
+        invite = self.call(lambda: self.client.organizations.invites.get_invite_link())
+        return f"{self.url}{invite.invite_url}"
 
 
 def connect(url: str | None, api_key: str | None) -> Connection:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from ..agreement import METHODS
+
 
 def _connection_args(q) -> None:
     q.add_argument("--url", help="Label Studio URL (default: $LABEL_STUDIO_URL)")
@@ -18,7 +20,8 @@ def _connect(args):
 
 
 def register(sub) -> None:
-    p = sub.add_parser("annotate", help="label maps in Label Studio: config, push, sheets, pull",
+    p = sub.add_parser("annotate", help="label maps in Label Studio: config, push, annotators, sheets, pull, "
+                                        "agreement",
                        description="Round trip with a Label Studio server (label-studio-sdk 2.x). Connection from "
                                    "--url/--api-key or LABEL_STUDIO_URL/LABEL_STUDIO_API_KEY.")
     asub = p.add_subparsers(dest="annotate_command", metavar="ACTION", required=True)
@@ -48,16 +51,52 @@ def register(sub) -> None:
     q.add_argument("--per-sheet", type=int, default=16, help="(default: %(default)s)")
     q.add_argument("--shuffle", type=int, metavar="SEED", help="shuffle the maps with this seed first")
     q.set_defaults(func=run_sheets)
+    _register_annotators(asub)
+    _register_pull(asub)
 
-    q = asub.add_parser("pull", help="export annotations and write the labelled set (e.g. into annotations/)",
-                        description="Export the project's annotations and write labels.csv (tidy table joined to "
-                                    "the map store), the export as it came (gzipped) and the labelled maps. Skipped "
-                                    "tasks are left out and counted; several annotations on a task are resolved "
-                                    "by majority, then the most recent.")
+
+def _register_annotators(asub) -> None:
+    q = asub.add_parser("annotators", help="set a project up for several blind annotators; the sign-up link",
+                        description="Each task goes to --per-task annotators in Label All Tasks, where no annotator "
+                                    "sees another's labels; predictions are hidden too unless --show-predictions. "
+                                    "Prints the sign-up link to send to each annotator (one account each) and the "
+                                    "current members.")
+    q.add_argument("--project", required=True, help="project title or id")
+    q.add_argument("--per-task", type=int, default=3, help="annotators per task (default: %(default)s)")
+    q.add_argument("--show-predictions", action="store_true", help="show the pre-annotations to annotators")
+    _connection_args(q)
+    q.set_defaults(func=run_annotators)
+
+    q = asub.add_parser("agreement", help="agreement between the annotators of a labelled set (Cohen's, Fleiss' "
+                                          "kappa)",
+                        description="Pairwise Cohen's kappa, Fleiss' kappa and the confusion between raters, each "
+                                    "rater and each pre-annotation source against the resolved labels.")
+    q.add_argument("annotations", help="a labelled set written by `annotate pull` (with annotations.csv)")
+    q.add_argument("--raters", choices=("annotator", "pass"), default="annotator",
+                   help="'pass': an annotator's 1st, 2nd, ... annotation of a map count as separate raters "
+                        "(self-agreement across passes) (default: %(default)s)")
+    q.add_argument("--out", help="also write the report as JSON")
+    q.set_defaults(func=run_agreement)
+
+
+def _register_pull(asub) -> None:
+    q = asub.add_parser("pull", help="export annotations and merge them into the labelled set (e.g. annotations/)",
+                        description="Export the project's annotations (or read an export file) and merge them into "
+                                    "the labelled set: every annotation and prediction is kept (annotations.csv, "
+                                    "predictions.csv), each map's label is resolved from all its annotators "
+                                    "(labels.csv), and the labelled maps are added to maps/. Nothing already there "
+                                    "is dropped unless --replace.")
     q.add_argument("--project", help="project title or id")
     q.add_argument("--maps", action="append", help="map store(s) the tasks were pushed from (repeatable)")
     q.add_argument("--from-file", help="a JSON export (plain or .json.gz) instead of a server")
-    q.add_argument("--out", default="annotations", help="output folder (default: %(default)s)")
+    q.add_argument("--out", default="annotations", help="the labelled set to merge into (default: %(default)s)")
+    q.add_argument("--resolve", choices=METHODS, default="majority",
+                   help="how annotators' labels become one label per map (default: %(default)s)")
+    q.add_argument("--replace", action="store_true",
+                   help="make the set exactly this export's labels; prints what is dropped (try with --dry-run)")
+    q.add_argument("--dry-run", action="store_true", help="report what the pull would change; write nothing")
+    q.add_argument("--annotator", action="append", default=[], metavar="ID=EMAIL",
+                   help="name a Label Studio user that the export gives only by id (repeatable)")
     _connection_args(q)
     q.set_defaults(func=run_pull)
 
@@ -70,7 +109,7 @@ def run_config(args) -> int:
 
 
 def run_push(args) -> int:
-    from ..annotate import RulePredictor, label_config, push
+    from ..annotate import HIDDEN_COLUMNS, RulePredictor, label_config, push
     from ..maps import open_maps
 
     maps = open_maps(args.maps)
@@ -81,7 +120,7 @@ def run_push(args) -> int:
     else:
         predictor = RulePredictor() if args.pre == "rule" else None
     ls = _connect(args)
-    project = ls.ensure_project(args.project, label_config())
+    project = ls.ensure_project(args.project, label_config(), hidden_columns=HIDDEN_COLUMNS)
     result = push(ls, project, maps, predictor=predictor, order=args.order, limit=args.limit)
     print(f"pushed {result['pushed']} map(s) to project {project.id} ({project.title!r}); "
           f"{result['skipped_existing']} already there")
@@ -98,15 +137,83 @@ def run_sheets(args) -> int:
     return 0
 
 
+def run_annotators(args) -> int:
+    from ..annotate import setup_annotators
+    from ..labelstudio import AnnotateError
+
+    ls = _connect(args)
+    project = ls.find_project(args.project)
+    if project is None:
+        raise AnnotateError(f"no Label Studio project titled {args.project!r}; push maps to it first")
+    r = setup_annotators(ls, project, args.per_task, blind=not args.show_predictions)
+    hidden = "other annotators' labels and the predictions" if r["blind"] else "other annotators' labels"
+    print(f"project {project.id} ({project.title!r}): each task goes to {r['per_task']} annotator(s) in Label All "
+          f"Tasks, which hides {hidden}")
+    print(f"sign-up link for the annotators (one account each, with their own e-mail): {r['invite']}")
+    print(f"members now: {', '.join(r['members'].values())}")
+    print("ask annotators to label only through Label All Tasks: the task list (Data Manager) shows every "
+          "annotation to every member")
+    return 0
+
+
+def _names(pairs: list[str]) -> dict[int, str]:
+    names = {}
+    for pair in pairs:
+        uid, sep, email = pair.partition("=")
+        if not sep or not uid.strip().isdigit() or not email.strip():
+            raise ValueError(f"--annotator {pair!r}: write it as ID=EMAIL, e.g. --annotator 1=me@example.com")
+        names[int(uid)] = email.strip()
+    return names
+
+
+def _changes(c: dict) -> str:
+    return f"+{len(c['added'])} new, {len(c['updated'])} updated, {c['kept']} kept from earlier pulls" + (
+        f", {len(c['dropped'])} dropped" if c["dropped"] else "")
+
+
 def run_pull(args) -> int:
     from ..maps import MultiStore, open_maps
     from ..pull import pull
 
+    names = _names(args.annotator)
     maps = MultiStore([open_maps(m) for m in args.maps]) if args.maps else None
     ls = None if args.from_file else _connect(args)
-    report = pull(ls, args.project, maps, args.out, from_file=args.from_file)
-    counts = ", ".join(f"{k} {v}" for k, v in report["labels"].items())
-    print(f"{report['labelled']} labelled map(s) written to {args.out} ({counts}); {report['cancelled']} "
-          f"skipped/cancelled and {report['unlabelled']} unlabelled task(s) left out; "
-          f"{len(report['disagreements'])} with disagreeing annotations (resolved by majority, then most recent)")
+    r = pull(ls, args.project, maps, args.out, from_file=args.from_file, method=args.resolve,
+             replace=args.replace, dry_run=args.dry_run, names=names)
+    c = r["changes"]
+    print(f"{r['source']}: {r['tasks']} task(s); annotations {_changes(c['annotations'])}; predictions "
+          f"{_changes(c['predictions'])}")
+    counts = ", ".join(f"{k} {v}" for k, v in r["labels"].items())
+    print(f"{args.out}: {r['labelled']} labelled map(s) ({counts}): +{len(c['labels']['added'])} new, "
+          f"{len(c['labels']['relabelled'])} relabelled, {len(c['labels']['dropped'])} dropped; resolved by "
+          f"{r['resolution']} ({', '.join(f'{k} {v}' for k, v in sorted(r['resolutions'].items()))}); "
+          f"{len(r['disagreements'])} with disagreeing annotations; {r['cancelled']} "
+          f"skipped/cancelled and {r['unlabelled']} unlabelled task(s) in this export")
+    if c["labels"]["dropped"]:
+        print(f"dropped (--replace): {', '.join(c['labels']['dropped'][:10])}"
+              + (f" and {len(c['labels']['dropped']) - 10} more" if len(c["labels"]["dropped"]) > 10 else ""))
+    if r["unknown_annotators"]:
+        print(f"warning: the export names Label Studio user(s) {', '.join(r['unknown_annotators'])} by id only; "
+              f"they are recorded as 'user <id>': pass --annotator ID=EMAIL, or pull from the server")
+    if r["predictions_without_content"]:
+        print(f"warning: {r['predictions_without_content']} prediction(s) are listed by id only (a quick export): "
+              f"pull from the server to record them")
+    if args.dry_run:
+        print("dry run: nothing written")
+    return 0
+
+
+def run_agreement(args) -> int:
+    from ..agreement import agreement_report, format_report
+    from ..fileio import write_json
+    from ..labelled import read_tables
+
+    tables = read_tables(args.annotations)
+    if not tables.annotations:
+        raise FileNotFoundError(f"{args.annotations}/annotations.csv not found or empty: pull the labelled set "
+                                f"with `patterncnn annotate pull` first")
+    report = agreement_report(list(tables.annotations.values()), list(tables.labels.values()), args.raters)
+    print(format_report(report))
+    if args.out:
+        write_json(args.out, report)
     return 0

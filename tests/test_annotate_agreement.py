@@ -1,0 +1,104 @@
+"""Agreement between annotators and label resolution (patterncnn.agreement) on known cases."""
+
+import numpy as np
+import pytest
+from sklearn.metrics import cohen_kappa_score
+
+from patterncnn.agreement import (agreement_report, cohen_kappa, dawid_skene, fleiss_kappa, rater_votes,
+                                  resolve_votes)
+from patterncnn.labels import LABELS
+
+
+def row(map_id, who, label, when, i, skipped=False, uncertain=False):
+    return {"map_id": map_id, "annotator": who, "label": label, "uncertain": str(uncertain), "skipped": str(skipped),
+            "created_at": when, "updated_at": when, "ls_annotation_id": str(i)}
+
+
+def test_cohen_kappa_matches_sklearn():
+    rng = np.random.default_rng(0)
+    a = rng.choice(LABELS, 200, p=[0.4, 0.2, 0.15, 0.05, 0.2])
+    b = np.where(rng.random(200) < 0.7, a, rng.choice(LABELS, 200))
+    assert cohen_kappa(list(a), list(b)) == pytest.approx(cohen_kappa_score(a, b), abs=1e-12)
+    assert np.isnan(cohen_kappa(["block"] * 3, ["block"] * 3))
+
+
+def test_fleiss_kappa_on_fleiss_worked_example():
+    # The worked example of Fleiss' kappa (10 subjects, 14 raters, 5 categories): kappa 0.210.
+    table = np.array([[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
+                      [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]])
+    assert fleiss_kappa(table) == pytest.approx(0.20993, abs=1e-4)
+    # Items with a single rating carry no agreement and are ignored.
+    assert fleiss_kappa(np.vstack([table, [[1, 0, 0, 0, 0]]])) == pytest.approx(0.20993, abs=1e-4)
+    assert fleiss_kappa(np.array([[2, 0], [0, 2]])) == pytest.approx(1.0)
+
+
+def synthetic_annotators(n=600, accuracies=(0.95, 0.85, 0.6, 0.4, 0.4), seed=0):
+    """Truth drawn from skewed priors; annotator j is right with probability accuracies[j], else uniform wrong."""
+    rng = np.random.default_rng(seed)
+    k = len(LABELS)
+    truth = rng.choice(k, n, p=[0.4, 0.2, 0.15, 0.05, 0.2])
+    labels = np.empty((n, len(accuracies)), dtype=int)
+    for j, acc in enumerate(accuracies):
+        wrong = (truth + rng.integers(1, k, n)) % k
+        labels[:, j] = np.where(rng.random(n) < acc, truth, wrong)
+    return truth, labels
+
+
+def test_dawid_skene_recovers_annotator_accuracies_and_beats_majority():
+    accuracies = (0.95, 0.85, 0.6, 0.4, 0.4)
+    truth, labels = synthetic_annotators(accuracies=accuracies)
+    ds = dawid_skene(labels, len(LABELS))
+    estimated = np.einsum("k,jkk->j", ds.priors, ds.confusion)
+    np.testing.assert_allclose(estimated, accuracies, atol=0.05)
+    ds_acc = (ds.posterior.argmax(1) == truth).mean()
+    majority = np.array([np.bincount(r, minlength=len(LABELS)).argmax() for r in labels])
+    assert ds_acc > (majority == truth).mean() + 0.03 and ds_acc > 0.93
+    # Missing labels (-1) are allowed; an item nobody labelled is not.
+    sparse = labels.copy()
+    sparse[np.arange(len(sparse)) % 3 == 0, 2:] = -1
+    assert (dawid_skene(sparse, len(LABELS)).posterior.argmax(1) == truth).mean() > 0.9
+    with pytest.raises(ValueError, match="at least one label"):
+        dawid_skene(np.full((2, 2), -1), len(LABELS))
+
+
+def test_resolve_votes_majority_ties_and_dawid_skene_through_rows():
+    rows = [row("m1", "a", "vertical", "t1", 1), row("m1", "b", "block", "t3", 2, uncertain=True),
+            row("m2", "a", "diagonal", "t1", 3), row("m2", "a", "block", "t2", 4),  # a's latest counts
+            row("m3", "c", "diagonal", "t1", 5, skipped=True)]  # a skip is no vote
+    votes = rater_votes(rows)
+    assert set(votes) == {"m1", "m2"} and votes["m2"]["a"].label == "block"
+    res = resolve_votes(votes, "majority")
+    assert res["m1"].label == "block" and res["m1"].uncertain and res["m1"].p == 0.5  # tie: most recent
+    assert res["m2"].label == "block"
+    passes = rater_votes(rows, raters="pass")
+    assert {r: v.label for r, v in passes["m2"].items()} == {"a #1": "diagonal", "a #2": "block"}
+    truth, labels = synthetic_annotators(n=300)
+    many = [row(f"m{i}", f"ann{j}", LABELS[labels[i, j]], f"t{j}", i * 10 + j) for i in range(300) for j in range(5)]
+    ds = resolve_votes(rater_votes(many), "dawid-skene")
+    maj = resolve_votes(rater_votes(many), "majority")
+    ds_acc = np.mean([ds[f"m{i}"].label == LABELS[truth[i]] for i in range(300)])
+    maj_acc = np.mean([maj[f"m{i}"].label == LABELS[truth[i]] for i in range(300)])
+    assert ds_acc > maj_acc and {r.method for r in ds.values()} == {"dawid-skene"}
+    with pytest.raises(ValueError, match="unknown resolution"):
+        resolve_votes(votes, "coin")
+
+
+def test_agreement_report_pairs_fleiss_and_confusion():
+    rng = np.random.default_rng(1)
+    truth = rng.choice(LABELS, 60)
+    noisy = {"a": truth, "b": np.where(rng.random(60) < 0.8, truth, rng.choice(LABELS, 60)),
+             "c": np.where(rng.random(60) < 0.6, truth, rng.choice(LABELS, 60))}
+    rows = [row(f"m{i}", who, labels[i], f"t{i}", i * 3 + j) for j, (who, labels) in enumerate(noisy.items())
+            for i in range(60)]
+    resolved = [{"map_id": f"m{i}", "label": truth[i], "pre_label": noisy["c"][i], "pre_source": "push",
+                 "pre_model": "rule-v1"} for i in range(60)]
+    report = agreement_report(rows, resolved)
+    pairs = {(p["a"], p["b"]): p for p in report["pairs"]}
+    assert pairs["a", "b"]["n"] == 60
+    assert pairs["a", "b"]["kappa"] == pytest.approx(cohen_kappa_score(noisy["a"], noisy["b"]))
+    counts = np.array([[sum(noisy[w][i] == k for w in noisy) for k in LABELS] for i in range(60)])
+    assert report["fleiss"]["kappa"] == pytest.approx(fleiss_kappa(counts)) and report["fleiss"]["maps"] == 60
+    conf = np.array(report["confusion"])
+    assert conf.sum() == 2 * 3 * 60 and (conf == conf.T).all()
+    assert report["vs_resolved"]["a"]["agree"] == 1.0
+    assert report["pre_vs_resolved"]["push rule-v1"]["kappa"] == pytest.approx(cohen_kappa_score(noisy["c"], truth))

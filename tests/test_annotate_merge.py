@@ -1,0 +1,140 @@
+"""Pulling into a copy of the shipped labelled set (515 maps) never loses a label."""
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from patterncnn.agreement import agreement_report
+from patterncnn.cli import main
+from patterncnn.labelled import load_labelled, read_tables
+from patterncnn.maps import MapStore
+from synthetic import pattern_store
+
+SHIPPED = Path(__file__).resolve().parents[1] / "annotations"
+ANNOTATORS = ["ann1@example.com", "ann2@example.com", "ann3@example.com"]
+
+
+def rows(path):
+    with open(path, newline="", encoding="utf-8") as f:
+        return {r["map_id"]: r for r in csv.DictReader(f)}
+
+
+def choice(label):
+    return [{"from_name": "pattern", "to_name": "map", "type": "choices", "value": {"choices": [label]}}]
+
+
+def three_annotator_export(labels: dict[str, list[str]], first_id: int, when: str) -> list[dict]:
+    """An export (as `pull` gets it from a server) where three annotators labelled each map."""
+    tasks = []
+    for t, (map_id, votes) in enumerate(labels.items()):
+        anns = [{"id": first_id + 3 * t + j, "unique_id": f"u-{map_id}-{j}", "result": choice(label),
+                 "was_cancelled": False, "created_at": when, "updated_at": when, "lead_time": 3.0,
+                 "completed_by": {"id": 10 + j, "email": ANNOTATORS[j]}} for j, label in enumerate(votes)]
+        backend = {"id": 5000 + t, "model_version": "patterncnn-0.1.0-abcdef12", "score": 0.61, "created_at": when,
+                   "result": choice(votes[0])}
+        tasks.append({"id": 9000 + t, "project": 42, "created_at": "2027-01-01T00:00:00Z", "annotations": anns,
+                      "predictions": [backend],
+                      "data": {"map_id": map_id, "pre_label": "vertical", "pre_model": "rule-v1",
+                               "pre_scores": {"vertical": 0.9}}})
+    return tasks
+
+
+@pytest.fixture()
+def shipped_copy(tmp_path):
+    out = tmp_path / "annotations"
+    shutil.copytree(SHIPPED, out)
+    return out
+
+
+def test_shipped_set_records_every_annotation_and_its_agreement():
+    tables = read_tables(SHIPPED)
+    assert len(tables.labels) == 515 and len(tables.annotations) == 1146 and len(tables.predictions) == 515
+    assert {r["annotator"] for r in tables.annotations.values()} == {"annotator@patterncnn.local"}
+    assert {r["pre_source"] for r in tables.labels.values()} == {"push"}
+    # The datasheet's figures, recomputed from annotations.csv: blind pass 1 vs pass 2, and pre vs final.
+    report = agreement_report(list(tables.annotations.values()), list(tables.labels.values()), raters="pass")
+    first = next(p for p in report["pairs"] if p["a"].endswith("#1") and p["b"].endswith("#2"))
+    assert first["n"] == 515 and round(first["agree"], 3) == 0.775 and round(first["kappa"], 2) == 0.69
+    pre = report["pre_vs_resolved"]["all"]
+    assert pre["n"] == 515 and round(pre["agree"], 3) == 0.520 and round(pre["kappa"], 2) == 0.33
+
+
+def test_pull_twice_into_the_shipped_set_loses_nothing(shipped_copy, tmp_path, capsys):
+    shipped = rows(SHIPPED / "labels.csv")
+    store = pattern_store(tmp_path / "round1", ["diagonal", "block", "vertical", "heterogeneous"])
+    a, b, c, d = store.ids
+    first = three_annotator_export({a: ["diagonal"] * 3, b: ["block", "block", "heterogeneous"],
+                                    c: ["vertical", "vertical+diagonal", "vertical"]}, 70001, "2027-01-01T10:00:00Z")
+    (tmp_path / "e1.json").write_text(json.dumps(first))
+    pull = ["annotate", "pull", "--maps", str(tmp_path / "round1"), "--out", str(shipped_copy)]
+    assert main([*pull, "--from-file", str(tmp_path / "e1.json")]) == 0
+    assert "518 labelled map(s)" in capsys.readouterr().out
+    after1 = rows(shipped_copy / "labels.csv")
+    assert {m: after1[m] for m in shipped} == shipped  # every shipped row, every column, unchanged
+    assert {after1[m]["label"] for m in (a, b, c)} == {"diagonal", "block", "vertical"}
+    assert after1[b]["n_annotators"] == "3" and after1[b]["disagreement"] == "True"
+    assert after1[a]["pre_label"] == "diagonal" and after1[a]["pre_source"] == "other"  # most recent prediction
+    ann1 = read_tables(shipped_copy).annotations
+    assert len(ann1) == 1146 + 9
+    assert sorted(r["annotator"] for r in ann1.values() if r["map_id"] == b) == ANNOTATORS
+    preds = [p for p in read_tables(shipped_copy).predictions.values() if p["map_id"] == a]
+    assert sorted(p["source"] for p in preds) == ["other", "push"]
+
+    # Second pull: ann3 changes their label of b, and a new map d comes in.
+    second = three_annotator_export({b: ["block", "block", "block"], d: ["heterogeneous"] * 3}, 70101,
+                                    "2027-01-02T10:00:00Z")
+    second[0]["annotations"] = second[0]["annotations"][2:]  # only ann3's (edited) annotation of b
+    second[0]["annotations"][0].update(id=70005, unique_id=f"u-{b}-2")
+    (tmp_path / "e2.json").write_text(json.dumps(second))
+    assert main([*pull, "--from-file", str(tmp_path / "e2.json")]) == 0
+    msg = capsys.readouterr().out
+    assert "annotations +3 new, 1 updated, 1154 kept" in msg and "519 labelled map(s)" in msg
+    after2 = rows(shipped_copy / "labels.csv")
+    assert {m: after2[m] for m in shipped} == shipped
+    assert after2[b]["labels_seen"] == '{"block": 3}' and after2[d]["label"] == "heterogeneous"
+    ann2 = read_tables(shipped_copy).annotations
+    assert set(ann1) <= set(ann2) and len(ann2) == 1146 + 12
+    assert len(MapStore(shipped_copy / "maps").ids) == 519
+    data = load_labelled(shipped_copy)  # what `patterncnn train --annotations` reads
+    assert len(data.ids) == 519 and data.y.shape == (519,)
+    assert len((shipped_copy / "pulls.jsonl").read_text().splitlines()) == 3  # the shipped rebuild + 2
+    assert len(list((shipped_copy / "exports").glob("*.json.gz"))) == 3
+
+
+def test_replace_shows_what_it_drops(shipped_copy, tmp_path, capsys):
+    store = pattern_store(tmp_path / "round1", ["diagonal"])
+    (tmp_path / "e.json").write_text(json.dumps(three_annotator_export({store.ids[0]: ["diagonal"] * 3}, 80001,
+                                                                        "2027-01-01T10:00:00Z")))
+    before = (shipped_copy / "labels.csv").read_bytes()
+    pull = ["annotate", "pull", "--from-file", str(tmp_path / "e.json"), "--maps", str(tmp_path / "round1"),
+            "--out", str(shipped_copy), "--replace"]
+    assert main([*pull, "--dry-run"]) == 0
+    msg = capsys.readouterr().out
+    assert "515 dropped" in msg and "dropped (--replace): minilm-" in msg and "dry run: nothing written" in msg
+    assert (shipped_copy / "labels.csv").read_bytes() == before
+    assert len(list((shipped_copy / "exports").iterdir())) == 1
+    assert main(pull) == 0
+    assert "1 labelled map(s)" in capsys.readouterr().out
+    assert list(rows(shipped_copy / "labels.csv")) == store.ids and MapStore(shipped_copy / "maps").ids == store.ids
+
+
+def test_dawid_skene_resolution_is_recorded(shipped_copy, tmp_path, capsys):
+    shipped = rows(SHIPPED / "labels.csv")
+    store = pattern_store(tmp_path / "round1", ["diagonal", "block"])
+    a, b = store.ids
+    export = three_annotator_export({a: ["diagonal"] * 3, b: ["vertical", "vertical", "heterogeneous"]},
+                                    90001, "2027-01-01T10:00:00Z")
+    (tmp_path / "e.json").write_text(json.dumps(export))
+    assert main(["annotate", "pull", "--from-file", str(tmp_path / "e.json"), "--maps", str(tmp_path / "round1"),
+                 "--out", str(shipped_copy), "--resolve", "dawid-skene"]) == 0
+    assert "resolved by dawid-skene" in capsys.readouterr().out
+    labels = rows(shipped_copy / "labels.csv")
+    assert (labels[a]["label"], labels[b]["label"]) == ("diagonal", "vertical")
+    assert labels[a]["resolution"] == labels[b]["resolution"] == "dawid-skene"
+    # The shipped maps have one annotator each: their labels stay, resolved as "single".
+    assert all(labels[m]["label"] == r["label"] and labels[m]["resolution"] == "single" for m, r in shipped.items())
+    assert all(0 < float(r["resolution_p"]) <= 1 for r in labels.values())
+    assert json.loads((shipped_copy / "pulls.jsonl").read_text().splitlines()[-1])["resolution"] == "dawid-skene"
