@@ -51,13 +51,13 @@ class Terminal:
         return done.stdout
 
 
-def test_readme_label_studio_section_end_to_end(label_studio, shared_glue, tmp_path):
+def test_readme_label_studio_section_end_to_end(label_studio, glue_dir, tmp_path):
     blocks = [on_port(b, label_studio.port) for b in readme_blocks()]
     assert len(blocks) == 5 and "pip install" in blocks[0] and "label-studio start" in blocks[1]
     assert f"Label Studio API token: {label_studio.token}" in label_studio.log.read_text()  # the start block printed it
     repo = fresh_copy(tmp_path / "repo")
     (tmp_path / "shared").mkdir()
-    (tmp_path / "shared" / "glue").symlink_to(shared_glue)  # the README's ../shared/glue
+    (tmp_path / "shared" / "glue").symlink_to(glue_dir)  # the README's ../shared/glue (its excerpts)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "patterncnn").write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import sys; from patterncnn.cli "
