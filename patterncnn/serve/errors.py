@@ -23,6 +23,8 @@ def describe(errors: list[dict], shown: int = 3) -> str:
     for e in errors[:shown]:
         where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
         what = str(e.get("msg", "bad input")).removeprefix("Value error, ")
+        if not where and e.get("type") in ("model_type", "model_attributes_type", "dict_type"):
+            what = "the body must be a JSON object"
         parts.append(f"{what} at {where}" if where else what)
     more = f"; and {len(errors) - shown} more" if len(errors) > shown else ""
     return "invalid request: " + "; ".join(parts) + more

@@ -52,4 +52,4 @@ def _predict(parts: Parts, tasks: list[Task]):
         return []
     batch = checked([str(t.id) for t in tasks], [task_map(t, parts.settings) for t in tasks],
                     [t.data.seps for t in tasks], parts.settings)
-    return parts.classifier.predict(batch.maps, batch.seps)
+    return parts.predict(batch.ids, batch.maps, batch.seps)

@@ -62,7 +62,7 @@ async def classify(request: Request, parts: Parts = Depends(get_parts)) -> Class
 
 def _classify(parts: Parts, media: str, body: bytes) -> list[dict]:
     batch = classify_batch(media, body, parts.settings)
-    probs = parts.classifier.predict(batch.maps, batch.seps)
+    probs = parts.predict(batch.ids, batch.maps, batch.seps)
     return [result_record(k, p, w) for k, p, w in zip(batch.ids, probs, batch.warnings)]
 
 

@@ -8,9 +8,11 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable
 
 import anyio
+import numpy as np
 from fastapi import Request
 
 from ..arrayfile import ReadLimits
+from .errors import BadInput
 
 if TYPE_CHECKING:
     from ..encoder import Encoder
@@ -71,6 +73,15 @@ class Parts:
     async def run(self, fn: Callable, *args) -> Any:
         """``fn(*args)`` off the event loop, at most ``settings.workers`` at once (decoding and inference)."""
         return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=self.limiter)
+
+    def predict(self, ids: list[str], maps: list[np.ndarray], seps: list | None) -> np.ndarray:
+        """(N, 5) probabilities; 422 naming the maps the classifier cannot score (values near float32's limit)."""
+        probs = self.classifier.predict(maps, seps)
+        bad = [k for k, p in zip(ids, probs) if not np.isfinite(p).all()]
+        if bad:
+            raise BadInput(f"map(s) {', '.join(map(repr, bad[:10]))}: values too large for the classifier to score; "
+                           f"send attention weights (rows summing to 1) or scale the maps down")
+        return probs
 
     def remember_project(self, project: str | int | None, names: tuple[str, str]) -> None:
         """Keep a Label Studio project's (from_name, to_name); the oldest is forgotten past MAX_PROJECTS."""
