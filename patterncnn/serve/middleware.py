@@ -16,6 +16,7 @@ import anyio
 from fastapi import HTTPException
 
 log = logging.getLogger("patterncnn.serve")
+CLOSE = {"Connection": "close"}
 
 
 async def send_json(send, status: int, detail: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
@@ -46,7 +47,8 @@ class CatchAll:
             await self.app(scope, receive, tracked)
         except HTTPException as exc:  # raised where no route handles it (e.g. by BodyGuard): still a 4xx
             if not started:
-                await send_json(send, exc.status_code, str(exc.detail))
+                await send_json(send, exc.status_code, str(exc.detail),
+                                [(k.lower().encode(), v.encode()) for k, v in (exc.headers or {}).items()])
         except Exception as exc:  # noqa: BLE001 - the last line of defence: every error becomes one log line
             frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
             where = f" at {frame.filename}:{frame.lineno}" if frame else ""
@@ -99,7 +101,7 @@ class BodyGuard:
             return await self.app(scope, receive, send)
         length = dict(scope.get("headers") or []).get(b"content-length", b"")
         if length.isdigit() and int(length) > self.limit:
-            return await send_json(send, 413, self._too_large())
+            return await send_json(send, 413, self._too_large(), [(b"connection", b"close")])
         deadline = anyio.current_time() + self.timeout
         seen, done = 0, False
 
@@ -109,14 +111,15 @@ class BodyGuard:
                 return await receive()
             with anyio.move_on_after(deadline - anyio.current_time()) as scope_:
                 message = await receive()
+            # The rest of the body is not read: the connection closes after the answer.
             if scope_.cancelled_caught:
                 raise HTTPException(408, f"the request body did not arrive within {self.timeout:g} s; send it "
-                                         f"faster, or in smaller requests")
+                                         f"faster, or in smaller requests", headers=CLOSE)
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 done = not message.get("more_body", False)
                 if seen > self.limit:
-                    raise HTTPException(413, self._too_large())
+                    raise HTTPException(413, self._too_large(), headers=CLOSE)
             return message
 
         # The route's exception handling turns these HTTPExceptions into JSON responses.
