@@ -14,6 +14,7 @@ import traceback
 
 import anyio
 from fastapi import HTTPException
+from starlette.requests import ClientDisconnect
 
 log = logging.getLogger("patterncnn.serve")
 CLOSE = {"Connection": "close"}
@@ -45,6 +46,8 @@ class CatchAll:
 
         try:
             await self.app(scope, receive, tracked)
+        except ClientDisconnect:  # the client left (or the server is stopping) while sending its body
+            log.info("%s %s: the client disconnected before its body arrived", scope.get("method"), scope.get("path"))
         except HTTPException as exc:  # raised where no route handles it (e.g. by BodyGuard): still a 4xx
             if not started:
                 await send_json(send, exc.status_code, str(exc.detail),

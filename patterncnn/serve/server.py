@@ -2,7 +2,8 @@
 
 uvicorn closes an idle keep-alive connection, but waits forever for a client that sends half its
 headers; :class:`DeadlineH11` closes a connection whose request headers are not complete within
-``header_timeout`` s. The body's deadline is :class:`patterncnn.serve.middleware.BodyGuard`'s.
+``header_timeout`` s, and on shutdown ends the requests whose body is still arriving. The body's
+deadline is :class:`patterncnn.serve.middleware.BodyGuard`'s.
 """
 
 from __future__ import annotations
@@ -43,6 +44,16 @@ class DeadlineH11(H11Protocol):
     def on_response_complete(self) -> None:
         super().on_response_complete()
         self._arm_header_deadline()
+
+    def shutdown(self) -> None:
+        # A client still sending its body when the server stops is treated as gone: its request ends
+        # now (the app sees a disconnect) instead of holding the shutdown until it is cancelled.
+        if self.cycle is not None and not self.cycle.response_complete and self.conn.their_state is h11.SEND_BODY:
+            self.cycle.disconnected = True
+            self.cycle.message_event.set()
+            self.transport.close()
+            return
+        super().shutdown()
 
     def connection_lost(self, exc) -> None:
         if self._header_timer is not None:
