@@ -23,6 +23,7 @@ import dataclasses
 import io
 import math
 import os
+import tokenize
 import zipfile
 import zlib
 from typing import IO
@@ -124,7 +125,9 @@ def _read_array(fp: IO[bytes], what: str, budget: _Budget, stacked: bool) -> np.
     return np.frombuffer(buf, dtype=dtype).reshape(shape, order="F" if fortran else "C")
 
 
-_DECODE_ERRORS = (ValueError, EOFError, OSError, zlib.error, zipfile.BadZipFile, RuntimeError, NotImplementedError)
+# What a corrupt .npy header (numpy parses it as a Python literal) or zip stream can raise.
+_DECODE_ERRORS = (ValueError, TypeError, SyntaxError, tokenize.TokenError, EOFError, OSError, zlib.error,
+                  zipfile.BadZipFile, RuntimeError, NotImplementedError)
 
 
 def read_npy(data: bytes, limits: ReadLimits, name: str = "the .npy") -> list[np.ndarray]:

@@ -51,3 +51,12 @@ def corrupt_deflate_npz(seed: int = 0) -> bytes:
 
 def truncated(data: bytes, keep: float = 0.5) -> bytes:
     return data[: int(len(data) * keep)]
+
+
+def unparsable_header_npy() -> bytes:
+    """An .npy whose header is not a closed Python literal (numpy's parser raises TokenError)."""
+    buf = io.BytesIO()
+    np.save(buf, np.ones((3, 3)))
+    data = bytearray(buf.getvalue())
+    data[data.index(b"(3, 3)") + 5] = ord(" ")
+    return bytes(data)

@@ -17,7 +17,7 @@ import pytest
 import uvicorn
 from fastapi.testclient import TestClient
 
-from hostile import corrupt_deflate_npz, npy_header, truncated, zip_bomb, zip_of
+from hostile import corrupt_deflate_npz, npy_header, truncated, unparsable_header_npy, zip_bomb, zip_of
 from labelstudio_server import free_port
 from patterncnn.annotate import make_task
 from patterncnn.encoder import load_encoder
@@ -83,6 +83,8 @@ def test_classify_json_cases(client, body, status, phrase):
     (zip_of({}), 422, "holds no maps"),  # an empty .npz, like an empty JSON list
     (zip_of({f"m{i}.npy": b"" for i in range(9)}), 413, "the limit is 8"),
     (npy_header((3, 3), "|O"), 422, "no pickles"),
+    (unparsable_header_npy(), 400, "unreadable .npy"),  # found by the fuzzer: numpy raised TokenError
+    (zip_of({"a.npy": unparsable_header_npy()}), 400, "unreadable"),
 ])
 def test_classify_array_cases(client, body, status, phrase):
     refused(client.post("/v1/classify", content=body, headers=BINARY), status, phrase)
