@@ -6,7 +6,8 @@ Builds the probe's bomb (3 zero maps of 16384 × 16384 float32 in a 3.1 MB .npz,
 building it takes ~20 s), starts the server on 127.0.0.1 (a subprocess, shipped classifier, no
 encoder), then sends the bomb --bombs times, --concurrency at once, while another client polls
 /health every 20 ms. Prints the refusal time per bomb, the growth of the server's RSS, and the
-/health latency while the bombs were in flight. Targets (issue 14): refused in < 100 ms, RSS growth < 50 MB, /health < 100 ms.
+/health latency while the bombs were in flight. Targets (issue 14): refused in < 100 ms, RSS
+growth < 50 MB, /health < 100 ms.
 Traffic goes to the loopback address only.
 """
 

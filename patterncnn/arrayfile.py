@@ -165,7 +165,8 @@ class NpzMaps:
             member over the limits, truncated or corrupt.
     """
 
-    def __init__(self, source: str | os.PathLike | IO[bytes], limits: ReadLimits = FILE_LIMITS, name: str | None = None):
+    def __init__(self, source: str | os.PathLike | IO[bytes], limits: ReadLimits = FILE_LIMITS,
+                 name: str | None = None):
         self.name = name or str(source)
         self._budget = _Budget(limits)
         try:

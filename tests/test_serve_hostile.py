@@ -11,19 +11,16 @@ import threading
 import time
 
 import httpx
-import numpy as np
 import psutil
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
 from hostile import corrupt_deflate_npz, npy_header, truncated, unparsable_header_npy, zip_bomb, zip_of
-from labelstudio_server import free_port
+from live import live_server
 from patterncnn.annotate import make_task
 from patterncnn.encoder import load_encoder
 from patterncnn.infer import OnnxClassifier
 from patterncnn.serve import ServeSettings, create_app
-from patterncnn.serve.server import server_config
 from synthetic import pattern_map
 
 JSON = {"content-type": "application/json"}
@@ -172,21 +169,10 @@ def test_settings_refuse_nonsense(parts):
 
 @pytest.fixture()
 def live(parts):
-    """A real uvicorn server in a thread (1 s header and body deadlines); yields its URL."""
+    """A real uvicorn server in a thread (1 s header and body deadlines); yields its port."""
     settings = ServeSettings(max_t=512, header_timeout=1.0, body_timeout=1.0)
-    port = free_port()
-    server = uvicorn.Server(server_config(create_app(settings, parts[0]), "127.0.0.1", port, settings))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(100):
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    yield port
-    server.should_exit = True
-    thread.join(15)
+    with live_server(create_app(settings, parts[0]), settings) as url:
+        yield int(url.rsplit(":", 1)[1])
 
 
 def read_all(sock: socket.socket, within: float) -> bytes:
