@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
 
 from .. import __version__
 from . import labelstudio, routes
-from .errors import HANDLERS, error_responses
+from .errors import error_responses, invalid_request
 from .middleware import BodyGuard, CatchAll, TokenAuth
 from .state import Parts, ServeSettings
 
@@ -25,8 +26,7 @@ def create_app(settings: ServeSettings, classifier, encoder=None) -> FastAPI:
     # No /docs or /redoc: those pages load their scripts from a CDN, so they are blank offline.
     app = FastAPI(title="patterncnn", version=__version__, description=DESCRIPTION, docs_url=None, redoc_url=None)
     app.state.parts = Parts(settings, classifier, encoder)
-    for exc, handler in HANDLERS.items():
-        app.add_exception_handler(exc, handler)
+    app.add_exception_handler(RequestValidationError, invalid_request)
     app.include_router(routes.open_router)
     app.include_router(routes.router, responses=error_responses(401))
     app.include_router(labelstudio.router, responses=error_responses(401))

@@ -4,8 +4,8 @@
 JSON is parsed by pydantic-core's parser, which refuses nesting deeper than ``JSON_MAX_DEPTH``,
 lone surrogates and other invalid UTF-8, and takes ``NaN``/``Infinity`` (so that a map holding
 them is refused by name). Arrays are read by :mod:`patterncnn.arrayfile`, which refuses an
-over-limit header before allocating. Everything here runs in a worker thread, except the
-content-type check and the parsing of the small JSON bodies of the other routes.
+over-limit header before allocating. Everything here but the content-type check runs in a worker
+thread, under the limiter of inference.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ import dataclasses
 
 import numpy as np
 import pydantic_core
+from pydantic import ValidationError
 from fastapi import Request
 from fastapi.routing import APIRoute
 
 from ..arrayfile import NPY_MAGIC, ZIP_MAGIC, ArrayFileError, read_npy, read_npz
 from ..maps import check_map
-from .errors import BadInput
+from .errors import BadInput, describe
 from .schemas import ClassifyRequest, Task
 from .state import ServeSettings
 
@@ -54,11 +55,12 @@ def parse_json(body: bytes, max_bytes: int):
 
 
 class BoundedRequest(Request):
-    """A request whose ``json()`` is :func:`parse_json` under the service's JSON size limit."""
+    """A request whose ``json()`` is :func:`parse_json` under the service's JSON size limit, in a worker thread."""
 
     async def json(self):
         if not hasattr(self, "_json"):
-            self._json = parse_json(await self.body(), self.app.state.parts.settings.max_json_bytes)
+            parts = self.app.state.parts
+            self._json = await parts.run(parse_json, await self.body(), parts.settings.max_json_bytes)
         return self._json
 
 
@@ -90,7 +92,10 @@ class Batch:
 def classify_batch(media: str, body: bytes, s: ServeSettings) -> Batch:
     """The checked maps of a /v1/classify body (JSON, or an .npy/.npz for ``BINARY`` media types)."""
     if media == JSON:
-        req = ClassifyRequest.model_validate(parse_json(body, s.max_json_bytes))
+        try:
+            req = ClassifyRequest.model_validate(parse_json(body, s.max_json_bytes))
+        except ValidationError as e:
+            raise BadInput(describe(e.errors())) from None
         ids, seps = req.id_list, req.seps
         if len(ids) > s.max_batch:
             raise _too_many(len(ids), s)

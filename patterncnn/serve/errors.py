@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
 
 from .schemas import Error
 
@@ -30,12 +29,9 @@ def describe(errors: list[dict], shown: int = 3) -> str:
     return "invalid request: " + "; ".join(parts) + more
 
 
-async def invalid_request(request: Request, exc: RequestValidationError | ValidationError) -> JSONResponse:
-    """422 for a body that breaks the schema (FastAPI's check, or the classify route's own)."""
+async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """422 for a body that breaks the schema, in one line."""
     return JSONResponse({"detail": describe(list(exc.errors()))}, status_code=422)
-
-
-HANDLERS = {RequestValidationError: invalid_request, ValidationError: invalid_request}
 
 
 def error_responses(*statuses: int) -> dict:
