@@ -78,11 +78,11 @@ def _analyze(parts: Parts, texts: tuple[str, ...]) -> AnalyzeResponse:
     from ..analyze import analyze
 
     enc = parts.encoder
-    with parts.encoder_lock:
-        _, cut = enc.tokenize(texts)
-        if cut:
-            raise BadInput(f"the input is longer than the encoder's limit of {enc.max_length} tokens; shorten it")
-        res = analyze(enc, parts.classifier, texts)
+    # Counted without truncation, as the encoder counts: a fast tokenizer must not switch its
+    # truncation setting while another worker thread is encoding with it.
+    if len(enc.tokenizer(*texts, truncation=False, verbose=False)["input_ids"]) > enc.max_length:
+        raise BadInput(f"the input is longer than the encoder's limit of {enc.max_length} tokens; shorten it")
+    res = analyze(enc, parts.classifier, texts)
     return AnalyzeResponse(tokens=res["tokens"], seps=res["seps"], labels=res["labels"],
                            probs=np.round(res["probs"], 5).tolist(), label_order=list(LABELS),
                            encoder=enc.fingerprint["model"], model_version=parts.classifier.model_version)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import threading
 from typing import TYPE_CHECKING, Any, Callable
 
 import anyio
@@ -63,12 +62,14 @@ class Parts:
     encoder: Encoder | None = None  # None: no /v1/analyze
     limiter: anyio.CapacityLimiter = None
     projects: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
-    # A Hugging Face fast tokenizer must not change its truncation setting under another thread.
-    encoder_lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
     def __post_init__(self):
         if self.limiter is None:
             self.limiter = anyio.CapacityLimiter(self.settings.workers)
+        if self.encoder is not None:
+            # Settle the fast tokenizer on "no truncation" (how every request uses it) while one
+            # thread has it: switching that setting while another thread encodes fails.
+            self.encoder.tokenizer("patterncnn", truncation=False, verbose=False)
 
     async def run(self, fn: Callable, *args) -> Any:
         """``fn(*args)`` off the event loop, at most ``settings.workers`` at once (decoding and inference)."""
