@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from hostile import corrupt_deflate_npz, npy_header, truncated, unparsable_header_npy, zip_bomb, zip_of
 from live import live_server
-from patterncnn.annotate import make_task
+from patterncnn.annotate import label_config, make_task
 from patterncnn.encoder import load_encoder
 from patterncnn.infer import OnnxClassifier
 from patterncnn.serve import ServeSettings, create_app
@@ -107,6 +107,9 @@ def test_json_routes_refuse_what_a_browser_form_can_send(client, path, ctype):
 @pytest.mark.parametrize("path,body,status,phrase", [
     ("/setup", [], 422, "the body must be a JSON object"),
     ("/setup", {"schema": 5}, 422, "valid string at schema"),
+    ("/setup", {"project": "x" * 300}, 422, "at most 256 characters at project"),
+    ("/setup", {"schema": label_config().replace('name="pattern"', f'name="{"p" * 300}"')}, 422,
+     "longer than 256 characters"),
     ("/predict", {"tasks": [1]}, 422, "at tasks.0"),
     ("/predict", {"tasks": [a_task(map_npy="!!!")]}, 422, "not a base64 .npy"),
     ("/predict", {"tasks": [a_task(seps=["a"])]}, 422, "at tasks.0.data.seps.0"),
@@ -159,6 +162,16 @@ def test_unexpected_error_is_one_log_line_and_a_json_500(parts, caplog):
     lines = [rec for rec in caplog.records if rec.name == "patterncnn.serve"]
     assert len(lines) == 1 and "RuntimeError" in lines[0].getMessage() and lines[0].exc_info is None
     assert len(lines[0].getMessage()) < 500
+
+
+def test_setup_remembers_a_bounded_number_of_projects(parts):
+    from patterncnn.serve.state import MAX_PROJECTS
+
+    c = TestClient(create_app(ServeSettings(), *parts))
+    for project in range(MAX_PROJECTS + 5):
+        assert c.post("/setup", json={"project": project, "schema": label_config()}).status_code == 200
+    remembered = c.app.state.parts.projects
+    assert len(remembered) == MAX_PROJECTS and "0" not in remembered and str(MAX_PROJECTS + 4) in remembered
 
 
 def test_settings_refuse_nonsense(parts):

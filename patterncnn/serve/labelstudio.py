@@ -16,6 +16,7 @@ from .errors import BadInput, error_responses
 from .schemas import PredictRequest, PredictResponse, SetupRequest, SetupResponse, Task
 from .state import Parts, get_parts
 
+MAX_NAME = 256
 router = APIRouter(route_class=JsonRoute, tags=["Label Studio ML backend"],
                    responses=error_responses(400, 408, 413, 415, 422))
 
@@ -23,9 +24,12 @@ router = APIRouter(route_class=JsonRoute, tags=["Label Studio ML backend"],
 def project_names(config: str | None) -> tuple[str, str]:
     """(from_name, to_name) of the pattern choices in a labeling config; 422 naming the problem."""
     try:
-        return choice_names(config)
+        names = choice_names(config)
     except ValueError as e:
         raise BadInput(str(e)) from None
+    if any(len(name or "") > MAX_NAME for name in names):  # /setup keeps them: bound what it keeps
+        raise BadInput(f"the pattern Choices' name or toName is longer than {MAX_NAME} characters; shorten it")
+    return names
 
 
 @router.post("/setup", response_model=SetupResponse)

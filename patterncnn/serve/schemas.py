@@ -90,14 +90,17 @@ class Task(StrictModel):
     data: TaskData = Field(default_factory=TaskData)
 
 
+ProjectId = Annotated[str, Field(max_length=256)] | int
+
+
 class SetupRequest(StrictModel):
-    project: Optional[str | int] = None
+    project: Optional[ProjectId] = None
     label_config: Optional[str] = Field(None, alias="schema", description="the project's labeling config (XML)")
 
 
 class PredictRequest(StrictModel):
     tasks: list[Task]
-    project: Optional[str | int] = None
+    project: Optional[ProjectId] = None
     label_config: Optional[str] = None
 
 
