@@ -3,8 +3,9 @@
     python benchmarks/load_test.py [--classify 2000] [--analyze 200] [--concurrency 32]
 
 Starts the server itself on 127.0.0.1 (a subprocess, shipped classifier, embedded MiniLM), sends a
-bounded number of requests, prints throughput, p50/p99 latency and errors, and stops the server.
-Traffic goes to the loopback address only.
+bounded number of requests, prints throughput, p50/p99 latency, errors and the machine's load
+average (other work on the machine shows in the figures), and stops the server. Traffic goes to
+the loopback address only.
 """
 
 import argparse
@@ -19,17 +20,35 @@ import httpx
 import numpy as np
 
 
+TOKEN = "load-test"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
+def start_server(port: int, token: str, *extra: str) -> subprocess.Popen:
+    """`patterncnn serve` on 127.0.0.1:port in a subprocess (shipped classifier), once /health answers."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PATTERNCNN_API_TOKEN": token}
+    server = subprocess.Popen([sys.executable, "-m", "patterncnn.cli", "serve", "--port", str(port), *extra], env=env,
+                              stdout=subprocess.DEVNULL)
+    for _ in range(600):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    server.kill()
+    raise SystemExit("server did not start")
+
+
 async def run(url: str, n: int, concurrency: int, make) -> dict:
     sem = asyncio.Semaphore(concurrency)
     lat, errors = [], 0
 
-    async with httpx.AsyncClient(base_url=url, timeout=120, headers={"Authorization": "Bearer load-test"}) as c:
+    async with httpx.AsyncClient(base_url=url, timeout=120, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
         async def one(i):
             nonlocal errors
             async with sem:
@@ -60,18 +79,9 @@ def main() -> None:
     a = p.parse_args()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PATTERNCNN_API_TOKEN": "load-test"}
-    server = subprocess.Popen([sys.executable, "-m", "patterncnn.cli", "serve", "--port", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    load_before = os.getloadavg()
+    server = start_server(port, TOKEN)
     try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        else:
-            raise SystemExit("server did not start")
         rng = np.random.default_rng(0)
         maps = rng.random((a.maps_per_request, a.t, a.t), dtype=np.float32)
         body = {"maps": (maps / maps.sum(-1, keepdims=True)).round(5).tolist(),
@@ -81,7 +91,9 @@ def main() -> None:
         r1 = asyncio.run(run(url, a.classify, a.concurrency, lambda c, i: c.post("/v1/classify", json=body)))
         r2 = asyncio.run(run(url, a.analyze, a.concurrency, lambda c, i: c.post(
             "/v1/analyze", json={"text": sentences[i % 3], "text_pair": sentences[(i + 1) % 3]})))
-        print(f"server: 127.0.0.1, 2 threads; concurrency {a.concurrency}")
+        print(f"server: 127.0.0.1, 2 threads; concurrency {a.concurrency}; load average (1, 5, 15 min) before "
+              f"{' '.join(f'{x:.2f}' for x in load_before)}, after {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
+              f"on {os.cpu_count()} cores")
         for name, r, unit in (("classify", r1, f"{a.maps_per_request} maps of T={a.t} each"),
                               ("analyze", r2, "one sentence pair each")):
             print(f"{name:>8}: {r['n']} requests ({unit}) in {r['wall']:.1f} s = {r['rps']:.1f} req/s; "

@@ -6,7 +6,7 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import IO, Any, Iterator
 
@@ -19,7 +19,7 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iter
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _create_temp(path)
     try:
         with os.fdopen(fd, mode, **kwargs) as f:
             yield f
@@ -30,6 +30,20 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iter
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _create_temp(path: Path) -> tuple[int, str]:
+    """A new empty file beside ``path``, mode 0666 less the umask (as ``open`` would make it).
+
+    ``tempfile.mkstemp`` would make it 0600, and the rename would carry that onto the output.
+    """
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not create a temporary file beside {path}")
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:

@@ -267,8 +267,9 @@ def load_split(
     if glue_dir is not None:
         root = Path(glue_dir).expanduser()
         if not root.is_dir():
+            what = "is a file, not a folder" if root.exists() else "does not exist"
             raise GlueDataError(
-                f"GLUE folder {root} does not exist; pass --glue-dir PATH/TO/glue_data (the folder that holds "
+                f"GLUE folder {root} {what}; pass --glue-dir PATH/TO/glue_data (the folder that holds "
                 f"{t.folder}/) or set GLUE_DIR"
             )
         path = root / t.folder / t.files[split]

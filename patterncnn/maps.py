@@ -36,6 +36,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from . import __version__
+from .arrayfile import MapFormatError, NpzMaps
 from .fileio import atomic_open, write_bytes, write_json
 
 FORMAT = "patterncnn-maps"
@@ -61,17 +62,17 @@ def map_record(encoder, task: str, split: str, ea, layer: int, head: int) -> dic
             "seps": ea.seps, "truncated": ea.truncated, "texts": list(ea.example.texts)}
 
 
-class MapFormatError(ValueError):
-    """A file or folder is not a readable set of maps; the message says what is wrong."""
+def check_map(a: np.ndarray, row_tol: float = 1e-2, max_t: int | None = None) -> tuple[list[str], list[str]]:
+    """Check one attention map: the one validation every map passes, from JSON, .npy, .npz or a store.
 
-
-def check_map(a: np.ndarray, row_tol: float = 1e-2) -> tuple[list[str], list[str]]:
-    """Check one attention map.
+    Args:
+        a: the map, (T, T).
+        max_t: the largest T accepted (None: any).
 
     Returns:
-        (errors, warnings). Errors make the map unusable: not 2-D and square, empty, not a
-        real number type, NaN/inf or negative values. The warning flags rows that do not sum
-        to ~1 (the map is still usable: it may be a rescaled or averaged map).
+        (errors, warnings). Errors make the map unusable: not a real number type, not 2-D and
+        square, empty, T over ``max_t``, NaN/inf or negative values. The warning flags rows that
+        do not sum to ~1 (the map is still usable: it may be a rescaled or averaged map).
     """
     a = np.asarray(a)
     if a.dtype.kind not in "fiu":
@@ -80,6 +81,8 @@ def check_map(a: np.ndarray, row_tol: float = 1e-2) -> tuple[list[str], list[str
         return [f"shape {a.shape} is not a square 2-D map (T, T)"], []
     if a.size == 0:
         return ["map is empty (T = 0)"], []
+    if max_t is not None and a.shape[0] > max_t:
+        return [f"T={a.shape[0]} exceeds the limit T <= {max_t}"], []
     if not np.isfinite(a).all():
         return ["map holds NaN or inf values"], []
     if (a < 0).any():
@@ -129,7 +132,7 @@ class MapStore(MapSource):
                     m = json.loads(line)
                     self._where[m["id"]] = (part, len(self.meta))
                     self.meta.append(m)
-        self._open: dict[Path, np.lib.npyio.NpzFile] = {}
+        self._open: dict[Path, NpzMaps] = {}
 
     @classmethod
     def create(cls, root: str | os.PathLike, info: dict | None = None, exist_ok: bool = False) -> "MapStore":
@@ -156,8 +159,8 @@ class MapStore(MapSource):
         except KeyError:
             raise KeyError(f"no map {map_id!r} in {self.root}") from None
         if part not in self._open:
-            self._open[part] = np.load(part)
-        return self._open[part][map_id]
+            self._open[part] = NpzMaps(part)
+        return self._open[part].get(map_id)
 
     def metadata(self, map_id: str) -> dict:
         return self.meta[self._where[map_id][1]]
@@ -201,19 +204,16 @@ class PlainNpz(MapSource):
 
     def __init__(self, path: str | os.PathLike):
         self.root = Path(path)
-        try:
-            self._npz = np.load(self.root, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise MapFormatError(f"{self.root} is not a readable .npz file ({e}); save maps with np.savez") from None
-        self.meta = [{"id": k} for k in self._npz.files]
+        self._npz = NpzMaps(self.root)
+        self.meta = [{"id": k} for k in self._npz.keys]
         if not self.meta:
             raise MapFormatError(f"{self.root} holds no arrays; put one square 2-D map per key")
 
     def __contains__(self, map_id: str) -> bool:
-        return map_id in self._npz.files
+        return map_id in self._npz
 
     def get(self, map_id: str) -> np.ndarray:
-        return self._npz[map_id]
+        return self._npz.get(map_id)
 
     def metadata(self, map_id: str) -> dict:
         return {"id": map_id}

@@ -1,13 +1,10 @@
 """A real Label Studio connects to `patterncnn serve` as its ML backend and shows its predictions on map tasks."""
 
-import threading
 import time
 
-import httpx
 import pytest
-import uvicorn
 
-from labelstudio_server import free_port
+from live import live_server
 from patterncnn.annotate import label_config, push
 from patterncnn.labelstudio import connect
 from patterncnn.infer import OnnxClassifier
@@ -19,20 +16,9 @@ from synthetic import pattern_store
 @pytest.fixture()
 def backend(tiny_classifier):
     clf = OnnxClassifier(tiny_classifier[1])
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(ServeSettings(api_token="tok-123"), clf), host="127.0.0.1",
-                                           port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(100):
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}", clf
-    server.should_exit = True
-    thread.join(10)
+    settings = ServeSettings(api_token="tok-123")
+    with live_server(create_app(settings, clf), settings) as url:
+        yield url, clf
 
 
 def test_label_studio_shows_backend_predictions(label_studio, backend, tmp_path):

@@ -56,19 +56,27 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return args.func(args)
-    except (GlueDataError, EncoderError, MapFormatError, AnnotateError, ClassifierError, CensusError, FileExistsError,
-            FileNotFoundError, ValueError) as e:
+    except BrokenPipeError:  # output piped into `head` and the like
+        sys.stderr.close()
+        return 0
+    except (GlueDataError, EncoderError, MapFormatError, AnnotateError, ClassifierError, CensusError, OSError,
+            MemoryError, ValueError) as e:
         if args.verbose:
             raise
-        print(f"patterncnn {args.command}: error: {e}", file=sys.stderr)
+        print(f"patterncnn {args.command}: error: {describe(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"patterncnn {args.command}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # output piped into `head` and the like
-        sys.stderr.close()
-        return 0
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+def describe(e: BaseException) -> str:
+    """One line for an error: our own errors say what to do; the OS's get the fix added."""
+    if isinstance(e, PermissionError) and e.filename:
+        return f"cannot write or read {e.filename}: permission denied; choose a path you may write to (e.g. --out)"
+    if isinstance(e, OSError) and e.strerror and e.filename:
+        return f"{e.filename}: {e.strerror}"
+    if isinstance(e, MemoryError):
+        return "out of memory; use smaller inputs or batches"
+    return str(e) or type(e).__name__
+

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import sys
 
-from .common import add_classifier_args, add_glue_args, classifier, glue_dir, progress
+from .common import add_classifier_args, add_glue_args, classifier, glue_dir, positive_int, progress
 
 
 def register(sub) -> None:
     p = sub.add_parser("census", help="pattern shares over GLUE dev sets, overall and per layer x head",
                        description="Run an encoder over each task's dev set (up to --limit examples), classify every "
-                                   "(example, layer, head) map and report each pattern's share with a 95%% bootstrap "
+                                   "(example, layer, head) map and report each pattern's share with a 95% bootstrap "
                                    "CI, the per-head distribution, tables and plots. Interrupted runs resume when "
                                    "re-run with the same arguments. `--compare A B` compares two finished censuses.")
     p.add_argument("--task", action="append", default=[], help="GLUE task (repeatable), or 'all'")
     p.add_argument("--model", action="append", help="encoder (repeatable; two models are compared). Default: minilm")
-    p.add_argument("--max-length", type=int, default=128, help="(default: %(default)s)")
+    p.add_argument("--max-length", type=positive_int, default=128, help="(default: %(default)s)")
     p.add_argument("--limit", type=int, default=1000, help="examples per task, as in the paper (default: %(default)s)")
     p.add_argument("--out", default="runs/census", help="output folder (default: %(default)s)")
     add_classifier_args(p)
-    p.add_argument("--batch-size", type=int, default=16, help="encoder batch size (default: %(default)s)")
+    p.add_argument("--batch-size", type=positive_int, default=16, help="encoder batch size (default: %(default)s)")
     p.add_argument("--save-maps", action="store_true", help="also write every map to OUT/maps/<task> (large)")
     p.add_argument("--overwrite", action="store_true", help="replace a finished or unfinished census in --out")
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two census results (folders or json)")

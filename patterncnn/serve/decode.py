@@ -1,0 +1,170 @@
+"""Bounded decoding of request bodies: content types, JSON within limits, and maps from JSON, ``.npy``,
+``.npz`` or a Label Studio task, each then checked by :func:`patterncnn.maps.check_map`.
+
+JSON is parsed by pydantic-core's parser, which refuses nesting deeper than ``JSON_MAX_DEPTH``,
+lone surrogates and other invalid UTF-8, and takes ``NaN``/``Infinity`` (so that a map holding
+them is refused by name). Arrays are read by :mod:`patterncnn.arrayfile`, which refuses an
+over-limit header before allocating. Everything here but the content-type check runs in a worker
+thread, under the limiter of inference.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+
+import numpy as np
+import pydantic_core
+from pydantic import ValidationError
+from fastapi import Request
+from fastapi.routing import APIRoute
+
+from ..arrayfile import NPY_MAGIC, ZIP_MAGIC, ArrayFileError, read_npy, read_npz
+from ..maps import check_map
+from .errors import BadInput, describe
+from .schemas import ClassifyRequest, Task
+from .state import ServeSettings
+
+JSON_MAX_DEPTH = 200  # pydantic-core's parser refuses deeper nesting; no body here needs more than 6
+JSON = "application/json"
+BINARY = ("application/octet-stream", "application/x-npy", "application/x-npz")
+_STATUS = {"unreadable": 400, "invalid": 422, "too_large": 413}
+
+
+def media_type(request: Request) -> str:
+    """The request's media type, lower case, without parameters (``Application/JSON; charset=utf-8`` -> json)."""
+    return request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+
+def require_json(request: Request) -> None:
+    if media_type(request) != JSON:
+        raise BadInput(f"unsupported content type {request.headers.get('content-type', '')!r}: send the body as "
+                       f"JSON, with 'Content-Type: application/json'", 415)
+
+
+def parse_json(body: bytes, max_bytes: int):
+    """The JSON value of ``body``; 413 over ``max_bytes``, 400 if malformed or nested too deep."""
+    if len(body) > max_bytes:
+        raise BadInput(f"JSON body of {len(body)} bytes exceeds {max_bytes}; send big batches as .npy/.npz "
+                       f"(application/octet-stream)", 413)
+    try:
+        return pydantic_core.from_json(body, allow_inf_nan=True)
+    except ValueError as e:
+        hint = f"nest at most {JSON_MAX_DEPTH} levels" if "recursion limit" in str(e) else "send UTF-8 JSON (RFC 8259)"
+        raise BadInput(f"malformed JSON: {e}; {hint}", 400) from None
+
+
+class BoundedRequest(Request):
+    """A request whose ``json()`` is :func:`parse_json` under the service's JSON size limit, in a worker thread."""
+
+    async def json(self):
+        if not hasattr(self, "_json"):
+            parts = self.app.state.parts
+            self._json = await parts.run(parse_json, await self.body(), parts.settings.max_json_bytes)
+        return self._json
+
+
+class JsonRoute(APIRoute):
+    """A route whose body model is only read from ``application/json`` (else 415), parsed within bounds."""
+
+    def get_route_handler(self):
+        handler = super().get_route_handler()
+        if self.body_field is None:
+            return handler
+
+        async def bounded(request: Request):
+            require_json(request)
+            return await handler(BoundedRequest(request.scope, request.receive))
+
+        return bounded
+
+
+@dataclasses.dataclass
+class Batch:
+    """Checked maps of one request: ids, (T, T) float32 maps, their seps (or None) and warnings."""
+
+    ids: list[str]
+    maps: list[np.ndarray]
+    seps: list | None
+    warnings: list[str | None]
+
+
+def classify_batch(media: str, body: bytes, s: ServeSettings) -> Batch:
+    """The checked maps of a /v1/classify body (JSON, or an .npy/.npz for ``BINARY`` media types)."""
+    if media == JSON:
+        try:
+            req = ClassifyRequest.model_validate(parse_json(body, s.max_json_bytes))
+        except ValidationError as e:
+            raise BadInput(describe(e.errors())) from None
+        ids, seps = req.id_list, req.seps
+        if len(ids) > s.max_batch:
+            raise _too_many(len(ids), s)
+        maps = [_rows_to_array(i, rows) for i, rows in enumerate(req.map_list)]
+    else:
+        ids, maps = _arrays(body, s)
+        seps = None
+    return checked(ids, maps, seps, s)
+
+
+def task_map(task: Task, s: ServeSettings) -> np.ndarray:
+    """The map a Label Studio task carries as a base64 .npy in ``data.map_npy`` (from `annotate push`)."""
+    if task.data.map_npy is None:
+        raise BadInput(f"task {task.id} carries no map (data.map_npy); push maps with `patterncnn annotate push`")
+    try:
+        raw = base64.b64decode(task.data.map_npy, validate=True)
+    except ValueError:
+        raw = b""
+    if raw[:6] != NPY_MAGIC:
+        raise BadInput(f"task {task.id}: data.map_npy is not a base64 .npy; push maps with `patterncnn annotate push`")
+    try:
+        maps = read_npy(raw, s.read_limits, name=f"task {task.id}: data.map_npy")
+    except ArrayFileError as e:
+        raise BadInput(str(e), _STATUS[e.kind]) from None
+    if len(maps) != 1:
+        raise BadInput(f"task {task.id}: data.map_npy holds {len(maps)} maps; a task carries one (T, T) map")
+    return maps[0]
+
+
+def checked(ids: list[str], maps: list[np.ndarray], seps: list | None, s: ServeSettings) -> Batch:
+    """The maps as float32 after :func:`check_map`; a BadInput naming every unusable map."""
+    if len(maps) > s.max_batch:
+        raise _too_many(len(maps), s)
+    if not maps:
+        raise BadInput("the request holds no maps; send at least one")
+    problems, warnings, out = [], [], []
+    for k, a in zip(ids, maps):
+        if a.dtype.kind in "fiu":  # check what the classifier will get: a float64 1e39 is inf in float32
+            with np.errstate(over="ignore", invalid="ignore"):
+                a = a.astype(np.float32, copy=False)
+        errors, warns = check_map(a, max_t=s.max_t)
+        if errors:
+            problems.append(f"map {k!r}: {errors[0]}")
+        warnings.append(warns[0] if warns else None)
+        out.append(a)
+    if problems:
+        raise BadInput("; ".join(problems[:10]) + (f"; and {len(problems) - 10} more" if len(problems) > 10 else ""))
+    return Batch(ids, out, seps, warnings)
+
+
+def _too_many(n: int, s: ServeSettings) -> BadInput:
+    return BadInput(f"{n} maps in one request; the limit is {s.max_batch}: split the batch", 413)
+
+
+def _rows_to_array(i: int, rows: list[list[float]]) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        try:
+            return np.asarray(rows, dtype=np.float32)
+        except ValueError:
+            raise BadInput(f"map {i} is not a rectangular list of numbers") from None
+
+
+def _arrays(body: bytes, s: ServeSettings) -> tuple[list[str], list[np.ndarray]]:
+    try:
+        if body[:6] == NPY_MAGIC:
+            maps = read_npy(body, s.read_limits)
+            return [str(i) for i in range(len(maps))], maps
+        if body[:2] == ZIP_MAGIC:
+            return read_npz(body, s.read_limits)
+    except ArrayFileError as e:
+        raise BadInput(str(e), _STATUS[e.kind]) from None
+    raise BadInput("binary body is neither .npy nor .npz; send np.save/np.savez output, or JSON", 415)

@@ -1,0 +1,132 @@
+"""ASGI middleware of the service: one-line 500s, the API token, and the body's size and deadline.
+
+Each wraps the app below it and answers by itself (JSON ``{"detail": ...}``) when it refuses a
+request, before any route or body parsing runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import json
+import logging
+import traceback
+
+import anyio
+from fastapi import HTTPException
+from starlette.requests import ClientDisconnect
+
+log = logging.getLogger("patterncnn.serve")
+CLOSE = {"Connection": "close"}
+
+
+async def send_json(send, status: int, detail: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class CatchAll:
+    """A JSON 500 for any unhandled error, and one log line about it (no traceback in body or log)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def tracked(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except ClientDisconnect:  # the client left (or the server is stopping) while sending its body
+            log.info("%s %s: the client disconnected before its body arrived", scope.get("method"), scope.get("path"))
+        except HTTPException as exc:  # raised where no route handles it (e.g. by BodyGuard): still a 4xx
+            if not started:
+                await send_json(send, exc.status_code, str(exc.detail),
+                                [(k.lower().encode(), v.encode()) for k, v in (exc.headers or {}).items()])
+        except Exception as exc:  # noqa: BLE001 - the last line of defence: every error becomes one log line
+            frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+            where = f" at {frame.filename}:{frame.lineno}" if frame else ""
+            log.error("500 on %s %s: %s: %r%s", scope.get("method"), scope.get("path"), type(exc).__name__,
+                      str(exc)[:200], where)
+            if not started:
+                await send_json(send, 500, "internal error; the server log has one line about it")
+
+
+class TokenAuth:
+    """With a token, every path but ``open_paths`` needs ``Authorization: Bearer <token>``.
+
+    HTTP Basic with the token as password also passes (a Label Studio ML-backend connection sends
+    that, and a browser asks for it). Tokens are compared in constant time.
+    """
+
+    def __init__(self, app, token: str | None, open_paths: tuple[str, ...] = ("/health",)):
+        self.app, self.token, self.open_paths = app, token, open_paths
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and self.token and scope["path"] not in self.open_paths \
+                and not self._allowed(scope):
+            return await send_json(send, 401, "missing or wrong API token: send 'Authorization: Bearer <token>'",
+                                   [(b"www-authenticate", b"Bearer"),
+                                    (b"www-authenticate", b'Basic realm="patterncnn", charset="UTF-8"')])
+        await self.app(scope, receive, send)
+
+    def _allowed(self, scope) -> bool:
+        header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+        scheme, _, value = header.partition(" ")
+        given = ""
+        if scheme.lower() == "bearer":
+            given = value.strip()
+        elif scheme.lower() == "basic":
+            try:
+                given = base64.b64decode(value.strip(), validate=True).decode().split(":", 1)[-1]
+            except ValueError:  # bad base64 (binascii.Error) or bad UTF-8 (UnicodeDecodeError)
+                given = ""
+        return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self.token.encode())
+
+
+class BodyGuard:
+    """Refuse a body over ``limit`` bytes (413) before the app reads it, or not sent within ``timeout`` s (408)."""
+
+    def __init__(self, app, limit: int, timeout: float):
+        self.app, self.limit, self.timeout = app, limit, timeout
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if length.isdigit() and int(length) > self.limit:
+            return await send_json(send, 413, self._too_large(), [(b"connection", b"close")])
+        deadline = anyio.current_time() + self.timeout
+        seen, done = 0, False
+
+        async def guarded():
+            nonlocal seen, done
+            if done:  # the body is in: later calls wait for the disconnect, without a deadline
+                return await receive()
+            with anyio.move_on_after(deadline - anyio.current_time()) as scope_:
+                message = await receive()
+            # The rest of the body is not read: the connection closes after the answer.
+            if scope_.cancelled_caught:
+                raise HTTPException(408, f"the request body did not arrive within {self.timeout:g} s; send it "
+                                         f"faster, or in smaller requests", headers=CLOSE)
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                done = not message.get("more_body", False)
+                if seen > self.limit:
+                    raise HTTPException(413, self._too_large(), headers=CLOSE)
+            return message
+
+        # The route's exception handling turns these HTTPExceptions into JSON responses.
+        await self.app(scope, guarded, send)
+
+    def _too_large(self) -> str:
+        return f"request body exceeds the limit of {self.limit} bytes; send a smaller batch"

@@ -1,0 +1,88 @@
+"""The service's own routes: ``/health`` and ``/v1/*``. Each reads its parts from ``app.state.parts``."""
+
+from __future__ import annotations
+
+import numpy as np
+from fastapi import APIRouter, Depends, Request
+
+from .. import __version__
+from ..classify import result_record
+from ..labels import LABELS
+from .decode import BINARY, JSON, JsonRoute, classify_batch, media_type
+from .errors import BadInput, error_responses
+from .schemas import (AnalyzeRequest, AnalyzeResponse, ClassifierInfo, ClassifyRequest, ClassifyResponse,
+                      EncoderShape, Health, Labels, Limits, ModelInfo)
+from .state import Parts, get_parts
+
+open_router = APIRouter()  # no token needed
+router = APIRouter(route_class=JsonRoute)
+POST_ERRORS = error_responses(400, 408, 413, 415, 422)
+
+# /v1/classify reads its body itself (JSON or an .npy/.npz), so its request body is declared here.
+CLASSIFY_BODY = {"requestBody": {"required": True, "content": {
+    JSON: {"schema": ClassifyRequest.model_json_schema()},
+    **{media: {"schema": {"type": "string", "format": "binary"}} for media in BINARY}}}}
+
+
+@open_router.get("/health", response_model=Health)
+async def health() -> Health:
+    return Health(status="UP", model_class="patterncnn", version=__version__)
+
+
+@router.get("/v1/labels", response_model=Labels)
+async def labels() -> Labels:
+    return Labels(labels=list(LABELS))
+
+
+@router.get("/v1/model", response_model=ModelInfo)
+async def model(parts: Parts = Depends(get_parts)) -> ModelInfo:
+    clf, enc, s = parts.classifier, parts.encoder, parts.settings
+    return ModelInfo(
+        patterncnn=__version__,
+        classifier=ClassifierInfo(path=str(clf.path), model_version=clf.model_version, metadata=clf.metadata),
+        encoder=enc.fingerprint if enc else None,
+        encoder_shape=EncoderShape(layers=enc.num_layers, heads=enc.num_heads, max_length=enc.max_length)
+        if enc else None,
+        limits=Limits(max_t=s.max_t, max_batch=s.max_batch, max_body_bytes=s.max_body_bytes,
+                      max_json_bytes=s.max_json_bytes, max_decoded_bytes=s.max_decoded_bytes))
+
+
+@router.post("/v1/classify", response_model=ClassifyResponse, response_model_exclude_none=True,
+             responses=POST_ERRORS, openapi_extra=CLASSIFY_BODY)
+async def classify(request: Request, parts: Parts = Depends(get_parts)) -> ClassifyResponse:
+    """Maps -> label and probabilities: JSON ``{"maps": [...]}``, or an .npy ((T, T) or (N, T, T)) or .npz body."""
+    media = media_type(request)
+    if media != JSON and media not in BINARY:
+        raise BadInput(f"unsupported content type {request.headers.get('content-type', '')!r}: send "
+                       f"application/json or application/octet-stream (.npy/.npz)", 415)
+    body = await request.body()
+    return ClassifyResponse(results=await parts.run(_classify, parts, media, body),
+                            model_version=parts.classifier.model_version)
+
+
+def _classify(parts: Parts, media: str, body: bytes) -> list[dict]:
+    batch = classify_batch(media, body, parts.settings)
+    probs = parts.predict(batch.ids, batch.maps, batch.seps)
+    return [result_record(k, p, w) for k, p, w in zip(batch.ids, probs, batch.warnings)]
+
+
+@router.post("/v1/analyze", response_model=AnalyzeResponse, responses={**POST_ERRORS, **error_responses(503)})
+async def analyze(req: AnalyzeRequest, parts: Parts = Depends(get_parts)) -> AnalyzeResponse:
+    """One sentence (or pair) -> its tokens and the layer × head grid of labels and probabilities."""
+    if parts.encoder is None:
+        raise BadInput("this server was started without an encoder; start it with --model", 503)
+    return await parts.run(_analyze, parts, req.texts)
+
+
+def _analyze(parts: Parts, texts: tuple[str, ...]) -> AnalyzeResponse:
+    from ..analyze import analyze
+
+    enc = parts.encoder
+    # Counted without truncation, as the encoder counts: a fast tokenizer must not switch its
+    # truncation setting while another worker thread is encoding with it.
+    if len(enc.tokenizer(*texts, truncation=False, verbose=False)["input_ids"]) > enc.max_length:
+        raise BadInput(f"the input is longer than the encoder's limit of {enc.max_length} tokens; shorten it")
+    res = analyze(enc, parts.classifier, texts)
+    return AnalyzeResponse(tokens=res["tokens"], seps=res["seps"], labels=res["labels"],
+                           probs=np.round(res["probs"], 5).tolist(), label_order=list(LABELS),
+                           encoder=enc.fingerprint["model"], model_version=parts.classifier.model_version)

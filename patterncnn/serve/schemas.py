@@ -1,0 +1,195 @@
+"""The service's request and response models: the OpenAPI schema and the validation of every body.
+
+Request models are strict (a string is not a number, 1.0 is not an integer, a number is not a
+string), so whatever breaks the schema gets a 422 before any handler runs. Unknown fields are
+ignored: Label Studio sends more than these models read.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidatorFunctionWrapHandler, WrapValidator,
+                      field_validator, model_validator)
+from pydantic_core import PydanticCustomError
+
+# Separator positions are token indices; the bound keeps them machine integers.
+Position = Annotated[int, Field(ge=0, le=2**31 - 1)]
+Seps = Optional[list[Position]]
+
+
+def _numbers_only(value: Any, handler: ValidatorFunctionWrapHandler) -> list[list[float]]:
+    try:
+        return handler(value)
+    except ValidationError:
+        raise PydanticCustomError("map_type", "not a rectangular list of numbers (send T lists of T numbers)") from None
+
+
+MapRows = Annotated[list[list[float]], WrapValidator(_numbers_only),
+                    Field(description="one T × T attention map, row by row")]
+MapId = str | Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class ClassifyRequest(StrictModel):
+    """Maps to classify: ``maps`` (or one ``map``), with optional ``ids`` and ``seps`` (one entry per map)."""
+
+    maps: Optional[list[MapRows]] = Field(None, description="T × T maps (T may differ between maps)")
+    map: Optional[MapRows] = Field(None, description="one map, instead of maps")
+    ids: Optional[list[MapId]] = Field(None, description="one id per map (default: 0, 1, ...)")
+    seps: Optional[list[Seps]] = Field(None, description="per map, the positions of its separator tokens, or null")
+
+    @model_validator(mode="after")
+    def _one_entry_per_map(self) -> "ClassifyRequest":
+        if self.map is None and self.maps is None:
+            raise ValueError('send "maps" (a list of T×T lists) or "map" (one T×T list)')
+        if self.map is None and not self.maps:
+            raise ValueError('"maps" must be a non-empty list of square 2-D lists')
+        n = len(self.map_list)
+        if self.ids and len(self.ids) != n:
+            raise ValueError(f'"ids" has {len(self.ids)} entries for {n} maps')
+        if self.seps is not None and len(self.seps) != n:
+            raise ValueError('"seps" must be a list with one list of separator positions (or null) per map')
+        return self
+
+    @property
+    def map_list(self) -> list[list[list[float]]]:
+        return [self.map] if self.map is not None else list(self.maps or [])
+
+    @property
+    def id_list(self) -> list[str]:
+        return [str(x) for x in self.ids] if self.ids else [str(i) for i in range(len(self.map_list))]
+
+
+class AnalyzeRequest(StrictModel):
+    text: str = Field(description="a sentence")
+    text_pair: Optional[str] = Field(None, description="the second sentence of a pair")
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, text: str) -> str:
+        if not text.strip():
+            raise ValueError('send {"text": "a sentence"} (and optionally "text_pair")')
+        return text
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        return (self.text,) + ((self.text_pair,) if self.text_pair is not None else ())
+
+
+class TaskData(StrictModel):
+    map_npy: Optional[str] = Field(None, description="the map as a base64 .npy (what `annotate push` sends)")
+    seps: Seps = None
+
+
+class Task(StrictModel):
+    id: Optional[MapId] = None
+    data: TaskData = Field(default_factory=TaskData)
+
+
+ProjectId = Annotated[str, Field(max_length=256)] | int
+
+
+class SetupRequest(StrictModel):
+    project: Optional[ProjectId] = None
+    label_config: Optional[str] = Field(None, alias="schema", description="the project's labeling config (XML)")
+
+
+class PredictRequest(StrictModel):
+    tasks: list[Task]
+    project: Optional[ProjectId] = None
+    label_config: Optional[str] = None
+
+
+class Error(BaseModel):
+    detail: str = Field(description="what is wrong, and how to fix it")
+
+
+class Health(BaseModel):
+    status: str
+    model_class: str
+    version: str
+
+
+class Labels(BaseModel):
+    labels: list[str]
+
+
+class ClassifierInfo(BaseModel):
+    path: str
+    model_version: str
+    metadata: dict[str, Any]
+
+
+class EncoderShape(BaseModel):
+    layers: int
+    heads: int
+    max_length: int
+
+
+class Limits(BaseModel):
+    max_t: int
+    max_batch: int
+    max_body_bytes: int
+    max_json_bytes: int
+    max_decoded_bytes: int
+
+
+class ModelInfo(BaseModel):
+    patterncnn: str
+    classifier: ClassifierInfo
+    encoder: Optional[dict[str, Any]]
+    encoder_shape: Optional[EncoderShape]
+    limits: Limits
+
+
+class MapResult(BaseModel):
+    id: str
+    label: str
+    probs: dict[str, float]
+    warning: Optional[str] = None
+
+
+class ClassifyResponse(BaseModel):
+    results: list[MapResult]
+    model_version: str
+
+
+class AnalyzeResponse(BaseModel):
+    tokens: list[str]
+    seps: list[int]
+    labels: list[list[str]] = Field(description="(L, H) label names")
+    probs: list[list[list[float]]] = Field(description="(L, H, 5) probabilities in label_order")
+    label_order: list[str]
+    encoder: str
+    model_version: str
+
+
+class SetupResponse(BaseModel):
+    model_version: str
+
+
+class ChoiceValue(BaseModel):
+    choices: list[str]
+
+
+class ChoiceResult(BaseModel):
+    from_name: str
+    to_name: str
+    type: str
+    value: ChoiceValue
+    score: float
+
+
+class Prediction(BaseModel):
+    model_version: str
+    score: float
+    result: list[ChoiceResult]
+
+
+class PredictResponse(BaseModel):
+    results: list[Prediction]
+    model_version: str

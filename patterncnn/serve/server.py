@@ -1,0 +1,73 @@
+"""uvicorn for the service, with deadlines for slow clients and a bounded shutdown.
+
+uvicorn closes an idle keep-alive connection, but waits forever for a client that sends half its
+headers; :class:`DeadlineH11` closes a connection whose request headers are not complete within
+``header_timeout`` s, and on shutdown ends the requests whose body is still arriving. The body's
+deadline is :class:`patterncnn.serve.middleware.BodyGuard`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from .state import ServeSettings
+
+log = logging.getLogger("patterncnn.serve")
+
+
+class DeadlineH11(H11Protocol):
+    """uvicorn's h11 protocol, closing a connection whose request headers take over ``header_timeout`` s."""
+
+    header_timeout = 10.0
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self._header_timer = None
+        self._arm_header_deadline()
+
+    def _arm_header_deadline(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+        self._header_timer = self.loop.call_later(self.header_timeout, self._headers_overdue)
+
+    def _headers_overdue(self) -> None:
+        # IDLE: the next request's headers are not complete yet (once they are, the body's deadline applies).
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            log.info("closed a connection from %s: request headers not complete within %g s", self.client,
+                     self.header_timeout)
+            self.transport.close()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm_header_deadline()
+
+    def shutdown(self) -> None:
+        # A client still sending its body when the server stops is treated as gone: its request ends
+        # now (the app sees a disconnect) instead of holding the shutdown until it is cancelled.
+        if self.cycle is not None and not self.cycle.response_complete and self.conn.their_state is h11.SEND_BODY:
+            self.cycle.disconnected = True
+            self.cycle.message_event.set()
+            self.transport.close()
+            return
+        super().shutdown()
+
+    def connection_lost(self, exc) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+        super().connection_lost(exc)
+
+
+def server_config(app, host: str, port: int, settings: ServeSettings) -> uvicorn.Config:
+    """uvicorn's config for the service: the h11 protocol with a header deadline, a bounded shutdown."""
+    protocol = type("DeadlineH11", (DeadlineH11,), {"header_timeout": settings.header_timeout})
+    return uvicorn.Config(app, host=host, port=port, http=protocol, log_level="warning", timeout_keep_alive=5,
+                          timeout_graceful_shutdown=10)
+
+
+def run(app, host: str, port: int, settings: ServeSettings) -> None:
+    """Serve until SIGINT/SIGTERM (requests still running get up to 10 s to finish)."""
+    uvicorn.Server(server_config(app, host, port, settings)).run()
