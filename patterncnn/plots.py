@@ -31,7 +31,7 @@ def _png(fig) -> bytes:
 
 
 def census_figure(result: dict) -> bytes:
-    """Stacked bars: one bar per task, segments = pattern shares (%), with 95% CI whiskers per segment."""
+    """Stacked bars: one bar per task, segments = pattern shares (%), each with its total 95% interval as a whisker."""
     tasks = list(result["tasks"])
     fig = _fig(max(4.5, 1.3 * len(tasks) + 2.5), 4.6)
     ax = fig.add_subplot(1, 1, 1)
@@ -43,13 +43,18 @@ def census_figure(result: dict) -> bytes:
             if vals[i] >= 4:
                 ax.text(i, bottom[i] + vals[i] / 2, f"{vals[i]:.0f}%", ha="center", va="center", fontsize=8,
                         color="black" if name == LABELS[-1] else "white")  # dark text on the light grey
+        lo, hi = (np.array([100 * result["tasks"][t]["ci95"][name][j] for t in tasks]) for j in (0, 1))
+        top = bottom + vals  # the whisker sits on the segment's top edge: its own share's interval
+        ax.errorbar(np.arange(len(tasks)) + 0.22, top, yerr=[vals - lo, hi - vals], fmt="none", ecolor="black",
+                    elinewidth=0.8, capsize=2)
         bottom += vals
     ax.set_ylabel("share of (example, layer, head) maps, %")
     ax.set_ylim(0, 100)
     enc = result["encoder"]["model"]
     n = {t: result["tasks"][t]["examples"] for t in tasks}
-    ax.set_title(f"Self-attention patterns per task — {enc}\n"
-                 + ", ".join(f"{t}: {n[t]} ex." for t in tasks), fontsize=9)
+    estimator = result.get("estimator", {}).get("name", "count")
+    ax.set_title(f"Self-attention patterns per task — {enc} ({estimator} estimate; whiskers: 95% interval, "
+                 f"examples + classifier)\n" + ", ".join(f"{t}: {n[t]} ex." for t in tasks), fontsize=9)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return _png(fig)
 
