@@ -33,6 +33,7 @@ import torch
 
 from . import __version__
 from .encoder import Encoder
+from .estimate import pattern_errors, plan_for
 from .fileio import sha256_file, write_bytes, write_json
 from .glue import GlueSplit
 from .labels import LABELS
@@ -194,8 +195,6 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
     """
     import shutil
 
-    from .estimate import plan_for
-
     out = Path(out)
     if (out / "census.json").exists():
         if not overwrite:
@@ -289,21 +288,6 @@ def write_outputs(out: Path, result: dict) -> None:
     write_json(out / "census.json", result)  # last: its presence marks a finished census
 
 
-def describe(result: dict) -> str:
-    """How the shares were estimated and how far to trust them, in two lines for the terminal."""
-    e = result["estimator"]
-    c = e["calibration"]
-    how = (f"estimator {e['name']} ({e['chosen_by']})" + (f", calibrated on {c['rows']} labelled maps ({c['scope']} "
-           f"scope, temperature {c['temperature']:.2f})" if c else "") + "; 95% interval over examples"
-           + (" and the classifier's calibration" if c else " only (the classifier's errors are not in it)"))
-    v = e["validated_share_error"]
-    if not isinstance(v, dict):
-        return f"{how}\nvalidated share error: {v}"
-    return (f"{how}\nvalidated share error ({v['encoder']}): mean {100 * v['mean_abs_error']:.1f} points per pattern"
-            + (f", worst {v['worst']['label']} {100 * v['worst']['abs_error']:.1f}" if "worst" in v else "")
-            + f"; 95% intervals held the hand-labelled share in {100 * v['coverage']:.0f}% of cells")
-
-
 def table(result: dict) -> str:
     """A terminal table: one row per task, one column per pattern (share and 95% CI)."""
     head = f"{'task':<8} {'examples':>8} " + " ".join(f"{n:>21}" for n in LABELS)
@@ -319,14 +303,6 @@ def _apart(x: list[float], y: list[float]) -> bool:
     return x[0] > y[1] or y[0] > x[1]
 
 
-def _validated_error(result: dict) -> dict | None:
-    """Per-pattern validated share error of the classifier as this census used it, or None when unknown."""
-    v = result.get("estimator", {}).get("validated_share_error")
-    if not isinstance(v, dict):
-        return None
-    return v.get("abs_error") or {n: v["mean_abs_error"] for n in LABELS}
-
-
 def compare(a: dict, b: dict) -> tuple[str, dict]:
     """Per-task, per-pattern share differences (b − a) between two census results, as text and data.
 
@@ -335,7 +311,7 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
     validated share errors for that pattern added together (None when either is unknown).
     """
     est = [r.get("estimator", {}).get("name", "count") for r in (a, b)]
-    err = [_validated_error(r) for r in (a, b)]
+    err = [pattern_errors(r.get("estimator", {})) for r in (a, b)]
     diff = {}
     lines = [f"B - A, percentage points (A: {a['encoder']['model']}, {est[0]}; B: {b['encoder']['model']}, {est[1]})",
              f"{'task':<8} " + " ".join(f"{n:>19}" for n in LABELS)]

@@ -145,6 +145,28 @@ class Plan:
                                                         "drawn hand-labelled maps (`patterncnn validate`)"}
 
 
+def describe(e: dict) -> str:
+    """A census's ``estimator`` record (:meth:`Plan.describe`) in two lines for the terminal."""
+    c = e["calibration"]
+    how = (f"estimator {e['name']} ({e['chosen_by']})" + (f", calibrated on {c['rows']} labelled maps ({c['scope']} "
+           f"scope, temperature {c['temperature']:.2f})" if c else "") + "; 95% interval over examples"
+           + (" and the classifier's calibration" if c else " only (the classifier's errors are not in it)"))
+    v = e["validated_share_error"]
+    if not isinstance(v, dict):
+        return f"{how}\nvalidated share error: {v}"
+    return (f"{how}\nvalidated share error ({v['encoder']}): mean {100 * v['mean_abs_error']:.1f} points per pattern"
+            + (f", worst {v['worst']['label']} {100 * v['worst']['abs_error']:.1f}" if "worst" in v else "")
+            + f"; 95% intervals held the hand-labelled share in {100 * v['coverage']:.0f}% of cells")
+
+
+def pattern_errors(e: dict) -> dict | None:
+    """Per-pattern validated share error in a census's ``estimator`` record, or None when unknown."""
+    v = e.get("validated_share_error")
+    if not isinstance(v, dict):
+        return None
+    return v.get("abs_error") or {n: v["mean_abs_error"] for n in LABELS}
+
+
 def plan_for(metadata: dict, estimator: str | None, scope: str | None, encoder: str, seed: int = 0) -> Plan:
     """The census's estimate for a classifier (its metadata) and an encoder tag.
 
@@ -173,7 +195,8 @@ def plan_for(metadata: dict, estimator: str | None, scope: str | None, encoder: 
     if used != scope:
         log.info("calibration scope %s has fewer rows than needed for %s; using %s", scope, encoder, used)
     cal = fit_calibration(rows.subset(mask), CAL_BOOTSTRAP, seed)
-    return Plan(estimator, used, cal, chosen_by, validated_error(validation, estimator, used, encoder))
+    # Validation ran each scope as asked, widening it as here: look it up by the scope asked for.
+    return Plan(estimator, used, cal, chosen_by, validated_error(validation, estimator, scope, encoder))
 
 
 def best_result(results: list[dict]) -> dict | None:

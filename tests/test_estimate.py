@@ -3,30 +3,12 @@
 import numpy as np
 import pytest
 
-from patterncnn.calibrate import (MIN_ROWS, Rows, calibration_record, fit_calibration, fit_temperature, scope_mask,
+from patterncnn.calibrate import (MIN_ROWS, calibration_record, fit_calibration, fit_temperature, scope_mask,
                                   stored_rows, temper)
 from patterncnn.estimate import example_sums, plan_for, shares_with_intervals
 from patterncnn.infer import ClassifierError
 from patterncnn.labels import LABELS
-
-# P(predicted j | label i): the classifier over-calls vertical+diagonal and heterogeneous, misses block.
-CONFUSION = np.array([[.80, .04, .10, .01, .05],
-                      [.05, .70, .15, .00, .10],
-                      [.15, .10, .65, .00, .10],
-                      [.05, .05, .00, .55, .35],
-                      [.10, .10, .05, .10, .65]])
-
-
-def simulate(shares, n, rng, encoder="enc-aaaa1111", single=False, uniform=True, fold=None) -> Rows:
-    """Rows whose argmax follows CONFUSION: label ~ shares, prediction ~ CONFUSION[label]."""
-    y = rng.choice(len(LABELS), size=n, p=shares)
-    pred = np.array([rng.choice(len(LABELS), p=CONFUSION[i]) for i in y])
-    probs = rng.dirichlet(np.ones(len(LABELS)), size=n) * 0.3
-    probs[np.arange(n), pred] += 0.7
-    return Rows(np.array([f"{encoder}_rte_dev_{i:05d}_L00_H00" for i in range(n)]), y, probs,
-                np.arange(n) % 5 if fold is None else np.full(n, fold), np.full(n, encoder), np.full(n, "rte"),
-                np.array([f"rte/dev/{i}" for i in range(n)]), np.full(n, uniform), np.full(n, single))
-
+from synthetic import concat_rows, simulated_rows as simulate
 
 def estimate(name, rows, cal, seed=0):
     sums = example_sums(name, rows.probs[:, None], rows.probs.argmax(1)[:, None], rows.single, cal)
@@ -55,8 +37,7 @@ def test_adjusted_gives_single_segment_inputs_no_block():
     from patterncnn.infer import OnnxClassifier
 
     single.probs = OnnxClassifier.apply_segment_rule(single.probs, [[5]] * len(single))  # what the census sees
-    cal = fit_calibration(Rows(*(np.concatenate([getattr(train, f), getattr(single, f)]) for f in (
-        "ids", "y", "probs", "fold", "encoder", "task", "group", "uniform", "single"))))
+    cal = fit_calibration(concat_rows(train, single))
     assert cal.adjust[0, 0, LABELS.index("block")].max() == 0  # single-segment matrix never yields block
     out = estimate("adjusted", single, cal)
     assert out["shares"]["block"] == 0.0
@@ -111,9 +92,8 @@ def test_scope_widens_when_an_encoder_has_too_few_rows():
     rng = np.random.default_rng(5)
     a = simulate(np.full(5, 0.2), MIN_ROWS + 10, rng, encoder="a-11111111")
     b = simulate(np.full(5, 0.2), 10, rng, encoder="b-22222222")
-    c = simulate(np.full(5, 0.2), 40, rng, encoder="a-11111111", uniform=False)
-    rows = Rows(*(np.concatenate([getattr(x, f) for x in (a, b, c)]) for f in (
-        "ids", "y", "probs", "fold", "encoder", "task", "group", "uniform", "single")))
+    c = simulate(np.full(5, 0.2), 40, rng, encoder="a-11111111", uniform=False, start=1000)
+    rows = concat_rows(a, b, c)
     mask, used = scope_mask(rows, "encoder", "a-11111111")
     assert used == "encoder" and mask.sum() == MIN_ROWS + 10
     mask, used = scope_mask(rows, "encoder", "b-22222222")

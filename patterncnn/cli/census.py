@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from ..calibrate import SCOPES
-from ..estimate import ESTIMATORS
+from ..estimate import ESTIMATORS, describe
 from .common import add_classifier_args, add_glue_args, classifier, glue_dir, progress
 
 
@@ -38,7 +38,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..census import compare, describe, load_result, run_censuses, table
+    from ..census import compare, load_result, run_censuses, table
     from ..glue import expand_tasks, load_split
 
     if args.compare:
@@ -57,7 +57,7 @@ def run(args) -> int:
     try:
         for enc, out, result in runs:
             print(f"\n{enc.name} ({enc.tag}): share of (example, layer, head) maps")
-            print(describe(result))
+            print(describe(result["estimator"]))
             print(table(result))
             trunc = sum(s["truncated"] for s in result["tasks"].values())
             if trunc:
