@@ -211,3 +211,30 @@ def markdown_table(v: dict) -> str:
                   f"{_pct(b['coverage'])} % of cells (targets: ≤ {_pct(TARGET_ERROR)} points for every encoder, "
                   f"≥ {_pct(TARGET_COVERAGE)} % of cells: {'met' if b['meets_targets'] else '**not met**'})."]
     return "\n".join(lines)
+
+
+def run_validation(classifier, out: str | Path, annotations: str | Path | None = None, seed: int = 0) -> dict:
+    """``patterncnn validate``: validate, then write ``validation.json`` and ``validation.md`` into ``out``.
+
+    Args:
+        classifier: an :class:`patterncnn.infer.OnnxClassifier` trained by ``patterncnn train`` (it stores its rows).
+        annotations: an independent labelled set; None validates cross-validated on the stored rows.
+    """
+    from . import __version__
+    from .calibrate import stored_rows
+    from .estimate import RETRAIN
+    from .fileio import sha256_file, write_json, write_text
+    from .infer import ClassifierError
+
+    rows = stored_rows(classifier.metadata)
+    if rows is None:
+        raise ClassifierError(f"{classifier.path} stores no out-of-fold rows to calibrate and validate with; {RETRAIN}")
+    v = validate_rows(rows, seed) if annotations is None else \
+        validate_independent(rows, score_labelled(classifier, annotations), seed)
+    v = {"created_by": f"patterncnn {__version__}", "classifier": {
+        "path": str(classifier.path), "sha256": sha256_file(classifier.path), "version": classifier.model_version},
+        "annotations": None if annotations is None else str(annotations), **v}
+    out = Path(out)
+    write_json(out / "validation.json", v)
+    write_text(out / "validation.md", markdown_table(v) + "\n")
+    return v

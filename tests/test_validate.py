@@ -94,9 +94,9 @@ def test_validation_needs_uniform_maps_and_independent_maps(rows):
         "worst_encoder_mean_abs_error"]
 
 
-def write_labelled(root, per_cell=10):
+def write_labelled(root, per_cell=10, first=0):
     """A labelled set with an encoder tag in every id: uniformly drawn maps of two encoders, plus others."""
-    recs, rows, i = [], [], 0
+    recs, rows, i = [], [], first
     for enc in ("enca-11111111", "encb-22222222"):
         for task, pair in (("rte", True), ("sst2", False)):
             for design in ("uniform", "uniform", "stratified"):
@@ -135,6 +135,13 @@ def test_train_validate_census_end_to_end(tmp_path, tiny_bert, tiny_classifier, 
     v = json.loads((tmp_path / "v" / "validation.json").read_text())
     assert v["best"] == m["validation"]["best"] and len(v["results"]) == 7
     assert (tmp_path / "v" / "validation.md").read_text().startswith("| estimator")
+    clf = ["validate", "--classifier", str(out / "patterncnn.onnx")]
+    assert main(clf + ["--annotations", str(labelled), "--out", str(tmp_path / "v2")]) == 2
+    assert "trained and calibrated this classifier" in capsys.readouterr().err
+    fresh = write_labelled(tmp_path / "fresh", first=5000)
+    assert main(clf + ["--annotations", str(fresh), "--out", str(tmp_path / "v3")]) == 0
+    v3 = json.loads((tmp_path / "v3" / "validation.json").read_text())
+    assert v3["mode"] == "independent" and v3["maps"] == n * 2 // 3 and v3["annotations"] == str(fresh)
 
     args = ["census", "--task", "rte", "--model", str(tiny_bert), "--limit", "12", "--glue-dir", str(glue_dir),
             "--classifier", str(out / "patterncnn.onnx")]
