@@ -3,16 +3,19 @@
 Usage (what ``patterncnn census`` runs)::
 
     result = run_census(encoder, classifier, split, out="runs/census", progress=tqdm)
-    result["shares"]       # {"vertical": 0.41, ...} over all (example, layer, head) maps
-    result["ci95"]         # bootstrap 95% interval over examples, per label
-    result["heads"]        # per layer, per head: label shares and the majority label
+    task = result["tasks"]["rte"]
+    task["shares"]         # {"vertical": 0.41, ...} over all (example, layer, head) maps, by result["estimator"]
+    task["ci95"]           # 95% interval: examples and the classifier's calibration together
+    task["ci95_parts"]     # {"examples": ..., "classifier": ...}: each source alone
+    task["heads"]          # per layer, per head: argmax label shares and the majority label
 
 Every example streams through the encoder and every map straight into the classifier: no map
 touches the disk (unless ``save_maps``) and memory stays flat. Examples are processed in fixed
 windows of ``WINDOW`` (the encoder sorts by length within a window), and each finished window is
 saved atomically to ``out/.work/<task>/``. Re-running the same command skips the finished windows;
 because a window always batches the same examples the same way, the resumed result is identical to
-an uninterrupted one.
+an uninterrupted one. Shares and intervals come from :mod:`patterncnn.estimate` (``count``,
+``probs`` or ``adjusted``; by default the one that validated best with the classifier).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import torch
 
 from . import __version__
 from .encoder import Encoder
+from .estimate import pattern_errors, plan_for
 from .fileio import sha256_file, write_bytes, write_json
 from .glue import GlueSplit
 from .labels import LABELS
@@ -37,7 +41,6 @@ from .labels import LABELS
 log = logging.getLogger(__name__)
 
 WINDOW = 64
-BOOTSTRAP = 1000
 CNN_BATCH = 512  # maps per onnxruntime call
 
 
@@ -46,6 +49,7 @@ class Classifier(Protocol):
 
     path: Path
     model_version: str
+    metadata: dict  # the classifier's stored calibration and validation, when it has them
 
     def prepare(self, maps: torch.Tensor, seps: list[list[int] | None]) -> torch.Tensor:
         """(N, T, T) maps of one length -> the CNN input (N, C, G, G)."""
@@ -165,23 +169,15 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
             "truncated": int(sum(int(p["truncated"]) for p in parts))}
 
 
-def summarize(labels: np.ndarray, num_layers: int, num_heads: int, seed: int = 0) -> dict:
-    """Shares, bootstrap CIs over examples, and per-head distributions from (N, L*H) label ids."""
+def summarize(labels: np.ndarray, num_layers: int, num_heads: int) -> dict:
+    """Argmax counts and per-head distributions from (N, L*H) label ids (shares: :mod:`patterncnn.estimate`)."""
     n, m = labels.shape
-    per_example = np.stack([(labels == k).sum(1) for k in range(len(LABELS))], axis=1)  # (N, 5)
-    counts = per_example.sum(0)
-    shares = counts / counts.sum()
-    rng = np.random.default_rng(seed)
-    boot = per_example[rng.integers(0, n, size=(BOOTSTRAP, n))].sum(1)  # (B, 5)
-    boot = boot / boot.sum(1, keepdims=True)
-    lo, hi = np.percentile(boot, [2.5, 97.5], axis=0)
+    counts = np.bincount(labels.ravel(), minlength=len(LABELS))
     heads = np.stack([(labels == k).mean(0) for k in range(len(LABELS))], axis=1)  # (L*H, 5)
     heads = heads.reshape(num_layers, num_heads, len(LABELS))
     return {
         "examples": int(n), "maps": int(n * m),
         "counts": {name: int(c) for name, c in zip(LABELS, counts)},
-        "shares": {name: float(s) for name, s in zip(LABELS, shares)},
-        "ci95": {name: [float(a), float(b)] for name, a, b in zip(LABELS, lo, hi)},
         "heads": [[{"shares": {name: round(float(s), 4) for name, s in zip(LABELS, heads[l, h])},
                     "majority": LABELS[int(heads[l, h].argmax())], "majority_share": round(float(heads[l, h].max()), 4)}
                    for h in range(num_heads)] for l in range(num_layers)],
@@ -190,8 +186,13 @@ def summarize(labels: np.ndarray, num_layers: int, num_heads: int, seed: int = 0
 
 def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit], out: str | Path, limit: int | None,
                seed: int, batch_size: int = 16, progress: Callable | None = None, save_maps: bool = False,
-               overwrite: bool = False) -> dict:
-    """Census of each split into ``out`` (census.json, census.csv, heads.csv, census.png, heads.png)."""
+               overwrite: bool = False, estimator: str | None = None, scope: str | None = None) -> dict:
+    """Census of each split into ``out`` (census.json, census.csv, heads.csv, census.png, heads.png).
+
+    Args:
+        estimator: ``count``, ``probs`` or ``adjusted``; None: the one validated best with the classifier.
+        scope: which calibration rows (:data:`patterncnn.calibrate.SCOPES`); None: the validated best.
+    """
     import shutil
 
     out = Path(out)
@@ -201,13 +202,14 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
         shutil.rmtree(out / ".work", ignore_errors=True)
     elif overwrite:
         shutil.rmtree(out / ".work", ignore_errors=True)
+    plan = plan_for(getattr(classifier, "metadata", {}), estimator, scope, encoder.tag, seed)
     out.mkdir(parents=True, exist_ok=True)
     clf_file = Path(classifier.path)
     result = {"created_by": f"patterncnn {__version__}", "encoder": encoder.fingerprint,
               "layers": encoder.num_layers, "heads": encoder.num_heads, "max_length": encoder.max_length,
               "classifier": {"path": str(clf_file), "sha256": sha256_file(clf_file),
                              "version": classifier.model_version}, "limit": limit, "seed": seed,
-              "labels": list(LABELS), "tasks": {}}
+              "estimator": plan.describe(), "labels": list(LABELS), "tasks": {}}
     t0 = time.time()
     for split in splits:
         params = {"task": split.task.name, "split": split.split, "source": split.source, "limit": limit,
@@ -215,7 +217,9 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
                   "classifier": result["classifier"]["sha256"], "version": __version__}
         ts = time.time()
         raw = classify_task(encoder, classifier, split, out, params, batch_size, progress, save_maps)
-        summary = summarize(raw["labels"], encoder.num_layers, encoder.num_heads, seed)
+        summary = summarize(raw["labels"], encoder.num_layers, encoder.num_heads)
+        single = np.full(len(raw["labels"]), not split.task.is_pair)
+        summary.update(plan.estimate(raw["probs"], raw["labels"], single, seed))
         summary.update({"source": split.source, "split": split.split, "of": split.total,
                         "truncated": raw["truncated"], "seconds": round(time.time() - ts, 1),
                         "mean_probability": {name: float(v) for name, v in zip(LABELS, raw["probs"].mean((0, 1)))}})
@@ -259,11 +263,15 @@ def write_outputs(out: Path, result: dict) -> None:
 
     rows = io.StringIO()
     w = csv.writer(rows, lineterminator="\n")
-    w.writerow(["task", "label", "share", "ci95_low", "ci95_high", "count", "examples", "maps"])
+    w.writerow(["task", "label", "estimator", "share", "ci95_low", "ci95_high", "ci95_examples_low",
+                "ci95_examples_high", "ci95_classifier_low", "ci95_classifier_high", "count_share", "count",
+                "examples", "maps"])
     for task, s in result["tasks"].items():
+        parts = s["ci95_parts"]
         for name in LABELS:
-            w.writerow([task, name, f"{s['shares'][name]:.5f}", f"{s['ci95'][name][0]:.5f}",
-                        f"{s['ci95'][name][1]:.5f}", s["counts"][name], s["examples"], s["maps"]])
+            w.writerow([task, name, result["estimator"]["name"], *(f"{x:.5f}" for x in (
+                s["shares"][name], *s["ci95"][name], *parts["examples"][name], *parts["classifier"][name],
+                s["shares_by_estimator"]["count"][name])), s["counts"][name], s["examples"], s["maps"]])
     heads = io.StringIO()
     w = csv.writer(heads, lineterminator="\n")
     w.writerow(["task", "layer", "head", *LABELS, "majority"])
@@ -291,19 +299,38 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def _apart(x: list[float], y: list[float]) -> bool:
+    return x[0] > y[1] or y[0] > x[1]
+
+
 def compare(a: dict, b: dict) -> tuple[str, dict]:
-    """Per-task, per-pattern share differences (b − a) between two census results, as text and data."""
+    """Per-task, per-pattern share differences (b − a) between two census results, as text and data.
+
+    Three checks per difference: the two example-bootstrap intervals are apart; the total intervals
+    (examples and the classifier's calibration) are apart; the difference exceeds the two censuses'
+    validated share errors for that pattern added together (None when either is unknown).
+    """
+    est = [r.get("estimator", {}).get("name", "count") for r in (a, b)]
+    err = [pattern_errors(r.get("estimator", {})) for r in (a, b)]
     diff = {}
-    lines = [f"B - A, percentage points (A: {a['encoder']['model']}, B: {b['encoder']['model']})",
+    lines = [f"B - A, percentage points (A: {a['encoder']['model']}, {est[0]}; B: {b['encoder']['model']}, {est[1]})",
              f"{'task':<8} " + " ".join(f"{n:>19}" for n in LABELS)]
     for task in a["tasks"]:
         if task not in b["tasks"]:
             continue
         sa, sb = a["tasks"][task], b["tasks"][task]
         d = {n: sb["shares"][n] - sa["shares"][n] for n in LABELS}
-        # The difference is significant when the two 95% intervals do not overlap (conservative).
-        sig = {n: sb["ci95"][n][0] > sa["ci95"][n][1] or sa["ci95"][n][0] > sb["ci95"][n][1] for n in LABELS}
-        diff[task] = {"difference": d, "separated_ci95": sig}
-        lines.append(f"{task:<8} " + " ".join(f"{100 * d[n]:+6.1f}{'*' if sig[n] else ' '}".rjust(19) for n in LABELS))
-    lines.append("* the two 95% bootstrap intervals do not overlap")
+        ex = {n: _apart(*(s.get("ci95_parts", {}).get("examples", s["ci95"])[n] for s in (sa, sb))) for n in LABELS}
+        tot = {n: _apart(sa["ci95"][n], sb["ci95"][n]) for n in LABELS}
+        val = {n: None if None in err else bool(abs(d[n]) > err[0][n] + err[1][n]) for n in LABELS}
+        diff[task] = {"difference": d, "separated_examples": ex, "separated_total": tot, "exceeds_validated_error": val}
+        marks = {n: ("*" if ex[n] else "") + ("*" if ex[n] and tot[n] else "") + ("!" if val[n] else "") for n in LABELS}
+        lines.append(f"{task:<8} " + " ".join(f"{100 * d[n]:+6.1f}{marks[n]:<3}".rjust(19) for n in LABELS))
+    lines += ["*  the 95% intervals over examples do not overlap (the classifier held fixed)",
+              "** the total 95% intervals (examples and the classifier's calibration) do not overlap either",
+              "!  the difference exceeds the validated share errors of A and B for that pattern, added" if None not in err
+              else "   (the classifier's validated share error is unknown for " + " and ".join(
+                  x for x, e in zip("AB", err) if e is None) + ": not checked against it)"]
+    if est[0] != est[1]:
+        lines.append(f"note: A used the {est[0]} estimator and B the {est[1]} estimator")
     return "\n".join(lines), diff

@@ -48,6 +48,11 @@ def map_id(tag: str, task: str, split: str, example: int, layer: int, head: int)
     return f"{tag}_{task}_{split}_{example:05d}_L{layer:02d}_H{head:02d}"
 
 
+def tag_of(map_id_: str) -> str:
+    """The encoder tag a map id starts with (an encoder tag holds no ``_``): ``minilm-53aa5117``."""
+    return map_id_.split("_", 1)[0]
+
+
 def map_record(encoder, task: str, split: str, ea, layer: int, head: int) -> dict:
     """The metadata line of one map: the single definition of what a stored map records.
 

@@ -32,6 +32,31 @@ def _channels(mc: dict) -> str:
     return "; ".join(parts)
 
 
+def _matrix_rows(matrix: list[list[int]]) -> str:
+    """Table rows of a confusion matrix (rows: label, columns: prediction, LABELS order)."""
+    return "\n".join(f"| **{LABELS[i]}** | " + " | ".join(str(c) for c in row) + " |" for i, row in enumerate(matrix))
+
+
+NOT_VALIDATED = ("**Not validated.** The labelled set holds no maps drawn uniformly at random (map metadata "
+                 "`\"sampling\": \"uniform\"`), so how far the census's shares are off is not measured, and the "
+                 "census counts argmax labels (`count`) by default. Sample maps with `patterncnn sample --design "
+                 "uniform`, label them, pull them into the labelled set and retrain: this section then holds the table.")
+
+
+def _calibration(m: dict) -> dict[str, str]:
+    """The fields of the calibration and validation sections."""
+    from .validate import markdown_table
+
+    c = m["calibration"]
+    return {"temperature": f"{c['temperature']:.2f}", "nll_at_1": f"{c['nll_at_1']:.3f}", "nll": f"{c['nll']:.3f}",
+            "uniform_rows": c["uniform_rows"], "row_encoders": ", ".join(f"`{k}` {v}" for k, v in c["encoders"].items()),
+            "single_rows": sum(map(sum, c["confusion_single_segment"])),
+            "pair_rows": sum(map(sum, c["confusion_two_segments"])),
+            "confusion_single_rows": _matrix_rows(c["confusion_single_segment"]),
+            "confusion_pair_rows": _matrix_rows(c["confusion_two_segments"]),
+            "validation": markdown_table(m["validation"]) if m.get("validation") else NOT_VALIDATED}
+
+
 def _rows(m: dict) -> dict[str, str]:
     cv = m["cv"]
     comp = m["representation_comparison"]
@@ -39,8 +64,7 @@ def _rows(m: dict) -> dict[str, str]:
         "per_class_rows": "\n".join(
             f"| `{name}` | {_f(v['precision'])} | {_f(v['recall'])} | {_f(v['f1'])} | {v['support']} |"
             for name, v in cv["per_class"].items()),
-        "confusion_rows": "\n".join(f"| **{LABELS[i]}** | " + " | ".join(str(c) for c in row) + " |"
-                                    for i, row in enumerate(cv["confusion_matrix"])),
+        "confusion_rows": _matrix_rows(cv["confusion_matrix"]),
         "baseline_rows": "\n".join(f"| {k} | {_f(v['macro_f1'])} | {_f(v['weighted_f1'])} | {_f(v['accuracy'])} |"
                                    for k, v in m["baselines"].items()),
         "comparison_rows": "\n".join(
@@ -73,7 +97,7 @@ def model_card(m: dict) -> str:
         "verdict": "The CNN beats every baseline on macro-F1." if m["cnn_beats_best_baseline"] else
         f"**The CNN does not beat the best baseline ({m['best_baseline']}) on macro-F1.**",
         "parity": f"{m['onnx_parity_max_abs_diff']:.2e}", "block_count": data["labels"].get("block"),
-        **_rows(m),
+        **_rows(m), **_calibration(m),
     }
     template = resources.files("patterncnn").joinpath("templates/model_card.md").read_text(encoding="utf-8")
     return string.Template(template).substitute(fields)

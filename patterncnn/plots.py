@@ -31,25 +31,31 @@ def _png(fig) -> bytes:
 
 
 def census_figure(result: dict) -> bytes:
-    """Stacked bars: one bar per task, segments = pattern shares (%), with 95% CI whiskers per segment."""
+    """Stacked bars: one bar per task, segments = pattern shares (%), each with its total 95% interval as a whisker."""
     tasks = list(result["tasks"])
     fig = _fig(max(4.5, 1.3 * len(tasks) + 2.5), 4.6)
     ax = fig.add_subplot(1, 1, 1)
     bottom = np.zeros(len(tasks))
-    for name in LABELS:
+    for k, name in enumerate(LABELS):
         vals = np.array([100 * result["tasks"][t]["shares"][name] for t in tasks])
         ax.bar(tasks, vals, bottom=bottom, color=COLORS[name], label=name, width=0.6, edgecolor="white")
         for i, t in enumerate(tasks):
             if vals[i] >= 4:
                 ax.text(i, bottom[i] + vals[i] / 2, f"{vals[i]:.0f}%", ha="center", va="center", fontsize=8,
                         color="black" if name == LABELS[-1] else "white")  # dark text on the light grey
+        lo, hi = (np.array([100 * result["tasks"][t]["ci95"][name][j] for t in tasks]) for j in (0, 1))
+        # Each segment's whisker sits on its top edge, one x position per pattern so that they do not merge.
+        yerr = np.clip(np.stack([vals - lo, hi - vals]), 0, None)  # (2, tasks)
+        ax.errorbar(np.arange(len(tasks)) - 0.24 + 0.12 * k, bottom + vals, yerr=yerr, fmt="none", ecolor="black",
+                    elinewidth=0.8, capsize=2)
         bottom += vals
     ax.set_ylabel("share of (example, layer, head) maps, %")
     ax.set_ylim(0, 100)
     enc = result["encoder"]["model"]
     n = {t: result["tasks"][t]["examples"] for t in tasks}
-    ax.set_title(f"Self-attention patterns per task — {enc}\n"
-                 + ", ".join(f"{t}: {n[t]} ex." for t in tasks), fontsize=9)
+    estimator = result.get("estimator", {}).get("name", "count")
+    ax.set_title(f"Self-attention patterns per task — {enc}\n{estimator} estimate, whiskers: 95% interval "
+                 f"(examples + classifier)\n" + ", ".join(f"{t}: {n[t]} ex." for t in tasks), fontsize=9)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return _png(fig)
 

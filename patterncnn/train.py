@@ -5,6 +5,7 @@ Usage::
     metrics = train_and_export("annotations", "models", CNNConfig(), TrainConfig())   # what `patterncnn train` runs
     data = load_labelled("annotations")
     report = cross_validate(data, CNNConfig(), TrainConfig())       # honest, out-of-fold metrics
+    oof = out_of_fold(data, CNNConfig(), TrainConfig())              # the predictions behind it, with folds
     model = fit_final(data, CNNConfig(), TrainConfig(), epochs=report["median_best_epoch"])
 
 Honesty rules: folds are grouped by input example (the maps of one sentence or pair never sit on
@@ -13,7 +14,9 @@ out of the *training* part of each fold, never the test fold; the feature baseli
 the very same folds; the final model is trained on all data for the median early-stopped epoch
 count. Augmentation only preserves labels: resampling the map to another length T (nearest) and a
 gamma jitter of the intensities; no transposes or flips (a transpose turns vertical into
-horizontal).
+horizontal). The out-of-fold predictions also calibrate the census's share estimators
+(:mod:`patterncnn.calibrate`) and, when the labelled set holds maps drawn uniformly at random,
+validate them (:mod:`patterncnn.validate`); both are stored with the model.
 """
 
 from __future__ import annotations
@@ -172,27 +175,64 @@ def classification_report(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
     }
 
 
-def cross_validate(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, progress=None) -> dict:
-    """Out-of-fold CNN predictions over the grouped stratified folds, with the report."""
-    splits = folds(data, tcfg)
+@dataclasses.dataclass
+class OutOfFold:
+    """Out-of-fold CNN predictions: every map scored by the fold model that did not train on it."""
+
+    probs: np.ndarray  # (N, 5) softmax probabilities
+    fold: np.ndarray  # (N,) the outer fold of each map
+    fold_macro_f1: list[float]
+    best_epochs: list[int]
+    seconds: float
+
+
+def out_of_fold(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, progress=None) -> OutOfFold:
+    """Train one model per grouped stratified fold and score its test fold."""
     oof = np.zeros((len(data.y), len(LABELS)), dtype=np.float32)
+    fold_of = np.full(len(data.y), -1)
     fold_f1, best_epochs = [], []
     bar = progress(total=tcfg.folds * tcfg.max_epochs, desc=f"CV {cfg.representation}-{cfg.grid}",
                    unit="ep") if progress else None
     t0 = time.time()
-    for k, (tr, va, te) in enumerate(splits):
+    for k, (tr, va, te) in enumerate(folds(data, tcfg)):
         model, best_epoch, _ = fit(data, tr, va, cfg, tcfg, seed=tcfg.seed + k, tick=bar.update if bar else None)
         oof[te] = predict_proba(model, data, te, cfg)
+        fold_of[te] = k
         fold_f1.append(macro_f1(data.y[te], oof[te].argmax(1)))
         best_epochs.append(best_epoch)
     if bar:
         bar.close()
-    rep = classification_report(data.y, oof.argmax(1))
-    rep.update({"fold_macro_f1": fold_f1, "fold_macro_f1_mean": float(np.mean(fold_f1)),
-                "fold_macro_f1_std": float(np.std(fold_f1)), "best_epochs": best_epochs,
-                "median_best_epoch": int(np.median(best_epochs)), "seconds": round(time.time() - t0, 1),
-                "certain_only_macro_f1": macro_f1(data.y[~data.uncertain], oof[~data.uncertain].argmax(1))})
+    return OutOfFold(oof, fold_of, fold_f1, best_epochs, round(time.time() - t0, 1))
+
+
+def cv_report(data: Labelled, oof: OutOfFold) -> dict:
+    """The classification report of out-of-fold predictions, with the per-fold figures."""
+    rep = classification_report(data.y, oof.probs.argmax(1))
+    rep.update({"fold_macro_f1": oof.fold_macro_f1, "fold_macro_f1_mean": float(np.mean(oof.fold_macro_f1)),
+                "fold_macro_f1_std": float(np.std(oof.fold_macro_f1)), "best_epochs": oof.best_epochs,
+                "median_best_epoch": int(np.median(oof.best_epochs)), "seconds": oof.seconds,
+                "certain_only_macro_f1": macro_f1(data.y[~data.uncertain], oof.probs[~data.uncertain].argmax(1))})
     return rep
+
+
+def cross_validate(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, progress=None) -> dict:
+    """Out-of-fold CNN predictions over the grouped stratified folds, with the report."""
+    return cv_report(data, out_of_fold(data, cfg, tcfg, progress))
+
+
+def calibrate_and_validate(data: Labelled, oof: OutOfFold, seed: int) -> tuple[dict, dict | None]:
+    """The calibration stored with the model, and the cross-validated validation of the share estimators.
+
+    The validation needs maps drawn uniformly at random in the labelled set; without them it is None.
+    """
+    from .calibrate import calibration_record, oof_rows
+    from .validate import validate_rows
+
+    rows = oof_rows(data, oof.probs, oof.fold)
+    validation = validate_rows(rows, seed) if rows.uniform.any() else None
+    if validation is None:
+        log.info("no uniformly drawn maps in the labelled set: the share estimators are not validated")
+    return calibration_record(rows), validation
 
 
 def baselines(data: Labelled, tcfg: TrainConfig) -> dict:
@@ -258,7 +298,9 @@ def train_and_export(annotations: str | Path, out: str | Path, cfg: CNNConfig, t
     data = load_labelled(annotations)
     counts = np.bincount(data.y, minlength=len(LABELS))
     log.info("%d labelled maps: %s", len(data.y), dict(zip(LABELS, counts.tolist())))
-    cv = cross_validate(data, cfg, tcfg, progress)
+    oof = out_of_fold(data, cfg, tcfg, progress)
+    cv = cv_report(data, oof)
+    calibration, validation = calibrate_and_validate(data, oof, tcfg.seed)
     comparison = {}
 
     def entry(c: CNNConfig, r: dict) -> dict:
@@ -288,16 +330,19 @@ def train_and_export(annotations: str | Path, out: str | Path, cfg: CNNConfig, t
         "conv_layers": count_conv_layers(model), "parameters": int(sum(p.numel() for p in model.parameters())),
         "cv": cv, "baselines": base, "representation_comparison": comparison,
         "cnn_beats_best_baseline": bool(cv["macro_f1"] > best_base[0]), "best_baseline": best_base[1],
-        "final_fit_epochs": cv["median_best_epoch"], "platform": platform.platform(),
+        "final_fit_epochs": cv["median_best_epoch"], "calibration": calibration, "validation": validation,
+        "platform": platform.platform(),
         "torch": torch.__version__, "seconds": None,
     }
     buf = io.BytesIO()
     torch.save({"state_dict": model.state_dict(), "model_config": model_config_dict(cfg), "labels": list(LABELS),
                 "train_config": dataclasses.asdict(tcfg), "metrics": {"cv_macro_f1": cv["macro_f1"]},
-                "data_hash": data.data_hash, "patterncnn_version": __version__}, buf)
+                "data_hash": data.data_hash, "patterncnn_version": __version__, "calibration": calibration,
+                "validation": validation}, buf)
     write_bytes(out / "patterncnn.pt", buf.getvalue())
     export_onnx(model, out / "patterncnn.onnx", {"data_hash": data.data_hash, "cv_macro_f1": cv["macro_f1"],
-                                                  "trained_on": len(data.y)})
+                                                  "trained_on": len(data.y), "calibration": calibration,
+                                                  "validation": validation})
     metrics["onnx_parity_max_abs_diff"] = parity_check(model, out / "patterncnn.onnx", data.maps, data.seps)
     metrics["seconds"] = round(time.time() - t0, 1)
     write_json(out / "metrics.json", metrics)

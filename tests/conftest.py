@@ -92,14 +92,10 @@ def label_studio(tmp_path_factory):
 @pytest.fixture(scope="session")
 def labelled_set(tmp_path_factory):
     """A small labelled set in the `annotate pull` layout: synthetic maps of known pattern, 12 per class."""
-    import csv
-
     from patterncnn.labels import LABELS
-    from patterncnn.maps import MapStore
-    from synthetic import pattern_map
+    from synthetic import pattern_map, write_labelled_set
 
     root = tmp_path_factory.mktemp("labelled")
-    store = MapStore.create(root / "maps")
     recs, rows = [], []
     for k, kind in enumerate(LABELS):
         for i in range(12):
@@ -109,12 +105,7 @@ def labelled_set(tmp_path_factory):
                     "layer": i % 3, "head": i % 4, "T": t, "seps": [sep, t - 1]}
             recs.append((meta, pattern_map(kind, t, sep, seed=100 * k + i)))
             rows.append({"map_id": meta["id"], "label": kind, "uncertain": str(i == 0)})
-    store.append(recs)
-    with open(root / "labels.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["map_id", "label", "uncertain"])
-        w.writeheader()
-        w.writerows(rows)
-    return root
+    return write_labelled_set(root, recs, rows)
 
 
 @pytest.fixture(scope="session")

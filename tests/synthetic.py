@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from patterncnn.labels import LABELS
+
 
 def pattern_map(kind: str, t: int = 12, sep: int | None = None, seed: int = 0) -> np.ndarray:
     """A (t, t) row-stochastic map of the given pattern, with a little noise."""
@@ -35,3 +37,47 @@ def pattern_store(path, kinds, t: int = 12):
         recs.append((meta, pattern_map(kind, t, sep, seed=i)))
     store.append(recs)
     return store
+
+
+def write_labelled_set(root, records, rows):
+    """A labelled set in the `annotate pull` layout: ``maps/`` from (meta, map) records, ``labels.csv`` from rows."""
+    import csv
+
+    from patterncnn.maps import MapStore
+
+    MapStore.create(root / "maps").append(records)
+    with open(root / "labels.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["map_id", "label", "uncertain"])
+        w.writeheader()
+        w.writerows(rows)
+    return root
+
+
+# P(predicted j | label i): the classifier over-calls vertical+diagonal and heterogeneous, misses block.
+CONFUSION = np.array([[.80, .04, .10, .01, .05],
+                      [.05, .70, .15, .00, .10],
+                      [.15, .10, .65, .00, .10],
+                      [.05, .05, .00, .55, .35],
+                      [.10, .10, .05, .10, .65]])
+
+
+def simulated_rows(shares, n, rng, encoder="enc-aaaa1111", single=False, uniform=True, fold=None,
+                   task="rte", start=0) -> "Rows":
+    """Rows whose argmax follows CONFUSION: label ~ shares, prediction ~ CONFUSION[label]."""
+    from patterncnn.calibrate import Rows
+
+    y = rng.choice(len(LABELS), size=n, p=shares)
+    pred = np.array([rng.choice(len(LABELS), p=CONFUSION[i]) for i in y])
+    probs = rng.dirichlet(np.ones(len(LABELS)), size=n) * 0.3
+    probs[np.arange(n), pred] += 0.7
+    ex = np.arange(start, start + n)
+    return Rows(np.array([f"{encoder}_{task}_dev_{i:05d}_L00_H00" for i in ex]), y, probs,
+                ex % 5 if fold is None else np.full(n, fold), np.full(n, encoder), np.full(n, task),
+                np.array([f"{task}/dev/{i}" for i in ex]), np.full(n, uniform), np.full(n, single))
+
+
+def concat_rows(*parts):
+    """Several Rows as one."""
+    from patterncnn.calibrate import FIELDS, Rows
+
+    return Rows(*(np.concatenate([getattr(p, f) for p in parts]) for f in FIELDS))

@@ -17,6 +17,7 @@ def test_train_writes_consistent_artifacts_and_card(labelled_set, tmp_path, caps
     assert rc == 0
     printed = capsys.readouterr().out
     assert "60 maps, 3-fold grouped CV: macro-F1" in printed and "baseline features+logreg" in printed
+    assert "share estimators not validated" in printed
     for name in ("patterncnn.pt", "patterncnn.onnx", "metrics.json", "README.md"):
         assert (out / name).is_file(), name
     m = json.loads((out / "metrics.json").read_text())
@@ -29,6 +30,8 @@ def test_train_writes_consistent_artifacts_and_card(labelled_set, tmp_path, caps
     assert f"**Macro-F1 {m['cv']['macro_f1']:.3f}**" in card
     assert f"60 maps labelled by eye in Label Studio (`{labelled_set}`" in card
     assert "$" not in card.replace("$$", "")  # every template field was filled
+    assert m["validation"] is None and "**Not validated.**" in card  # no uniformly drawn maps in this set
+    assert len(m["calibration"]["rows"]["ids"]) == 60 and f"T = {m['calibration']['temperature']:.2f}" in card
 
     model, ckpt = load_checkpoint(out / "patterncnn.pt")
     clf = OnnxClassifier(out / "patterncnn.onnx")

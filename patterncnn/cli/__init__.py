@@ -15,9 +15,9 @@ import logging
 import sys
 
 from .. import __version__
-from . import analyze, annotate, census, classify, finetune, sample, serve, train
+from . import analyze, annotate, census, classify, finetune, sample, serve, train, validate
 
-COMMANDS = (sample, finetune, annotate, train, classify, census, analyze, serve)  # in pipeline order
+COMMANDS = (sample, finetune, annotate, train, validate, classify, census, analyze, serve)  # in pipeline order
 NOISY_LOGGERS = ("transformers", "datasets", "huggingface_hub", "urllib3", "httpx", "filelock", "matplotlib")
 
 

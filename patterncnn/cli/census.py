@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import sys
 
+from ..calibrate import SCOPES
+from ..estimate import ESTIMATORS, describe
 from .common import add_classifier_args, add_glue_args, classifier, glue_dir, positive_int, progress
 
 
 def register(sub) -> None:
     p = sub.add_parser("census", help="pattern shares over GLUE dev sets, overall and per layer x head",
                        description="Run an encoder over each task's dev set (up to --limit examples), classify every "
-                                   "(example, layer, head) map and report each pattern's share with a 95% bootstrap "
-                                   "CI, the per-head distribution, tables and plots. Interrupted runs resume when "
-                                   "re-run with the same arguments. `--compare A B` compares two finished censuses.")
+                                   "(example, layer, head) map and report each pattern's share (corrected for the "
+                                   "classifier's errors with --estimator probs/adjusted) with a 95% interval over "
+                                   "examples and the classifier's calibration, the per-head distribution, tables and "
+                                   "plots. Interrupted runs resume when re-run with the same arguments. `--compare A B` compares two "
+                                   "finished censuses.")
     p.add_argument("--task", action="append", default=[], help="GLUE task (repeatable), or 'all'")
     p.add_argument("--model", action="append", help="encoder (repeatable; two models are compared). Default: minilm")
     p.add_argument("--max-length", type=positive_int, default=128, help="(default: %(default)s)")
@@ -22,6 +26,13 @@ def register(sub) -> None:
     p.add_argument("--batch-size", type=positive_int, default=16, help="encoder batch size (default: %(default)s)")
     p.add_argument("--save-maps", action="store_true", help="also write every map to OUT/maps/<task> (large)")
     p.add_argument("--overwrite", action="store_true", help="replace a finished or unfinished census in --out")
+    p.add_argument("--estimator", choices=ESTIMATORS, default=None,
+                   help="how shares are estimated: count (argmax counting), probs (mean of temperature-scaled "
+                        "probabilities) or adjusted (adjusted classify-and-count); default: the one that validated "
+                        "best with the classifier (`patterncnn validate`), count for a classifier without validation")
+    p.add_argument("--calibration-scope", choices=SCOPES, default=None,
+                   help="which labelled rows calibrate probs/adjusted: uniformly drawn rows of this encoder, all "
+                        "uniformly drawn rows, or all rows (widened when too few); default: the validated best")
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two census results (folders or json)")
     add_glue_args(p)
     p.set_defaults(func=run)
@@ -43,10 +54,11 @@ def run(args) -> int:
     results = []
     runs = run_censuses(args.model or ["minilm"], splits, clf, args.out, args.limit, args.seed, args.max_length,
                         batch_size=args.batch_size, progress=progress(), save_maps=args.save_maps,
-                        overwrite=args.overwrite)
+                        overwrite=args.overwrite, estimator=args.estimator, scope=args.calibration_scope)
     try:
         for enc, out, result in runs:
-            print(f"\n{enc.name} ({enc.tag}): share of (example, layer, head) maps, 95% bootstrap CI over examples")
+            print(f"\n{enc.name} ({enc.tag}): share of (example, layer, head) maps")
+            print(describe(result["estimator"]))
             print(table(result))
             trunc = sum(s["truncated"] for s in result["tasks"].values())
             if trunc:

@@ -30,6 +30,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from ..estimate import best_result
     from ..model import CNNConfig
     from ..train import TrainConfig, train_and_export
 
@@ -45,5 +46,15 @@ def run(args) -> int:
         print(f"  baseline {name}: macro-F1 {b['macro_f1']:.3f}")
     print(("CNN beats" if m["cnn_beats_best_baseline"] else "CNN does NOT beat") + f" the best baseline "
           f"({m['best_baseline']}); ONNX parity max |dp| {m['onnx_parity_max_abs_diff']:.1e}")
+    c, v = m["calibration"], m["validation"]
+    print(f"calibration for the census: {len(c['rows']['ids'])} out-of-fold rows ({c['uniform_rows']} drawn uniformly), "
+          f"temperature {c['temperature']:.2f}")
+    if v:
+        b = best_result(v["results"])
+        print(f"share estimators validated on {v['maps']} uniformly drawn maps: default {b['estimator']}"
+              f"{'/' + b['scope'] if b['scope'] else ''}, worst encoder {100 * b['worst_encoder_mean_abs_error']:.1f} "
+              f"points per pattern, intervals hold the hand share in {100 * b['coverage']:.0f}% of cells")
+    else:
+        print("share estimators not validated: the labelled set has no maps drawn with `sample --design uniform`")
     print(f"wrote {args.out}/patterncnn.pt, patterncnn.onnx, metrics.json, README.md")
     return 0

@@ -1,0 +1,32 @@
+"""``patterncnn validate``: census share estimates against hand-labelled maps drawn uniformly at random."""
+
+from __future__ import annotations
+
+from .common import add_classifier_args, classifier
+
+
+def register(sub) -> None:
+    p = sub.add_parser("validate", help="check the census's share estimators against hand-labelled random maps",
+                       description="Estimate the pattern shares of hand-labelled maps drawn uniformly at random "
+                                   "(`sample --design uniform`) with each estimator (count, probs, adjusted) from the "
+                                   "classifier's outputs alone, and compare with the hand labels per encoder and "
+                                   "task: mean and worst share error per pattern, and how often the 95%% interval "
+                                   "holds the hand-labelled share. By default cross-validated on the out-of-fold "
+                                   "rows `patterncnn train` stored with the classifier; --annotations scores an "
+                                   "independent labelled set instead.")
+    add_classifier_args(p)
+    p.add_argument("--annotations", default=None,
+                   help="an independent labelled set whose maps never trained this classifier "
+                        "(default: cross-validated on the classifier's stored out-of-fold rows)")
+    p.add_argument("--out", default="runs/validate", help="output folder (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..validate import markdown_table, run_validation
+
+    v = run_validation(classifier(args), args.out, args.annotations, args.seed)
+    print(markdown_table(v))
+    print(f"wrote {args.out}/validation.json, validation.md")
+    return 0

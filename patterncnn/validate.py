@@ -1,0 +1,240 @@
+"""Validate the share estimators on hand-labelled maps drawn uniformly at random (``patterncnn validate``).
+
+Usage::
+
+    v = validate_rows(rows)                          # cross-validated, from train's out-of-fold rows
+    v = validate_independent(rows, score_labelled(classifier, "annotations-new"))   # maps it never saw
+    print(markdown_table(v))
+
+Only maps whose metadata says ``"sampling": "uniform"`` (``patterncnn sample --design uniform``) are
+scored: their hand-labelled shares estimate the census's shares. Each estimator estimates the shares
+of each (encoder, task) cell from the classifier's outputs on those maps alone, with the census's
+intervals, and is compared with the hand labels.
+
+Cross-validated, in two halves: the CV folds are split in two halves (folds 0..⌈K/2⌉-1 and the
+rest). A map is scored by the fold model that did not see it (its out-of-fold probabilities) and
+calibrated only on the rows of the *other half's* folds, and its half's shares are compared with
+its half's hand labels; errors are averaged over the halves. So no map is estimated with a
+calibration fitted on any map it is compared with. (Calibrating each fold on the other four and
+pooling the folds would not do: each fold's calibration would hold the very misclassifications of
+the other folds, and their errors would cancel in the pooled shares, up to an exact match for
+adjusted classify-and-count calibrated on the sample itself.) The price is honest noise: a half has
+half the maps, and its hand-labelled shares carry their own sampling error (reported beside).
+
+Per encoder, tasks are pooled with equal weight; reported: the mean and worst absolute share error
+per pattern, the standard error of the hand-labelled shares, and how often the 95% interval holds
+the hand-labelled share over the (half, task, pattern) cells.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .calibrate import CAL_BOOTSTRAP, SCOPES, Rows, fit_calibration, map_rows, scope_mask
+from .estimate import ESTIMATORS, TARGET_COVERAGE, TARGET_ERROR, best_result, example_sums, shares_with_intervals
+from .labels import LABELS
+
+UNIFORM_HELP = ("label maps drawn with `patterncnn sample --design uniform` (their metadata says \"sampling\": "
+                "\"uniform\"), pull them into the labelled set and retrain with `patterncnn train`")
+
+
+def combos() -> list[tuple[str, str | None]]:
+    """(estimator, calibration scope) pairs validated: count needs no calibration."""
+    return [(e, None) if e == "count" else (e, s) for e in ESTIMATORS for s in ((None,) if e == "count" else SCOPES)]
+
+
+def halves(folds: np.ndarray) -> np.ndarray:
+    """(n,) 0 or 1: the half of each row's CV fold (folds 0..⌈K/2⌉-1, then the rest)."""
+    ks = sorted(set(folds.tolist()))
+    return np.isin(folds, ks[(len(ks) + 1) // 2:]).astype(int)
+
+
+def score(pool: Rows, test: Rows, half: np.ndarray | None, seed: int = 0) -> tuple[dict, dict]:
+    """Per-map vectors of ``test`` for every (estimator, scope), calibrated on ``pool``.
+
+    Args:
+        half: (n,) the half of each test row; its rows are calibrated on the pool rows of the folds outside
+            that half only. None: one half, calibrated on all of ``pool`` (independent maps).
+
+    Returns:
+        ({(estimator, scope): (R, n, 5)}, {half: the folds that calibrated it and each fit}).
+    """
+    n = len(test)
+    labels = test.probs.argmax(1)[:, None]
+    vectors = {("count", None): example_sums("count", test.probs[:, None], labels, test.single, None)}
+    vectors.update({(e, s): np.zeros((CAL_BOOTSTRAP + 1, n, len(LABELS))) for e, s in combos() if e != "count"})
+    calibrated = {}
+    cross = half is not None
+    half = half if cross else np.zeros(n, dtype=int)
+    for h in sorted(set(half.tolist())):
+        in_h = half == h
+        base = pool.subset(~np.isin(pool.fold, test.fold[in_h])) if cross else pool
+        calibrated[str(h)] = {"scored_folds": sorted(set(test.fold[in_h].tolist())), "fits": []}
+        for enc in sorted(set(test.encoder[in_h].tolist())):
+            sel = in_h & (test.encoder == enc)
+            for scope in SCOPES:
+                mask, used = scope_mask(base, scope, enc)
+                cal = fit_calibration(base.subset(mask), CAL_BOOTSTRAP, seed)
+                calibrated[str(h)]["fits"].append({"encoder": enc, "scope": scope, "used": used, "rows": cal.rows,
+                                                   "folds": cal.folds})
+                for e in ("probs", "adjusted"):
+                    vectors[(e, scope)][:, sel] = example_sums(e, test.probs[sel][:, None], labels[sel],
+                                                               test.single[sel], cal)
+    return vectors, calibrated
+
+
+def cell(test: Rows, idx: np.ndarray, vectors: np.ndarray, seed: int) -> dict:
+    """One (encoder, half, task) cell: estimate with intervals (maps grouped by input example) vs the hand shares."""
+    _, inverse = np.unique(test.group[idx], return_inverse=True)
+    sums = np.einsum("gn,rnk->rgk", np.eye(inverse.max() + 1)[:, inverse], vectors[:, idx])  # (R, G, 5)
+    est = shares_with_intervals(sums, seed)
+    hand = np.bincount(test.y[idx], minlength=len(LABELS)) / len(idx)
+    covered = {part: [bool(ci[k][0] - 1e-9 <= hand[i] <= ci[k][1] + 1e-9) for i, k in enumerate(LABELS)]
+               for part, ci in (("total", est["ci95"]), ("examples", est["ci95_parts"]["examples"]))}
+    return {"maps": int(len(idx)), "hand": dict(zip(LABELS, hand.tolist())), **est, "covered": covered}
+
+
+def encoder_summary(halves_: dict) -> dict:
+    """One encoder's cells, {half: {task: cell}}: tasks pooled with equal weight within a half, errors averaged
+    over the halves; the hand shares' standard error; interval coverage over all cells."""
+    est, hand, se = [], [], []
+    for cells in halves_.values():
+        est.append(np.mean([[c["shares"][k] for k in LABELS] for c in cells.values()], axis=0))
+        h = np.array([[c["hand"][k] for k in LABELS] for c in cells.values()])  # (tasks, 5)
+        hand.append(h.mean(0))
+        n = np.array([c["maps"] for c in cells.values()])[:, None]
+        se.append(np.sqrt((h * (1 - h) / n).sum(0)) / len(h))  # binomial SE of the task-weighted hand share
+    err = np.abs(np.array(est) - np.array(hand)).mean(0)  # (5,) per pattern, averaged over halves
+    est, hand = np.mean(est, 0), np.mean(hand, 0)
+    w = int(err.argmax())
+    cells = [c for cs in halves_.values() for c in cs.values()]
+    cover = [x for c in cells for x in c["covered"]["total"]]
+    return {"maps": sum(c["maps"] for c in cells), "tasks": len({t for cs in halves_.values() for t in cs}),
+            "halves": len(halves_), "mean_abs_error": float(err.mean()), "abs_error": dict(zip(LABELS, err.tolist())),
+            "worst": {"label": LABELS[w], "abs_error": float(err[w]), "estimate": float(est[w]), "hand": float(hand[w])},
+            "hand_se": float(np.mean(se)), "coverage": float(np.mean(cover)), "coverage_examples_only": float(
+                np.mean([x for c in cells for x in c["covered"]["examples"]])),
+            "covered_cells": int(sum(cover)), "cells": len(cover)}
+
+
+def summarize_scores(test: Rows, half: np.ndarray, vectors: dict, seed: int) -> list[dict]:
+    """One result per (estimator, scope): per-encoder summaries, worst encoder, pooled coverage, and the cells."""
+    results = []
+    for (est, scope), v in vectors.items():
+        cells = {enc: {str(h): {t: cell(test, np.flatnonzero(sel & (test.task == t)), v, seed)
+                                for t in sorted(set(test.task[sel].tolist()))}
+                       for h in sorted(set(half[test.encoder == enc].tolist()))
+                       for sel in [(test.encoder == enc) & (half == h)]}
+                 for enc in sorted(set(test.encoder.tolist()))}
+        encs = {enc: encoder_summary(c) for enc, c in cells.items()}
+        covered, total = sum(e["covered_cells"] for e in encs.values()), sum(e["cells"] for e in encs.values())
+        worst = max(e["mean_abs_error"] for e in encs.values())
+        results.append({"estimator": est, "scope": scope, "encoders": encs, "worst_encoder_mean_abs_error": worst,
+                        "coverage": covered / total, "coverage_examples_only": float(np.mean(
+                            [e["coverage_examples_only"] for e in encs.values()])),
+                        "meets_targets": bool(worst <= TARGET_ERROR and covered / total >= TARGET_COVERAGE),
+                        "cells": cells})
+    return results
+
+
+def _validate(pool: Rows, test: Rows, mode: str, seed: int) -> dict:
+    half = halves(test.fold) if mode == "cross-validated" else np.zeros(len(test), dtype=int)
+    vectors, calibrated = score(pool, test, half if mode == "cross-validated" else None, seed)
+    results = summarize_scores(test, half, vectors, seed)
+    best = best_result(results)
+    return {"mode": mode, "maps": len(test), "seed": seed, "calibration_bootstrap": CAL_BOOTSTRAP,
+            "targets": {"mean_abs_error": TARGET_ERROR, "coverage": TARGET_COVERAGE},
+            "encoders": {e: {t: int(((test.encoder == e) & (test.task == t)).sum())
+                             for t in sorted(set(test.task[test.encoder == e].tolist()))}
+                         for e in sorted(set(test.encoder.tolist()))},
+            "best": {"estimator": best["estimator"], "scope": best["scope"]}, "results": results,
+            "calibrated_on": calibrated}
+
+
+def validate_rows(rows: Rows, seed: int = 0) -> dict:
+    """Cross-validated validation on the uniformly drawn rows among train's out-of-fold rows."""
+    test = rows.subset(rows.uniform)
+    if not len(test):
+        raise ValueError(f"the labelled set has no maps drawn uniformly at random, so the share estimates cannot be "
+                         f"validated; {UNIFORM_HELP}")
+    return _validate(rows, test, "cross-validated", seed)
+
+
+def validate_independent(pool: Rows, test: Rows, seed: int = 0) -> dict:
+    """Validation on maps the classifier was neither trained nor calibrated on (all of ``pool`` calibrates)."""
+    seen = set(pool.ids.tolist()) & set(test.ids.tolist())
+    if seen:
+        raise ValueError(f"{len(seen)} of these maps (e.g. {sorted(seen)[0]}) trained and calibrated this classifier; "
+                         f"validate them cross-validated (`patterncnn validate` without --annotations)")
+    test = test.subset(test.uniform)
+    if not len(test):
+        raise ValueError(f"no map of that labelled set was drawn uniformly at random; {UNIFORM_HELP}")
+    return _validate(pool, test, "independent", seed)
+
+
+def score_labelled(classifier, annotations: str | Path) -> Rows:
+    """Rows for a labelled set scored by ``classifier`` (an :class:`patterncnn.infer.OnnxClassifier`)."""
+    from .labelled import load_labelled
+
+    data = load_labelled(annotations)
+    probs = classifier.predict(data.maps, data.seps)
+    return map_rows(data.ids, data.y, probs, np.full(len(data.y), -1), data.meta, data.seps)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def markdown_table(v: dict) -> str:
+    """The validation as a Markdown table (model card, README), one row per estimator, scope and encoder."""
+    lines = ["| estimator | calibrated on | encoder | maps (tasks) | mean \\|share error\\| per pattern, points | "
+             "worst pattern: \\|error\\| (estimate vs hand, %) | SE of the hand shares, points | "
+             "95 % interval holds the hand share | interval over examples only |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in v["results"]:
+        best = (r["estimator"], r["scope"]) == (v["best"]["estimator"], v["best"]["scope"])
+        name = f"**{r['estimator']}**" if best else r["estimator"]
+        for enc, e in r["encoders"].items():
+            w = e["worst"]
+            lines.append(f"| {name} | {r['scope'] or '—'} | {enc} | {e['maps']} ({e['tasks']}) | "
+                         f"{_pct(e['mean_abs_error'])} | {w['label']}: {_pct(w['abs_error'])} ({_pct(w['estimate'])} "
+                         f"vs {_pct(w['hand'])}) | {_pct(e['hand_se'])} | {e['covered_cells']}/{e['cells']} "
+                         f"({_pct(e['coverage'])} %) | {_pct(e['coverage_examples_only'])} % |")
+    b = best_result(v["results"])
+    how = ("cross-validated in two halves (each half calibrated on the other half's folds only; errors averaged "
+           "over the halves)" if v["mode"] == "cross-validated" else "on maps this classifier never saw")
+    lines += ["", f"Measured {how}, on {v['maps']} uniformly drawn hand-labelled maps. Default (bold): "
+                  f"**{b['estimator']}**{' calibrated on ' + b['scope'] + ' rows' if b['scope'] else ''}: worst encoder "
+                  f"{_pct(b['worst_encoder_mean_abs_error'])} points, intervals hold the hand share in "
+                  f"{_pct(b['coverage'])} % of cells (targets: ≤ {_pct(TARGET_ERROR)} points for every encoder, "
+                  f"≥ {_pct(TARGET_COVERAGE)} % of cells: {'met' if b['meets_targets'] else '**not met**'})."]
+    return "\n".join(lines)
+
+
+def run_validation(classifier, out: str | Path, annotations: str | Path | None = None, seed: int = 0) -> dict:
+    """``patterncnn validate``: validate, then write ``validation.json`` and ``validation.md`` into ``out``.
+
+    Args:
+        classifier: an :class:`patterncnn.infer.OnnxClassifier` trained by ``patterncnn train`` (it stores its rows).
+        annotations: an independent labelled set; None validates cross-validated on the stored rows.
+    """
+    from . import __version__
+    from .calibrate import stored_rows
+    from .estimate import RETRAIN
+    from .fileio import sha256_file, write_json, write_text
+    from .infer import ClassifierError
+
+    rows = stored_rows(classifier.metadata)
+    if rows is None:
+        raise ClassifierError(f"{classifier.path} stores no out-of-fold rows to calibrate and validate with; {RETRAIN}")
+    v = validate_rows(rows, seed) if annotations is None else \
+        validate_independent(rows, score_labelled(classifier, annotations), seed)
+    v = {"created_by": f"patterncnn {__version__}", "classifier": {
+        "path": str(classifier.path), "sha256": sha256_file(classifier.path), "version": classifier.model_version},
+        "annotations": None if annotations is None else str(annotations), **v}
+    out = Path(out)
+    write_json(out / "validation.json", v)
+    write_text(out / "validation.md", markdown_table(v) + "\n")
+    return v

@@ -1,0 +1,186 @@
+"""Validation of the share estimators: cross-validated on synthetic rows, and `train` -> `validate` -> `census`."""
+
+import json
+
+import numpy as np
+import pytest
+
+import patterncnn.validate as validate_mod
+from patterncnn.cli import main
+from patterncnn.labels import LABELS
+from patterncnn.validate import markdown_table, validate_independent, validate_rows
+from synthetic import concat_rows, pattern_map, simulated_rows, write_labelled_set
+
+# Mostly vertical, as in real censuses: counting with CONFUSION under-counts vertical by about 10 points.
+PAIR = np.array([0.68, 0.10, 0.15, 0.02, 0.05])
+SINGLE = np.array([0.70, 0.10, 0.15, 0.00, 0.05])
+
+
+def census_like_rows(rng):
+    """Uniform rows of two encoders on a pair and a single-segment task, plus non-uniform rows (another design)."""
+    parts, start = [], 0
+    for enc in ("enca-11111111", "encb-22222222"):
+        for task, shares, single in (("rte", PAIR, False), ("sst2", SINGLE, True)):
+            parts.append(simulated_rows(shares, 400, rng, encoder=enc, task=task, single=single, start=start))
+            start += 400
+    parts.append(simulated_rows(np.full(5, 0.2), 800, rng, encoder="enca-11111111", uniform=False, start=start))
+    rows = concat_rows(*parts)
+    rows.probs[rows.single, LABELS.index("block")] = 0.0  # the segment rule, as the census applies it
+    rows.probs /= rows.probs.sum(1, keepdims=True)
+    return rows
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return census_like_rows(np.random.default_rng(0))
+
+
+def by(v, estimator, scope):
+    return next(r for r in v["results"] if (r["estimator"], r["scope"]) == (estimator, scope))
+
+
+def test_cross_validated_validation_corrects_the_bias_of_counting(rows, monkeypatch):
+    seen = []  # the ids each calibration was fitted on
+    fit = validate_mod.fit_calibration
+    monkeypatch.setattr(validate_mod, "fit_calibration", lambda r, *a: seen.append(set(r.ids.tolist())) or fit(r, *a))
+    v = validate_rows(rows)
+    assert v["mode"] == "cross-validated" and v["maps"] == int(rows.uniform.sum())
+    assert set(v["encoders"]) == {"enca-11111111", "encb-22222222"}
+    # No map is estimated with a calibration fitted on its own half, let alone its own fold.
+    assert [h["scored_folds"] for h in v["calibrated_on"].values()] == [[0, 1, 2], [3, 4]]
+    for h in v["calibrated_on"].values():
+        assert all(not set(f["folds"]) & set(h["scored_folds"]) for f in h["fits"])
+    assert len(seen) == 2 * 2 * 3  # halves x encoders x scopes
+    first, second = set(rows.ids[rows.fold <= 2].tolist()), set(rows.ids[rows.fold > 2].tolist())
+    assert all(not (s & first and s & second) for s in seen)
+    count, best = by(v, "count", None), by(v, v["best"]["estimator"], v["best"]["scope"])
+    assert count["worst_encoder_mean_abs_error"] > 0.035 and count["coverage"] < 0.9  # biased, and its interval lies
+    assert best["estimator"] == "adjusted" and best["coverage"] >= 0.9
+    assert best["worst_encoder_mean_abs_error"] < 0.8 * count["worst_encoder_mean_abs_error"]
+    adjusted = by(v, "adjusted", "encoder")
+    cell = adjusted["cells"]["encb-22222222"]["1"]["sst2"]
+    assert cell["maps"] == 160 and cell["shares"]["block"] == 0.0 and cell["hand"]["block"] == 0.0
+    enc = adjusted["encoders"]["enca-11111111"]
+    assert enc["halves"] == 2 and enc["cells"] == 2 * 2 * 5 and 0.01 < enc["hand_se"] < 0.03
+    text = markdown_table(v)
+    assert "| adjusted | encoder | enca-11111111 | 800 (2) |" in text and "on 1600 uniformly drawn" in text
+
+
+def test_pooling_folds_calibrated_on_each_other_would_hide_the_error(rows):
+    """Why validation works in halves: adjusted, calibrated on the sample itself, reproduces its hand shares."""
+    from patterncnn.calibrate import fit_calibration
+    from patterncnn.estimate import example_sums, finish
+
+    cell = rows.subset(rows.uniform & (rows.encoder == "enca-11111111") & (rows.task == "rte"))
+    sums = example_sums("adjusted", cell.probs[:, None], cell.probs.argmax(1)[:, None], cell.single,
+                        fit_calibration(cell))
+    hand = np.bincount(cell.y, minlength=5) / len(cell)
+    count = np.bincount(cell.probs.argmax(1), minlength=5) / len(cell)
+    assert np.abs(finish(sums[0].sum(0)) - hand).max() < 0.005 < np.abs(count - hand).max()
+
+
+def test_validation_needs_uniform_maps_and_independent_maps(rows):
+    with pytest.raises(ValueError, match="sample --design uniform"):
+        validate_rows(rows.subset(~rows.uniform))
+    with pytest.raises(ValueError, match="trained and calibrated this classifier"):
+        validate_independent(rows, rows.subset(rows.uniform))
+    fresh = census_like_rows(np.random.default_rng(1))
+    fresh.ids = np.char.add("new-", fresh.ids)
+    v = validate_independent(rows, fresh)
+    fits = {(f["encoder"], f["scope"]): f["rows"] for f in v["calibrated_on"]["0"]["fits"]}
+    assert v["mode"] == "independent" and fits[("encb-22222222", "all")] == len(rows)  # every stored row
+    assert fits[("encb-22222222", "encoder")] == 800
+    assert by(v, "adjusted", "encoder")["worst_encoder_mean_abs_error"] < by(v, "count", None)[
+        "worst_encoder_mean_abs_error"]
+
+
+def write_labelled(root, per_cell=10, first=0):
+    """A labelled set with an encoder tag in every id: uniformly drawn maps of two encoders, plus others."""
+    recs, rows, i = [], [], first
+    for enc in ("enca-11111111", "encb-22222222"):
+        for task, pair in (("rte", True), ("sst2", False)):
+            for design in ("uniform", "uniform", "stratified"):
+                for kind in LABELS if pair else [k for k in LABELS if k != "block"]:
+                    for _ in range(per_cell // 5 + 1):
+                        t = 12 + (i * 7) % 20
+                        sep = t // 2 - 1
+                        seps = [sep, t - 1] if pair else [t - 1]
+                        meta = {"id": f"{enc}_{task}_dev_{i:05d}_L00_H{i % 4:02d}", "task": task, "split": "dev",
+                                "example": i, "layer": 0, "head": i % 4, "T": t, "seps": seps, "sampling": design}
+                        recs.append((meta, pattern_map(kind, t, sep, seed=i)))
+                        rows.append({"map_id": meta["id"], "label": kind, "uncertain": "False"})
+                        i += 1
+    return write_labelled_set(root, recs, rows)
+
+
+def test_train_validate_census_end_to_end(tmp_path, tiny_bert, tiny_classifier, glue_dir, capsys):
+    from patterncnn.infer import OnnxClassifier
+
+    labelled = write_labelled(tmp_path / "labelled")
+    out = tmp_path / "models"
+    assert main(["train", "--annotations", str(labelled), "--out", str(out), "--folds", "3", "--max-epochs", "3"]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    n = m["data"]["maps"]
+    assert len(m["calibration"]["rows"]["ids"]) == n and m["calibration"]["uniform_rows"] == n * 2 // 3
+    assert sorted(set(m["calibration"]["rows"]["fold"])) == [0, 1, 2]
+    assert m["validation"]["best"] and m["validation"]["mode"] == "cross-validated"
+    meta = OnnxClassifier(out / "patterncnn.onnx").metadata
+    assert meta["calibration"]["rows"] == m["calibration"]["rows"] and meta["validation"] == m["validation"]
+    card = (out / "README.md").read_text()
+    assert "## Validation of the share estimates" in card and markdown_table(m["validation"]) in card
+    assert f"T = {m['calibration']['temperature']:.2f}" in card and "$" not in card.replace("$$", "")
+
+    assert main(["validate", "--classifier", str(out / "patterncnn.onnx"), "--out", str(tmp_path / "v")]) == 0
+    assert "| estimator | calibrated on |" in capsys.readouterr().out
+    v = json.loads((tmp_path / "v" / "validation.json").read_text())
+    assert v["best"] == m["validation"]["best"] and len(v["results"]) == 7
+    assert (tmp_path / "v" / "validation.md").read_text().startswith("| estimator")
+    clf = ["validate", "--classifier", str(out / "patterncnn.onnx")]
+    assert main(clf + ["--annotations", str(labelled), "--out", str(tmp_path / "v2")]) == 2
+    assert "trained and calibrated this classifier" in capsys.readouterr().err
+    fresh = write_labelled(tmp_path / "fresh", first=5000)
+    assert main(clf + ["--annotations", str(fresh), "--out", str(tmp_path / "v3")]) == 0
+    v3 = json.loads((tmp_path / "v3" / "validation.json").read_text())
+    assert v3["mode"] == "independent" and v3["maps"] == n * 2 // 3 and v3["annotations"] == str(fresh)
+
+    args = ["census", "--task", "rte", "--model", str(tiny_bert), "--limit", "12", "--glue-dir", str(glue_dir),
+            "--classifier", str(out / "patterncnn.onnx")]
+    assert main(args + ["--out", str(tmp_path / "a")]) == 0
+    assert f"estimator {v['best']['estimator']} (validation" in capsys.readouterr().out
+    assert main(args + ["--out", str(tmp_path / "b"), "--estimator", "adjusted", "--calibration-scope", "all"]) == 0
+    res = json.loads((tmp_path / "b" / "census.json").read_text())
+    est = res["estimator"]
+    assert est["name"] == "adjusted" and est["chosen_by"] == "given" and est["calibration"]["scope"] == "all"
+    assert est["calibration"]["rows"] == n and est["calibration"]["bootstrap_replicates"] == 200
+    assert "not validated on" in est["validated_share_error"]["encoder"]  # the tiny BERT is not a labelled encoder
+    s = res["tasks"]["rte"]
+    assert set(s["shares_by_estimator"]) == {"count", "probs", "adjusted"}
+    assert sum(s["shares"].values()) == pytest.approx(1.0)
+    assert s["shares_by_estimator"]["count"] == pytest.approx({k: c / s["maps"] for k, c in s["counts"].items()})
+    for k in LABELS:
+        lo, hi = s["ci95"][k]
+        assert lo <= s["shares"][k] <= hi
+        assert hi - lo >= s["ci95_parts"]["classifier"][k][1] - s["ci95_parts"]["classifier"][k][0] - 1e-9
+    header = (tmp_path / "b" / "census.csv").read_text().splitlines()[0]
+    assert "ci95_examples_low" in header and "ci95_classifier_high" in header
+    capsys.readouterr()
+    assert main(["census", "--compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    text = capsys.readouterr().out
+    assert "validated share errors of A and B" in text and "examples and the classifier's calibration" in text
+
+
+def test_old_classifier_keeps_counting_and_says_how_to_correct(tiny_bert, tiny_classifier, glue_dir, tmp_path,
+                                                                capsys):
+    clf = str(tiny_classifier[1])
+    args = ["census", "--task", "rte", "--model", str(tiny_bert), "--limit", "6", "--glue-dir", str(glue_dir),
+            "--classifier", clf]
+    assert main(args + ["--out", str(tmp_path / "a")]) == 0
+    out = capsys.readouterr().out
+    assert "estimator count (default without validation: count)" in out and "validated share error: unknown" in out
+    assert json.loads((tmp_path / "a" / "census.json").read_text())["estimator"]["calibration"] is None
+    for name in ("probs", "adjusted"):
+        assert main(args + ["--out", str(tmp_path / name), "--estimator", name]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "retrain it with `patterncnn train`" in err
+    assert main(["validate", "--classifier", clf, "--out", str(tmp_path / "v")]) == 2
+    assert "stores no out-of-fold rows" in capsys.readouterr().err
