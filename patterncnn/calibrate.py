@@ -80,6 +80,7 @@ def map_rows(ids, y, probs: np.ndarray, fold, meta: list[dict], seps: list) -> R
     """Rows for maps scored by a classifier: ``probs`` (M, 5) gets the segment rule, as in the census."""
     from .infer import OnnxClassifier
     from .maps import tag_of
+    from .segments import is_pair
 
     probs = OnnxClassifier.apply_segment_rule(np.array(probs, dtype=np.float64), seps)
     return Rows(np.array(ids, dtype=str), np.asarray(y, dtype=int), probs, np.asarray(fold, dtype=int),
@@ -87,7 +88,7 @@ def map_rows(ids, y, probs: np.ndarray, fold, meta: list[dict], seps: list) -> R
                 np.array([str(m.get("task")) for m in meta], dtype=str),
                 np.array([f"{m.get('task')}/{m.get('split')}/{m.get('example')}" for m in meta], dtype=str),
                 np.array([m.get("sampling") == "uniform" for m in meta], dtype=bool),
-                np.array([s is not None and len(s) < 2 for s in seps], dtype=bool))
+                np.array([s is not None and not is_pair(m.get("T"), s) for m, s in zip(meta, seps)], dtype=bool))
 
 
 def oof_rows(data, probs: np.ndarray, fold: np.ndarray) -> Rows:

@@ -8,7 +8,6 @@ installed. The API token, the network switch for ML backends and the rest come f
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import secrets
@@ -144,30 +143,3 @@ def label_stream(server_url: str, project_id: int, token: str, label_of) -> list
         if r.status_code != 404:
             r.raise_for_status()
     return served
-
-
-@contextlib.contextmanager
-def ml_backend(classifier, token: str):
-    """``patterncnn serve`` (the app, in a thread) on a free loopback port, as a Label Studio ML backend."""
-    import threading
-
-    import uvicorn
-
-    from patterncnn.serve import ServeSettings, create_app
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(ServeSettings(api_token=token), classifier), host="127.0.0.1",
-                                           port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(100):
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)

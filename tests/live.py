@@ -29,3 +29,11 @@ def live_server(app, settings):
     finally:
         server.should_exit = True
         thread.join(15)
+
+
+def ml_backend(classifier, token: str):
+    """``patterncnn serve`` on a live server, as a Label Studio ML backend (API token ``token``)."""
+    from patterncnn.serve import ServeSettings, create_app
+
+    settings = ServeSettings(api_token=token)
+    return live_server(create_app(settings, classifier), settings)

@@ -2,7 +2,6 @@
 
 import base64
 import csv
-import gzip
 import io
 import json
 import xml.etree.ElementTree as ET
@@ -14,7 +13,7 @@ from PIL import Image
 
 from patterncnn.annotate import RulePredictor, label_config, make_task
 from patterncnn.cli import main
-from patterncnn.labelled import Tables, load_labelled, merge_rows, read_tables, write_labelled_set
+from patterncnn.labelled import Tables, load_labelled, merge_rows, write_labelled_set
 from patterncnn.labels import LABELS
 from patterncnn.labelstudio import AnnotateError
 from patterncnn.maps import MapStore

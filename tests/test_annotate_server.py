@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from labelstudio_server import label_stream, ml_backend
+from labelstudio_server import label_stream
+from live import ml_backend
 from patterncnn.annotate import RulePredictor, label_config, push
 from patterncnn.cli import main
 from patterncnn.infer import OnnxClassifier

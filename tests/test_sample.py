@@ -1,6 +1,5 @@
 """`patterncnn sample` (alias `export`) end to end on excerpts of the real RTE/SST-2 dev files with the tiny BERT."""
 
-import json
 from collections import Counter
 
 import numpy as np
