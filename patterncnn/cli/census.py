@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ..backends import BACKENDS, DEFAULT_BACKEND
+from ..backends import DEFAULT_BACKEND, VETTED
 from ..calibrate import SCOPES
 from ..estimate import ESTIMATORS, describe
 from .common import add_classifier_args, add_glue_args, classifier, glue_dir, positive_int, progress
@@ -34,10 +34,10 @@ def register(sub) -> None:
     p.add_argument("--calibration-scope", choices=SCOPES, default=None,
                    help="which labelled rows calibrate probs/adjusted: uniformly drawn rows of this encoder, all "
                         "uniformly drawn rows, or all rows (widened when too few); default: the validated best")
-    p.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
-                   help="how the encoder's forward pass runs: torch (HF fp32 eager, the reference), onnx "
-                        "(exported once to onnxruntime), bf16, compile or int8; see README 'Faster census' for "
-                        "which keep the census within 0.5 points of fp32 (default: %(default)s, the fastest that does)")
+    p.add_argument("--backend", choices=VETTED, default=DEFAULT_BACKEND,
+                   help="how the encoder's forward pass runs: torch (HF fp32 eager, the reference), onnx (exported "
+                        "once to onnxruntime) or compile (torch.compile); each keeps the census within 0.5 points "
+                        "of fp32 (README, 'Faster census') (default: %(default)s, the fastest)")
     p.add_argument("--ray", metavar="auto|local|ADDRESS", default=None,
                    help="run on a Ray cluster (the extra patterncnn[ray]): 'auto' joins the cluster this machine "
                         "belongs to (`ray start`), 'local' starts one here, or give the head's HOST:PORT")
