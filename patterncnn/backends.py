@@ -49,15 +49,16 @@ def _stack(out) -> "torch.Tensor":
 
     if not out.attentions:
         raise BackendError("the model returned no attentions; load it with attn_implementation='eager'")
-    return torch.stack(out.attentions, dim=1).float()  # (B, L, H, T, T)
+    return torch.stack(out.attentions, dim=1).float().cpu()  # (B, L, H, T, T)
 
 
 def _torch(model, **_) -> Runner:
     import torch
 
     def run(inputs: dict) -> torch.Tensor:
+        device = next(model.parameters()).device  # a Ray worker with a GPU moves the model there
         with torch.inference_mode():
-            return _stack(model(**inputs, output_attentions=True))
+            return _stack(model(**{k: v.to(device) for k, v in inputs.items()}, output_attentions=True))
     return run
 
 

@@ -47,7 +47,7 @@ class Unit:
 class Worker:
     """A Ray actor's state: the classifier and every encoder it has used, each loaded once."""
 
-    def __init__(self, classifier: bytes, max_length: int, backend: str, threads: int):
+    def __init__(self, classifier: bytes, max_length: int, backend: str, threads: int, gpu: bool = False):
         import torch
 
         from .infer import OnnxClassifier
@@ -58,6 +58,7 @@ class Worker:
             f.write(classifier)
         self.classifier = OnnxClassifier(path, threads=threads)
         self.options = {"max_length": max_length, "backend": backend, "threads": threads}
+        self.gpu = gpu
         self.encoders: dict = {}
 
     def window(self, model: str, examples: list, batch_size: int) -> dict:
@@ -67,6 +68,8 @@ class Worker:
 
         if model not in self.encoders:
             self.encoders[model] = load_encoder(model, **self.options)
+            if self.gpu:  # the torch backend follows the model to the GPU Ray gave this actor
+                self.encoders[model].model.to("cuda")
         return classify_window(self.encoders[model], self.classifier, examples, batch_size)
 
     def pid(self) -> int:
@@ -157,6 +160,8 @@ def run_ray_censuses(models: list[str], splits: list[GlueSplit], classifier, out
     Args:
         address: ``auto`` (the cluster this machine joined), ``local`` (start one here) or ``HOST:PORT``.
         workers: actors, each asking for ``threads`` CPUs; None: as many as the cluster's CPUs hold.
+            With ``backend="torch"`` on a cluster with a GPU per worker, each actor also asks for one GPU and
+            runs its encoder there (not tested here: this machine has none).
     """
     from .encoder import load_encoder
 
@@ -168,10 +173,11 @@ def run_ray_censuses(models: list[str], splits: list[GlueSplit], classifier, out
                                       overwrite)
     workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1) // threads))
     blob = clf_file.read_bytes()
-    actor_class = ray.remote(num_cpus=threads, max_restarts=0)(Worker)
+    gpu = ray.cluster_resources().get("GPU", 0) >= workers and backend == "torch"
+    actor_class = ray.remote(num_cpus=threads, num_gpus=1 if gpu else 0, max_restarts=0)(Worker)
 
     def start_worker():
-        return actor_class.remote(blob, max_length, backend, threads)
+        return actor_class.remote(blob, max_length, backend, threads, gpu)
 
     total = done + sum(len(u.examples) for u in units)
     bar = progress(total=total, initial=done, desc=f"census on Ray ({workers} workers)", unit="ex") \
