@@ -174,7 +174,8 @@ def run_ray_censuses(models: list[str], splits: list[GlueSplit], classifier, out
     workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1) // threads))
     blob = clf_file.read_bytes()
     gpu = ray.cluster_resources().get("GPU", 0) >= workers and backend == "torch"
-    actor_class = ray.remote(num_cpus=threads, num_gpus=1 if gpu else 0, max_restarts=0)(Worker)
+    actor_class = ray.remote(num_cpus=threads, num_gpus=1 if gpu else 0, max_restarts=0,  # as cli/census.py
+                             runtime_env={"env_vars": {"OMP_WAIT_POLICY": "PASSIVE"}})(Worker)
 
     def start_worker():
         return actor_class.remote(blob, max_length, backend, threads, gpu)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from ..backends import DEFAULT_BACKEND, VETTED
@@ -49,6 +50,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    # Idle OpenMP workers (torch's preprocessing) must not spin while onnxruntime runs the encoder or the CNN on
+    # the same cores: busy-waiting cost the onnx census up to 2.5x (README, Benchmarks). Set before torch loads.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from ..census import compare, load_result, run_censuses, table
     from ..glue import expand_tasks, load_split
 
