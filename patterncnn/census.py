@@ -177,7 +177,8 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
     plan = plan_for(getattr(classifier, "metadata", {}), estimator, scope, encoder.tag, seed)
     clf_file = Path(classifier.path)
     result = {"created_by": f"patterncnn {__version__}", "encoder": encoder.fingerprint,
-              "backend": encoder.backend, "layers": encoder.num_layers, "heads": encoder.num_heads, "max_length": encoder.max_length,
+              "backend": encoder.backend, "layers": encoder.num_layers, "heads": encoder.num_heads,
+              "max_length": encoder.max_length,
               "classifier": {"path": str(clf_file), "sha256": sha256_file(clf_file),
                              "version": classifier.model_version}, "limit": limit, "seed": seed,
               "estimator": plan.describe(), "labels": list(LABELS), "tasks": {}}

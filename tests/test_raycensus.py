@@ -28,7 +28,7 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def local(tiny_bert, tiny_classifier, glue_dir, tmp_path_factory):
-    """The local census of two tasks (RTE: 3 windows, SST-2: its 64 excerpt rows, 1 window) that every Ray run must equal."""
+    """The local census of two tasks (RTE: 3 windows; SST-2: its 64 excerpt rows, 1 window); Ray must equal it."""
     splits = [load_split(task, "dev", glue_dir, limit=150, seed=SEED) for task in ("rte", "sst2")]
     clf = OnnxClassifier(tiny_classifier[1], threads=1)
     enc = load_encoder(str(tiny_bert), max_length=48, threads=1)
