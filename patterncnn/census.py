@@ -37,11 +37,10 @@ from .estimate import pattern_errors, plan_for
 from .fileio import sha256_file, write_bytes, write_json
 from .glue import GlueSplit
 from .labels import LABELS
+from .windows import CNN_BATCH, WINDOW, classify_window, load_windows, save_window, window_name  # noqa: F401
 
 log = logging.getLogger(__name__)
 
-WINDOW = 64
-CNN_BATCH = 512  # maps per onnxruntime call
 
 
 class Classifier(Protocol):
@@ -82,50 +81,12 @@ def _work_dir(out: Path, task: str, params: dict) -> Path:
     return work
 
 
-def classify_window(encoder: Encoder, classifier: Classifier, window: list, batch_size: int = 16,
-                    on_example: Callable | None = None) -> dict:
-    """Label every map of one window of examples.
-
-    The maps of several examples share one classifier call (``CNN_BATCH`` maps): big batches run faster.
-
-    Args:
-        on_example: called with each :class:`ExampleAttention` as it streams by (to save maps, to tick a bar).
-
-    Returns:
-        {"index": (N,) example indices, "labels": (N, L*H) uint8, "probs": (N, L*H, 5) float16, "truncated": n}
-    """
-    n_maps = encoder.num_layers * encoder.num_heads
-    idx, labels, probs, truncated = [], [], [], 0
-    pending: list[tuple[int, torch.Tensor, list]] = []  # (example index, CNN input, seps)
-
-    def flush():
-        if not pending:
-            return
-        p = classifier.run(torch.cat([x for _, x, _ in pending]))
-        for k, (ex_index, _, seps) in enumerate(pending):
-            pk = classifier.apply_segment_rule(p[k * n_maps : (k + 1) * n_maps], seps)  # (L*H, 5)
-            idx.append(ex_index)
-            labels.append(pk.argmax(1).astype(np.uint8))
-            probs.append(pk.astype(np.float16))
-        pending.clear()
-
-    for ea in encoder.iter_attentions(window, batch_size=batch_size, window=WINDOW):
-        t = ea.maps.shape[-1]
-        seps = [ea.seps] * n_maps
-        pending.append((ea.example.index, classifier.prepare(ea.maps.reshape(n_maps, t, t), seps), seps))
-        if len(pending) * n_maps >= CNN_BATCH:
-            flush()
-        truncated += ea.truncated
-        if on_example:
-            on_example(ea)
-    flush()
-    return {"index": np.array(idx), "labels": np.stack(labels), "probs": np.stack(probs),
-            "truncated": np.array(truncated)}
-
-
 def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, out: Path, params: dict,
-                  batch_size: int = 16, progress: Callable | None = None, save_maps: bool = False) -> dict:
+                  batch_size: int = 16, progress: Callable | None = None, save_maps: bool = False,
+                  overlap: bool = True) -> dict:
     """Label every (example, layer, head) map of ``split``, a window at a time; resumable.
+
+    ``overlap``: classify in the calling thread while the encoder runs ahead in another (same result).
 
     Returns:
         The raw arrays of :func:`classify_window`, all windows concatenated in example order.
@@ -138,7 +99,7 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
                             exist_ok=True) if save_maps else None
     bar = progress(total=len(split.examples), desc=f"census {split.task.name}", unit="ex") if progress else None
     for w, window in enumerate(windows):
-        part = work / f"window-{w:05d}.npz"
+        part = work / window_name(w)
         if part.exists():
             if bar:
                 bar.update(len(window))
@@ -153,20 +114,13 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
             if bar:
                 bar.update(1)
 
-        arrays = classify_window(encoder, classifier, window, batch_size, seen)
+        arrays = classify_window(encoder, classifier, window, batch_size, seen, overlap)
         if store is not None:  # after a crash mid-window some of these may already be saved
             store.append(r for r in records if r[0]["id"] not in store)
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)
-        write_bytes(part, buf.getvalue())  # the window counts as done only once this lands
+        save_window(part, arrays)
     if bar:
         bar.close()
-    parts = [np.load(work / f"window-{w:05d}.npz") for w in range(len(windows))]
-    order = np.argsort(np.concatenate([p["index"] for p in parts]), kind="stable")
-    return {"index": np.concatenate([p["index"] for p in parts])[order],
-            "labels": np.concatenate([p["labels"] for p in parts])[order],  # (N, L*H)
-            "probs": np.concatenate([p["probs"] for p in parts])[order].astype(np.float32),
-            "truncated": int(sum(int(p["truncated"]) for p in parts))}
+    return load_windows(work, len(windows))
 
 
 def summarize(labels: np.ndarray, num_layers: int, num_heads: int) -> dict:
@@ -184,10 +138,34 @@ def summarize(labels: np.ndarray, num_layers: int, num_heads: int) -> dict:
     }
 
 
+def prepare_out(out: str | Path, overwrite: bool) -> Path:
+    """The output folder, refused if it holds a finished census (unless ``overwrite``, which clears it)."""
+    import shutil
+
+    out = Path(out)
+    if (out / "census.json").exists() and not overwrite:
+        raise CensusError(f"{out} already holds a finished census; pass --overwrite or choose another --out")
+    if overwrite:
+        shutil.rmtree(out / ".work", ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def task_params(encoder: Encoder, split: GlueSplit, limit: int | None, seed: int, classifier_sha: str,
+                batch_size: int) -> dict:
+    """What a task's windows depend on: a work folder holding windows of other params is never resumed."""
+    return {"task": split.task.name, "split": split.split, "source": split.source, "limit": limit, "seed": seed,
+            "encoder": encoder.fingerprint, "max_length": encoder.max_length, "backend": encoder.backend,
+            "batch_size": batch_size, "classifier": classifier_sha, "version": __version__}
+
+
 def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit], out: str | Path, limit: int | None,
                seed: int, batch_size: int = 16, progress: Callable | None = None, save_maps: bool = False,
-               overwrite: bool = False, estimator: str | None = None, scope: str | None = None) -> dict:
+               overwrite: bool = False, estimator: str | None = None, scope: str | None = None,
+               overlap: bool = True) -> dict:
     """Census of each split into ``out`` (census.json, census.csv, heads.csv, census.png, heads.png).
+
+    Windows already in ``out/.work`` (from an interrupted run, local or on Ray) are reused.
 
     Args:
         estimator: ``count``, ``probs`` or ``adjusted``; None: the one validated best with the classifier.
@@ -195,28 +173,20 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
     """
     import shutil
 
-    out = Path(out)
-    if (out / "census.json").exists():
-        if not overwrite:
-            raise CensusError(f"{out} already holds a finished census; pass --overwrite or choose another --out")
-        shutil.rmtree(out / ".work", ignore_errors=True)
-    elif overwrite:
-        shutil.rmtree(out / ".work", ignore_errors=True)
+    out = prepare_out(out, overwrite)
     plan = plan_for(getattr(classifier, "metadata", {}), estimator, scope, encoder.tag, seed)
-    out.mkdir(parents=True, exist_ok=True)
     clf_file = Path(classifier.path)
     result = {"created_by": f"patterncnn {__version__}", "encoder": encoder.fingerprint,
-              "layers": encoder.num_layers, "heads": encoder.num_heads, "max_length": encoder.max_length,
+              "backend": encoder.backend, "layers": encoder.num_layers, "heads": encoder.num_heads,
+              "max_length": encoder.max_length,
               "classifier": {"path": str(clf_file), "sha256": sha256_file(clf_file),
                              "version": classifier.model_version}, "limit": limit, "seed": seed,
               "estimator": plan.describe(), "labels": list(LABELS), "tasks": {}}
     t0 = time.time()
     for split in splits:
-        params = {"task": split.task.name, "split": split.split, "source": split.source, "limit": limit,
-                  "seed": seed, "encoder": encoder.fingerprint, "max_length": encoder.max_length,
-                  "classifier": result["classifier"]["sha256"], "version": __version__}
+        params = task_params(encoder, split, limit, seed, result["classifier"]["sha256"], batch_size)
         ts = time.time()
-        raw = classify_task(encoder, classifier, split, out, params, batch_size, progress, save_maps)
+        raw = classify_task(encoder, classifier, split, out, params, batch_size, progress, save_maps, overlap)
         summary = summarize(raw["labels"], encoder.num_layers, encoder.num_heads)
         single = np.full(len(raw["labels"]), not split.task.is_pair)
         summary.update(plan.estimate(raw["probs"], raw["labels"], single, seed))
@@ -231,7 +201,8 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
 
 
 def run_censuses(models: list[str], splits: list[GlueSplit], classifier: Classifier, out: str | Path,
-                 limit: int | None, seed: int, max_length: int = 128, **kwargs) -> Iterator[tuple[Encoder, Path, dict]]:
+                 limit: int | None, seed: int, max_length: int = 128, backend: str = "torch", threads: int = 2,
+                 **kwargs) -> Iterator[tuple[Encoder, Path, dict]]:
     """Census of each encoder in turn (one folder per encoder tag when there are several).
 
     Keyword arguments go to :func:`run_census`. Yields (encoder, its output folder, its result).
@@ -239,9 +210,14 @@ def run_censuses(models: list[str], splits: list[GlueSplit], classifier: Classif
     from .encoder import load_encoder
 
     for model in models:
-        enc = load_encoder(model, max_length=max_length)
-        dest = Path(out) if len(models) == 1 else Path(out) / enc.tag
+        enc = load_encoder(model, max_length=max_length, backend=backend, threads=threads)
+        dest = output_folder(out, enc, len(models))
         yield enc, dest, run_census(enc, classifier, splits, dest, limit, seed, **kwargs)
+
+
+def output_folder(out: str | Path, encoder: Encoder, models: int) -> Path:
+    """Where an encoder's census goes: ``out`` itself, or ``out/<encoder tag>`` when several are run."""
+    return Path(out) if models == 1 else Path(out) / encoder.tag
 
 
 def load_result(path: str | Path) -> dict:

@@ -25,6 +25,7 @@ from typing import Iterable, Iterator
 import numpy as np
 import torch
 
+from .backends import BACKENDS, BackendError, make_backend
 from .embedded import REGISTRY, EmbeddedModelError, embedded_folder, lookup
 from .fileio import sha256_file
 from .glue import Example
@@ -74,7 +75,8 @@ class ExampleAttention:
 class Encoder:
     """A Hugging Face encoder set up for attention extraction. Build it with :func:`load_encoder`."""
 
-    def __init__(self, name: str, model, tokenizer, max_length: int, fingerprint: dict):
+    def __init__(self, name: str, model, tokenizer, max_length: int, fingerprint: dict, backend: str = "torch",
+                 threads: int = 2):
         self.name = name
         self.model = model
         self.tokenizer = tokenizer
@@ -83,6 +85,9 @@ class Encoder:
         self.num_layers: int = model.config.num_hidden_layers
         self.num_heads: int = model.config.num_attention_heads
         self.truncations = 0  # examples cut to max_length so far
+        self.backend = backend  # how the forward pass runs (:mod:`patterncnn.backends`)
+        self._threads = threads
+        self._run = None  # built on first use: a Ray driver loads encoders only for their metadata
 
     @property
     def tag(self) -> str:
@@ -116,11 +121,12 @@ class Encoder:
         kwargs = {"input_ids": input_ids, "attention_mask": mask}
         if self._uses_token_types:
             kwargs["token_type_ids"] = self._token_types(batch_ids, width)
-        with torch.inference_mode():
-            out = self.model(**kwargs, output_attentions=True)
-        if not out.attentions:
-            raise EncoderError(f"{self.name} returned no attentions; load it with attn_implementation='eager'")
-        return torch.stack(out.attentions, dim=1), lengths  # (B, L, H, T, T)
+        try:
+            if self._run is None:
+                self._run = make_backend(self.backend, self.model, tag=self.tag, threads=self._threads)
+            return self._run(kwargs), lengths  # (B, L, H, T, T)
+        except BackendError as e:
+            raise EncoderError(f"{self.name}: {e}") from None
 
     @property
     def _uses_token_types(self) -> bool:
@@ -187,8 +193,12 @@ def _fingerprint(name: str, path: str, model) -> dict:
     return fp
 
 
-def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str | None = None) -> Encoder:
+def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str | None = None,
+                 backend: str = "torch", threads: int = 2) -> Encoder:
     """Load an encoder by hub id, local folder or the short name of an embedded one (``minilm``, ``mpnet``).
+
+    ``backend`` names how its forward pass runs (:data:`patterncnn.backends.BACKENDS`), on ``threads`` threads
+    where the backend has its own pool (onnxruntime).
 
     Raises:
         EncoderError: the name is not a loadable encoder; the message says what to pass instead.
@@ -233,4 +243,6 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
     if entry and entry.sha256 and fingerprint["sha256"] != entry.sha256:
         raise EncoderError(f"the weights in {path} do not match {name!r} (SHA-256 {fingerprint['sha256']}); "
                            f"delete that folder and run again to re-assemble it")
-    return Encoder(name, model, tokenizer, max_length, fingerprint)
+    if backend not in BACKENDS:
+        raise EncoderError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    return Encoder(name, model, tokenizer, max_length, fingerprint, backend, threads)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
+from ..backends import DEFAULT_BACKEND, VETTED
 from ..calibrate import SCOPES
 from ..estimate import ESTIMATORS, describe
 from .common import add_classifier_args, add_glue_args, classifier, glue_dir, positive_int, progress
@@ -33,12 +35,24 @@ def register(sub) -> None:
     p.add_argument("--calibration-scope", choices=SCOPES, default=None,
                    help="which labelled rows calibrate probs/adjusted: uniformly drawn rows of this encoder, all "
                         "uniformly drawn rows, or all rows (widened when too few); default: the validated best")
+    p.add_argument("--backend", choices=VETTED, default=DEFAULT_BACKEND,
+                   help="how the encoder's forward pass runs: torch (HF fp32 eager, the reference), onnx (exported "
+                        "once to onnxruntime) or compile (torch.compile); each keeps the census within 0.5 points "
+                        "of fp32 (README, 'Faster census') (default: %(default)s, the fastest)")
+    p.add_argument("--ray", metavar="auto|local|ADDRESS", default=None,
+                   help="run on a Ray cluster (the extra patterncnn[ray]): 'auto' joins the cluster this machine "
+                        "belongs to (`ray start`), 'local' starts one here, or give the head's HOST:PORT")
+    p.add_argument("--workers", type=positive_int, default=None,
+                   help="Ray workers (actors, each with --threads CPUs); default: as many as the cluster's CPUs fit")
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two census results (folders or json)")
     add_glue_args(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    # Idle OpenMP workers (torch's preprocessing) must not spin while onnxruntime runs the encoder or the CNN on
+    # the same cores: busy-waiting cost the onnx census up to 2.5x (README, Benchmarks). Set before torch loads.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from ..census import compare, load_result, run_censuses, table
     from ..glue import expand_tasks, load_split
 
@@ -52,12 +66,21 @@ def run(args) -> int:
     clf = classifier(args)
     splits = [load_split(t, "dev", glue_dir(args), limit=args.limit, seed=args.seed) for t in expand_tasks(args.task)]
     results = []
-    runs = run_censuses(args.model or ["minilm"], splits, clf, args.out, args.limit, args.seed, args.max_length,
-                        batch_size=args.batch_size, progress=progress(), save_maps=args.save_maps,
-                        overwrite=args.overwrite, estimator=args.estimator, scope=args.calibration_scope)
+    common = dict(batch_size=args.batch_size, progress=progress(), overwrite=args.overwrite,
+                  estimator=args.estimator, scope=args.calibration_scope, backend=args.backend, threads=args.threads)
+    if args.ray:
+        from ..raycensus import run_ray_censuses
+
+        if args.save_maps:
+            raise ValueError("--save-maps is not available with --ray; run the census locally to keep maps")
+        runs = run_ray_censuses(args.model or ["minilm"], splits, clf, args.out, args.limit, args.seed,
+                                args.max_length, address=args.ray, workers=args.workers, **common)
+    else:
+        runs = run_censuses(args.model or ["minilm"], splits, clf, args.out, args.limit, args.seed, args.max_length,
+                            save_maps=args.save_maps, **common)
     try:
         for enc, out, result in runs:
-            print(f"\n{enc.name} ({enc.tag}): share of (example, layer, head) maps")
+            print(f"\n{enc.name} ({enc.tag}, backend {enc.backend}): share of (example, layer, head) maps")
             print(describe(result["estimator"]))
             print(table(result))
             trunc = sum(s["truncated"] for s in result["tasks"].values())
