@@ -206,10 +206,14 @@ def soft_vs_hard(data, votes: Votes, hard_probs: np.ndarray, cfg, tcfg, progress
 
 
 def _split_train(data, pool: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(train, validation) indices of ``pool``: one grouped, stratified fifth for early stopping."""
+    """(train, validation) indices of ``pool``: one grouped, stratified fifth for early stopping.
+
+    A family with fewer than 5 maps of its largest class gets a larger share held out (n_splits >= 2).
+    """
     from sklearn.model_selection import StratifiedGroupKFold
 
-    inner = StratifiedGroupKFold(n_splits=5, shuffle=True, random_state=seed + 1000)
+    splits = int(min(5, max(2, np.bincount(data.y[pool]).max())))
+    inner = StratifiedGroupKFold(n_splits=splits, shuffle=True, random_state=seed + 1000)
     itr, iva = next(inner.split(np.zeros(len(pool)), data.y[pool], data.groups[pool]))
     return pool[itr], pool[iva]
 
