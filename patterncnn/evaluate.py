@@ -93,7 +93,10 @@ def load_votes(annotations: str | Path, ids: list[str], y: np.ndarray) -> Votes:
     from .agreement import rater_votes
 
     path = Path(annotations) / "annotations.csv"
-    rows = list(csv.DictReader(open(path, encoding="utf-8", newline=""))) if path.is_file() else []
+    rows = []
+    if path.is_file():
+        with open(path, encoding="utf-8", newline="") as f:
+            rows = list(csv.DictReader(f))
     votes = rater_votes(rows)
     shares = np.eye(len(LABELS))[y]
     n, top = np.zeros(len(ids), dtype=int), np.zeros(len(ids), dtype=int)
@@ -184,7 +187,8 @@ def per_encoder(y: np.ndarray, fams: np.ndarray, agreed: np.ndarray, preds: dict
     return out
 
 
-def soft_vs_hard(data, votes: Votes, hard_probs: np.ndarray, cfg, tcfg, progress=None) -> tuple[dict, np.ndarray | None]:
+def soft_vs_hard(data, votes: Votes, hard_probs: np.ndarray, cfg, tcfg,
+                 progress=None) -> tuple[dict, np.ndarray | None]:
     """The CV again with vote shares as targets (same folds and seeds), beside the hard-label CV.
 
     Returns:
@@ -240,7 +244,8 @@ def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.
             for name, make in _makers(tcfg.seed).items():
                 preds[name] = np.full(len(data.y), -1)
                 preds[name][te] = make().fit(feats[pool], data.y[pool]).predict(feats[te])
-            out.append({"train": a, "test": b, "train_maps": int(len(pool)), "dropped_shared_examples": int(shared.sum()),
+            out.append({"train": a, "test": b, "train_maps": int(len(pool)),
+                        "dropped_shared_examples": int(shared.sum()),
                         "best_epoch": best_epoch, "max_epochs": max_epochs, "seconds": round(time.time() - t0, 1),
                         "methods": {k: {"all": subset_scores(data.y, p, test), "agreed": subset_scores(
                             data.y, p, test & agreed)} for k, p in preds.items()}})

@@ -74,7 +74,8 @@ def _per_encoder(e: dict) -> dict[str, str]:
             if r["cnn_beats_best_baseline"] else
             f"**does not beat** the best baseline ({best}, {_f(r['methods'][best]['all']['macro_f1'])})."))
     v = e["votes"]
-    note = (f"{v['maps_with_several_votes']} maps have votes from two or more annotators; on {v['agreed_maps']} at least "
+    note = (f"{v['maps_with_several_votes']} maps have votes from two or more annotators; on {v['agreed_maps']} "
+            f"at least "
             f"two gave the same label (\"agreed\"). Annotators per map: "
             + ", ".join(f"{k}: {n}" for k, n in v["annotators_per_map"].items()) + ".")
     return {"per_encoder_rows": "\n".join(rows), "per_encoder_verdicts": "\n".join(verdicts), "votes_note": note}
@@ -105,7 +106,8 @@ def _soft(e: dict) -> str:
              "| --- | --- | --- | --- |"]
     for name in ("hard", "soft"):
         r = s[name]
-        lines.append(f"| {name} | {_score(r['all'])} | {_score(r['agreed'])} | {r['cross_entropy_to_vote_shares']:.3f} |")
+        lines.append(f"| {name} | {_score(r['all'])} | {_score(r['agreed'])} | "
+                     f"{r['cross_entropy_to_vote_shares']:.3f} |")
     return "\n".join(lines)
 
 

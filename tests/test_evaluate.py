@@ -66,7 +66,8 @@ def test_encoder_family_groups_fine_tunes_with_their_base():
 
 def test_votes_latest_per_annotator_skips_ignored(tmp_path):
     ids = ["m1", "m2", "m3"]
-    rows = [("m1", "a", "block", "False", "1"), ("m1", "b", "block", "False", "2"), ("m1", "c", "diagonal", "False", "3"),
+    rows = [("m1", "a", "block", "False", "1"), ("m1", "b", "block", "False", "2"),
+            ("m1", "c", "diagonal", "False", "3"),
             ("m2", "a", "vertical", "False", "4"), ("m2", "a", "diagonal", "False", "5"),  # a relabels: latest counts
             ("m2", "b", "vertical", "True", "6")]  # skipped: no vote
     with open(tmp_path / "annotations.csv", "w", newline="") as f:
@@ -105,7 +106,8 @@ def test_per_encoder_says_when_the_cnn_does_not_beat_a_baseline():
     assert rep["all"]["maps"] == 20
     card = _per_encoder({"per_encoder": rep, "votes": {"maps_with_several_votes": 0, "agreed_maps": 20,
                                                        "annotators_per_map": {"1": 20}}})
-    assert "**mpnet**: the CNN (" in card["per_encoder_verdicts"] and "**does not beat**" in card["per_encoder_verdicts"]
+    verdicts = card["per_encoder_verdicts"]
+    assert "**mpnet**: the CNN (" in verdicts and "**does not beat**" in verdicts
 
 
 def test_leave_one_encoder_out_keeps_test_examples_out_of_training(two_encoders, monkeypatch):
@@ -171,7 +173,7 @@ def test_census_defaults_to_the_estimator_validated_on_its_encoder():
     shares = [0.3, 0.2, 0.2, 0.1, 0.2]
     rows = concat_rows(simulated_rows(shares, 120, rng, encoder="minilm-53aa5117"),
                        simulated_rows(shares, 120, rng, encoder="mpnet-78c0197b", start=1000))
-    enc = lambda err, cov: {"mean_abs_error": err, "coverage": cov}  # noqa: E731
+    enc = lambda err, cov: {"mean_abs_error": err, "coverage": cov}
     results = [{"estimator": "count", "scope": None, "coverage": 0.5, "worst_encoder_mean_abs_error": 0.06,
                 "encoders": {"minilm-53aa5117": enc(0.01, 0.95), "mpnet-78c0197b": enc(0.06, 0.5)}},
                {"estimator": "adjusted", "scope": "encoder", "coverage": 0.95, "worst_encoder_mean_abs_error": 0.04,

@@ -73,7 +73,8 @@ def evaluation_summary(e: dict) -> str:
                      f"{best} {r['methods'][best]['all']['macro_f1']:.3f}: CNN "
                      f"{'beats it' if r['cnn_beats_best_baseline'] else 'does NOT beat it'}")
     s = e["soft_labels"]
-    lines.append(f"soft vs hard labels: macro-F1 {s['soft']['all']['macro_f1']:.3f} vs {s['hard']['all']['macro_f1']:.3f}"
+    lines.append(f"soft vs hard labels: macro-F1 {s['soft']['all']['macro_f1']:.3f} vs "
+                 f"{s['hard']['all']['macro_f1']:.3f}"
                  if s["run"] else f"soft labels not trained: {s['reason']}")
     lo = e["leave_one_encoder_out"]
     for p in lo["pairs"]:
@@ -96,7 +97,8 @@ def estimator_summary(c: dict, v: dict | None) -> str:
                                    "`sample --design uniform`"])
     b = best_result(v["results"])
     lines.append(f"share estimators validated on {v['maps']} uniformly drawn maps: default {b['estimator']}"
-                 f"{'/' + b['scope'] if b['scope'] else ''}, worst encoder {100 * b['worst_encoder_mean_abs_error']:.1f} "
+                 f"{'/' + b['scope'] if b['scope'] else ''}, worst encoder "
+                 f"{100 * b['worst_encoder_mean_abs_error']:.1f} "
                  f"points per pattern, intervals hold the hand share in {100 * b['coverage']:.0f}% of cells")
     for enc, d in v.get("best_per_encoder", {}).items():
         lines.append(f"  census default for {enc}: {d['estimator']}{'/' + d['scope'] if d['scope'] else ''} "
