@@ -16,7 +16,9 @@ count. Augmentation only preserves labels: resampling the map to another length 
 gamma jitter of the intensities; no transposes or flips (a transpose turns vertical into
 horizontal). The out-of-fold predictions also calibrate the census's share estimators
 (:mod:`patterncnn.calibrate`) and, when the labelled set holds maps drawn uniformly at random,
-validate them (:mod:`patterncnn.validate`); both are stored with the model.
+validate them (:mod:`patterncnn.validate`); both are stored with the model. The per-encoder reports
+(per encoder family and on agreed maps, soft vs hard labels, leave one encoder out, the baselines) are
+:mod:`patterncnn.evaluate`'s.
 """
 
 from __future__ import annotations
