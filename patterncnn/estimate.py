@@ -170,13 +170,20 @@ def pattern_errors(e: dict) -> dict | None:
 def plan_for(metadata: dict, estimator: str | None, scope: str | None, encoder: str, seed: int = 0) -> Plan:
     """The census's estimate for a classifier (its metadata) and an encoder tag.
 
-    ``estimator`` None means the one that validated best with this classifier, else ``count``;
-    ``scope`` None the best validated scope for that estimator, else ``encoder`` (widened as needed).
+    ``estimator`` None means the one that validated best on ``encoder``'s uniformly drawn maps (the
+    validation's ``best_per_encoder``), else on those of an encoder of its family (a fine-tune takes its
+    base encoder's), else the best over all validated encoders, else ``count``;
+    ``scope`` None the scope validated with it, else the best validated scope for that estimator, else
+    ``encoder`` (widened as needed).
     """
     validation = metadata.get("validation")
-    best = (validation or {}).get("best") or {}
-    chosen_by = "given" if estimator else ("validation (best share error)" if best else
+    on, mine = _validated_default(validation, encoder)
+    best = mine or (validation or {}).get("best") or {}
+    chosen_by = "given" if estimator else (f"validation on {on} (best share error)" if mine else
+                                           "validation (best share error)" if best else
                                            "default without validation: count")
+    if not estimator and mine and scope is None:
+        scope = mine["scope"]
     estimator = estimator or best.get("estimator", "count")
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; choose one of {', '.join(ESTIMATORS)}")
@@ -199,8 +206,37 @@ def plan_for(metadata: dict, estimator: str | None, scope: str | None, encoder: 
     return Plan(estimator, used, cal, chosen_by, validated_error(validation, estimator, scope, encoder))
 
 
+def _validated_default(validation: dict | None, encoder: str) -> tuple[str | None, dict | None]:
+    """(validated encoder, its best_per_encoder entry) for ``encoder``: itself, else one of its family."""
+    from .evaluate import encoder_family
+
+    per = (validation or {}).get("best_per_encoder") or {}
+    if encoder in per:
+        return encoder, per[encoder]
+    kin = sorted(k for k in per if encoder_family(k) == encoder_family(encoder))
+    return (kin[0], per[kin[0]]) if kin else (None, None)
+
+
 def best_result(results: list[dict]) -> dict | None:
     """The validated result to use: smallest worst-encoder error among those whose 95% intervals cover the hand
     shares in at least TARGET_COVERAGE of the cells (among all when none does)."""
     good = [r for r in results if r["coverage"] >= TARGET_COVERAGE] or results
     return min(good, key=lambda r: r["worst_encoder_mean_abs_error"]) if good else None
+
+
+def best_by_encoder(results: list[dict]) -> dict[str, dict]:
+    """Per validated encoder tag, the (estimator, scope) to use by default: its smallest mean share error among
+    those whose 95% intervals hold the hand shares in at least TARGET_COVERAGE of its cells (among all when none).
+
+    Returns:
+        {encoder: {"estimator", "scope", "mean_abs_error", "coverage", "meets_targets"}}.
+    """
+    out = {}
+    for enc in sorted({e for r in results for e in r["encoders"]}):
+        mine = [(r, r["encoders"][enc]) for r in results if enc in r["encoders"]]
+        good = [(r, e) for r, e in mine if e["coverage"] >= TARGET_COVERAGE] or mine
+        r, e = min(good, key=lambda re: re[1]["mean_abs_error"])
+        out[enc] = {"estimator": r["estimator"], "scope": r["scope"], "mean_abs_error": e["mean_abs_error"],
+                    "coverage": e["coverage"], "meets_targets": bool(
+                        e["mean_abs_error"] <= TARGET_ERROR and e["coverage"] >= TARGET_COVERAGE)}
+    return out

@@ -57,6 +57,82 @@ def _calibration(m: dict) -> dict[str, str]:
             "validation": markdown_table(m["validation"]) if m.get("validation") else NOT_VALIDATED}
 
 
+def _score(s: dict | None) -> str:
+    return "—" if s is None else f"{_f(s['macro_f1'])} / {_f(s['accuracy'])} ({s['maps']})"
+
+
+def _per_encoder(e: dict) -> dict[str, str]:
+    """Per encoder family: every method on all and on agreed maps, and a plain verdict per family."""
+    rows, verdicts = [], []
+    for fam, r in e["per_encoder"].items():
+        for name, s in r["methods"].items():
+            bold = "**" if name.startswith("CNN") else ""
+            rows.append(f"| {fam} | {bold}{name}{bold} | {_score(s['all'])} | {_score(s['agreed'])} |")
+        cnn, best = r["methods"]["CNN"]["all"]["macro_f1"], r["best_baseline"]
+        verdicts.append(f"- **{fam}**: the CNN ({_f(cnn)}) " + (
+            f"beats the best baseline ({best}, {_f(r['methods'][best]['all']['macro_f1'])})."
+            if r["cnn_beats_best_baseline"] else
+            f"**does not beat** the best baseline ({best}, {_f(r['methods'][best]['all']['macro_f1'])})."))
+    v = e["votes"]
+    note = (f"{v['maps_with_several_votes']} maps have votes from two or more annotators; on {v['agreed_maps']} "
+            f"at least "
+            f"two gave the same label (\"agreed\"). Annotators per map: "
+            + ", ".join(f"{k}: {n}" for k, n in v["annotators_per_map"].items()) + ".")
+    return {"per_encoder_rows": "\n".join(rows), "per_encoder_verdicts": "\n".join(verdicts), "votes_note": note}
+
+
+def _loeo(e: dict) -> str:
+    lo = e["leave_one_encoder_out"]
+    if not lo["run"]:
+        return f"**Not measured**: {lo['reason']}."
+    lines = ["| train on | test on | method | macro-F1 / accuracy (maps), all | agreed | per-class F1 (all), "
+             + ", ".join(LABELS) + " |", "| --- | --- | --- | --- | --- | --- |"]
+    for p in lo["pairs"]:
+        for name, s in p["methods"].items():
+            f1 = " / ".join("—" if x is None else _f(x) for x in s["all"]["per_class_f1"].values())
+            lines.append(f"| {p['train']} ({p['train_maps']} maps) | {p['test']} | {name} | {_score(s['all'])} | "
+                         f"{_score(s['agreed'])} | {f1} |")
+    dropped = ", ".join(f"{p['train']}→{p['test']}: {p['dropped_shared_examples']}" for p in lo["pairs"])
+    epochs = ", ".join(f"{p['train']}→{p['test']}: {p['best_epoch']}" for p in lo["pairs"])
+    return "\n".join(lines + ["", f"Training maps dropped because their input example is among the test maps: "
+                                  f"{dropped}. Early-stopped epoch (cap {lo['pairs'][0]['max_epochs']}): {epochs}."])
+
+
+def _soft(e: dict) -> str:
+    s = e["soft_labels"]
+    if not s["run"]:
+        return f"**Not measured**: {s['reason']}."
+    lines = ["| targets | macro-F1 / accuracy (maps), all | agreed | cross-entropy to the vote shares |",
+             "| --- | --- | --- | --- |"]
+    for name in ("hard", "soft"):
+        r = s[name]
+        lines.append(f"| {name} | {_score(r['all'])} | {_score(r['agreed'])} | "
+                     f"{r['cross_entropy_to_vote_shares']:.3f} |")
+    return "\n".join(lines)
+
+
+def _defaults(v: dict | None) -> str:
+    """The census's default estimator per validated encoder (or why there is none)."""
+    if not v or not v.get("best_per_encoder"):
+        return ("The census's default estimator is `count` (no validation), or the estimator that validated best "
+                "over all encoders for a classifier validated before per-encoder defaults existed.")
+    rows = ["| encoder | default estimator | calibrated on | mean \\|share error\\|, points | intervals hold the "
+            "hand share | targets met |", "| --- | --- | --- | --- | --- | --- |"]
+    rows += [f"| {enc} | **{d['estimator']}** | {d['scope'] or '—'} | {100 * d['mean_abs_error']:.1f} | "
+             f"{100 * d['coverage']:.0f} % | {'yes' if d['meets_targets'] else '**no**'} |"
+             for enc, d in v["best_per_encoder"].items()]
+    return "\n".join(rows)
+
+
+def _evaluation(m: dict) -> dict[str, str]:
+    e = m.get("evaluation")
+    if e is None:  # metrics of a classifier trained before these reports existed
+        missing = "**Not measured** (this classifier was trained before `patterncnn train` measured it)."
+        return {"per_encoder_rows": "| — | — | — | — |", "per_encoder_verdicts": missing, "votes_note": missing,
+                "loeo": missing, "soft": missing, "estimator_defaults": _defaults(m.get("validation"))}
+    return {**_per_encoder(e), "loeo": _loeo(e), "soft": _soft(e), "estimator_defaults": _defaults(m.get("validation"))}
+
+
 def _rows(m: dict) -> dict[str, str]:
     cv = m["cv"]
     comp = m["representation_comparison"]
@@ -97,7 +173,7 @@ def model_card(m: dict) -> str:
         "verdict": "The CNN beats every baseline on macro-F1." if m["cnn_beats_best_baseline"] else
         f"**The CNN does not beat the best baseline ({m['best_baseline']}) on macro-F1.**",
         "parity": f"{m['onnx_parity_max_abs_diff']:.2e}", "block_count": data["labels"].get("block"),
-        **_rows(m), **_calibration(m),
+        **_rows(m), **_calibration(m), **_evaluation(m),
     }
     template = resources.files("patterncnn").joinpath("templates/model_card.md").read_text(encoding="utf-8")
     return string.Template(template).substitute(fields)

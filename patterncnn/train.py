@@ -16,7 +16,9 @@ count. Augmentation only preserves labels: resampling the map to another length 
 gamma jitter of the intensities; no transposes or flips (a transpose turns vertical into
 horizontal). The out-of-fold predictions also calibrate the census's share estimators
 (:mod:`patterncnn.calibrate`) and, when the labelled set holds maps drawn uniformly at random,
-validate them (:mod:`patterncnn.validate`); both are stored with the model.
+validate them (:mod:`patterncnn.validate`); both are stored with the model. The per-encoder reports
+(per encoder family and on agreed maps, soft vs hard labels, leave one encoder out, the baselines) are
+:mod:`patterncnn.evaluate`'s.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from . import __version__
-from .features import map_features, rule_scores
+from .evaluate import EvalConfig, baselines  # noqa: F401 - baselines: train's public API, kept where it was
 from .fileio import write_bytes, write_json, write_text
 from .infer import export_onnx, parity_check
 from .labelled import Labelled, load_labelled
@@ -86,8 +88,12 @@ def macro_f1(y_true, y_pred) -> float:
 
 
 def fit(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, seed: int,
-        epochs: int | None = None, tick: Callable | None = None) -> tuple[PatternCNN, int, list]:
+        epochs: int | None = None, tick: Callable | None = None, targets: np.ndarray | None = None
+        ) -> tuple[PatternCNN, int, list]:
     """Train one model. With ``val_idx``, early-stop on its macro-F1; else run ``epochs`` epochs.
+
+    ``targets`` (N, 5), e.g. annotator vote shares, replace the hard labels as cross-entropy targets
+    (class weights and early stopping still use the hard labels).
 
     Returns:
         (model with the best weights, best epoch (1-based), per-epoch history).
@@ -98,7 +104,7 @@ def fit(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, s
     opt = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
     n_epochs = epochs or tcfg.max_epochs
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=n_epochs)
-    y = torch.as_tensor(data.y)
+    y = torch.as_tensor(data.y if targets is None else np.asarray(targets, dtype=np.float32))
     counts = np.bincount(data.y[train_idx], minlength=len(LABELS)).astype(np.float64)
     weights = torch.tensor(len(train_idx) / (len(LABELS) * np.maximum(counts, 1)), dtype=torch.float32)
     x_val = model_inputs(data.maps, data.seps, val_idx, cfg) if val_idx is not None and len(val_idx) else None
@@ -186,8 +192,9 @@ class OutOfFold:
     seconds: float
 
 
-def out_of_fold(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, progress=None) -> OutOfFold:
-    """Train one model per grouped stratified fold and score its test fold."""
+def out_of_fold(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, progress=None,
+                targets: np.ndarray | None = None) -> OutOfFold:
+    """Train one model per grouped stratified fold and score its test fold (``targets``: see :func:`fit`)."""
     oof = np.zeros((len(data.y), len(LABELS)), dtype=np.float32)
     fold_of = np.full(len(data.y), -1)
     fold_f1, best_epochs = [], []
@@ -195,7 +202,8 @@ def out_of_fold(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, progress=None
                    unit="ep") if progress else None
     t0 = time.time()
     for k, (tr, va, te) in enumerate(folds(data, tcfg)):
-        model, best_epoch, _ = fit(data, tr, va, cfg, tcfg, seed=tcfg.seed + k, tick=bar.update if bar else None)
+        model, best_epoch, _ = fit(data, tr, va, cfg, tcfg, seed=tcfg.seed + k, tick=bar.update if bar else None,
+                                   targets=targets)
         oof[te] = predict_proba(model, data, te, cfg)
         fold_of[te] = k
         fold_f1.append(macro_f1(data.y[te], oof[te].argmax(1)))
@@ -235,35 +243,6 @@ def calibrate_and_validate(data: Labelled, oof: OutOfFold, seed: int) -> tuple[d
     return calibration_record(rows), validation
 
 
-def baselines(data: Labelled, tcfg: TrainConfig) -> dict:
-    """Hand-crafted features -> logistic regression / gradient boosting on the same folds; and the rule."""
-    from sklearn.ensemble import HistGradientBoostingClassifier
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    feats = np.stack([map_features(m, s) for m, s in zip(data.maps, data.seps)])
-    makers = {
-        "features+logreg": lambda: make_pipeline(StandardScaler(), LogisticRegression(
-            max_iter=5000, class_weight="balanced", C=1.0)),
-        "features+gboost": lambda: HistGradientBoostingClassifier(
-            max_iter=200, learning_rate=0.05, class_weight="balanced", random_state=tcfg.seed),
-    }
-    out = {}
-    for name, make in makers.items():
-        pred = np.zeros(len(data.y), dtype=int)
-        fold_f1 = []
-        for tr, va, te in folds(data, tcfg):
-            fit_idx = np.concatenate([tr, va])  # no early stopping: the baselines use all training data
-            clf = make().fit(feats[fit_idx], data.y[fit_idx])
-            pred[te] = clf.predict(feats[te])
-            fold_f1.append(macro_f1(data.y[te], pred[te]))
-        out[name] = {**classification_report(data.y, pred), "fold_macro_f1": fold_f1}
-    rule = np.array([int(np.argmax(rule_scores(m, s))) for m, s in zip(data.maps, data.seps)])
-    out["rule (pre-annotator, untrained)"] = classification_report(data.y, rule)
-    return out
-
-
 def fit_final(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, epochs: int) -> PatternCNN:
     """Train on all labelled maps for a fixed number of epochs (chosen by CV early stopping)."""
     idx = np.arange(len(data.y))
@@ -285,12 +264,14 @@ def throughput(cfg: CNNConfig, t: int = 64, n: int = 512, threads: int = 2) -> f
 
 
 def train_and_export(annotations: str | Path, out: str | Path, cfg: CNNConfig, tcfg: TrainConfig,
-                   compare: bool = False, progress=None) -> dict:
+                   compare: bool = False, progress=None, ecfg: EvalConfig | None = None) -> dict:
     """``patterncnn train``: cross-validate, compare, score the baselines, fit on all maps, export, write the card.
 
     Writes ``patterncnn.pt``, ``patterncnn.onnx``, ``metrics.json`` and ``README.md`` (the model card) into
-    ``out``, each atomically. Returns the metrics.
+    ``out``, each atomically; ``ecfg`` chooses the per-encoder reports (:mod:`patterncnn.evaluate`). Returns the
+    metrics.
     """
+    from .evaluate import evaluate
     from .modelcard import model_card
 
     t0 = time.time()
@@ -316,7 +297,8 @@ def train_and_export(annotations: str | Path, out: str | Path, cfg: CNNConfig, t
             c = dataclasses.replace(cfg, **{field: not getattr(cfg, field)})
             name = f"{cfg.representation}-{cfg.grid} {'without' if getattr(cfg, field) else 'with'} {field}"
             comparison[name] = entry(c, cross_validate(data, c, tcfg, progress))
-    base = baselines(data, tcfg)
+    evaluation = evaluate(data, annotations, oof, cfg, tcfg, ecfg or EvalConfig(), progress)
+    base = evaluation.pop("baselines")
     model = fit_final(data, cfg, tcfg, cv["median_best_epoch"])
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -331,6 +313,7 @@ def train_and_export(annotations: str | Path, out: str | Path, cfg: CNNConfig, t
         "cv": cv, "baselines": base, "representation_comparison": comparison,
         "cnn_beats_best_baseline": bool(cv["macro_f1"] > best_base[0]), "best_baseline": best_base[1],
         "final_fit_epochs": cv["median_best_epoch"], "calibration": calibration, "validation": validation,
+        "evaluation": evaluation,
         "platform": platform.platform(),
         "torch": torch.__version__, "seconds": None,
     }

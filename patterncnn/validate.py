@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from .calibrate import CAL_BOOTSTRAP, SCOPES, Rows, fit_calibration, map_rows, scope_mask
-from .estimate import ESTIMATORS, TARGET_COVERAGE, TARGET_ERROR, best_result, example_sums, shares_with_intervals
+from .estimate import (ESTIMATORS, TARGET_COVERAGE, TARGET_ERROR, best_by_encoder, best_result, example_sums,
+                       shares_with_intervals)
 from .labels import LABELS
 
 UNIFORM_HELP = ("label maps drawn with `patterncnn sample --design uniform` (their metadata says \"sampling\": "
@@ -149,7 +150,8 @@ def _validate(pool: Rows, test: Rows, mode: str, seed: int) -> dict:
             "encoders": {e: {t: int(((test.encoder == e) & (test.task == t)).sum())
                              for t in sorted(set(test.task[test.encoder == e].tolist()))}
                          for e in sorted(set(test.encoder.tolist()))},
-            "best": {"estimator": best["estimator"], "scope": best["scope"]}, "results": results,
+            "best": {"estimator": best["estimator"], "scope": best["scope"]},
+            "best_per_encoder": best_by_encoder(results), "results": results,
             "calibrated_on": calibrated}
 
 

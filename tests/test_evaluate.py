@@ -1,0 +1,222 @@
+"""Per-encoder reports of `patterncnn train` (patterncnn.evaluate) and the per-encoder default estimator."""
+
+import csv
+import dataclasses
+
+import numpy as np
+import pytest
+
+from patterncnn import evaluate as ev
+from patterncnn.labels import LABELS
+from synthetic import pattern_map, simulated_rows, write_labelled_set
+
+TINY = dict(grid=16, widths=(4, 4, 8, 8, 8, 8, 16, 16))
+ANNOTATORS = ("annotator-a@patterncnn.local", "annotator-b@patterncnn.local", "annotator-c@patterncnn.local")
+
+
+def two_encoder_set(root, per_class=6, shared=2):
+    """Maps of two encoder families (minilm incl. a fine-tune, mpnet), 3 annotators each; returns the root.
+
+    The first ``shared`` examples of each class are seen by both families (the same input example).
+    Annotator c disagrees on every third map; on every fifth map all three disagree.
+    """
+    recs, rows, anns = [], [], []
+    tags = ("minilm-53aa5117", "minilm-sst2-0633eb25", "mpnet-78c0197b")
+    for k, kind in enumerate(LABELS):
+        for fam, tag_pair in (("minilm", tags[:2]), ("mpnet", tags[2:])):
+            for i in range(per_class):
+                tag = tag_pair[i % len(tag_pair)]
+                ex = 1000 * k + i if i < shared else 1000 * k + i + (500 if fam == "mpnet" else 0)
+                t = 12 + (i * 5) % 20
+                sep = t // 2 - 1
+                mid = f"{tag}_rte_dev_{ex:05d}_L{i % 3:02d}_H{i % 4:02d}"
+                recs.append(({"id": mid, "task": "rte", "split": "dev", "example": ex, "layer": i % 3,
+                              "head": i % 4, "T": t, "seps": [sep, t - 1]}, pattern_map(kind, t, sep, seed=7 * k + i)))
+                rows.append({"map_id": mid, "label": kind, "uncertain": "False"})
+                n = len(recs)
+                other = LABELS[(k + 1) % len(LABELS)]
+                votes = [kind, kind, other if n % 3 == 0 else kind]
+                if n % 5 == 0:
+                    votes = [kind, other, LABELS[(k + 2) % len(LABELS)]]
+                for a, (who, lab) in enumerate(zip(ANNOTATORS, votes)):
+                    anns.append({"map_id": mid, "annotator": who, "label": lab, "skipped": "False",
+                                 "created_at": f"2026-11-23T10:00:{a:02d}Z", "ls_annotation_id": str(10 * n + a)})
+    write_labelled_set(root, recs, rows)
+    with open(root / "annotations.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(anns[0]))
+        w.writeheader()
+        w.writerows(anns)
+    return root
+
+
+@pytest.fixture(scope="module")
+def two_encoders(tmp_path_factory):
+    return two_encoder_set(tmp_path_factory.mktemp("two-encoders"))
+
+
+def test_encoder_family_groups_fine_tunes_with_their_base():
+    assert ev.encoder_family("minilm-53aa5117_cola_dev_00028_L00_H09") == "minilm"
+    assert ev.encoder_family("minilm-sst2-0633eb25_sst2_dev_00012_L03_H07") == "minilm"
+    assert ev.encoder_family("mpnet-78c0197b") == "mpnet"
+    assert ev.encoder_family("mpnet-rte-0123abcd") == "mpnet"
+    assert ev.encoder_family("all-MiniLM-L6-v2-deadbeef") == "all-MiniLM-L6-v2"
+    assert ev.encoder_family("syn_001_block") == "syn"  # no tag digest: its own family
+    assert ev.encoder_family("bert-base-uncased-1a2b3c4d") == "bert-base-uncased"  # "uncased" is not a task
+
+
+def test_votes_latest_per_annotator_skips_ignored(tmp_path):
+    ids = ["m1", "m2", "m3"]
+    rows = [("m1", "a", "block", "False", "1"), ("m1", "b", "block", "False", "2"),
+            ("m1", "c", "diagonal", "False", "3"),
+            ("m2", "a", "vertical", "False", "4"), ("m2", "a", "diagonal", "False", "5"),  # a relabels: latest counts
+            ("m2", "b", "vertical", "True", "6")]  # skipped: no vote
+    with open(tmp_path / "annotations.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["map_id", "annotator", "label", "skipped", "created_at", "ls_annotation_id"])
+        w.writerows([(m, a, lab, sk, f"2026-11-23T10:00:0{i}Z", i) for m, a, lab, sk, i in rows])
+    y = np.array([LABELS.index("block"), LABELS.index("diagonal"), LABELS.index("heterogeneous")])
+    v = ev.load_votes(tmp_path, ids, y)
+    assert v.n.tolist() == [3, 1, 0]
+    assert v.shares[0].tolist() == pytest.approx([0, 1 / 3, 0, 2 / 3, 0])
+    assert v.shares[1].tolist() == [0, 1, 0, 0, 0]
+    assert v.shares[2].tolist() == [0, 0, 0, 0, 1]  # no votes: the resolved label
+    assert v.agreed.tolist() == [True, False, False]
+
+
+def test_subset_macro_f1_averages_only_the_classes_present():
+    y = np.array([0, 0, 1, 1, 3])
+    pred = np.array([0, 0, 1, 0, 3])
+    s = ev.subset_scores(y, pred, np.array([True, True, True, True, False]))
+    assert s["classes"] == [LABELS[0], LABELS[1]] and s["per_class_f1"]["block"] is None
+    assert s["macro_f1"] == pytest.approx((0.8 + 2 / 3) / 2) and s["accuracy"] == pytest.approx(0.75)
+    assert ev.subset_scores(y, pred, np.zeros(5, dtype=bool)) is None
+
+
+def test_per_encoder_says_when_the_cnn_does_not_beat_a_baseline():
+    from patterncnn.modelcard import _per_encoder
+
+    y = np.array([0, 1, 2, 3, 4] * 4)
+    fams = np.array(["minilm"] * 10 + ["mpnet"] * 10)
+    good, bad = y.copy(), y.copy()
+    bad[10:] = 0  # the CNN is wrong on every mpnet map but the first
+    rep = ev.per_encoder(y, fams, np.ones(20, dtype=bool), {ev.CNN: bad, "features+logreg": good})
+    assert rep["minilm"]["cnn_beats_best_baseline"] is False  # a tie does not beat
+    assert rep["mpnet"]["methods"][ev.CNN]["all"]["macro_f1"] < rep["mpnet"]["methods"]["features+logreg"]["all"][
+        "macro_f1"] and not rep["mpnet"]["cnn_beats_best_baseline"]
+    assert rep["all"]["maps"] == 20
+    card = _per_encoder({"per_encoder": rep, "votes": {"maps_with_several_votes": 0, "agreed_maps": 20,
+                                                       "annotators_per_map": {"1": 20}}})
+    verdicts = card["per_encoder_verdicts"]
+    assert "**mpnet**: the CNN (" in verdicts and "**does not beat**" in verdicts
+
+
+def test_leave_one_encoder_out_keeps_test_examples_out_of_training(two_encoders, monkeypatch):
+    import patterncnn.train as train
+    from patterncnn.labelled import load_labelled
+    from patterncnn.model import CNNConfig
+
+    data = load_labelled(two_encoders)
+    seen = []
+    real_fit = train.fit
+
+    def spy(data_, tr, va, cfg, tcfg, seed, **kw):
+        seen.append((tr, va, tcfg.max_epochs))
+        return real_fit(data_, tr, va, cfg, tcfg, seed, **kw)
+
+    monkeypatch.setattr(train, "fit", spy)
+    fams = ev.families(data.ids)
+    votes = ev.load_votes(two_encoders, data.ids, data.y)
+    tcfg = train.TrainConfig(folds=3, max_epochs=30, batch_size=8)
+    pairs = ev.leave_one_encoder_out(data, fams, votes.agreed, ev.feature_matrix(data), CNNConfig(**TINY), tcfg, 2)
+    assert [(p["train"], p["test"]) for p in pairs] == [("minilm", "mpnet"), ("mpnet", "minilm")]
+    for (tr, va, epochs), p in zip(seen, pairs):
+        test_groups = set(data.groups[fams == p["test"]])
+        assert epochs == 2 and set(fams[np.concatenate([tr, va])]) == {p["train"]}
+        assert not test_groups & set(data.groups[np.concatenate([tr, va])])
+        assert p["dropped_shared_examples"] == 2 * len(LABELS)  # the shared examples of every class
+        assert p["methods"][ev.CNN]["all"]["maps"] == (fams == p["test"]).sum() == 30
+        assert set(p["methods"]) == {ev.CNN, *ev.TRAINED_BASELINES}
+
+
+def test_soft_labels_train_on_vote_shares_on_the_same_folds(two_encoders, monkeypatch):
+    import patterncnn.train as train
+    from patterncnn.labelled import load_labelled
+    from patterncnn.model import CNNConfig
+
+    data = load_labelled(two_encoders)
+    votes = ev.load_votes(two_encoders, data.ids, data.y)
+    got = {}
+    real = train.out_of_fold
+
+    def spy(data_, cfg, tcfg, progress=None, targets=None):
+        got["targets"] = targets
+        return real(data_, cfg, tcfg, progress, targets=targets)
+
+    monkeypatch.setattr(train, "out_of_fold", spy)
+    cfg, tcfg = CNNConfig(**TINY), train.TrainConfig(folds=3, max_epochs=2, batch_size=8)
+    hard = real(data, cfg, tcfg)
+    rep, soft = ev.soft_vs_hard(data, votes, hard.probs, cfg, tcfg)
+    assert got["targets"] is votes.shares and soft.shape == (len(data.y), len(LABELS))
+    assert rep["run"] and rep["maps_with_several_votes"] == len(data.y)
+    assert rep["hard"]["agreed"]["maps"] == int(votes.agreed.sum()) < len(data.y)  # three-way splits are not agreed
+    assert np.allclose(votes.shares.sum(1), 1) and (votes.shares.max(1) < 1).any()
+    one = dataclasses.replace(votes, n=np.ones_like(votes.n))
+    assert ev.soft_vs_hard(data, one, hard.probs, cfg, tcfg)[1] is None  # one vote per map: nothing to learn
+
+
+def test_census_defaults_to_the_estimator_validated_on_its_encoder():
+    from patterncnn.calibrate import calibration_record
+    from patterncnn.estimate import best_by_encoder, plan_for
+    from synthetic import concat_rows
+
+    rng = np.random.default_rng(0)
+    shares = [0.3, 0.2, 0.2, 0.1, 0.2]
+    rows = concat_rows(simulated_rows(shares, 120, rng, encoder="minilm-53aa5117"),
+                       simulated_rows(shares, 120, rng, encoder="mpnet-78c0197b", start=1000))
+    enc = lambda err, cov: {"mean_abs_error": err, "coverage": cov}
+    results = [{"estimator": "count", "scope": None, "coverage": 0.5, "worst_encoder_mean_abs_error": 0.06,
+                "encoders": {"minilm-53aa5117": enc(0.01, 0.95), "mpnet-78c0197b": enc(0.06, 0.5)}},
+               {"estimator": "adjusted", "scope": "encoder", "coverage": 0.95, "worst_encoder_mean_abs_error": 0.04,
+                "encoders": {"minilm-53aa5117": enc(0.04, 0.95), "mpnet-78c0197b": enc(0.02, 0.95)}},
+               {"estimator": "probs", "scope": "all", "coverage": 0.92, "worst_encoder_mean_abs_error": 0.05,
+                "encoders": {"minilm-53aa5117": enc(0.005, 0.80), "mpnet-78c0197b": enc(0.05, 0.92)}}]
+    per = best_by_encoder(results)
+    assert per["minilm-53aa5117"]["estimator"] == "count"  # probs errs less but its intervals cover too little
+    assert per["mpnet-78c0197b"] == {"estimator": "adjusted", "scope": "encoder", "mean_abs_error": 0.02,
+                                     "coverage": 0.95, "meets_targets": True}
+    meta = {"calibration": calibration_record(rows), "validation": {
+        "best": {"estimator": "adjusted", "scope": "encoder"}, "best_per_encoder": per, "results": results}}
+    assert plan_for(meta, None, None, "minilm-53aa5117").estimator == "count"
+    plan = plan_for(meta, None, None, "mpnet-78c0197b")
+    assert (plan.estimator, plan.scope) == ("adjusted", "encoder") and "mpnet-78c0197b" in plan.chosen_by
+    tuned = plan_for(meta, None, None, "minilm-sst2-0633eb25")  # a fine-tune takes its base encoder's default
+    assert tuned.estimator == "count" and "minilm-53aa5117" in tuned.chosen_by
+    assert plan_for(meta, None, None, "bert-1a2b3c4d").estimator == "adjusted"  # unvalidated family: overall best
+    assert plan_for(meta, "probs", None, "minilm-53aa5117").estimator == "probs"  # given beats the default
+
+
+def test_train_reports_per_encoder_in_metrics_and_card(two_encoders, tmp_path, capsys):
+    import json
+
+    from patterncnn.cli import main
+
+    out = tmp_path / "m"
+    rc = main(["train", "--annotations", str(two_encoders), "--out", str(out), "--folds", "3", "--max-epochs", "2",
+               "--loeo-max-epochs", "2"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "leave one encoder out, train minilm -> test mpnet: macro-F1" in printed
+    assert "soft vs hard labels: macro-F1" in printed and "  mpnet: CNN macro-F1" in printed
+    m = json.loads((out / "metrics.json").read_text())
+    e = m["evaluation"]
+    assert e["families"] == {"minilm": 30, "mpnet": 30} and e["soft_labels"]["run"]
+    assert len(e["leave_one_encoder_out"]["pairs"]) == 2
+    for fam in ("minilm", "mpnet"):  # the per-family slices add up to the out-of-fold confusion matrix
+        assert e["per_encoder"][fam]["methods"][ev.CNN]["all"]["maps"] == 30
+    acc = np.mean([e["per_encoder"][f]["methods"][ev.CNN]["all"]["accuracy"] for f in ("minilm", "mpnet")])
+    assert acc == pytest.approx(m["cv"]["accuracy"])
+    assert m["baselines"]["features+logreg"]["macro_f1"] == pytest.approx(
+        e["per_encoder"]["all"]["methods"]["features+logreg"]["all"]["macro_f1"])
+    card = (out / "README.md").read_text()
+    assert "## Leave one encoder out" in card and "| minilm (" in card and "## Soft labels against hard labels" in card
+    assert "$" not in card.replace("$$", "") and "**Not measured**" not in card
