@@ -21,7 +21,7 @@ import numpy as np
 
 from .encoder import Encoder, EncoderError
 from .glue import GlueSplit
-from .runwork import finish, prepare_out, provenance, public_fingerprint, run_parts, windows, work_dir
+from .runwork import finish, prepare_out, provenance, public_fingerprint, public_source, run_parts, windows, work_dir
 
 WINDOW = 64
 RESULT = "drift.json"
@@ -91,7 +91,7 @@ def run_drift(enc_a: Encoder, enc_b: Encoder, splits: list[GlueSplit], out: str 
                           (lambda name: bar.update(len(chunks[names.index(name)]))) if bar else None)
         if bar:
             bar.close()
-        result["tasks"][split.task.name] = {**summarize(list(parts.values())), "source": Path(split.source).name,
+        result["tasks"][split.task.name] = {**summarize(list(parts.values())), "source": public_source(split.source),
                                             "of": split.total, "seconds": round(time.time() - t0, 1)}
     write_outputs(out, result)
     finish(out)

@@ -236,7 +236,7 @@ def link_figure(result: dict) -> bytes:
     t = result["test"]
     p = "n/a" if t.get("p_value") is None else f"{t['p_value']:.3f}"
     diff = "n/a" if t.get("difference") is None else f"{100 * t['difference']:+.2f}"
-    fig.suptitle(f"link — {result['task']}, {result['disable_model']}: heterogeneous − vertical mean drop {diff} points "
-                 f"(permutation p = {p}; {t['n_a']} vs {t['n_b']} heads)", fontsize=9)
+    fig.suptitle(f"link — {result['task']}, {result['disable_model']}: heterogeneous − vertical mean drop "
+                 f"{diff} points (permutation p = {p}; {t['n_a']} vs {t['n_b']} heads)", fontsize=9)
     _legend(fig)
     return _png(fig)

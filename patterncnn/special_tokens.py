@@ -28,7 +28,7 @@ import numpy as np
 
 from .encoder import Encoder
 from .glue import GlueSplit
-from .runwork import finish, prepare_out, provenance, public_fingerprint, run_parts, windows, work_dir
+from .runwork import finish, prepare_out, provenance, public_fingerprint, public_source, run_parts, windows, work_dir
 
 WINDOW = 64
 RESULT = "special_tokens.json"
@@ -82,7 +82,8 @@ class TokenClasses:
                 out[k] = 1
             else:
                 hit = next((2 + i for i, rx in enumerate(compiled) if rx.fullmatch(_bare(tok))), None)
-                out[k] = hit if hit is not None else (len(self.names) - 2 if is_punctuation(tok) else len(self.names) - 1)
+                punct, other = len(self.names) - 2, len(self.names) - 1
+                out[k] = hit if hit is not None else (punct if is_punctuation(tok) else other)
         return out
 
 
@@ -152,7 +153,8 @@ def run_special_tokens(enc: Encoder, splits: list[GlueSplit], classes: TokenClas
         if bar:
             bar.close()
         result["tasks"][split.task.name] = {**summarize(list(parts.values()), classes.names),
-                                            "of": split.total, "seconds": round(time.time() - t0, 1)}
+                                            "source": public_source(split.source), "of": split.total,
+                                            "seconds": round(time.time() - t0, 1)}
     write_outputs(out, result)
     finish(out)
     return result

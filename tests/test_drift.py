@@ -90,6 +90,7 @@ def test_drift_resumes_from_saved_windows(tiny_bert, glue_dir, tmp_path, monkeyp
         drift_mod.run_drift(enc, enc, [split], tmp_path / "r")
     assert len(list((tmp_path / "r" / ".work" / "rte").glob("window-*.npz"))) == 1
     calls.clear()
-    monkeypatch.setattr(drift_mod, "drift_window", lambda a, b, w, bs=16, on_example=None: calls.append(1) or real(a, b, w, bs))
+    monkeypatch.setattr(drift_mod, "drift_window",
+                        lambda a, b, w, bs=16, on_example=None: calls.append(1) or real(a, b, w, bs))
     res = drift_mod.run_drift(enc, enc, [split], tmp_path / "r")
     assert len(calls) == 2 and res["tasks"]["rte"]["examples"] == 10  # the first window was not recomputed

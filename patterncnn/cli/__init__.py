@@ -15,11 +15,11 @@ import logging
 import sys
 
 from .. import __version__
-from . import (analyze, annotate, census, classify, disable, drift, finetune, link, sample, serve, special_tokens, train,
-               validate)
+from . import (analyze, annotate, census, classify, disable, drift, finetune, link, sample, serve, special_tokens,
+               train, validate)
 
-COMMANDS = (sample, finetune, annotate, train, validate, classify, census, drift, special_tokens, disable, link, analyze,
-            serve)  # in pipeline order
+COMMANDS = (sample, finetune, annotate, train, validate, classify, census, drift, special_tokens, disable, link,
+            analyze, serve)  # in pipeline order
 NOISY_LOGGERS = ("transformers", "datasets", "huggingface_hub", "urllib3", "httpx", "filelock", "matplotlib")
 
 

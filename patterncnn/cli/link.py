@@ -8,8 +8,8 @@ from .common import positive_int
 def register(sub) -> None:
     p = sub.add_parser("link", help="per head: pattern distribution, drift and disabling effect; a permutation test",
                        description="Join, per layer x head, a finished census (its per-head pattern shares), a drift "
-                                   "result and a disable result of one task; test whether disabling heterogeneous heads "
-                                   "costs more than disabling vertical ones (permutation test over heads). Writes "
+                                   "result and a disable result of one task; test whether disabling heterogeneous "
+                                   "heads costs more than disabling vertical ones (permutation test over heads). Writes "
                                    "link.csv, link.json and link.png (scatter plots).")
     p.add_argument("--task", required=True, help="GLUE task, present in all three results")
     p.add_argument("--census", required=True, help="census folder or census.json (`patterncnn census`)")

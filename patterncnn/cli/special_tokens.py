@@ -56,6 +56,7 @@ def run(args) -> int:
         for k in classes.names:
             print(f"    {k:<12} " + " ".join(f"{v:.3f}" for v in s["layer_mean"][k])
                   + f"   (tokens: {100 * s['token_fraction'][k]:.1f}%)")
-        print(f"    [CLS] peaks in an early layer and [SEP] in a late one: {'yes' if s['cls_early_sep_late'] else 'no'}")
+        verdict = "yes" if s["cls_early_sep_late"] else "no"
+        print(f"    [CLS] peaks in an early layer and [SEP] in a late one: {verdict}")
     print(f"wrote {args.out}/special_tokens.json, special_tokens.csv, special-<task>.png, cls-row.png")
     return 0
