@@ -133,10 +133,11 @@ def value_grid(ax, values: np.ndarray, title: str, cmap: str = "viridis", vmin=N
     ax.set_ylabel("layer", fontsize=8)
     ax.set_title(title, fontsize=9)
     if heads <= 16:
-        lo, hi = np.nanmin(values), np.nanmax(values)
+        lo = np.nanmin(values) if vmin is None else vmin
+        hi = np.nanmax(values) if vmax is None else vmax
         for l in range(layers):
             for h in range(heads):
-                dark = (values[l, h] - lo) < 0.5 * (hi - lo) if cmap == "viridis" else False
+                dark = (values[l, h] - lo) < 0.5 * (hi - lo) if cmap == "viridis" else False  # white on dark cells
                 ax.text(h, l, fmt.format(values[l, h]), ha="center", va="center", fontsize=5.5,
                         color="white" if dark else "black")
     if marks is not None:
