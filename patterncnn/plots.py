@@ -85,11 +85,11 @@ def head_grid(ax, majority: np.ndarray, strength: np.ndarray, title: str, annota
                 ax.text(h, l, SHORT[LABELS[majority[l, h]]], ha="center", va="center", fontsize=6)
 
 
-def _legend(fig) -> None:
+def _legend(fig, y: float = -0.02) -> None:
     from matplotlib.patches import Patch
 
     fig.legend(handles=[Patch(color=COLORS[n], label=n) for n in LABELS], loc="lower center", ncol=len(LABELS),
-               fontsize=8, frameon=False, bbox_to_anchor=(0.5, -0.02))
+               fontsize=8, frameon=False, bbox_to_anchor=(0.5, y))
 
 
 def heads_figure(result: dict) -> bytes:
@@ -239,5 +239,5 @@ def link_figure(result: dict) -> bytes:
     diff = "n/a" if t.get("difference") is None else f"{100 * t['difference']:+.2f}"
     fig.suptitle(f"link — {result['task']}, {result['disable_model']}: heterogeneous − vertical mean drop "
                  f"{diff} points (permutation p = {p}; {t['n_a']} vs {t['n_b']} heads)", fontsize=9)
-    _legend(fig)
+    _legend(fig, y=-0.1)
     return _png(fig)
