@@ -85,11 +85,11 @@ def head_grid(ax, majority: np.ndarray, strength: np.ndarray, title: str, annota
                 ax.text(h, l, SHORT[LABELS[majority[l, h]]], ha="center", va="center", fontsize=6)
 
 
-def _legend(fig) -> None:
+def _legend(fig, y: float = -0.02) -> None:
     from matplotlib.patches import Patch
 
     fig.legend(handles=[Patch(color=COLORS[n], label=n) for n in LABELS], loc="lower center", ncol=len(LABELS),
-               fontsize=8, frameon=False, bbox_to_anchor=(0.5, -0.02))
+               fontsize=8, frameon=False, bbox_to_anchor=(0.5, y))
 
 
 def heads_figure(result: dict) -> bytes:
@@ -113,4 +113,131 @@ def analyze_figure(probs: np.ndarray, title: str) -> bytes:
     fig = _fig(0.45 * probs.shape[1] + 1.4, 0.45 * probs.shape[0] + 1.6)
     head_grid(fig.add_subplot(1, 1, 1), probs.argmax(-1), probs.max(-1), title)
     _legend(fig)
+    return _png(fig)
+
+
+def value_grid(ax, values: np.ndarray, title: str, cmap: str = "viridis", vmin=None, vmax=None, fmt: str = "{:.2f}",
+               marks: np.ndarray | None = None):
+    """Draw an (L, H) heatmap of numbers with each cell's value written in it; ``marks`` (L, H) bool adds a box.
+
+    Returns:
+        The image (for a colour bar).
+    """
+    layers, heads = values.shape
+    im = ax.imshow(values, cmap=cmap, vmin=vmin, vmax=vmax, aspect="equal", interpolation="nearest")
+    ax.set_xticks(range(heads))
+    ax.set_xticklabels([str(h) for h in range(heads)], fontsize=7)
+    ax.set_yticks(range(layers))
+    ax.set_yticklabels([str(l) for l in range(layers)], fontsize=7)
+    ax.set_xlabel("head", fontsize=8)
+    ax.set_ylabel("layer", fontsize=8)
+    ax.set_title(title, fontsize=9)
+    if heads <= 16:
+        lo = np.nanmin(values) if vmin is None else vmin
+        hi = np.nanmax(values) if vmax is None else vmax
+        for l in range(layers):
+            for h in range(heads):
+                dark = (values[l, h] - lo) < 0.5 * (hi - lo) if cmap == "viridis" else False  # white on dark cells
+                ax.text(h, l, fmt.format(values[l, h]), ha="center", va="center", fontsize=5.5,
+                        color="white" if dark else "black")
+    if marks is not None:
+        from matplotlib.patches import Rectangle
+
+        for l, h in zip(*np.nonzero(marks)):
+            ax.add_patch(Rectangle((h - 0.5, l - 0.5), 1, 1, fill=False, edgecolor="black", linewidth=1.4))
+    return im
+
+
+def grid_figure(panels: list[tuple[str, np.ndarray]], title: str, cmap: str = "viridis", vmin=None, vmax=None,
+                fmt: str = "{:.2f}", marks: list | None = None, cols: int = 3) -> bytes:
+    """Several (L, H) heatmaps side by side (one per task or per token class), one shared colour scale."""
+    cols = min(cols, len(panels))
+    rows = -(-len(panels) // cols)
+    layers, heads = panels[0][1].shape
+    fig = _fig(cols * (0.42 * heads + 1.4), rows * (0.42 * layers + 1.1) + 0.6)
+    im = None
+    for i, (name, values) in enumerate(panels):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        im = value_grid(ax, values, name, cmap, vmin, vmax, fmt, None if marks is None else marks[i])
+    fig.colorbar(im, ax=fig.axes, shrink=0.8)
+    fig.suptitle(title, fontsize=9)
+    return _png(fig)
+
+
+def disable_figure(result: dict) -> bytes:
+    """Paper Fig. 8/9: metric change per disabled head (boxes: 95% interval excludes 0) and per disabled layer."""
+    heads = np.array([[c["change"] for c in row] for row in result["heads"]]) * 100
+    outside = np.array([[c["outside"] for c in row] for row in result["heads"]])
+    lim = max(1e-6, float(np.abs(heads).max()))
+    fig = _fig(0.42 * heads.shape[1] + 5.2, 0.42 * heads.shape[0] + 1.9)
+    ax = fig.add_subplot(1, 2, 1)
+    im = value_grid(ax, heads, "one head disabled: change, points\n(box: bootstrap 95% interval excludes 0)",
+                    "RdBu", -lim, lim, "{:+.1f}", outside)
+    fig.colorbar(im, ax=ax, shrink=0.8)
+    if result["layers"]:
+        ax2 = fig.add_subplot(1, 2, 2)
+        ch = np.array([c["change"] for c in result["layers"]]) * 100
+        lo = np.array([c["ci95"][0] for c in result["layers"]]) * 100
+        hi = np.array([c["ci95"][1] for c in result["layers"]]) * 100
+        ax2.barh(range(len(ch)), ch, xerr=np.stack([ch - lo, hi - ch]), color="#0072B2", capsize=2)
+        ax2.axvline(0, color="black", linewidth=0.8)
+        ax2.invert_yaxis()
+        ax2.set_yticks(range(len(ch)))
+        ax2.set_ylabel("layer", fontsize=8)
+        ax2.set_xlabel(f"change of {result['metric']}, points", fontsize=8)
+        ax2.set_title("all heads of one layer disabled", fontsize=9)
+    b = result["baseline"]
+    fig.suptitle(f"disable — {result['tag']} on {result['task']} ({result['examples']} dev examples); baseline "
+                 f"{result['metric']} {100 * b['metric']:.1f} [{100 * b['ci95'][0]:.1f}, {100 * b['ci95'][1]:.1f}]",
+                 fontsize=9)
+    return _png(fig)
+
+
+def cls_row_figure(result: dict) -> bytes:
+    """Paper Fig. 7: per task, how each last-layer head's [CLS] row spreads over the token classes (stacked bars)."""
+    tasks = list(result["tasks"])
+    names = result["classes"]["order"]
+    palette = ["#D55E00", "#009E73", "#56B4E9", "#F0E442", "#CC79A7", "#0072B2", "#999999"]
+    colors = {k: palette[i] if k != "other" else "#BBBBBB" for i, k in enumerate(names)}
+    heads = result["heads"]
+    fig = _fig(max(4.0, 0.32 * heads + 1.5) * len(tasks), 3.4)
+    for i, t in enumerate(tasks):
+        ax = fig.add_subplot(1, len(tasks), i + 1)
+        bottom = np.zeros(heads)
+        for k in names:
+            vals = np.array(result["tasks"][t]["cls_row"][k])
+            ax.bar(range(heads), vals, bottom=bottom, color=colors[k], label=k, width=0.8)
+            bottom += vals
+        ax.set_xticks(range(heads))
+        ax.set_xticklabels([str(h) for h in range(heads)], fontsize=7)
+        ax.set_xlabel("head (last layer)", fontsize=8)
+        ax.set_ylim(0, 1)
+        ax.set_title(f"{t}: [CLS] row of layer {result['layers'] - 1}", fontsize=9)
+    fig.axes[0].set_ylabel("share of the [CLS] row", fontsize=8)
+    fig.axes[-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    fig.suptitle(f"where the last layer's [CLS] attends — {result['tag']}", fontsize=9)
+    return _png(fig)
+
+
+def link_figure(result: dict) -> bytes:
+    """Per head: disabling effect against the heterogeneous share and against drift, coloured by majority pattern."""
+    rows = result["heads"]
+    drop = -100 * np.array([r["change"] for r in rows])
+    col = [COLORS[r["majority"]] for r in rows]
+    panels = [("heterogeneous share of the head's maps (census)", np.array([r["heterogeneous"] for r in rows]))]
+    if rows[0]["drift_cosine"] is not None:
+        panels.append(("drift: 1 - cosine (pretrained vs fine-tuned)", 1 - np.array([r["drift_cosine"] for r in rows])))
+    fig = _fig(4.2 * len(panels) + 1.6, 3.8)
+    for i, (xlabel, x) in enumerate(panels):
+        ax = fig.add_subplot(1, len(panels), i + 1)
+        ax.scatter(x, drop, c=col, s=22, edgecolors="black", linewidths=0.3)
+        ax.axhline(0, color="black", linewidth=0.6)
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.set_ylabel(f"drop of {result['metric']} when disabled, points", fontsize=8)
+    t = result["test"]
+    p = "n/a" if t.get("p_value") is None else f"{t['p_value']:.3f}"
+    diff = "n/a" if t.get("difference") is None else f"{100 * t['difference']:+.2f}"
+    fig.suptitle(f"link — {result['task']}, {result['disable_model']}: heterogeneous − vertical mean drop "
+                 f"{diff} points (permutation p = {p}; {t['n_a']} vs {t['n_b']} heads)", fontsize=9)
+    _legend(fig, y=-0.1)
     return _png(fig)

@@ -15,9 +15,11 @@ import logging
 import sys
 
 from .. import __version__
-from . import analyze, annotate, census, classify, finetune, sample, serve, train, validate
+from . import (analyze, annotate, census, classify, disable, drift, finetune, link, sample, serve, special_tokens,
+               train, validate)
 
-COMMANDS = (sample, finetune, annotate, train, validate, classify, census, analyze, serve)  # in pipeline order
+COMMANDS = (sample, finetune, annotate, train, validate, classify, census, drift, special_tokens, disable, link,
+            analyze, serve)  # in pipeline order
 NOISY_LOGGERS = ("transformers", "datasets", "huggingface_hub", "urllib3", "httpx", "filelock", "matplotlib")
 
 
@@ -51,16 +53,18 @@ def main(argv: list[str] | None = None) -> int:
     from ..encoder import EncoderError
     from ..glue import GlueDataError
     from ..infer import ClassifierError
+    from ..heads_off import DisableError
     from ..labelstudio import AnnotateError
     from ..maps import MapFormatError
+    from ..runwork import RunError
 
     try:
         return args.func(args)
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return 0
-    except (GlueDataError, EncoderError, MapFormatError, AnnotateError, ClassifierError, CensusError, OSError,
-            MemoryError, ValueError) as e:
+    except (GlueDataError, EncoderError, MapFormatError, AnnotateError, ClassifierError, CensusError, RunError,
+            DisableError, OSError, MemoryError, ValueError) as e:
         if args.verbose:
             raise
         print(f"patterncnn {args.command}: error: {describe(e)}", file=sys.stderr)

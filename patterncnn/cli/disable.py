@@ -1,0 +1,53 @@
+"""``patterncnn disable``: the dev metric with one head, then one layer, attending uniformly (paper Fig. 8, 9)."""
+
+from __future__ import annotations
+
+import sys
+
+from .common import add_glue_args, add_model_args, glue_dir, positive_int, progress
+
+
+def register(sub) -> None:
+    p = sub.add_parser("disable", help="dev metric with each head / layer disabled (uniform attention)",
+                       description="Disable one head at a time, then all heads of one layer, of a fine-tuned model "
+                                   "(`patterncnn finetune`): the head attends with 1/L to each of the input's L real "
+                                   "tokens (the paper's definition, not head_mask). Reports the task's metric against "
+                                   "the undisabled model with a paired bootstrap 95% interval on each change. "
+                                   "Resumable: re-run the same command after an interruption.")
+    p.add_argument("--task", required=True, help="GLUE task the model was fine-tuned on, e.g. rte")
+    p.add_argument("--limit", type=positive_int, default=None,
+                   help="score on a seeded sample of this many dev examples (default: all)")
+    p.add_argument("--out", default=None, help="output folder (default: runs/disable-<task>)")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="(default: %(default)s)")
+    p.add_argument("--bootstrap", type=positive_int, default=1000, help="bootstrap resamples (default: %(default)s)")
+    p.add_argument("--no-layers", action="store_true", help="disable single heads only, not whole layers")
+    p.add_argument("--overwrite", action="store_true", help="replace a finished or unfinished run in --out")
+    add_model_args(p)
+    add_glue_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..disable import run_disable
+    from ..glue import get_task, load_split
+
+    split = load_split(get_task(args.task), "dev", glue_dir(args), limit=args.limit, seed=args.seed)
+    out = args.out or f"runs/disable-{split.task.name}"
+    try:
+        res = run_disable(args.model, split, out, seed=args.seed, max_length=args.max_length,
+                          batch_size=args.batch_size, boot=args.bootstrap, progress=progress(),
+                          overwrite=args.overwrite, layers=not args.no_layers)
+    except KeyboardInterrupt:
+        print(f"interrupted: finished heads are saved under {out}; run the same command again to resume",
+              file=sys.stderr)
+        return 130
+    b = res["baseline"]
+    cells = [c for row in res["heads"] for c in row]
+    print(f"{res['tag']} on {res['task']} ({res['examples']} dev examples): baseline {res['metric']} "
+          f"{b['metric']:.4f} [{b['ci95'][0]:.4f}, {b['ci95'][1]:.4f}]")
+    print(f"heads whose change's 95% interval excludes 0: {sum(c['outside'] for c in cells)} of {len(cells)}; "
+          f"best change {max(c['change'] for c in cells):+.4f}, worst {min(c['change'] for c in cells):+.4f}")
+    for l, c in enumerate(res["layers"]):
+        print(f"  layer {l} off: {c['metric']:.4f} ({c['change']:+.4f} [{c['ci95'][0]:+.4f}, {c['ci95'][1]:+.4f}])")
+    print(f"wrote {out}/disable.json, disable.csv, disable.png")
+    return 0

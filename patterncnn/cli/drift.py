@@ -1,0 +1,48 @@
+"""``patterncnn drift A B``: per layer x head, how similar two encoders' maps are (paper Fig. 5)."""
+
+from __future__ import annotations
+
+import sys
+
+from .common import add_glue_args, glue_dir, positive_int, progress
+
+
+def register(sub) -> None:
+    p = sub.add_parser("drift", help="cosine similarity of two encoders' maps per layer x head (what fine-tuning "
+                                     "changed)",
+                       description="Run two encoders with the same tokenizer (usually a pretrained model and its "
+                                   "fine-tune) over each task's dev set and report, per layer x head, the cosine "
+                                   "similarity of their flattened attention maps averaged over examples: a heatmap "
+                                   "per task, CSV and JSON. Resumable.")
+    p.add_argument("model_a", metavar="A", help="first encoder (e.g. minilm)")
+    p.add_argument("model_b", metavar="B", help="second encoder (e.g. models-ft/minilm-rte)")
+    p.add_argument("--task", action="append", default=[], required=True, help="GLUE task (repeatable), or 'all'")
+    p.add_argument("--limit", type=positive_int, default=1000, help="examples per task (default: %(default)s)")
+    p.add_argument("--max-length", type=positive_int, default=128, help="(default: %(default)s)")
+    p.add_argument("--batch-size", type=positive_int, default=16, help="encoder batch size (default: %(default)s)")
+    p.add_argument("--out", default="runs/drift", help="output folder (default: %(default)s)")
+    p.add_argument("--overwrite", action="store_true", help="replace a finished or unfinished run in --out")
+    add_glue_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..drift import run_drift
+    from ..encoder import load_encoder
+    from ..glue import expand_tasks, load_split
+
+    splits = [load_split(t, "dev", glue_dir(args), limit=args.limit, seed=args.seed) for t in expand_tasks(args.task)]
+    a, b = (load_encoder(m, max_length=args.max_length) for m in (args.model_a, args.model_b))
+    try:
+        res = run_drift(a, b, splits, args.out, args.seed, args.limit, args.batch_size, progress(), args.overwrite)
+    except KeyboardInterrupt:
+        print(f"interrupted: finished windows are saved under {args.out}; run the same command again to resume",
+              file=sys.stderr)
+        return 130
+    print(f"drift {a.tag} vs {b.tag}: mean cosine similarity of the maps per layer (1 = unchanged)")
+    for task, s in res["tasks"].items():
+        layers = " ".join(f"{v:.3f}" for v in s["layer_mean"])
+        print(f"  {task:<6} ({s['examples']} ex.): {layers}; lowest layers {s['lowest_two_layers']}"
+              f" -> last two change most: {'yes' if s['last_two_change_most'] else 'no'}")
+    print(f"wrote {args.out}/drift.json, drift.csv, drift.png")
+    return 0

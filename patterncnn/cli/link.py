@@ -1,0 +1,44 @@
+"""``patterncnn link``: per head, census pattern shares beside drift and disabling effect; the paper's hypothesis."""
+
+from __future__ import annotations
+
+from .common import positive_int
+
+
+def register(sub) -> None:
+    p = sub.add_parser("link", help="per head: pattern distribution, drift and disabling effect; a permutation test",
+                       description="Join, per layer x head, a finished census (its per-head pattern shares), a drift "
+                                   "result and a disable result of one task; test whether disabling heterogeneous "
+                                   "heads costs more than disabling vertical ones (permutation test over heads). Writes "
+                                   "link.csv, link.json and link.png (scatter plots).")
+    p.add_argument("--task", required=True, help="GLUE task, present in all three results")
+    p.add_argument("--census", required=True, help="census folder or census.json (`patterncnn census`)")
+    p.add_argument("--disable", required=True, help="disable folder or disable.json (`patterncnn disable`)")
+    p.add_argument("--drift", default=None, help="drift folder or drift.json (`patterncnn drift`); optional")
+    p.add_argument("--permutations", type=positive_int, default=10000, help="(default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
+    p.add_argument("--out", default="runs/link", help="output folder (default: %(default)s)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..glue import get_task
+    from ..link import run_link
+
+    task = get_task(args.task).name
+    res = run_link(args.census, args.drift, args.disable, task, args.out, args.permutations, args.seed)
+    t = res["test"]
+    print(f"{task}, {res['disable_model']} ({res['disable_examples']} dev examples, {res['metric']}):")
+    for k, v in res["by_majority"].items():
+        print(f"  {k:<18} {v['heads']:>3} heads, mean drop when disabled {100 * v['mean_drop']:+.2f} points")
+    if t["difference"] is None:
+        print(f"  no test: {t['note']}")
+    else:
+        print(f"  heterogeneous - vertical: {100 * t['difference']:+.2f} points, permutation p = {t['p_value']:.3f}")
+    r = res["rank_heterogeneous_share_vs_drop"]
+    print(f"  Spearman(heterogeneous share, drop) = {r['spearman']:+.3f}, p = {r['p_value']:.3f}")
+    if res["rank_drift_vs_drop"]:
+        r = res["rank_drift_vs_drop"]
+        print(f"  Spearman(1 - drift cosine, drop) = {r['spearman']:+.3f}, p = {r['p_value']:.3f}")
+    print(f"wrote {args.out}/link.csv, link.json, link.png")
+    return 0

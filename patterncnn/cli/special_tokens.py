@@ -1,0 +1,62 @@
+"""``patterncnn special-tokens``: attention given to [CLS], [SEP], punctuation and named token classes (Fig. 6, 7)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .common import add_glue_args, add_model_args, glue_dir, positive_int, progress
+
+
+def token_class(text: str) -> tuple[str, str]:
+    """argparse type: NAME=REGEX."""
+    name, sep, pattern = text.partition("=")
+    if not sep or not name or not pattern:
+        raise argparse.ArgumentTypeError(f"expected NAME=REGEX, e.g. digits='\\d+' (got {text!r})")
+    return name, pattern
+
+
+def register(sub) -> None:
+    p = sub.add_parser("special-tokens", help="attention to [CLS], [SEP], punctuation and regex token classes",
+                       description="Per layer x head, the attention all tokens give to the tokenizer's [CLS] and "
+                                   "[SEP] (<s>, </s> for MPNet), to punctuation and to token classes named by a regex, "
+                                   "summed over queries and divided by the sequence length (the paper's Fig. 6), "
+                                   "averaged over each task's dev examples; and how the last layer's [CLS] row spreads "
+                                   "over those classes (Fig. 7). Heatmaps per task, CSV and JSON. Resumable.")
+    p.add_argument("--task", action="append", default=[], required=True, help="GLUE task (repeatable), or 'all'")
+    p.add_argument("--token-class", action="append", type=token_class, default=[], metavar="NAME=REGEX",
+                   help="an extra class of tokens whose whole text (without ## marks) matches REGEX (repeatable)")
+    p.add_argument("--limit", type=positive_int, default=1000, help="examples per task (default: %(default)s)")
+    p.add_argument("--batch-size", type=positive_int, default=16, help="encoder batch size (default: %(default)s)")
+    p.add_argument("--out", default="runs/special-tokens", help="output folder (default: %(default)s)")
+    p.add_argument("--overwrite", action="store_true", help="replace a finished or unfinished run in --out")
+    add_model_args(p)
+    add_glue_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..encoder import load_encoder
+    from ..glue import expand_tasks, load_split
+    from ..special_tokens import TokenClasses, run_special_tokens
+
+    splits = [load_split(t, "dev", glue_dir(args), limit=args.limit, seed=args.seed) for t in expand_tasks(args.task)]
+    enc = load_encoder(args.model, max_length=args.max_length)
+    classes = TokenClasses.for_tokenizer(enc.tokenizer, dict(args.token_class))
+    try:
+        res = run_special_tokens(enc, splits, classes, args.out, args.seed, args.limit, args.batch_size, progress(),
+                                 args.overwrite)
+    except KeyboardInterrupt:
+        print(f"interrupted: finished windows are saved under {args.out}; run the same command again to resume",
+              file=sys.stderr)
+        return 130
+    print(f"{enc.tag}: attention given to each class, over T, mean per layer ({', '.join(classes.names)})")
+    for task, s in res["tasks"].items():
+        print(f"  {task} ({s['examples']} ex.):")
+        for k in classes.names:
+            print(f"    {k:<12} " + " ".join(f"{v:.3f}" for v in s["layer_mean"][k])
+                  + f"   (tokens: {100 * s['token_fraction'][k]:.1f}%)")
+        verdict = "yes" if s["cls_early_sep_late"] else "no"
+        print(f"    [CLS] peaks in an early layer and [SEP] in a late one: {verdict}")
+    print(f"wrote {args.out}/special_tokens.json, special_tokens.csv, special-<task>.png, cls-row.png")
+    return 0

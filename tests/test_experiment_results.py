@@ -1,0 +1,21 @@
+"""The committed experiment results (models/experiments) name models by tag and data by relative path only."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+RESULTS = sorted((Path(__file__).resolve().parents[1] / "models" / "experiments").glob("*/*.json"))
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_no_absolute_paths_and_provenance(path):
+    text = path.read_text(encoding="utf-8")
+    assert "/work/" not in text and "/root/" not in text and "/home/" not in text
+    res = json.loads(text)
+    assert res["created_by"].startswith("patterncnn ") and res["experiment"] in (
+        "drift", "special-tokens", "disable", "link")
+
+
+def test_results_are_committed():
+    assert {p.parent.name.split("-minilm")[0] for p in RESULTS} >= {"drift", "special-tokens", "disable", "link"}

@@ -1,0 +1,56 @@
+"""`patterncnn special-tokens`: the normalisation against hand-computed values, token classes, and the command."""
+
+import json
+
+import numpy as np
+import pytest
+
+from patterncnn.special_tokens import TokenClasses, class_shares, cls_row, is_punctuation
+
+
+def test_class_shares_by_hand():
+    # T = 4 tokens: [CLS] hello , [SEP]; one layer, one head.
+    a = np.array([[0.5, 0.2, 0.1, 0.2],
+                  [0.1, 0.6, 0.1, 0.2],
+                  [0.0, 0.0, 0.5, 0.5],
+                  [0.4, 0.0, 0.0, 0.6]])[None, None]
+    classes = TokenClasses("[CLS]", "[SEP]")
+    ids = classes.assign(["[CLS]", "hello", ",", "[SEP]"])
+    assert ids.tolist() == [0, 3, 2, 1]  # classes: cls 0, sep 1, punctuation 2, other 3
+    s = class_shares(a, ids, len(classes.names))[:, 0, 0]
+    # Column sums over T = 4: [CLS] 0.5+0.1+0+0.4 = 1.0 -> 0.25; [SEP] 0.2+0.2+0.5+0.6 = 1.5 -> 0.375;
+    # "," 0.1+0.1+0.5+0 = 0.7 -> 0.175; "hello" 0.2+0.6+0+0 = 0.8 -> 0.2.
+    assert s.tolist() == pytest.approx([0.25, 0.375, 0.175, 0.2])
+    assert s.sum() == pytest.approx(1.0)
+    assert cls_row(a, ids, len(classes.names))[0].tolist() == pytest.approx([0.5, 0.2, 0.1, 0.2])
+
+
+def test_user_classes_and_precedence():
+    classes = TokenClasses.for_tokenizer(type("T", (), {"cls_token": "<s>", "sep_token": "</s>"})(),
+                                         {"digits": r"\d+", "the": "the"})
+    assert classes.names == ["cls", "sep", "digits", "the", "punctuation", "other"]
+    ids = classes.assign(["<s>", "the", "##12", "!", "cat", "</s>", "</s>"])
+    assert [classes.names[i] for i in ids] == ["cls", "the", "digits", "punctuation", "other", "sep", "sep"]
+    with pytest.raises(ValueError, match="not a valid regex"):
+        TokenClasses.for_tokenizer(type("T", (), {"cls_token": "a", "sep_token": "b"})(), {"x": "("})
+    assert is_punctuation("...") and is_punctuation("##,") and not is_punctuation("a.") and not is_punctuation("")
+
+
+@pytest.mark.parametrize("fixture, cls_token", [("tiny_bert", "[CLS]"), ("tiny_mpnet", "<s>")])
+def test_special_tokens_command(fixture, cls_token, request, glue_dir, tmp_path, capsys):
+    from patterncnn.cli import main
+
+    model = request.getfixturevalue(fixture)
+    out = tmp_path / "sp"
+    assert main(["special-tokens", "--model", str(model), "--task", "rte", "--task", "sst2", "--glue-dir",
+                 str(glue_dir), "--limit", "6", "--token-class", "digits=\\d+", "--out", str(out)]) == 0
+    res = json.loads((out / "special_tokens.json").read_text())
+    assert res["classes"]["cls_token"] == cls_token and res["classes"]["order"][2] == "digits"
+    for task, s in res["tasks"].items():
+        total = sum(np.array(s["share"][k]) for k in res["classes"]["order"])
+        assert np.allclose(total, 1.0, atol=1e-5)  # every key token is in exactly one class
+        row = sum(np.array(s["cls_row"][k]) for k in res["classes"]["order"])
+        assert np.allclose(row, 1.0, atol=1e-5)
+        assert s["token_fraction"]["sep"] > 0 and (out / f"special-{task}.png").is_file()
+    assert (out / "cls-row.png").is_file()
+    assert "peaks in an early layer" in capsys.readouterr().out
