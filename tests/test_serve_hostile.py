@@ -215,19 +215,21 @@ def test_stalled_body_gets_408(live):
 def test_zip_bomb_is_refused_fast_with_bounded_memory_while_health_answers(live):
     bomb = zip_bomb(members=3, side=8192)  # 0.8 MB that inflate to 768 MiB
     url = f"http://127.0.0.1:{live}"
-    health, stop = [], threading.Event()
+    health, stop, polling = [], threading.Event(), threading.Event()
 
     def poll():
         with httpx.Client(base_url=url, timeout=30) as c:
             while not stop.is_set():
                 t0 = time.perf_counter()
                 health.append((c.get("/health").status_code, time.perf_counter() - t0))
+                polling.set()
                 time.sleep(0.01)
 
     httpx.post(f"{url}/v1/classify", content=bomb, headers=BINARY, timeout=60)  # worker threads exist from here
     rss0 = psutil.Process().memory_info().rss
     poller = threading.Thread(target=poll)
     poller.start()
+    assert polling.wait(30), "/health did not answer before the bombs"  # on a loaded machine the poller can start late
     try:
         with httpx.Client(base_url=url, timeout=60) as c:
             for _ in range(8):
