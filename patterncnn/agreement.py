@@ -263,6 +263,25 @@ def agreement_report(annotation_rows: list[dict], label_rows: list[dict] | None 
     return report
 
 
+def agreement_by_encoder(annotation_rows: list[dict], label_rows: list[dict] | None = None,
+                         raters: str = "annotator") -> dict:
+    """:func:`agreement_report` over all maps, and again for each encoder family's maps.
+
+    Returns:
+        {"all": report, "by_encoder": {family: report}}; the family of a map is
+        :func:`patterncnn.evaluate.encoder_family` of its id (fine-tunes count with their base encoder).
+    """
+    from .evaluate import encoder_family
+
+    groups: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
+    for r in annotation_rows:
+        groups[encoder_family(r["map_id"])][0].append(r)
+    for r in label_rows or []:
+        groups[encoder_family(r["map_id"])][1].append(r)
+    return {"all": agreement_report(annotation_rows, label_rows, raters),
+            "by_encoder": {f: agreement_report(a, l, raters) for f, (a, l) in sorted(groups.items())}}
+
+
 def _kappa(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x:.3f}"
 

@@ -236,14 +236,25 @@ def _map_info(old: Tables, flat: Flat, maps) -> dict[str, dict]:
     return info
 
 
+def last_resolution(out) -> str | None:
+    """The resolution method of the labelled set's latest pull (``pulls.jsonl``), if any."""
+    log = Path(out) / "pulls.jsonl"
+    if not log.is_file():
+        return None
+    lines = [line for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return json.loads(lines[-1]).get("resolution") if lines else None
+
+
 def pull(ls: Connection | None, project: str | int | None, maps, out, from_file: str | None = None,
-         method: str = "majority", replace: bool = False, dry_run: bool = False,
+         method: str | None = None, replace: bool = False, dry_run: bool = False,
          names: dict[int, str] | None = None) -> dict:
     """Export a project's annotations (or read an export file) and merge them into the labelled set ``out``.
 
     Args:
         maps: the map store(s) the tasks were pushed from (None: only maps already in ``out/maps``).
-        method: how each map's label is resolved from its annotators' labels (``majority``, ``dawid-skene``).
+        method: how each map's label is resolved from its annotators' labels (``majority``, ``dawid-skene``);
+            None keeps the method of the set's latest pull (majority for a new set), so that a pull does not
+            silently re-resolve every earlier map another way.
         replace: make the set exactly this export's labels, dropping the rest (the report lists them).
         dry_run: compute and report, write nothing.
         names: user id -> e-mail for annotators the export names only by id (``--annotator``).
@@ -253,6 +264,7 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
         the labels (counts), the maps with disagreeing annotations.
     """
     out = Path(out)
+    method = method or last_resolution(out) or "majority"
     raw, source, server_names, backends = _fetch(ls, project, from_file)
     export, raw = read_export(raw)
     old = read_tables(out)

@@ -179,7 +179,17 @@ def test_pull_from_file_errors_are_one_line(tmp_path, capsys):
 
 
 def test_agreement_command_on_the_shipped_set(tmp_path, capsys):
-    assert main(["annotate", "agreement", str(REPO / "annotations"), "--raters", "pass",
+    assert main(["annotate", "agreement", str(REPO / "annotations"), "--by-encoder",
+                 "--out", str(tmp_path / "agreement.json")]) == 0
+    out = capsys.readouterr().out
+    assert "Fleiss' kappa 0.839 over 1075 maps" in out  # the datasheet's figures
+    assert "\nencoder minilm\n" in out and "Fleiss' kappa 0.849 over 675 maps" in out
+    assert "\nencoder mpnet\n" in out and "Fleiss' kappa 0.808 over 400 maps" in out
+    report = json.loads((tmp_path / "agreement.json").read_text())
+    assert set(report["by_encoder"]) == {"minilm", "mpnet"}
+    assert sum(r["fleiss"]["maps"] for r in report["by_encoder"].values()) == report["all"]["fleiss"]["maps"]
+    assert json.loads((REPO / "annotations" / "agreement.json").read_text()) == report  # the shipped report is current
+    assert main(["annotate", "agreement", str(REPO / "annotations" / "legacy-single-annotator"), "--raters", "pass",
                  "--out", str(tmp_path / "agreement.json")]) == 0
     out = capsys.readouterr().out
     assert "#1 vs annotator@patterncnn.local #2: 515 maps, 77.5% agree, Cohen's kappa 0.690" in out

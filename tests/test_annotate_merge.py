@@ -1,4 +1,4 @@
-"""Pulling into a copy of the shipped labelled set (515 maps) never loses a label."""
+"""Pulling into a copy of the shipped labelled set (1,075 maps, 3 annotators each) never loses a label."""
 
 import csv
 import json
@@ -14,12 +14,20 @@ from patterncnn.maps import MapStore
 from synthetic import pattern_store
 
 SHIPPED = Path(__file__).resolve().parents[1] / "annotations"
+LEGACY = SHIPPED / "legacy-single-annotator"
+N_MAPS, N_ANNOTATIONS = 1075, 3225
 ANNOTATORS = ["ann1@example.com", "ann2@example.com", "ann3@example.com"]
 
 
 def rows(path):
     with open(path, newline="", encoding="utf-8") as f:
         return {r["map_id"]: r for r in csv.DictReader(f)}
+
+
+def kept(table: dict, ids) -> dict:
+    """The rows of ``ids`` without ``resolution_p``: a Dawid-Skene posterior is fitted on the whole set, so it
+    moves a little when maps are added; every other column of an earlier row must stay as it was."""
+    return {m: {k: v for k, v in table[m].items() if k != "resolution_p"} for m in ids}
 
 
 def choice(label):
@@ -51,9 +59,27 @@ def shipped_copy(tmp_path):
 
 def test_shipped_set_records_every_annotation_and_its_agreement():
     tables = read_tables(SHIPPED)
+    assert len(tables.labels) == N_MAPS and len(tables.annotations) == N_ANNOTATIONS
+    assert len(tables.predictions) == N_MAPS
+    annotators = {f"annotator-{x}@patterncnn.local" for x in "abc"}
+    assert {r["annotator"] for r in tables.annotations.values()} == annotators
+    per_map = {}
+    for r in tables.annotations.values():
+        per_map.setdefault(r["map_id"], set()).add(r["annotator"])
+    assert set(per_map) == set(tables.labels) and all(v == annotators for v in per_map.values())
+    assert {r["resolution"] for r in tables.labels.values()} == {"dawid-skene"}
+    assert {r["pre_source"] for r in tables.labels.values()} == {"push"}
+    report = agreement_report(list(tables.annotations.values()), list(tables.labels.values()))
+    assert round(report["fleiss"]["kappa"], 3) == 0.839 and report["fleiss"]["maps"] == N_MAPS
+    pre = report["pre_vs_resolved"]["push patterncnn-0.1.0-e98a51cd"]
+    assert pre["n"] == N_MAPS and round(pre["agree"], 3) == 0.702 and round(pre["kappa"], 3) == 0.585
+
+
+def test_legacy_single_annotator_set_keeps_its_agreement():
+    tables = read_tables(LEGACY)
     assert len(tables.labels) == 515 and len(tables.annotations) == 1146 and len(tables.predictions) == 515
     assert {r["annotator"] for r in tables.annotations.values()} == {"annotator@patterncnn.local"}
-    assert {r["pre_source"] for r in tables.labels.values()} == {"push"}
+    assert set(tables.labels) <= set(MapStore(SHIPPED / "maps").ids)  # its maps are the shipped maps
     # The datasheet's figures, recomputed from annotations.csv: blind pass 1 vs pass 2, and pre vs final.
     report = agreement_report(list(tables.annotations.values()), list(tables.labels.values()), raters="pass")
     first = next(p for p in report["pairs"] if p["a"].endswith("#1") and p["b"].endswith("#2"))
@@ -66,24 +92,24 @@ def test_pull_twice_into_the_shipped_set_loses_nothing(shipped_copy, tmp_path, c
     shipped = rows(SHIPPED / "labels.csv")
     store = pattern_store(tmp_path / "round1", ["diagonal", "block", "vertical", "heterogeneous"])
     a, b, c, d = store.ids
-    first = three_annotator_export({a: ["diagonal"] * 3, b: ["block", "block", "heterogeneous"],
+    first = three_annotator_export({a: ["diagonal"] * 3, b: ["block", "block", "block"],
                                     c: ["vertical", "vertical+diagonal", "vertical"]}, 70001, "2027-01-01T10:00:00Z")
     (tmp_path / "e1.json").write_text(json.dumps(first))
     pull = ["annotate", "pull", "--maps", str(tmp_path / "round1"), "--out", str(shipped_copy)]
     assert main([*pull, "--from-file", str(tmp_path / "e1.json")]) == 0
-    assert "518 labelled map(s)" in capsys.readouterr().out
+    assert f"{N_MAPS + 3} labelled map(s)" in capsys.readouterr().out
     after1 = rows(shipped_copy / "labels.csv")
-    assert {m: after1[m] for m in shipped} == shipped  # every shipped row, every column, unchanged
+    assert kept(after1, shipped) == kept(shipped, shipped)  # every shipped row, every column, unchanged
     assert {after1[m]["label"] for m in (a, b, c)} == {"diagonal", "block", "vertical"}
-    assert after1[b]["n_annotators"] == "3" and after1[b]["disagreement"] == "True"
+    assert after1[c]["n_annotators"] == "3" and after1[c]["disagreement"] == "True"
     assert after1[a]["pre_label"] == "diagonal" and after1[a]["pre_source"] == "other"  # most recent prediction
     ann1 = read_tables(shipped_copy).annotations
-    assert len(ann1) == 1146 + 9
+    assert len(ann1) == N_ANNOTATIONS + 9
     assert sorted(r["annotator"] for r in ann1.values() if r["map_id"] == b) == ANNOTATORS
     preds = [p for p in read_tables(shipped_copy).predictions.values() if p["map_id"] == a]
     assert sorted(p["source"] for p in preds) == ["other", "push"]
 
-    # Second pull: ann3 changes their label of b, and a new map d comes in.
+    # Second pull: ann3 edits their annotation of b, and a new map d comes in.
     second = three_annotator_export({b: ["block", "block", "block"], d: ["heterogeneous"] * 3}, 70101,
                                     "2027-01-02T10:00:00Z")
     second[0]["annotations"] = second[0]["annotations"][2:]  # only ann3's (edited) annotation of b
@@ -91,17 +117,19 @@ def test_pull_twice_into_the_shipped_set_loses_nothing(shipped_copy, tmp_path, c
     (tmp_path / "e2.json").write_text(json.dumps(second))
     assert main([*pull, "--from-file", str(tmp_path / "e2.json")]) == 0
     msg = capsys.readouterr().out
-    assert "annotations +3 new, 1 updated, 1154 kept" in msg and "519 labelled map(s)" in msg
+    assert f"annotations +3 new, 1 updated, {N_ANNOTATIONS + 8} kept" in msg and f"{N_MAPS + 4} labelled map(s)" in msg
     after2 = rows(shipped_copy / "labels.csv")
-    assert {m: after2[m] for m in shipped} == shipped
+    assert kept(after2, shipped) == kept(shipped, shipped)
     assert after2[b]["labels_seen"] == '{"block": 3}' and after2[d]["label"] == "heterogeneous"
     ann2 = read_tables(shipped_copy).annotations
-    assert set(ann1) <= set(ann2) and len(ann2) == 1146 + 12
-    assert len(MapStore(shipped_copy / "maps").ids) == 519
+    assert set(ann1) <= set(ann2) and len(ann2) == N_ANNOTATIONS + 12
+    assert len(MapStore(shipped_copy / "maps").ids) == N_MAPS + 4
     data = load_labelled(shipped_copy)  # what `patterncnn train --annotations` reads
-    assert len(data.ids) == 519 and data.y.shape == (519,)
-    assert len((shipped_copy / "pulls.jsonl").read_text().splitlines()) == 3  # the shipped rebuild + 2
-    assert len(list((shipped_copy / "exports").glob("*.json.gz"))) == 3
+    assert len(data.ids) == N_MAPS + 4 and data.y.shape == (N_MAPS + 4,)
+    pulls = [json.loads(line) for line in (shipped_copy / "pulls.jsonl").read_text().splitlines()]
+    assert len(pulls) == 1 + 2  # the shipped pull + 2
+    assert [p["resolution"] for p in pulls] == ["dawid-skene"] * 3  # no --resolve: the set's own method
+    assert len(list((shipped_copy / "exports").glob("*.json.gz"))) == 1 + 2
 
 
 def test_replace_shows_what_it_drops(shipped_copy, tmp_path, capsys):
@@ -113,7 +141,7 @@ def test_replace_shows_what_it_drops(shipped_copy, tmp_path, capsys):
             "--out", str(shipped_copy), "--replace"]
     assert main([*pull, "--dry-run"]) == 0
     msg = capsys.readouterr().out
-    assert "515 dropped" in msg and "dropped (--replace): minilm-" in msg and "dry run: nothing written" in msg
+    assert f"{N_MAPS} dropped" in msg and "dropped (--replace): minilm-" in msg and "dry run: nothing written" in msg
     assert (shipped_copy / "labels.csv").read_bytes() == before
     assert len(list((shipped_copy / "exports").iterdir())) == 1
     assert main(pull) == 0
@@ -134,7 +162,7 @@ def test_dawid_skene_resolution_is_recorded(shipped_copy, tmp_path, capsys):
     labels = rows(shipped_copy / "labels.csv")
     assert (labels[a]["label"], labels[b]["label"]) == ("diagonal", "vertical")
     assert labels[a]["resolution"] == labels[b]["resolution"] == "dawid-skene"
-    # The shipped maps have one annotator each: their labels stay, resolved as "single".
-    assert all(labels[m]["label"] == r["label"] and labels[m]["resolution"] == "single" for m, r in shipped.items())
+    # The shipped maps' three votes are resolved again with the new ones: every label stays.
+    assert all(labels[m]["label"] == r["label"] and labels[m]["resolution"] == "dawid-skene" for m, r in shipped.items())
     assert all(0 < float(r["resolution_p"]) <= 1 for r in labels.values())
     assert json.loads((shipped_copy / "pulls.jsonl").read_text().splitlines()[-1])["resolution"] == "dawid-skene"

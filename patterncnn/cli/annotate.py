@@ -75,6 +75,8 @@ def _register_annotators(asub) -> None:
     q.add_argument("--raters", choices=("annotator", "pass"), default="annotator",
                    help="'pass': an annotator's 1st, 2nd, ... annotation of a map count as separate raters "
                         "(self-agreement across passes) (default: %(default)s)")
+    q.add_argument("--by-encoder", action="store_true",
+                   help="also report each encoder family's maps on their own (fine-tunes count with their base)")
     q.add_argument("--out", help="also write the report as JSON")
     q.set_defaults(func=run_agreement)
 
@@ -90,8 +92,9 @@ def _register_pull(asub) -> None:
     q.add_argument("--maps", action="append", help="map store(s) the tasks were pushed from (repeatable)")
     q.add_argument("--from-file", help="a JSON export (plain or .json.gz) instead of a server")
     q.add_argument("--out", default="annotations", help="the labelled set to merge into (default: %(default)s)")
-    q.add_argument("--resolve", choices=METHODS, default="majority",
-                   help="how annotators' labels become one label per map (default: %(default)s)")
+    q.add_argument("--resolve", choices=METHODS,
+                   help="how annotators' labels become one label per map (default: the method of the set's "
+                        "latest pull, majority for a new set)")
     q.add_argument("--replace", action="store_true",
                    help="make the set exactly this export's labels; prints what is dropped (try with --dry-run)")
     q.add_argument("--dry-run", action="store_true", help="report what the pull would change; write nothing")
@@ -204,7 +207,7 @@ def run_pull(args) -> int:
 
 
 def run_agreement(args) -> int:
-    from ..agreement import agreement_report, format_report
+    from ..agreement import agreement_by_encoder, agreement_report, format_report
     from ..fileio import write_json
     from ..labelled import read_tables
 
@@ -212,8 +215,15 @@ def run_agreement(args) -> int:
     if not tables.annotations:
         raise FileNotFoundError(f"{args.annotations}/annotations.csv not found or empty: pull the labelled set "
                                 f"with `patterncnn annotate pull` first")
-    report = agreement_report(list(tables.annotations.values()), list(tables.labels.values()), args.raters)
-    print(format_report(report))
+    rows, labels = list(tables.annotations.values()), list(tables.labels.values())
+    if args.by_encoder:
+        report = agreement_by_encoder(rows, labels, args.raters)
+        print("all maps\n" + format_report(report["all"]))
+        for family, part in report["by_encoder"].items():
+            print(f"\nencoder {family}\n" + format_report(part))
+    else:
+        report = agreement_report(rows, labels, args.raters)
+        print(format_report(report))
     if args.out:
         write_json(args.out, report)
     return 0

@@ -1,0 +1,20 @@
+"""Pick the top-N pair-input maps of candidate pools by the within-segment excess feature (pre-selection only)."""
+import sys
+import numpy as np
+from patterncnn.features import FEATURE_NAMES, map_features
+from patterncnn.maps import MapStore, open_maps
+from patterncnn.segments import is_pair
+
+src, out, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+maps = open_maps(src)
+k = FEATURE_NAMES.index("within_excess")
+scored = []
+for meta, arr in maps:
+    if not is_pair(arr.shape[0], meta.get("seps")):
+        continue
+    scored.append((float(map_features(arr, meta.get("seps"))[k]), meta["id"]))
+scored.sort(reverse=True)
+keep = {i for _, i in scored[:n]}
+store = MapStore.create(out, info={"selection": f"top {n} of {src.rsplit('/',1)[-1]} by within_excess (pre-selection for block)"})
+store.append((m, a) for m, a in maps if m["id"] in keep)
+print(len(keep), "kept; scores", scored[0][0], scored[n - 1][0])

@@ -1,0 +1,26 @@
+"""Blind annotation packs: per annotator, the same maps shuffled with its own seed, as contact sheets
+with neutral captions (running number and T only). The index (number -> map id, which names model and
+task) goes to a private folder the annotators never see; labels-template.csv is what they fill in.
+
+usage: make_packs.py PACKS PRIVATE PART STORE [STORE ...]
+"""
+import csv, json, shutil, sys
+from pathlib import Path
+from patterncnn.maps import MultiStore, open_maps
+from patterncnn.render import write_sheets
+
+packs, private, part, stores = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4:]
+maps = MultiStore([open_maps(s) for s in stores])
+for who, seed in (("a", 101), ("b", 202), ("c", 303)):
+    out = packs / f"annotator-{who}" / f"part-{part}"
+    n = write_sheets(maps, out, per_sheet=12, shuffle=101 + int(part))
+    idx = json.loads((out / "index.json").read_text())
+    priv = private / f"annotator-{who}" / f"part-{part}"
+    priv.mkdir(parents=True, exist_ok=True)
+    shutil.move(out / "index.json", priv / "index.json")
+    with open(out / "labels-template.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["n", "label", "uncertain"])
+        for r in idx:
+            w.writerow([r["n"], "", ""])
+    print(who, part, n, "sheets", len(idx), "maps")

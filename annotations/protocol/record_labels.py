@@ -1,0 +1,65 @@
+"""Record blind annotators' labels in Label Studio, each as its own user with its own annotation.
+
+usage: record_labels.py URL LEAD_TOKEN PROJECT_ID PACKS PRIVATE PART WHO [WHO ...]
+Tokens of the annotator accounts are kept in PRIVATE/tokens.json (made by sign-up through the invite link).
+"""
+import csv, json, secrets, sys
+from pathlib import Path
+import httpx
+from label_studio_sdk import LabelStudio
+from patterncnn.annotate import FROM_NAME, TO_NAME, UNCERTAIN, choice_result
+from patterncnn.labels import LABELS
+
+url, lead, pid, packs, private, part, whos = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4]), Path(sys.argv[5]), sys.argv[6], sys.argv[7:]
+tokens_file = private / "tokens.json"
+tokens = json.loads(tokens_file.read_text()) if tokens_file.exists() else {}
+
+
+def sign_up(invite: str, email: str) -> str:
+    with httpx.Client(follow_redirects=True, timeout=60) as s:
+        s.get(invite)
+        r = s.post(invite, data={"email": email, "password": secrets.token_hex(8),
+                                 "csrfmiddlewaretoken": s.cookies.get("csrftoken")}, headers={"Referer": invite})
+        r.raise_for_status()
+        t = s.get(f"{url}/api/current-user/token")
+        t.raise_for_status()
+        return t.json()["token"]
+
+
+boss = LabelStudio(base_url=url, api_key=lead)
+task_of = {}
+for t in boss.tasks.list(project=pid, fields="all"):
+    task_of[t.data["map_id"]] = t.id
+print(len(task_of), "tasks in project", pid)
+for who in whos:
+    email = f"annotator-{who}@patterncnn.local"
+    if who not in tokens:
+        invite = httpx.get(f"{url}/api/invite", headers={"Authorization": f"Token {lead}"}).json()
+        link = invite.get("invite_url") or invite.get("invite_link")
+        tokens[who] = sign_up(f"{url}{link}" if link.startswith("/") else link, email)
+        tokens_file.write_text(json.dumps(tokens))
+    me = LabelStudio(base_url=url, api_key=tokens[who])
+    uid = me.users.whoami().id
+    index = {r["n"]: r["id"] for r in json.loads((private / f"annotator-{who}" / f"part-{part}" / "index.json").read_text())}
+    rows = list(csv.DictReader(open(packs / f"annotator-{who}" / f"part-{part}" / "labels.csv")))
+    done = {a.task for a in []}
+    posted = skipped = 0
+    existing = set()
+    for t in boss.tasks.list(project=pid, fields="all"):
+        for a in (t.annotations or []):
+            if (a.get("completed_by") if isinstance(a, dict) else a.completed_by) == uid:
+                existing.add(t.id)
+    for r in rows:
+        label = r["label"].strip()
+        if label not in LABELS:
+            raise SystemExit(f"{who} part {part} #{r['n']}: bad label {label!r}")
+        tid = task_of[index[int(r["n"])]]
+        if tid in existing:
+            skipped += 1
+            continue
+        result = [choice_result(label, FROM_NAME, TO_NAME)]
+        if str(r.get("uncertain", "")).strip() in ("1", "true", "yes"):
+            result.append({"from_name": UNCERTAIN, "to_name": TO_NAME, "type": "choices", "value": {"choices": ["uncertain"]}})
+        me.annotations.create(id=tid, result=result)
+        posted += 1
+    print(who, email, "user", uid, "posted", posted, "already there", skipped, "of", len(rows))
