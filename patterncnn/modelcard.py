@@ -124,6 +124,25 @@ def _defaults(v: dict | None) -> str:
     return "\n".join(rows)
 
 
+def _limits(m: dict) -> str:
+    """The card's first limits: which encoder families trained it, and who labelled its maps."""
+    e = m.get("evaluation") or {}
+    families, votes = e.get("families") or {}, e.get("votes") or {}
+    fams = ", ".join(f"{f} ({n} maps)" for f, n in families.items()) or "the encoders of the labelled set"
+    lines = [f"- Trained on maps of these encoder families only: {fams}. Maps of other encoders may look different "
+             "(the paper's were BERT-base fine-tuned on GLUE); the leave-one-encoder-out scores above say how far "
+             "the classifier carries to an encoder it did not see."]
+    per_map = votes.get("annotators_per_map") or {}
+    if per_map and max(int(k) for k in per_map) >= 2:
+        lines.append("- Labels resolve several annotators per map (" + ", ".join(f"{k}: {n} maps" for k, n in
+                     per_map.items()) + "); see the datasheet for who they are, their agreement and the ambiguities "
+                     "of the guide they disagreed on.")
+    else:
+        lines.append("- Labels come from one annotator per map; see the datasheet for its self-agreement and the "
+                     "guide's known ambiguities.")
+    return "\n".join(lines)
+
+
 def _evaluation(m: dict) -> dict[str, str]:
     e = m.get("evaluation")
     if e is None:  # metrics of a classifier trained before these reports existed
@@ -164,6 +183,7 @@ def model_card(m: dict) -> str:
         "pool_after": [i + 1 for i in mc["pool_after"]], "dropout": mc["dropout"],
         "parameters": f"{m['parameters']:,}", **{k: tc[k] for k in (
             "lr", "weight_decay", "label_smoothing", "batch_size", "resample_p", "seed", "folds", "patience")},
+        "class_weight_power": tc.get("class_weight_power", 1.0),
         "resample_range": list(tc["resample_range"]), "gamma_range": list(tc["gamma_range"]),
         "final_fit_epochs": m["final_fit_epochs"], "macro_f1": _f(cv["macro_f1"]),
         "fold_mean": _f(cv["fold_macro_f1_mean"]), "fold_std": _f(cv["fold_macro_f1_std"]),
@@ -173,7 +193,7 @@ def model_card(m: dict) -> str:
         "verdict": "The CNN beats every baseline on macro-F1." if m["cnn_beats_best_baseline"] else
         f"**The CNN does not beat the best baseline ({m['best_baseline']}) on macro-F1.**",
         "parity": f"{m['onnx_parity_max_abs_diff']:.2e}", "block_count": data["labels"].get("block"),
-        **_rows(m), **_calibration(m), **_evaluation(m),
+        "limits_data": _limits(m), **_rows(m), **_calibration(m), **_evaluation(m),
     }
     template = resources.files("patterncnn").joinpath("templates/model_card.md").read_text(encoding="utf-8")
     return string.Template(template).substitute(fields)

@@ -26,6 +26,9 @@ def register(sub) -> None:
     p.add_argument("--folds", type=int, default=5, help="(default: %(default)s)")
     p.add_argument("--max-epochs", type=int, default=80, help="(default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
+    p.add_argument("--class-weight-power", type=float, default=0.5,
+                   help="class weights (n / (5 * count)) ** POWER in the loss: 1 balances the classes fully, 0 not "
+                        "at all (default: %(default)s)")
     p.add_argument("--no-soft-labels", action="store_true",
                    help="skip the second cross-validation with annotator vote shares as targets (about one CV)")
     p.add_argument("--no-leave-one-encoder-out", action="store_true",
@@ -43,7 +46,8 @@ def run(args) -> int:
     cfg = CNNConfig(grid=args.grid, representation=args.representation,
                     segment_channel=not args.no_segment_channel, structure_channels=not args.no_structure_channels,
                     mass_channel=not args.no_mass_channel)
-    tcfg = TrainConfig(folds=args.folds, seed=args.seed, max_epochs=args.max_epochs)
+    tcfg = TrainConfig(folds=args.folds, seed=args.seed, max_epochs=args.max_epochs,
+                       class_weight_power=args.class_weight_power)
     ecfg = EvalConfig(soft_labels=not args.no_soft_labels, leave_one_encoder_out=not args.no_leave_one_encoder_out,
                       loeo_max_epochs=args.loeo_max_epochs)
     m = train_and_export(args.annotations, args.out, cfg, tcfg, compare=args.compare, progress=progress(), ecfg=ecfg)
