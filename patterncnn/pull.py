@@ -26,7 +26,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from . import __version__
-from .agreement import rater_votes, resolve_votes
+from .agreement import METHODS, rater_votes, resolve_votes
 from .annotate import FROM_NAME, UNCERTAIN
 from .labelled import Tables, check_maps, export_name, label_counts, merge_rows, read_tables, text, write_labelled_set
 from .labels import LABELS
@@ -242,7 +242,16 @@ def last_resolution(out) -> str | None:
     if not log.is_file():
         return None
     lines = [line for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return json.loads(lines[-1]).get("resolution") if lines else None
+    if not lines:
+        return None
+    try:
+        method = json.loads(lines[-1]).get("resolution")
+    except (json.JSONDecodeError, AttributeError):
+        raise AnnotateError(f"{log}: the last line is not a JSON object; repair it or pass --resolve") from None
+    if method is not None and method not in METHODS:
+        raise AnnotateError(f"{log}: the last pull's resolution {method!r} is not one of {', '.join(METHODS)}; "
+                            f"pass --resolve")
+    return method
 
 
 def pull(ls: Connection | None, project: str | int | None, maps, out, from_file: str | None = None,

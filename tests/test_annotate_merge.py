@@ -92,7 +92,7 @@ def test_pull_twice_into_the_shipped_set_loses_nothing(shipped_copy, tmp_path, c
     shipped = rows(SHIPPED / "labels.csv")
     store = pattern_store(tmp_path / "round1", ["diagonal", "block", "vertical", "heterogeneous"])
     a, b, c, d = store.ids
-    first = three_annotator_export({a: ["diagonal"] * 3, b: ["block", "block", "block"],
+    first = three_annotator_export({a: ["diagonal"] * 3, b: ["vertical", "vertical", "heterogeneous"],
                                     c: ["vertical", "vertical+diagonal", "vertical"]}, 70001, "2027-01-01T10:00:00Z")
     (tmp_path / "e1.json").write_text(json.dumps(first))
     pull = ["annotate", "pull", "--maps", str(tmp_path / "round1"), "--out", str(shipped_copy)]
@@ -100,8 +100,9 @@ def test_pull_twice_into_the_shipped_set_loses_nothing(shipped_copy, tmp_path, c
     assert f"{N_MAPS + 3} labelled map(s)" in capsys.readouterr().out
     after1 = rows(shipped_copy / "labels.csv")
     assert kept(after1, shipped) == kept(shipped, shipped)  # every shipped row, every column, unchanged
-    assert {after1[m]["label"] for m in (a, b, c)} == {"diagonal", "block", "vertical"}
-    assert after1[c]["n_annotators"] == "3" and after1[c]["disagreement"] == "True"
+    assert [after1[m]["label"] for m in (a, b, c)] == ["diagonal", "vertical", "vertical"]
+    assert after1[b]["labels_seen"] == '{"heterogeneous": 1, "vertical": 2}'
+    assert after1[b]["n_annotators"] == "3" and after1[b]["disagreement"] == "True"
     assert after1[a]["pre_label"] == "diagonal" and after1[a]["pre_source"] == "other"  # most recent prediction
     ann1 = read_tables(shipped_copy).annotations
     assert len(ann1) == N_ANNOTATIONS + 9
@@ -110,7 +111,7 @@ def test_pull_twice_into_the_shipped_set_loses_nothing(shipped_copy, tmp_path, c
     assert sorted(p["source"] for p in preds) == ["other", "push"]
 
     # Second pull: ann3 edits their annotation of b, and a new map d comes in.
-    second = three_annotator_export({b: ["block", "block", "block"], d: ["heterogeneous"] * 3}, 70101,
+    second = three_annotator_export({b: ["vertical"] * 3, d: ["heterogeneous"] * 3}, 70101,
                                     "2027-01-02T10:00:00Z")
     second[0]["annotations"] = second[0]["annotations"][2:]  # only ann3's (edited) annotation of b
     second[0]["annotations"][0].update(id=70005, unique_id=f"u-{b}-2")
@@ -120,7 +121,8 @@ def test_pull_twice_into_the_shipped_set_loses_nothing(shipped_copy, tmp_path, c
     assert f"annotations +3 new, 1 updated, {N_ANNOTATIONS + 8} kept" in msg and f"{N_MAPS + 4} labelled map(s)" in msg
     after2 = rows(shipped_copy / "labels.csv")
     assert kept(after2, shipped) == kept(shipped, shipped)
-    assert after2[b]["labels_seen"] == '{"block": 3}' and after2[d]["label"] == "heterogeneous"
+    assert after2[b]["labels_seen"] == '{"vertical": 3}' and after2[b]["disagreement"] == "False"
+    assert after2[d]["label"] == "heterogeneous"
     ann2 = read_tables(shipped_copy).annotations
     assert set(ann1) <= set(ann2) and len(ann2) == N_ANNOTATIONS + 12
     assert len(MapStore(shipped_copy / "maps").ids) == N_MAPS + 4
@@ -166,3 +168,18 @@ def test_dawid_skene_resolution_is_recorded(shipped_copy, tmp_path, capsys):
     assert all(labels[m]["label"] == r["label"] and labels[m]["resolution"] == "dawid-skene" for m, r in shipped.items())
     assert all(0 < float(r["resolution_p"]) <= 1 for r in labels.values())
     assert json.loads((shipped_copy / "pulls.jsonl").read_text().splitlines()[-1])["resolution"] == "dawid-skene"
+
+
+def test_an_explicit_resolve_overrides_the_sets_method(shipped_copy, tmp_path, capsys):
+    store = pattern_store(tmp_path / "round1", ["diagonal"])
+    (tmp_path / "e.json").write_text(json.dumps(three_annotator_export({store.ids[0]: ["diagonal"] * 3}, 95001,
+                                                                        "2027-01-01T10:00:00Z")))
+    assert main(["annotate", "pull", "--from-file", str(tmp_path / "e.json"), "--maps", str(tmp_path / "round1"),
+                 "--out", str(shipped_copy), "--resolve", "majority"]) == 0
+    assert "resolved by majority" in capsys.readouterr().out
+    assert {r["resolution"] for r in rows(shipped_copy / "labels.csv").values()} == {"majority"}
+    with open(shipped_copy / "pulls.jsonl", "a", encoding="utf-8") as f:
+        f.write("{not json\n")
+    assert main(["annotate", "pull", "--from-file", str(tmp_path / "e.json"), "--out", str(shipped_copy)]) == 2
+    err = capsys.readouterr().err
+    assert "pulls.jsonl: the last line is not a JSON object" in err and "--resolve" in err

@@ -123,12 +123,20 @@ def test_old_classifier_counts_and_refuses_the_corrected_estimators():
         plan_for({}, "median", None, "minilm-53aa5117")
 
 
-def test_the_shipped_classifier_has_no_calibration_and_counts():
+def test_the_shipped_classifier_is_calibrated_and_validated_per_encoder():
     from patterncnn.infer import OnnxClassifier
 
-    clf = OnnxClassifier()
-    assert "calibration" not in clf.metadata
-    assert plan_for(clf.metadata, None, None, "minilm-53aa5117").estimator == "count"
+    meta = OnnxClassifier().metadata
+    best = meta["validation"]["best_per_encoder"]
+    assert set(best) == {"minilm-53aa5117", "mpnet-78c0197b"}  # the encoders with uniformly drawn labelled maps
+    for encoder, choice in best.items():
+        plan = plan_for(meta, None, None, encoder)
+        assert (plan.estimator, plan.scope) == (choice["estimator"], choice["scope"])
+        assert plan.validated["encoder"] == encoder and plan.validated["mean_abs_error"] == choice["mean_abs_error"]
+    plan = plan_for(meta, "adjusted", None, "mpnet-78c0197b")  # the calibration ships with the model
+    assert plan.calibration is not None and plan.calibration.replicates > 1
+    fine_tune = plan_for(meta, None, None, "mpnet-sst2-d16d7a85")  # no validated maps of its own
+    assert "not validated on mpnet-sst2-d16d7a85" in fine_tune.validated["encoder"]
 
 
 def test_plan_follows_the_validated_best():

@@ -17,4 +17,4 @@ scored.sort(reverse=True)
 keep = {i for _, i in scored[:n]}
 store = MapStore.create(out, info={"selection": f"top {n} of {src.rsplit('/',1)[-1]} by within_excess (pre-selection for block)"})
 store.append((m, a) for m, a in maps if m["id"] in keep)
-print(len(keep), "kept; scores", scored[0][0], scored[n - 1][0])
+print(len(keep), "kept; scores", scored[0][0], scored[len(keep) - 1][0])

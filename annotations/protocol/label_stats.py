@@ -1,8 +1,11 @@
-import csv, json, math, sys
+"""The datasheet's class counts, votes, uniform shares (Wilson intervals), where block votes fell, and the
+comparison with the legacy single-annotator labels.  usage: label_stats.py [ANNOTATIONS]"""
+import csv, math, sys
 from collections import Counter, defaultdict
 from patterncnn.evaluate import encoder_family
 from patterncnn.maps import open_maps
-L=["vertical","diagonal","vertical+diagonal","block","heterogeneous"]
+from patterncnn.agreement import cohen_kappa, confusion
+from patterncnn.labels import LABELS as L
 root=sys.argv[1] if len(sys.argv)>1 else "annotations"
 labels={r["map_id"]:r for r in csv.DictReader(open(f"{root}/labels.csv"))}
 ann=defaultdict(dict)
@@ -30,3 +33,9 @@ for F in ["minilm","mpnet","all"]:
     print("  layers", sorted(Counter(meta[m]["layer"] for m in ids).items()))
     blk=[m for m in ids if "block" in ann[m].values()]
     print("  any-block-vote", len(blk), dict(Counter(meta[m]["task"] for m in blk)), dict(Counter(meta[m]["layer"] for m in blk)))
+legacy = f"{root}/legacy-single-annotator/labels.csv"
+old = {r["map_id"]: r["label"] for r in csv.DictReader(open(legacy))}
+ids = [m for m in old if m in labels]
+a, b = [old[m] for m in ids], [labels[m]["label"] for m in ids]
+print("legacy vs resolved", len(ids), "maps, agree", round(sum(x == y for x, y in zip(a, b)) / len(ids), 3),
+      "kappa", round(cohen_kappa(a, b), 3), "confusion (rows legacy):", confusion(a, b).tolist())

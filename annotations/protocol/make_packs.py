@@ -1,4 +1,4 @@
-"""Blind annotation packs: per annotator, the same maps shuffled with its own seed, as contact sheets
+"""Blind annotation packs: per annotator, the same maps in one shuffled order (seed 101 + part), as contact sheets
 with neutral captions (running number and T only). The index (number -> map id, which names model and
 task) goes to a private folder the annotators never see; labels-template.csv is what they fill in.
 
@@ -11,7 +11,7 @@ from patterncnn.render import write_sheets
 
 packs, private, part, stores = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4:]
 maps = MultiStore([open_maps(s) for s in stores])
-for who, seed in (("a", 101), ("b", 202), ("c", 303)):
+for who in ("a", "b", "c"):
     out = packs / f"annotator-{who}" / f"part-{part}"
     n = write_sheets(maps, out, per_sheet=12, shuffle=101 + int(part))
     idx = json.loads((out / "index.json").read_text())

@@ -42,7 +42,6 @@ for who in whos:
     uid = me.users.whoami().id
     index = {r["n"]: r["id"] for r in json.loads((private / f"annotator-{who}" / f"part-{part}" / "index.json").read_text())}
     rows = list(csv.DictReader(open(packs / f"annotator-{who}" / f"part-{part}" / "labels.csv")))
-    done = {a.task for a in []}
     posted = skipped = 0
     existing = set()
     for t in boss.tasks.list(project=pid, fields="all"):
