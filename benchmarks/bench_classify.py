@@ -13,7 +13,7 @@ import time
 import numpy as np
 import torch
 
-from patterncnn.infer import DEFAULT_CLASSIFIER, OnnxClassifier
+from patterncnn.infer import OnnxClassifier, default_classifier
 from patterncnn.model import PatternCNN, preprocess
 
 
@@ -31,7 +31,7 @@ def _timed(fn) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--classifier", default=str(DEFAULT_CLASSIFIER))
+    p.add_argument("--classifier", default=str(default_classifier()))
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeat", type=int, default=5)
     a = p.parse_args()
