@@ -90,12 +90,13 @@ def test_readme_label_studio_section_end_to_end(label_studio, glue_dir, tmp_path
     relabelled_in_ls = {tables.annotations[k]["map_id"] for k in set(tables.annotations) - shipped_annotations}
     assert new <= relabelled_in_ls
     for m, row in shipped.items():  # the old labels, together with the new ones
-        if m not in relabelled_in_ls:
-            assert labels[m] == row
+        if m not in relabelled_in_ls:  # a Dawid-Skene posterior is refitted on the whole set: it may move a little
+            assert abs(float(labels[m].pop("resolution_p")) - float(row["resolution_p"])) < 0.05
+            assert labels[m] == {k: v for k, v in row.items() if k != "resolution_p"}
     assert shipped_annotations <= set(tables.annotations)
     for m in new:
         assert labels[m]["n_annotators"] == "3" and labels[m]["pre_source"] == "push"
         assert labels[m]["label"] == labels[m]["pre_label"]  # two of three gave the pre-annotation's label
     cnn = OnnxClassifier(repo / "models" / "patterncnn.onnx").model_version  # round 2's pre-annotations
     assert {labels[m]["pre_model"] for m in new} == {"rule-v1", cnn}
-    assert len(load_labelled(out).ids) == 545  # `patterncnn train --annotations annotations` reads both
+    assert len(load_labelled(out).ids) == len(shipped) + 30  # `patterncnn train --annotations annotations` reads both
