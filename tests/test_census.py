@@ -119,6 +119,26 @@ def test_compare_reports_differences():
     assert diff["rte"]["difference"]["vertical"] == pytest.approx(0.2)
 
 
+def test_compare_marks_only_what_each_interval_can_say():
+    def res(v, calibration):
+        ci = {k: [v - 0.01, v + 0.01] for k in LABELS}  # narrow: apart from the other census's
+        total = {k: [v - 0.15, v + 0.15] for k in LABELS} if calibration else ci  # wide with a calibration part
+        err = {k: 0.03 for k in LABELS}
+        return {"encoder": {"model": "m"}, "estimator": {
+            "name": "adjusted" if calibration else "count", "calibration": {"rows": 100} if calibration else None,
+            "validated_share_error": {"encoder": "m", "mean_abs_error": 0.03, "abs_error": err}},
+            "tasks": {"rte": {"shares": {k: v for k in LABELS}, "ci95": total,
+                              "ci95_parts": {"examples": ci, "classifier": total}}}}
+
+    text, diff = compare(res(0.2, False), res(0.3, False))  # count: no calibration part
+    assert diff["rte"]["separated_examples"]["vertical"] and diff["rte"]["separated_total"]["vertical"] is None
+    assert "+10.0*!" in text and "**" not in text.split("\n")[2] and "** not checked" in text
+    text, diff = compare(res(0.2, True), res(0.3, True))  # the classifier's part overlaps: one star only
+    assert diff["rte"]["separated_total"]["vertical"] is False and "+10.0*!" in text
+    text, diff = compare(res(0.2, True), res(0.6, True))
+    assert diff["rte"]["separated_total"]["vertical"] is True and "+40.0**!" in text
+
+
 def test_analyze_cli(tiny_bert, tiny_classifier, tmp_path, capsys):
     assert main(["analyze", "The cat sat.", "A cat was sitting.", "--model", str(tiny_bert), "--classifier",
                  str(tiny_classifier[1]), "--out", str(tmp_path / "g.png")]) == 0
