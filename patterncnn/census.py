@@ -299,8 +299,7 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
         d = {n: sb["shares"][n] - sa["shares"][n] for n in LABELS}
         ex = {n: _apart(*(s.get("ci95_parts", {}).get("examples", s["ci95"])[n] for s in (sa, sb))) for n in LABELS}
         # With count there is no calibration: its total interval is the examples' alone, so "**" would add nothing.
-        calibrated = not no_cal
-        tot = {n: _apart(sa["ci95"][n], sb["ci95"][n]) if calibrated else None for n in LABELS}
+        tot = {n: None if no_cal else _apart(sa["ci95"][n], sb["ci95"][n]) for n in LABELS}
         val = {n: None if None in err else bool(abs(d[n]) > err[0][n] + err[1][n]) for n in LABELS}
         diff[task] = {"difference": d, "separated_examples": ex, "separated_total": tot, "exceeds_validated_error": val}
         marks = {n: ("*" if ex[n] else "") + ("*" if ex[n] and tot[n] else "") + ("!" if val[n] else "") for n in LABELS}

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import Callable
 
 import numpy as np
 
@@ -217,11 +218,17 @@ def _validated_default(validation: dict | None, encoder: str) -> tuple[str | Non
     return (kin[0], per[kin[0]]) if kin else (None, None)
 
 
+def _best(items: list, coverage: Callable, error: Callable):
+    """The item with the smallest ``error`` among those whose ``coverage`` reaches TARGET_COVERAGE (among all
+    when none does); None when there are no items."""
+    good = [x for x in items if coverage(x) >= TARGET_COVERAGE] or items
+    return min(good, key=error) if good else None
+
+
 def best_result(results: list[dict]) -> dict | None:
     """The validated result to use: smallest worst-encoder error among those whose 95% intervals cover the hand
     shares in at least TARGET_COVERAGE of the cells (among all when none does)."""
-    good = [r for r in results if r["coverage"] >= TARGET_COVERAGE] or results
-    return min(good, key=lambda r: r["worst_encoder_mean_abs_error"]) if good else None
+    return _best(results, lambda r: r["coverage"], lambda r: r["worst_encoder_mean_abs_error"])
 
 
 def best_by_encoder(results: list[dict]) -> dict[str, dict]:
@@ -233,9 +240,8 @@ def best_by_encoder(results: list[dict]) -> dict[str, dict]:
     """
     out = {}
     for enc in sorted({e for r in results for e in r["encoders"]}):
-        mine = [(r, r["encoders"][enc]) for r in results if enc in r["encoders"]]
-        good = [(r, e) for r, e in mine if e["coverage"] >= TARGET_COVERAGE] or mine
-        r, e = min(good, key=lambda re: re[1]["mean_abs_error"])
+        r, e = _best([(r, r["encoders"][enc]) for r in results if enc in r["encoders"]],
+                     lambda re: re[1]["coverage"], lambda re: re[1]["mean_abs_error"])
         out[enc] = {"estimator": r["estimator"], "scope": r["scope"], "mean_abs_error": e["mean_abs_error"],
                     "coverage": e["coverage"], "meets_targets": bool(
                         e["mean_abs_error"] <= TARGET_ERROR and e["coverage"] >= TARGET_COVERAGE)}
