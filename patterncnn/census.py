@@ -37,7 +37,8 @@ from .estimate import pattern_errors, plan_for
 from .fileio import sha256_file, write_bytes, write_json
 from .glue import GlueSplit
 from .labels import LABELS
-from .windows import CNN_BATCH, WINDOW, classify_window, load_windows, save_window, window_name  # noqa: F401
+from .windows import (CNN_BATCH, WINDOW, classify_window, load_windows, save_window, split_windows,  # noqa: F401
+                      window_name)
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
     from .maps import MapStore, map_record
 
     work = _work_dir(out, split.task.name, params)
-    windows = [split.examples[s : s + WINDOW] for s in range(0, len(split.examples), WINDOW)]
+    windows = split_windows(split.examples)
     store = MapStore.create(out / "maps" / split.task.name, info={"model": encoder.fingerprint},
                             exist_ok=True) if save_maps else None
     bar = progress(total=len(split.examples), desc=f"census {split.task.name}", unit="ex") if progress else None
@@ -139,7 +140,8 @@ def summarize(labels: np.ndarray, num_layers: int, num_heads: int) -> dict:
 
 
 def prepare_out(out: str | Path, overwrite: bool) -> Path:
-    """The output folder, refused if it holds a finished census (unless ``overwrite``, which clears it)."""
+    """The output folder, refused if it holds a finished census (unless ``overwrite``, which clears the finished
+    census and any unfinished windows)."""
     import shutil
 
     out = Path(out)
@@ -147,6 +149,7 @@ def prepare_out(out: str | Path, overwrite: bool) -> Path:
         raise CensusError(f"{out} already holds a finished census; pass --overwrite or choose another --out")
     if overwrite:
         shutil.rmtree(out / ".work", ignore_errors=True)
+        (out / "census.json").unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     return out
 

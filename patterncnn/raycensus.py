@@ -28,7 +28,7 @@ from typing import Callable, Iterator
 from .census import CensusError, _work_dir, output_folder, prepare_out, run_census, task_params
 from .fileio import sha256_file
 from .glue import GlueSplit
-from .windows import WINDOW, save_window, window_name
+from .windows import save_window, split_windows, window_name
 
 log = logging.getLogger(__name__)
 
@@ -102,13 +102,10 @@ def plan_units(encoders: list, splits: list[GlueSplit], out, limit, seed, classi
     units, folders, done = [], [], 0
     for enc in encoders:
         dest = prepare_out(output_folder(out, enc, len(encoders)), overwrite)
-        if overwrite:
-            (dest / "census.json").unlink(missing_ok=True)
         folders.append(dest)
         for split in splits:
             work = _work_dir(dest, split.task.name, task_params(enc, split, limit, seed, classifier_sha, batch_size))
-            for w, start in enumerate(range(0, len(split.examples), WINDOW)):
-                examples = split.examples[start : start + WINDOW]
+            for w, examples in enumerate(split_windows(split.examples)):
                 if (work / window_name(w)).exists():
                     done += len(examples)
                 else:

@@ -124,6 +124,11 @@ def classify_window(encoder, classifier, window: list, batch_size: int = 16, on_
             "truncated": np.array(truncated)}
 
 
+def split_windows(examples: list) -> list[list]:
+    """A task's examples cut into its census windows of ``WINDOW``, in order (window ``w`` is file ``w``)."""
+    return [examples[s : s + WINDOW] for s in range(0, len(examples), WINDOW)]
+
+
 def window_name(w: int) -> str:
     """The file of window ``w`` of a task, in its work folder."""
     return f"window-{w:05d}.npz"
