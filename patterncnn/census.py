@@ -5,7 +5,7 @@ Usage (what ``patterncnn census`` runs)::
     result = run_census(encoder, classifier, split, out="runs/census", progress=tqdm)
     task = result["tasks"]["rte"]
     task["shares"]         # {"vertical": 0.41, ...} over all (example, layer, head) maps, by result["estimator"]
-    task["ci95"]           # 95% interval: examples and the classifier's calibration together
+    task["ci95"]           # 95% interval: examples and the classifier (its calibration, or count's validated band)
     task["ci95_parts"]     # {"examples": ..., "classifier": ...}: each source alone
     task["heads"]          # per layer, per head: argmax label shares and the majority label
 
@@ -282,16 +282,22 @@ def _apart(x: list[float], y: list[float]) -> bool:
     return x[0] > y[1] or y[0] > x[1]
 
 
+def _classifier_part(e: dict) -> bool:
+    """Whether a census's intervals include the classifier: a calibration, or count's validated band."""
+    v = e.get("validated_share_error")
+    return bool(e.get("calibration")) or (isinstance(v, dict) and "bias_band" in v)
+
+
 def compare(a: dict, b: dict) -> tuple[str, dict]:
     """Per-task, per-pattern share differences (b − a) between two census results, as text and data.
 
     Three checks per difference: the two example-bootstrap intervals are apart; the total intervals
-    (examples and the classifier's calibration) are apart; the difference exceeds the two censuses'
+    (examples and the classifier's calibration, or count's validated band) are apart; the difference exceeds the two censuses'
     validated share errors for that pattern added together (None when either is unknown).
     """
     est = [r.get("estimator", {}).get("name", "count") for r in (a, b)]
     err = [pattern_errors(r.get("estimator", {})) for r in (a, b)]
-    no_cal = [x for x, r in zip("AB", (a, b)) if not r.get("estimator", {}).get("calibration")]
+    no_cal = [x for x, r in zip("AB", (a, b)) if not _classifier_part(r.get("estimator", {}))]
     diff = {}
     lines = [f"B - A, percentage points (A: {a['encoder']['model']}, {est[0]}; B: {b['encoder']['model']}, {est[1]})",
              f"{'task':<8} " + " ".join(f"{n:>19}" for n in LABELS)]
@@ -301,16 +307,16 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
         sa, sb = a["tasks"][task], b["tasks"][task]
         d = {n: sb["shares"][n] - sa["shares"][n] for n in LABELS}
         ex = {n: _apart(*(s.get("ci95_parts", {}).get("examples", s["ci95"])[n] for s in (sa, sb))) for n in LABELS}
-        # With count there is no calibration: its total interval is the examples' alone, so "**" would add nothing.
+        # Count without a validated band has no classifier part: its total interval is the examples' alone.
         tot = {n: None if no_cal else _apart(sa["ci95"][n], sb["ci95"][n]) for n in LABELS}
         val = {n: None if None in err else bool(abs(d[n]) > err[0][n] + err[1][n]) for n in LABELS}
         diff[task] = {"difference": d, "separated_examples": ex, "separated_total": tot, "exceeds_validated_error": val}
         marks = {n: ("*" if ex[n] else "") + ("*" if ex[n] and tot[n] else "") + ("!" if val[n] else "") for n in LABELS}
         lines.append(f"{task:<8} " + " ".join(f"{100 * d[n]:+6.1f}{marks[n]:<3}".rjust(19) for n in LABELS))
     lines += ["*  the 95% intervals over examples do not overlap (the classifier held fixed)",
-              "** the total 95% intervals (examples and the classifier's calibration) do not overlap either"
-              if not no_cal else "   (** not checked: the intervals of " + " and ".join(no_cal) + " hold no calibration "
-              "part, as with --estimator count)",
+              "** the total 95% intervals (examples and the classifier's error) do not overlap either"
+              if not no_cal else "   (** not checked: the intervals of " + " and ".join(no_cal) + " hold no classifier "
+              "part: count with a classifier that was not validated)",
               "!  the difference exceeds the validated share errors of A and B for that pattern, added" if None not in err
               else "   (the classifier's validated share error is unknown for " + " and ".join(
                   x for x, e in zip("AB", err) if e is None) + ": not checked against it)"]

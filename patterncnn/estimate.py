@@ -17,8 +17,11 @@ Estimators (:data:`ESTIMATORS`):
 Every estimator here is a sum over maps of a per-map vector, then :func:`finish`. That makes the
 intervals cheap: :func:`shares_with_intervals` resamples examples (the census's examples, with the
 calibration fixed) and, separately, takes the calibration's bootstrap replicates (the census's maps
-fixed); their joint resampling gives the total interval. ``count`` has no calibration, so its
-interval covers the examples only; the classifier's bias is outside it.
+fixed); their joint resampling gives the total interval. ``count`` has no calibration: its
+classifier part is instead the classifier's validated share error for each pattern (the ``bias_band``
+of :mod:`patterncnn.validate`: the largest pooled error it made on that pattern in cross-validated
+validation), added to the examples' interval in quadrature. Without a validation it has none, and
+its interval covers the examples only.
 """
 
 from __future__ import annotations
@@ -81,12 +84,14 @@ def _ci(samples: np.ndarray) -> dict:
     return {name: [float(a), float(b)] for name, a, b in zip(LABELS, lo, hi)}
 
 
-def shares_with_intervals(sums: np.ndarray, seed: int = 0) -> dict:
+def shares_with_intervals(sums: np.ndarray, seed: int = 0, band: np.ndarray | None = None) -> dict:
     """Shares and 95% percentile intervals from per-example sums (R, N, 5) (:func:`example_sums`).
 
     ``examples``: N examples resampled with replacement, calibration replicate 0. ``classifier``:
-    the calibration's replicates 1..R-1 on all examples (zero width when R = 1). ``ci95`` (total):
-    both at once, resample b paired with replicate b.
+    the calibration's replicates 1..R-1 on all examples; with no replicates (R = 1, ``count``), the
+    point ± ``band`` (5,) (the validated share error per pattern), or zero width without one.
+    ``ci95`` (total): both at once, resample b paired with replicate b; with a band, the examples'
+    interval widened on each side by the band in quadrature. Intervals are clipped to [0, 1].
     """
     r, n, _ = sums.shape
     rng = np.random.default_rng(seed)
@@ -97,10 +102,32 @@ def shares_with_intervals(sums: np.ndarray, seed: int = 0) -> dict:
         k = min(r - 1, BOOTSTRAP)
         classifier = finish(sums[1:].sum(1))
         total = finish(np.einsum("bn,bnk->bk", w[:k], sums[1 : k + 1]))
+    elif band is not None:
+        return _banded(point, _ci(examples), np.asarray(band, dtype=np.float64))
     else:
         classifier, total = point[None], examples
     return {"shares": {name: float(s) for name, s in zip(LABELS, point)}, "ci95": _ci(total),
             "ci95_parts": {"examples": _ci(examples), "classifier": _ci(classifier)}}
+
+
+def _banded(point: np.ndarray, examples: dict, band: np.ndarray) -> dict:
+    """Point shares with the examples' interval and a systematic ± ``band`` per pattern, combined in quadrature."""
+    def clip(x: float) -> float:
+        return float(min(max(x, 0.0), 1.0))
+
+    total, classifier = {}, {}
+    for name, p, b in zip(LABELS, point, band):
+        lo, hi = examples[name]
+        total[name] = [clip(p - np.hypot(p - lo, b)), clip(p + np.hypot(hi - p, b))]
+        classifier[name] = [clip(p - b), clip(p + b)]
+    return {"shares": {name: float(s) for name, s in zip(LABELS, point)}, "ci95": total,
+            "ci95_parts": {"examples": examples, "classifier": classifier}}
+
+
+def bias_band(validated: dict | None) -> np.ndarray | None:
+    """(5,) the validated share error per pattern that widens ``count``'s interval, or None when unknown."""
+    b = (validated or {}).get("bias_band")
+    return None if b is None else np.array([b[name] for name in LABELS], dtype=np.float64)
 
 
 def validated_error(validation: dict | None, estimator: str, scope: str | None, encoder: str) -> dict | None:
@@ -111,9 +138,14 @@ def validated_error(validation: dict | None, estimator: str, scope: str | None, 
         if res["estimator"] == estimator and res["scope"] in (scope, None):
             if encoder in res["encoders"]:
                 return {"encoder": encoder, **res["encoders"][encoder]}
-            return {"encoder": f"not validated on {encoder}; worst of the validated encoders "
-                               f"({', '.join(res['encoders'])})",
-                    "mean_abs_error": res["worst_encoder_mean_abs_error"], "coverage": res["coverage"]}
+            encs = list(res["encoders"].values())
+            worst = {"encoder": f"not validated on {encoder}; worst of the validated encoders "
+                                f"({', '.join(res['encoders'])})",
+                     "mean_abs_error": res["worst_encoder_mean_abs_error"], "coverage": res["coverage"]}
+            for key in ("abs_error", "bias_band"):  # per pattern, the worst encoder's
+                if all(key in e for e in encs):
+                    worst[key] = {n: max(e[key][n] for e in encs) for n in LABELS}
+            return worst
     return None
 
 
@@ -129,7 +161,8 @@ class Plan:
 
     def estimate(self, probs: np.ndarray, labels: np.ndarray, single: np.ndarray, seed: int = 0) -> dict:
         """Shares and intervals of one task, plus the point shares of every estimator available."""
-        out = shares_with_intervals(example_sums(self.estimator, probs, labels, single, self.calibration), seed)
+        band = bias_band(self.validated) if self.estimator == "count" else None
+        out = shares_with_intervals(example_sums(self.estimator, probs, labels, single, self.calibration), seed, band)
         names = ESTIMATORS if self.calibration is not None else ("count",)
         point = self.calibration.first() if self.calibration is not None else None
         out["shares_by_estimator"] = {e: dict(zip(LABELS, finish(
@@ -149,10 +182,12 @@ class Plan:
 def describe(e: dict) -> str:
     """A census's ``estimator`` record (:meth:`Plan.describe`) in two lines for the terminal."""
     c = e["calibration"]
+    v = e["validated_share_error"]
+    banded = isinstance(v, dict) and "bias_band" in v
     how = (f"estimator {e['name']} ({e['chosen_by']})" + (f", calibrated on {c['rows']} labelled maps ({c['scope']} "
            f"scope, temperature {c['temperature']:.2f})" if c else "") + "; 95% interval over examples"
-           + (" and the classifier's calibration" if c else " only (the classifier's errors are not in it)"))
-    v = e["validated_share_error"]
+           + (" and the classifier's calibration" if c else " and the classifier's validated share error per pattern"
+              if banded else " only (the classifier's errors are not in it)"))
     if not isinstance(v, dict):
         return f"{how}\nvalidated share error: {v}"
     return (f"{how}\nvalidated share error ({v['encoder']}): mean {100 * v['mean_abs_error']:.1f} points per pattern"

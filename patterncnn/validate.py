@@ -29,6 +29,7 @@ the hand-labelled share over the (half, task, pattern) cells.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -86,20 +87,35 @@ def score(pool: Rows, test: Rows, half: np.ndarray | None, seed: int = 0) -> tup
     return vectors, calibrated
 
 
-def cell(test: Rows, idx: np.ndarray, vectors: np.ndarray, seed: int) -> dict:
-    """One (encoder, half, task) cell: estimate with intervals (maps grouped by input example) vs the hand shares."""
+def cell(test: Rows, idx: np.ndarray, vectors: np.ndarray, seed: int, band: np.ndarray | None = None) -> dict:
+    """One (encoder, half, task) cell: estimate with intervals (maps grouped by input example) vs the hand shares;
+    ``band``: count's validated share error per pattern (:func:`patterncnn.estimate.shares_with_intervals`)."""
     _, inverse = np.unique(test.group[idx], return_inverse=True)
     sums = np.einsum("gn,rnk->rgk", np.eye(inverse.max() + 1)[:, inverse], vectors[:, idx])  # (R, G, 5)
-    est = shares_with_intervals(sums, seed)
+    est = shares_with_intervals(sums, seed, band)
     hand = np.bincount(test.y[idx], minlength=len(LABELS)) / len(idx)
     covered = {part: [bool(ci[k][0] - 1e-9 <= hand[i] <= ci[k][1] + 1e-9) for i, k in enumerate(LABELS)]
                for part, ci in (("total", est["ci95"]), ("examples", est["ci95_parts"]["examples"]))}
     return {"maps": int(len(idx)), "hand": dict(zip(LABELS, hand.tolist())), **est, "covered": covered}
 
 
+def half_errors(halves_: dict) -> dict[str, np.ndarray]:
+    """Per half of one encoder's cells {half: {task: cell}}: the signed share error (5,) with tasks pooled equally."""
+    return {h: np.mean([[c["shares"][k] - c["hand"][k] for k in LABELS] for c in cells.values()], axis=0)
+            for h, cells in halves_.items()}
+
+
+def error_band(errors, maps: int) -> np.ndarray:
+    """(5,) count's band from signed pooled errors (one (5,) per half) measured on ``maps`` maps: the largest |error|
+    per pattern, at least 3 / maps (the rule of three: an error never seen in n maps may still be up to 3/n)."""
+    return np.maximum(np.max(np.abs(list(errors)), axis=0), 3.0 / maps)
+
+
 def encoder_summary(halves_: dict) -> dict:
     """One encoder's cells, {half: {task: cell}}: tasks pooled with equal weight within a half, errors averaged
-    over the halves; the hand shares' standard error; interval coverage over all cells."""
+    over the halves; the hand shares' standard error; interval coverage over all cells; the bias band (the largest
+    pooled |error| per pattern over the halves, floored by :func:`error_band`), which widens ``count``'s census
+    intervals."""
     est, hand, se = [], [], []
     for cells in halves_.values():
         est.append(np.mean([[c["shares"][k] for k in LABELS] for c in cells.values()], axis=0))
@@ -107,6 +123,8 @@ def encoder_summary(halves_: dict) -> dict:
         hand.append(h.mean(0))
         n = np.array([c["maps"] for c in cells.values()])[:, None]
         se.append(np.sqrt((h * (1 - h) / n).sum(0)) / len(h))  # binomial SE of the task-weighted hand share
+    signed = half_errors(halves_)
+    band = error_band(signed.values(), sum(c["maps"] for cs in halves_.values() for c in cs.values()))
     err = np.abs(np.array(est) - np.array(hand)).mean(0)  # (5,) per pattern, averaged over halves
     est, hand = np.mean(est, 0), np.mean(hand, 0)
     w = int(err.argmax())
@@ -117,18 +135,29 @@ def encoder_summary(halves_: dict) -> dict:
             "worst": {"label": LABELS[w], "abs_error": float(err[w]), "estimate": float(est[w]), "hand": float(hand[w])},
             "hand_se": float(np.mean(se)), "coverage": float(np.mean(cover)), "coverage_examples_only": float(
                 np.mean([x for c in cells for x in c["covered"]["examples"]])),
-            "covered_cells": int(sum(cover)), "cells": len(cover)}
+            "covered_cells": int(sum(cover)), "cells": len(cover),
+            "half_errors": {h: dict(zip(LABELS, e.tolist())) for h, e in signed.items()},
+            "bias_band": dict(zip(LABELS, band.tolist()))}
 
 
-def summarize_scores(test: Rows, half: np.ndarray, vectors: dict, seed: int) -> list[dict]:
-    """One result per (estimator, scope): per-encoder summaries, worst encoder, pooled coverage, and the cells."""
+def summarize_scores(test: Rows, half: np.ndarray, vectors: dict, seed: int,
+                     bands: Callable[[str, str, dict], np.ndarray | None] | None = None) -> list[dict]:
+    """One result per (estimator, scope): per-encoder summaries, worst encoder, pooled coverage, and the cells.
+
+    ``bands(encoder, half, that encoder's count cells)``: the band that widens count's intervals in that half
+    (None: no band); count's cells are scored a second time with it.
+    """
+    def encoder_cells(enc: str, v: np.ndarray, band: Callable[[str], np.ndarray | None]) -> dict:
+        return {str(h): {t: cell(test, np.flatnonzero(sel & (test.task == t)), v, seed, band(str(h)))
+                         for t in sorted(set(test.task[sel].tolist()))}
+                for h in sorted(set(half[test.encoder == enc].tolist()))
+                for sel in [(test.encoder == enc) & (half == h)]}
+
     results = []
     for (est, scope), v in vectors.items():
-        cells = {enc: {str(h): {t: cell(test, np.flatnonzero(sel & (test.task == t)), v, seed)
-                                for t in sorted(set(test.task[sel].tolist()))}
-                       for h in sorted(set(half[test.encoder == enc].tolist()))
-                       for sel in [(test.encoder == enc) & (half == h)]}
-                 for enc in sorted(set(test.encoder.tolist()))}
+        cells = {enc: encoder_cells(enc, v, lambda h: None) for enc in sorted(set(test.encoder.tolist()))}
+        if est == "count" and bands is not None:
+            cells = {enc: encoder_cells(enc, v, lambda h, enc=enc, c=c: bands(enc, h, c)) for enc, c in cells.items()}
         encs = {enc: encoder_summary(c) for enc, c in cells.items()}
         covered, total = sum(e["covered_cells"] for e in encs.values()), sum(e["cells"] for e in encs.values())
         worst = max(e["mean_abs_error"] for e in encs.values())
@@ -140,10 +169,23 @@ def summarize_scores(test: Rows, half: np.ndarray, vectors: dict, seed: int) -> 
     return results
 
 
-def _validate(pool: Rows, test: Rows, mode: str, seed: int) -> dict:
+def other_half_band(enc: str, h: str, cells: dict) -> np.ndarray:
+    """Cross-fitted band for count in half ``h``: the other halves' largest pooled |error| per pattern."""
+    errs = [e for k, e in half_errors(cells).items() if k != h]
+    return error_band(errs, sum(c["maps"] for k, cs in cells.items() if k != h for c in cs.values()))
+
+
+def _validate(pool: Rows, test: Rows, mode: str, seed: int, stored: dict | None = None) -> dict:
+    """``stored``: the classifier's own validation, whose bands widen count's intervals on independent maps."""
+    from .estimate import bias_band, validated_error
+
     half = halves(test.fold) if mode == "cross-validated" else np.zeros(len(test), dtype=int)
     vectors, calibrated = score(pool, test, half if mode == "cross-validated" else None, seed)
-    results = summarize_scores(test, half, vectors, seed)
+    if mode == "cross-validated":
+        bands = other_half_band if len(set(half.tolist())) > 1 else None
+    else:
+        bands = (lambda enc, h, cells: bias_band(validated_error(stored, "count", None, enc))) if stored else None
+    results = summarize_scores(test, half, vectors, seed, bands)
     best = best_result(results)
     return {"mode": mode, "maps": len(test), "seed": seed, "calibration_bootstrap": CAL_BOOTSTRAP,
             "targets": {"mean_abs_error": TARGET_ERROR, "coverage": TARGET_COVERAGE},
@@ -164,8 +206,9 @@ def validate_rows(rows: Rows, seed: int = 0) -> dict:
     return _validate(rows, test, "cross-validated", seed)
 
 
-def validate_independent(pool: Rows, test: Rows, seed: int = 0) -> dict:
-    """Validation on maps the classifier was neither trained nor calibrated on (all of ``pool`` calibrates)."""
+def validate_independent(pool: Rows, test: Rows, seed: int = 0, stored: dict | None = None) -> dict:
+    """Validation on maps the classifier was neither trained nor calibrated on (all of ``pool`` calibrates);
+    ``stored``: the classifier's cross-validated validation (its bands widen count's intervals, as in a census)."""
     seen = set(pool.ids.tolist()) & set(test.ids.tolist())
     if seen:
         raise ValueError(f"{len(seen)} of these maps (e.g. {sorted(seen)[0]}) trained and calibrated this classifier; "
@@ -173,7 +216,7 @@ def validate_independent(pool: Rows, test: Rows, seed: int = 0) -> dict:
     test = test.subset(test.uniform)
     if not len(test):
         raise ValueError(f"no map of that labelled set was drawn uniformly at random; {UNIFORM_HELP}")
-    return _validate(pool, test, "independent", seed)
+    return _validate(pool, test, "independent", seed, stored)
 
 
 def score_labelled(classifier, annotations: str | Path) -> Rows:
@@ -232,7 +275,7 @@ def run_validation(classifier, out: str | Path, annotations: str | Path | None =
     if rows is None:
         raise ClassifierError(f"{classifier.path} stores no out-of-fold rows to calibrate and validate with; {RETRAIN}")
     v = validate_rows(rows, seed) if annotations is None else \
-        validate_independent(rows, score_labelled(classifier, annotations), seed)
+        validate_independent(rows, score_labelled(classifier, annotations), seed, classifier.metadata.get("validation"))
     v = {"created_by": f"patterncnn {__version__}", "classifier": {
         "path": str(classifier.path), "sha256": sha256_file(classifier.path), "version": classifier.model_version},
         "annotations": None if annotations is None else str(annotations), **v}

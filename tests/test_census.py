@@ -137,6 +137,13 @@ def test_compare_marks_only_what_each_interval_can_say():
     assert diff["rte"]["separated_total"]["vertical"] is False and "+10.0*!" in text
     text, diff = compare(res(0.2, True), res(0.6, True))
     assert diff["rte"]["separated_total"]["vertical"] is True and "+40.0**!" in text
+    banded = [res(v, False) for v in (0.2, 0.3)]  # count with its validated band: a classifier part to check
+    for r in banded:
+        r["estimator"]["validated_share_error"]["bias_band"] = {k: 0.14 for k in LABELS}
+        r["tasks"]["rte"]["ci95"] = {k: [r["tasks"]["rte"]["shares"][k] - 0.14, r["tasks"]["rte"]["shares"][k] + 0.14]
+                                     for k in LABELS}
+    text, diff = compare(*banded)
+    assert diff["rte"]["separated_total"]["vertical"] is False and "not checked" not in text
 
 
 def test_analyze_cli(tiny_bert, tiny_classifier, tmp_path, capsys):

@@ -79,6 +79,24 @@ def test_interval_parts():
     assert all(lo <= adj["shares"][k] <= hi for k, (lo, hi) in adj["ci95"].items())
 
 
+def test_count_interval_widens_by_the_validated_band():
+    rng = np.random.default_rng(7)
+    census = simulate(np.array([0.4, 0.2, 0.2, 0.1, 0.1]), 3000, rng)
+    sums = example_sums("count", census.probs[:, None], census.probs.argmax(1)[:, None], census.single, None)
+    plain = shares_with_intervals(sums)
+    band = np.array([0.05, 0.0, 0.02, 0.3, 0.01])
+    wide = shares_with_intervals(sums, band=band)
+    assert wide["shares"] == plain["shares"] and wide["ci95_parts"]["examples"] == plain["ci95"]
+    for k, name in enumerate(LABELS):
+        p, (lo, hi), (elo, ehi) = wide["shares"][name], wide["ci95"][name], plain["ci95"][name]
+        assert lo <= elo and hi >= ehi  # never narrower than the examples' interval
+        assert hi - lo >= min(2 * band[k], 1.0) * 0.999 or lo == 0.0  # at least the band on each side, unless clipped
+        clo, chi = wide["ci95_parts"]["classifier"][name]
+        assert chi == pytest.approx(min(p + band[k], 1.0)) and clo == pytest.approx(max(p - band[k], 0.0))
+    assert wide["ci95"]["diagonal"] == pytest.approx(plain["ci95"]["diagonal"])  # a zero band adds nothing
+    assert wide["ci95"]["block"][0] == 0.0  # clipped at 0
+
+
 def test_calibration_bootstrap_resamples_whole_examples():
     rng = np.random.default_rng(4)
     rows = simulate(np.full(5, 0.2), 200, rng)

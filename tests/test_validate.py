@@ -54,7 +54,16 @@ def test_cross_validated_validation_corrects_the_bias_of_counting(rows, monkeypa
     first, second = set(rows.ids[rows.fold <= 2].tolist()), set(rows.ids[rows.fold > 2].tolist())
     assert all(not (s & first and s & second) for s in seen)
     count, best = by(v, "count", None), by(v, v["best"]["estimator"], v["best"]["scope"])
-    assert count["worst_encoder_mean_abs_error"] > 0.035 and count["coverage"] < 0.9  # biased, and its interval lies
+    assert count["worst_encoder_mean_abs_error"] > 0.035 and count["coverage_examples_only"] < 0.9  # biased
+    # ... and widened by the other half's error (cross-fitted), its intervals hold the hand shares more often.
+    assert count["coverage"] > count["coverage_examples_only"]
+    enc = count["encoders"]["enca-11111111"]
+    band, errs = enc["bias_band"], enc["half_errors"]
+    assert band["vertical"] == pytest.approx(max(abs(e["vertical"]) for e in errs.values())) and band["vertical"] > 0.05
+    assert band["block"] >= 3 / enc["maps"]  # never below the rule of three
+    cell = count["cells"]["enca-11111111"]["0"]["rte"]
+    assert cell["ci95_parts"]["classifier"]["vertical"][1] - cell["shares"]["vertical"] == pytest.approx(
+        abs(errs["1"]["vertical"]))  # half 0 widened by half 1's error, never by its own
     assert best["estimator"] == "adjusted" and best["coverage"] >= 0.9
     assert best["worst_encoder_mean_abs_error"] < 0.8 * count["worst_encoder_mean_abs_error"]
     adjusted = by(v, "adjusted", "encoder")
@@ -92,6 +101,13 @@ def test_validation_needs_uniform_maps_and_independent_maps(rows):
     assert fits[("encb-22222222", "encoder")] == 800
     assert by(v, "adjusted", "encoder")["worst_encoder_mean_abs_error"] < by(v, "count", None)[
         "worst_encoder_mean_abs_error"]
+    assert by(v, "count", None)["coverage"] == by(v, "count", None)["coverage_examples_only"]  # nothing stored: no band
+    stored = validate_rows(rows)  # as train stores it: count's intervals widen by its bands, as in a census
+    banded = by(validate_independent(rows, fresh, stored=stored), "count", None)
+    cell = banded["cells"]["encb-22222222"]["0"]["rte"]
+    band = by(stored, "count", None)["encoders"]["encb-22222222"]["bias_band"]["vertical"]
+    assert cell["ci95_parts"]["classifier"]["vertical"][1] - cell["shares"]["vertical"] == pytest.approx(band)
+    assert banded["coverage"] > banded["coverage_examples_only"]
 
 
 def write_labelled(root, per_cell=10, first=0):
@@ -166,7 +182,7 @@ def test_train_validate_census_end_to_end(tmp_path, tiny_bert, tiny_classifier, 
     capsys.readouterr()
     assert main(["census", "--compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
     text = capsys.readouterr().out
-    assert "validated share errors of A and B" in text and "examples and the classifier's calibration" in text
+    assert "validated share errors of A and B" in text and "examples and the classifier's error" in text
 
 
 def test_old_classifier_keeps_counting_and_says_how_to_correct(tiny_bert, tiny_classifier, glue_dir, tmp_path,
