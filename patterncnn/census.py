@@ -33,7 +33,7 @@ import torch
 
 from . import __version__
 from .encoder import Encoder
-from .estimate import pattern_errors, plan_for
+from .estimate import bias_band, pattern_errors, plan_for
 from .fileio import sha256_file, write_bytes, write_json
 from .glue import GlueSplit
 from .labels import LABELS
@@ -284,8 +284,7 @@ def _apart(x: list[float], y: list[float]) -> bool:
 
 def _classifier_part(e: dict) -> bool:
     """Whether a census's intervals include the classifier: a calibration, or count's validated band."""
-    v = e.get("validated_share_error")
-    return bool(e.get("calibration")) or (isinstance(v, dict) and "bias_band" in v)
+    return bool(e.get("calibration")) or bias_band(e.get("validated_share_error")) is not None
 
 
 def compare(a: dict, b: dict) -> tuple[str, dict]:

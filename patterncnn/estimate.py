@@ -124,9 +124,10 @@ def _banded(point: np.ndarray, examples: dict, band: np.ndarray) -> dict:
             "ci95_parts": {"examples": examples, "classifier": classifier}}
 
 
-def bias_band(validated: dict | None) -> np.ndarray | None:
-    """(5,) the validated share error per pattern that widens ``count``'s interval, or None when unknown."""
-    b = (validated or {}).get("bias_band")
+def bias_band(validated: dict | str | None) -> np.ndarray | None:
+    """(5,) the validated share error per pattern that widens ``count``'s interval, or None when unknown
+    (``validated``: a :func:`validated_error` record, or what a census records when there is none)."""
+    b = validated.get("bias_band") if isinstance(validated, dict) else None
     return None if b is None else np.array([b[name] for name in LABELS], dtype=np.float64)
 
 
@@ -183,7 +184,7 @@ def describe(e: dict) -> str:
     """A census's ``estimator`` record (:meth:`Plan.describe`) in two lines for the terminal."""
     c = e["calibration"]
     v = e["validated_share_error"]
-    banded = isinstance(v, dict) and "bias_band" in v
+    banded = bias_band(v) is not None
     how = (f"estimator {e['name']} ({e['chosen_by']})" + (f", calibrated on {c['rows']} labelled maps ({c['scope']} "
            f"scope, temperature {c['temperature']:.2f})" if c else "") + "; 95% interval over examples"
            + (" and the classifier's calibration" if c else " and the classifier's validated share error per pattern"

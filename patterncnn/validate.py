@@ -23,7 +23,9 @@ half the maps, and its hand-labelled shares carry their own sampling error (repo
 
 Per encoder, tasks are pooled with equal weight; reported: the mean and worst absolute share error
 per pattern, the standard error of the hand-labelled shares, and how often the 95% interval holds
-the hand-labelled share over the (half, task, pattern) cells.
+the hand-labelled share over the (half, task, pattern) cells. ``count`` has no calibration: its
+intervals are widened by a band per pattern (:func:`error_band`, stored as ``bias_band`` for the
+census), and here each half only by the band of the other half (cross-fitted).
 """
 
 from __future__ import annotations
@@ -124,7 +126,7 @@ def encoder_summary(halves_: dict) -> dict:
         n = np.array([c["maps"] for c in cells.values()])[:, None]
         se.append(np.sqrt((h * (1 - h) / n).sum(0)) / len(h))  # binomial SE of the task-weighted hand share
     signed = half_errors(halves_)
-    band = error_band(signed.values(), sum(c["maps"] for cs in halves_.values() for c in cs.values()))
+    band = error_band(signed.values(), encoder_maps(halves_))
     err = np.abs(np.array(est) - np.array(hand)).mean(0)  # (5,) per pattern, averaged over halves
     est, hand = np.mean(est, 0), np.mean(hand, 0)
     w = int(err.argmax())
@@ -169,10 +171,16 @@ def summarize_scores(test: Rows, half: np.ndarray, vectors: dict, seed: int,
     return results
 
 
-def other_half_band(enc: str, h: str, cells: dict) -> np.ndarray:
-    """Cross-fitted band for count in half ``h``: the other halves' largest pooled |error| per pattern."""
+def other_half_band(enc: str, h: str, cells: dict) -> np.ndarray | None:
+    """Cross-fitted band for count in half ``h``: the other halves' largest pooled |error| per pattern, with the floor
+    the census uses (3 / all of the encoder's maps: a count, not a label); None when the encoder has no other half."""
     errs = [e for k, e in half_errors(cells).items() if k != h]
-    return error_band(errs, sum(c["maps"] for k, cs in cells.items() if k != h for c in cs.values()))
+    return error_band(errs, encoder_maps(cells)) if errs else None
+
+
+def encoder_maps(cells: dict) -> int:
+    """The maps of one encoder's cells {half: {task: cell}}."""
+    return sum(c["maps"] for cs in cells.values() for c in cs.values())
 
 
 def _validate(pool: Rows, test: Rows, mode: str, seed: int, stored: dict | None = None) -> dict:
@@ -182,7 +190,7 @@ def _validate(pool: Rows, test: Rows, mode: str, seed: int, stored: dict | None 
     half = halves(test.fold) if mode == "cross-validated" else np.zeros(len(test), dtype=int)
     vectors, calibrated = score(pool, test, half if mode == "cross-validated" else None, seed)
     if mode == "cross-validated":
-        bands = other_half_band if len(set(half.tolist())) > 1 else None
+        bands = other_half_band
     else:
         bands = (lambda enc, h, cells: bias_band(validated_error(stored, "count", None, enc))) if stored else None
     results = summarize_scores(test, half, vectors, seed, bands)

@@ -144,6 +144,13 @@ def test_compare_marks_only_what_each_interval_can_say():
                                      for k in LABELS}
     text, diff = compare(*banded)
     assert diff["rte"]["separated_total"]["vertical"] is False and "not checked" not in text
+    far = res(0.5, False)
+    far["estimator"]["validated_share_error"]["bias_band"] = {k: 0.14 for k in LABELS}
+    far["tasks"]["rte"]["ci95"] = {k: [0.36, 0.64] for k in LABELS}
+    text, diff = compare(banded[0], far)  # banded intervals apart: the difference survives the classifier's band
+    assert diff["rte"]["separated_total"]["vertical"] is True and "+30.0**!" in text
+    text, diff = compare(banded[0], res(0.5, False))  # one census without a band: ** cannot be checked
+    assert diff["rte"]["separated_total"]["vertical"] is None and "** not checked: the intervals of B" in text
 
 
 def test_analyze_cli(tiny_bert, tiny_classifier, tmp_path, capsys):

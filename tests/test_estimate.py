@@ -95,6 +95,11 @@ def test_count_interval_widens_by_the_validated_band():
         assert chi == pytest.approx(min(p + band[k], 1.0)) and clo == pytest.approx(max(p - band[k], 0.0))
     assert wide["ci95"]["diagonal"] == pytest.approx(plain["ci95"]["diagonal"])  # a zero band adds nothing
     assert wide["ci95"]["block"][0] == 0.0  # clipped at 0
+    p, (elo, ehi) = wide["shares"]["vertical"], plain["ci95"]["vertical"]
+    assert wide["ci95"]["vertical"] == pytest.approx([p - np.hypot(p - elo, 0.05), p + np.hypot(ehi - p, 0.05)])
+    top = shares_with_intervals(sums, band=np.full(5, 0.7))
+    assert all(0.0 <= lo <= hi <= 1.0 for lo, hi in top["ci95"].values())  # clipped at 1 as well
+    assert top["ci95"]["vertical"][1] == 1.0
 
 
 def test_calibration_bootstrap_resamples_whole_examples():

@@ -61,9 +61,10 @@ def test_cross_validated_validation_corrects_the_bias_of_counting(rows, monkeypa
     band, errs = enc["bias_band"], enc["half_errors"]
     assert band["vertical"] == pytest.approx(max(abs(e["vertical"]) for e in errs.values())) and band["vertical"] > 0.05
     assert band["block"] >= 3 / enc["maps"]  # never below the rule of three
-    cell = count["cells"]["enca-11111111"]["0"]["rte"]
-    assert cell["ci95_parts"]["classifier"]["vertical"][1] - cell["shares"]["vertical"] == pytest.approx(
-        abs(errs["1"]["vertical"]))  # half 0 widened by half 1's error, never by its own
+    for h, other in (("0", "1"), ("1", "0")):  # each half widened by the other half's error, never by its own
+        cell = count["cells"]["enca-11111111"][h]["rte"]
+        assert cell["ci95_parts"]["classifier"]["vertical"][1] - cell["shares"]["vertical"] == pytest.approx(
+            max(abs(errs[other]["vertical"]), 3 / enc["maps"]))
     assert best["estimator"] == "adjusted" and best["coverage"] >= 0.9
     assert best["worst_encoder_mean_abs_error"] < 0.8 * count["worst_encoder_mean_abs_error"]
     adjusted = by(v, "adjusted", "encoder")
@@ -73,6 +74,16 @@ def test_cross_validated_validation_corrects_the_bias_of_counting(rows, monkeypa
     assert enc["halves"] == 2 and enc["cells"] == 2 * 2 * 5 and 0.01 < enc["hand_se"] < 0.03
     text = markdown_table(v)
     assert "| adjusted | encoder | enca-11111111 | 800 (2) |" in text and "on 1600 uniformly drawn" in text
+
+
+def test_error_band_floor_and_an_encoder_in_one_half_only(rows):
+    assert validate_mod.error_band([np.zeros(5)], 120) == pytest.approx(np.full(5, 3 / 120))  # the rule of three
+    assert validate_mod.error_band([np.full(5, -0.1), np.full(5, 0.04)], 120) == pytest.approx(np.full(5, 0.1))
+    # An encoder whose uniform maps all fall in one half has no other half to widen its count intervals with.
+    lone = rows.subset(~((rows.encoder == "encb-22222222") & (rows.fold > 2)))
+    v = validate_rows(lone)
+    enc = by(v, "count", None)["encoders"]["encb-22222222"]
+    assert enc["halves"] == 1 and enc["coverage"] == enc["coverage_examples_only"]
 
 
 def test_pooling_folds_calibrated_on_each_other_would_hide_the_error(rows):
