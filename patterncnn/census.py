@@ -296,7 +296,7 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
     """
     est = [r.get("estimator", {}).get("name", "count") for r in (a, b)]
     err = [pattern_errors(r.get("estimator", {})) for r in (a, b)]
-    no_cal = [x for x, r in zip("AB", (a, b)) if not _classifier_part(r.get("estimator", {}))]
+    no_part = [x for x, r in zip("AB", (a, b)) if not _classifier_part(r.get("estimator", {}))]
     diff = {}
     lines = [f"B - A, percentage points (A: {a['encoder']['model']}, {est[0]}; B: {b['encoder']['model']}, {est[1]})",
              f"{'task':<8} " + " ".join(f"{n:>19}" for n in LABELS)]
@@ -307,14 +307,14 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
         d = {n: sb["shares"][n] - sa["shares"][n] for n in LABELS}
         ex = {n: _apart(*(s.get("ci95_parts", {}).get("examples", s["ci95"])[n] for s in (sa, sb))) for n in LABELS}
         # Count without a validated band has no classifier part: its total interval is the examples' alone.
-        tot = {n: None if no_cal else _apart(sa["ci95"][n], sb["ci95"][n]) for n in LABELS}
+        tot = {n: None if no_part else _apart(sa["ci95"][n], sb["ci95"][n]) for n in LABELS}
         val = {n: None if None in err else bool(abs(d[n]) > err[0][n] + err[1][n]) for n in LABELS}
         diff[task] = {"difference": d, "separated_examples": ex, "separated_total": tot, "exceeds_validated_error": val}
         marks = {n: ("*" if ex[n] else "") + ("*" if ex[n] and tot[n] else "") + ("!" if val[n] else "") for n in LABELS}
         lines.append(f"{task:<8} " + " ".join(f"{100 * d[n]:+6.1f}{marks[n]:<3}".rjust(19) for n in LABELS))
     lines += ["*  the 95% intervals over examples do not overlap (the classifier held fixed)",
               "** the total 95% intervals (examples and the classifier's error) do not overlap either"
-              if not no_cal else "   (** not checked: the intervals of " + " and ".join(no_cal) + " hold no classifier "
+              if not no_part else "   (** not checked: the intervals of " + " and ".join(no_part) + " hold no classifier "
               "part: count with a classifier that was not validated)",
               "!  the difference exceeds the validated share errors of A and B for that pattern, added" if None not in err
               else "   (the classifier's validated share error is unknown for " + " and ".join(

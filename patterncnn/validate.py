@@ -127,7 +127,7 @@ def encoder_summary(halves_: dict) -> dict:
         se.append(np.sqrt((h * (1 - h) / n).sum(0)) / len(h))  # binomial SE of the task-weighted hand share
     signed = half_errors(halves_)
     band = error_band(signed.values(), encoder_maps(halves_))
-    err = np.abs(np.array(est) - np.array(hand)).mean(0)  # (5,) per pattern, averaged over halves
+    err = np.abs(list(signed.values())).mean(0)  # (5,) per pattern, averaged over halves
     est, hand = np.mean(est, 0), np.mean(hand, 0)
     w = int(err.argmax())
     cells = [c for cs in halves_.values() for c in cs.values()]
