@@ -18,6 +18,9 @@ import time
 from typing import Any, Callable
 
 
+MAX_TITLE = 50  # Label Studio's limit on a project title
+
+
 class AnnotateError(RuntimeError):
     """A Label Studio step failed; the message names the cause and the fix, in one line."""
 
@@ -37,7 +40,8 @@ class Connection:
         try:
             return fn()
         except ApiError as e:
-            body = str(e.body)[:200] if e.body else ""
+            errors = e.body.get("validation_errors") if isinstance(e.body, dict) else None
+            body = f"validation errors {errors}" if errors else (str(e.body)[:200] if e.body else "")
             if e.status_code in (401, 403):
                 hint = (" (the server may need LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN=true)"
                         if "legacy" in body.lower() else "")
@@ -71,6 +75,9 @@ class Connection:
         Args:
             hidden_columns: task data fields that the new project's task list (Data Manager) does not show.
         """
+        if not (isinstance(project, int) or str(project).isdigit()) and len(str(project)) > MAX_TITLE:
+            raise AnnotateError(f"Label Studio project titles have at most {MAX_TITLE} characters; {project!r} has "
+                                f"{len(str(project))}: shorten --project")
         found = self.find_project(project)
         if found is not None:
             return found

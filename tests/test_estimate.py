@@ -151,7 +151,8 @@ def test_the_shipped_classifier_is_calibrated_and_validated_per_encoder():
 
     meta = OnnxClassifier().metadata
     best = meta["validation"]["best_per_encoder"]
-    assert set(best) == {"minilm-53aa5117", "mpnet-78c0197b"}  # the encoders with uniformly drawn labelled maps
+    # the encoders with uniformly drawn labelled maps: both pretrained, and one fine-tune of each
+    assert set(best) == {"minilm-53aa5117", "minilm-sst2-24e77125", "mpnet-78c0197b", "mpnet-stsb-b9324d55"}
     for encoder, choice in best.items():
         plan = plan_for(meta, None, None, encoder)
         assert (plan.estimator, plan.scope) == (choice["estimator"], choice["scope"])
@@ -160,6 +161,17 @@ def test_the_shipped_classifier_is_calibrated_and_validated_per_encoder():
     assert plan.calibration is not None and plan.calibration.replicates > 1
     fine_tune = plan_for(meta, None, None, "mpnet-sst2-d16d7a85")  # no validated maps of its own
     assert "not validated on mpnet-sst2-d16d7a85" in fine_tune.validated["encoder"]
+
+
+def test_an_unvalidated_fine_tune_takes_its_pretrained_base_choice_not_another_fine_tunes():
+    entry = lambda e, s: {"estimator": e, "scope": s, "mean_abs_error": 0.02, "coverage": 0.95}  # noqa: E731
+    rows = simulate(np.full(5, 0.2), 300, np.random.default_rng(3))
+    # the fine-tune's tag sorts before the base's ("cola" < "f1"), so picking by name alone would take it
+    validation = {"best_per_encoder": {"minilm-f1a2b3c4": entry("count", None),
+                                       "minilm-cola-0badcafe": entry("adjusted", "uniform")}, "results": []}
+    plan = plan_for({"calibration": calibration_record(rows), "validation": validation}, None, None,
+                    "minilm-sst2-12345678")
+    assert plan.estimator == "count"
 
 
 def test_plan_follows_the_validated_best():
