@@ -1,4 +1,4 @@
-"""Pulling into a copy of the shipped labelled set (1,075 maps, 3 annotators each) never loses a label."""
+"""Pulling into a copy of the shipped labelled set (1,505 maps, 3 annotators each) never loses a label."""
 
 import csv
 import json
@@ -15,7 +15,9 @@ from synthetic import pattern_store
 
 SHIPPED = Path(__file__).resolve().parents[1] / "annotations"
 LEGACY = SHIPPED / "legacy-single-annotator"
-N_MAPS, N_ANNOTATIONS = 1075, 3225
+N_MAPS, N_ANNOTATIONS = 1505, 4515
+ROUNDS = {"abc": 1075, "def": 250, "ghi": 180}  # three fresh annotators per round, maps per round
+N_PULLS = len(ROUNDS)  # the shipped set was pulled once per round, each export kept
 ANNOTATORS = ["ann1@example.com", "ann2@example.com", "ann3@example.com"]
 
 
@@ -61,18 +63,22 @@ def test_shipped_set_records_every_annotation_and_its_agreement():
     tables = read_tables(SHIPPED)
     assert len(tables.labels) == N_MAPS and len(tables.annotations) == N_ANNOTATIONS
     assert len(tables.predictions) == N_MAPS
-    annotators = {f"annotator-{x}@patterncnn.local" for x in "abc"}
-    assert {r["annotator"] for r in tables.annotations.values()} == annotators
+    assert {r["annotator"] for r in tables.annotations.values()} == {
+        f"annotator-{x}@patterncnn.local" for x in "".join(ROUNDS)}
     per_map = {}
     for r in tables.annotations.values():
         per_map.setdefault(r["map_id"], set()).add(r["annotator"])
-    assert set(per_map) == set(tables.labels) and all(v == annotators for v in per_map.values())
+    assert set(per_map) == set(tables.labels)
+    rounds = [next(k for k in ROUNDS if v == {f"annotator-{x}@patterncnn.local" for x in k}) for v in per_map.values()]
+    assert {k: rounds.count(k) for k in ROUNDS} == ROUNDS  # every map has exactly one round's three annotators
     assert {r["resolution"] for r in tables.labels.values()} == {"dawid-skene"}
     assert {r["pre_source"] for r in tables.labels.values()} == {"push"}
     report = agreement_report(list(tables.annotations.values()), list(tables.labels.values()))
-    assert round(report["fleiss"]["kappa"], 3) == 0.839 and report["fleiss"]["maps"] == N_MAPS
-    pre = report["pre_vs_resolved"]["push patterncnn-0.1.0-e98a51cd"]
-    assert pre["n"] == N_MAPS and round(pre["agree"], 3) == 0.702 and round(pre["kappa"], 3) == 0.585
+    assert round(report["fleiss"]["kappa"], 3) == 0.830 and report["fleiss"]["maps"] == N_MAPS
+    pre = report["pre_vs_resolved"]["push patterncnn-0.1.0-e98a51cd"]  # round 1's pre-annotation
+    assert pre["n"] == ROUNDS["abc"] and round(pre["agree"], 3) == 0.703 and round(pre["kappa"], 3) == 0.586
+    pre = report["pre_vs_resolved"]["push patterncnn-0.1.0-c19ac0b8"]  # rounds 2 and 3: maps it never saw
+    assert pre["n"] == ROUNDS["def"] + ROUNDS["ghi"] and round(pre["agree"], 3) == 0.777 and round(pre["kappa"], 3) == 0.652
 
 
 def test_legacy_single_annotator_set_keeps_its_agreement():
@@ -129,9 +135,9 @@ def test_pull_twice_into_the_shipped_set_loses_nothing(shipped_copy, tmp_path, c
     data = load_labelled(shipped_copy)  # what `patterncnn train --annotations` reads
     assert len(data.ids) == N_MAPS + 4 and data.y.shape == (N_MAPS + 4,)
     pulls = [json.loads(line) for line in (shipped_copy / "pulls.jsonl").read_text().splitlines()]
-    assert len(pulls) == 1 + 2  # the shipped pull + 2
-    assert [p["resolution"] for p in pulls] == ["dawid-skene"] * 3  # no --resolve: the set's own method
-    assert len(list((shipped_copy / "exports").glob("*.json.gz"))) == 1 + 2
+    assert len(pulls) == N_PULLS + 2  # the shipped pulls + 2
+    assert [p["resolution"] for p in pulls] == ["dawid-skene"] * (N_PULLS + 2)  # no --resolve: the set's own method
+    assert len(list((shipped_copy / "exports").glob("*.json.gz"))) == N_PULLS + 2
 
 
 def test_replace_shows_what_it_drops(shipped_copy, tmp_path, capsys):
@@ -145,7 +151,7 @@ def test_replace_shows_what_it_drops(shipped_copy, tmp_path, capsys):
     msg = capsys.readouterr().out
     assert f"{N_MAPS} dropped" in msg and "dropped (--replace): minilm-" in msg and "dry run: nothing written" in msg
     assert (shipped_copy / "labels.csv").read_bytes() == before
-    assert len(list((shipped_copy / "exports").iterdir())) == 1
+    assert len(list((shipped_copy / "exports").iterdir())) == N_PULLS
     assert main(pull) == 0
     assert "1 labelled map(s)" in capsys.readouterr().out
     assert list(rows(shipped_copy / "labels.csv")) == store.ids and MapStore(shipped_copy / "maps").ids == store.ids

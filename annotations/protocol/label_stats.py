@@ -27,9 +27,11 @@ for F in ["minilm","mpnet","all"]:
     print("  sampling",dict(Counter(str(meta[m].get("sampling")) for m in ids)))
     print("  tasks",dict(Counter(meta[m]["task"] for m in ids)))
     uni=[m for m in ids if meta[m].get("sampling")=="uniform"]
-    if uni:
-        c=Counter(labels[m]["label"] for m in uni); n=len(uni)
-        print("  uniform n=%d"%n, "; ".join(f"{k} {100*c[k]/n:.1f}% [{100*wilson(c[k],n)[0]:.1f}, {100*wilson(c[k],n)[1]:.1f}]" for k in L))
+    for tag in sorted({m.split("_")[0] for m in uni}):  # one encoder (pretrained or one fine-tune) at a time
+        sel=[m for m in uni if m.split("_")[0]==tag]
+        c=Counter(labels[m]["label"] for m in sel); n=len(sel)
+        print("  uniform %s n=%d tasks %s"%(tag,n,dict(Counter(meta[m]["task"] for m in sel))))
+        print("    "+"; ".join(f"{k} {100*c[k]/n:.1f}% [{100*wilson(c[k],n)[0]:.1f}, {100*wilson(c[k],n)[1]:.1f}]" for k in L))
     print("  layers", sorted(Counter(meta[m]["layer"] for m in ids).items()))
     blk=[m for m in ids if "block" in ann[m].values()]
     print("  any-block-vote", len(blk), dict(Counter(meta[m]["task"] for m in blk)), dict(Counter(meta[m]["layer"] for m in blk)))

@@ -3,15 +3,16 @@ with neutral captions (running number and T only). The index (number -> map id, 
 task) goes to a private folder the annotators never see; labels-template.csv is what they fill in.
 
 usage: make_packs.py PACKS PRIVATE PART STORE [STORE ...]
+The annotators are a, b, c unless $WHO names others (round 3: WHO=g,h,i).
 """
-import csv, json, shutil, sys
+import csv, json, os, shutil, sys
 from pathlib import Path
 from patterncnn.maps import MultiStore, open_maps
 from patterncnn.render import write_sheets
 
 packs, private, part, stores = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4:]
 maps = MultiStore([open_maps(s) for s in stores])
-for who in ("a", "b", "c"):
+for who in os.environ.get("WHO", "a,b,c").split(","):
     out = packs / f"annotator-{who}" / f"part-{part}"
     n = write_sheets(maps, out, per_sheet=12, shuffle=101 + int(part))
     idx = json.loads((out / "index.json").read_text())

@@ -1,6 +1,8 @@
 """Record blind annotators' labels in Label Studio, each as its own user with its own annotation.
 
 usage: record_labels.py URL LEAD_TOKEN PROJECT_ID PACKS PRIVATE PART WHO [WHO ...]
+WHO is a pack folder's letter (annotator-WHO), or FOLDER=WHO when the annotator's identity differs from its
+pack folder's letter (round 2: a=d b=e c=f, three new sessions labelling packs made in folders a, b, c).
 Tokens of the annotator accounts are kept in PRIVATE/tokens.json (made by sign-up through the invite link).
 """
 import csv, json, secrets, sys
@@ -31,7 +33,9 @@ task_of = {}
 for t in boss.tasks.list(project=pid, fields="all"):
     task_of[t.data["map_id"]] = t.id
 print(len(task_of), "tasks in project", pid)
-for who in whos:
+for spec in whos:
+    folder, _, who = spec.partition("=")
+    who = who or folder
     email = f"annotator-{who}@patterncnn.local"
     if who not in tokens:
         invite = httpx.get(f"{url}/api/invite", headers={"Authorization": f"Token {lead}"}).json()
@@ -40,8 +44,8 @@ for who in whos:
         tokens_file.write_text(json.dumps(tokens))
     me = LabelStudio(base_url=url, api_key=tokens[who])
     uid = me.users.whoami().id
-    index = {r["n"]: r["id"] for r in json.loads((private / f"annotator-{who}" / f"part-{part}" / "index.json").read_text())}
-    rows = list(csv.DictReader(open(packs / f"annotator-{who}" / f"part-{part}" / "labels.csv")))
+    index = {r["n"]: r["id"] for r in json.loads((private / f"annotator-{folder}" / f"part-{part}" / "index.json").read_text())}
+    rows = list(csv.DictReader(open(packs / f"annotator-{folder}" / f"part-{part}" / "labels.csv")))
     posted = skipped = 0
     existing = set()
     for t in boss.tasks.list(project=pid, fields="all"):
