@@ -18,7 +18,10 @@ Resolution methods:
 * ``dawid-skene``: Dawid & Skene (1979). EM over all maps at once estimates each rater's confusion
   matrix and the class priors, then takes the label of highest posterior probability. A careful
   rater outvotes two careless ones. It needs many maps per rater (hundreds): on a few, the class
-  priors dominate, and majority is the safer choice.
+  priors dominate, and majority is the safer choice. It can also override a majority, even a
+  unanimous one, when a group of raters shares no map with the others (below).
+* ``majority-dawid-skene``: the majority wherever one label has the most votes; Dawid–Skene's label
+  only for a tie (with three raters, a three-way split).
 * ``single``: a map that one rater labelled takes their label, whatever the method.
 """
 
@@ -35,7 +38,12 @@ import numpy as np
 
 from .labels import LABELS
 
-METHODS = ("majority", "dawid-skene")
+METHODS = ("majority", "dawid-skene", "majority-dawid-skene")
+# majority-dawid-skene: a map's label is its raters' majority where one label has the most votes, and
+# Dawid-Skene's only where there is none (a tie; a three-way split for three raters). Dawid-Skene alone
+# can override a majority, even a unanimous one, when a group of raters shares no map with the others:
+# their confusion matrices are then fitted on their own maps only, and a label they use much more often
+# than the rest of the set (block, on a pool pre-selected for block) gets read as another class.
 
 
 @dataclasses.dataclass
@@ -148,7 +156,7 @@ def dawid_skene(labels: np.ndarray, n_classes: int, max_iter: int = 500, tol: fl
 
 
 def resolve_votes(votes: dict[str, dict[str, Vote]], method: str = "majority") -> dict[str, Resolution]:
-    """One label per map from its raters' votes, by ``majority`` or ``dawid-skene``.
+    """One label per map from its raters' votes, by ``majority``, ``dawid-skene`` or ``majority-dawid-skene``.
 
     A map with one rater takes that rater's label (method ``single``). Dawid–Skene is fitted on the
     maps with two or more raters (with one rater per map it cannot tell a rater's errors apart).
@@ -160,6 +168,13 @@ def resolve_votes(votes: dict[str, dict[str, Vote]], method: str = "majority") -
     votes = {m: v for m, v in votes.items() if len(v) > 1}
     if method == "majority":
         return {**out, **{m: majority(v) for m, v in votes.items()}}
+    if method == "majority-dawid-skene":
+        ds = resolve_votes(votes, "dawid-skene")
+        for m, v in votes.items():
+            counts = Counter(x.label for x in v.values()).most_common()
+            plural = len(counts) == 1 or counts[0][1] > counts[1][1]
+            out[m] = majority(v) if plural else ds[m]
+        return out
     if not votes:
         return out
     maps = sorted(votes)

@@ -1,5 +1,7 @@
 """Agreement between annotators and label resolution (patterncnn.agreement) on known cases."""
 
+from collections import Counter
+
 import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score
@@ -102,3 +104,26 @@ def test_agreement_report_pairs_fleiss_and_confusion():
     assert conf.sum() == 2 * 3 * 60 and (conf == conf.T).all()
     assert report["vs_resolved"]["a"]["agree"] == 1.0
     assert report["pre_vs_resolved"]["push rule-v1"]["kappa"] == pytest.approx(cohen_kappa_score(noisy["c"], truth))
+
+
+def test_majority_dawid_skene_keeps_every_majority_and_asks_dawid_skene_only_on_splits():
+    truth, labels = synthetic_annotators(n=200, accuracies=(0.9, 0.85, 0.8))
+    rows = [row(f"a{i}", f"r{j}", LABELS[labels[i, j]], f"t{j}", i * 10 + j) for i in range(200) for j in range(3)]
+    # A second group of raters that shares no map with the first, on a pool where block is common.
+    group = [("block", "block", "block")] * 10 + [("block", "block", "vertical")] * 10 + \
+            [("block", "diagonal", "vertical")] * 10
+    rows += [row(f"b{i}", who, label, f"u{j}", 9000 + i * 10 + j)
+             for i, votes in enumerate(group) for j, (who, label) in enumerate(zip("jkl", votes))]
+    votes = rater_votes(rows)
+    hybrid = resolve_votes(votes, "majority-dawid-skene")
+    ds = resolve_votes(votes, "dawid-skene")
+    splits = 0
+    for m, v in votes.items():
+        counts = sorted(Counter(x.label for x in v.values()).values(), reverse=True)
+        if len(counts) > 1 and counts[0] == counts[1]:
+            splits += 1
+            assert hybrid[m].method == "dawid-skene" and hybrid[m].label == ds[m].label
+        else:
+            top = Counter(x.label for x in v.values()).most_common(1)[0][0]
+            assert hybrid[m].method == "majority" and hybrid[m].label == top
+    assert splits >= 10 and all(hybrid[f"b{i}"].label == "block" for i in range(20))

@@ -3,6 +3,7 @@
 import csv
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -78,7 +79,8 @@ def test_shipped_set_records_every_annotation_and_its_agreement():
     pre = report["pre_vs_resolved"]["push patterncnn-0.1.0-e98a51cd"]  # round 1's pre-annotation
     assert pre["n"] == ROUNDS["abc"] and round(pre["agree"], 3) == 0.703 and round(pre["kappa"], 3) == 0.586
     pre = report["pre_vs_resolved"]["push patterncnn-0.1.0-c19ac0b8"]  # rounds 2 and 3: maps it never saw
-    assert pre["n"] == ROUNDS["def"] + ROUNDS["ghi"] and round(pre["agree"], 3) == 0.777 and round(pre["kappa"], 3) == 0.652
+    assert pre["n"] == ROUNDS["def"] + ROUNDS["ghi"]
+    assert round(pre["agree"], 3) == 0.777 and round(pre["kappa"], 3) == 0.652
 
 
 def test_legacy_single_annotator_set_keeps_its_agreement():
@@ -189,3 +191,18 @@ def test_an_explicit_resolve_overrides_the_sets_method(shipped_copy, tmp_path, c
     assert main(["annotate", "pull", "--from-file", str(tmp_path / "e.json"), "--out", str(shipped_copy)]) == 2
     err = capsys.readouterr().err
     assert "pulls.jsonl: the last line is not a JSON object" in err and "--resolve" in err
+
+
+def test_round4_block_candidates_are_a_labelled_set_of_their_own_held_out_of_training():
+    held = SHIPPED / "round4-block-candidates"
+    tables = read_tables(held)
+    assert len(tables.labels) == 108 and len(tables.annotations) == 3 * 108
+    per_map = {}
+    for r in tables.annotations.values():
+        per_map.setdefault(r["map_id"], set()).add(r["annotator"])
+    assert all(v == {f"annotator-{x}@patterncnn.local" for x in "jkl"} for v in per_map.values())
+    # the majority wherever there is one; Dawid-Skene only on the two three-way splits
+    assert Counter(r["resolution"] for r in tables.labels.values()) == {"majority": 106, "dawid-skene": 2}
+    assert Counter(r["label"] for r in tables.labels.values())["block"] == 23
+    assert not set(MapStore(held / "maps").ids) & set(MapStore(SHIPPED / "maps").ids)
+    assert len(load_labelled(SHIPPED).ids) == N_MAPS  # `train --annotations annotations` does not read it

@@ -1,4 +1,7 @@
-"""Pick the top-N pair-input maps of candidate pools by the within-segment excess feature (pre-selection only)."""
+"""Pick the top-N pair-input maps of candidate pools by the within-segment excess feature (pre-selection only).
+
+usage: block_candidates.py POOL OUT N [LABELLED]   (LABELLED: a labelled set whose maps are skipped; round 4)
+"""
 import sys
 import numpy as np
 from patterncnn.features import FEATURE_NAMES, map_features
@@ -6,11 +9,12 @@ from patterncnn.maps import MapStore, open_maps
 from patterncnn.segments import is_pair
 
 src, out, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+skip = set(open_maps(sys.argv[4] + "/maps").ids) if len(sys.argv) > 4 else set()
 maps = open_maps(src)
 k = FEATURE_NAMES.index("within_excess")
 scored = []
 for meta, arr in maps:
-    if not is_pair(arr.shape[0], meta.get("seps")):
+    if meta["id"] in skip or not is_pair(arr.shape[0], meta.get("seps")):
         continue
     scored.append((float(map_features(arr, meta.get("seps"))[k]), meta["id"]))
 scored.sort(reverse=True)

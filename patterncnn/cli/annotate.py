@@ -93,8 +93,9 @@ def _register_pull(asub) -> None:
     q.add_argument("--from-file", help="a JSON export (plain or .json.gz) instead of a server")
     q.add_argument("--out", default="annotations", help="the labelled set to merge into (default: %(default)s)")
     q.add_argument("--resolve", choices=METHODS,
-                   help="how annotators' labels become one label per map (default: the method of the set's "
-                        "latest pull, majority for a new set)")
+                   help="how annotators' labels become one label per map: the most votes; Dawid-Skene; or the "
+                        "most votes, with Dawid-Skene only for maps where no label has the most (default: the "
+                        "method of the set's latest pull, majority for a new set)")
     q.add_argument("--replace", action="store_true",
                    help="make the set exactly this export's labels; prints what is dropped (try with --dry-run)")
     q.add_argument("--dry-run", action="store_true", help="report what the pull would change; write nothing")
