@@ -169,12 +169,10 @@ def resolve_votes(votes: dict[str, dict[str, Vote]], method: str = "majority") -
     if method == "majority":
         return {**out, **{m: majority(v) for m, v in votes.items()}}
     if method == "majority-dawid-skene":
-        ds = resolve_votes(votes, "dawid-skene")
-        for m, v in votes.items():
-            counts = Counter(x.label for x in v.values()).most_common()
-            plural = len(counts) == 1 or counts[0][1] > counts[1][1]
-            out[m] = majority(v) if plural else ds[m]
-        return out
+        top2 = {m: Counter(x.label for x in v.values()).most_common(2) for m, v in votes.items()}
+        tied = [m for m, c in top2.items() if len(c) > 1 and c[0][1] == c[1][1]]
+        ds = resolve_votes(votes, "dawid-skene") if tied else {}  # fitted on every map, used on the ties only
+        return {**out, **{m: majority(v) for m, v in votes.items()}, **{m: ds[m] for m in tied}}
     if not votes:
         return out
     maps = sorted(votes)

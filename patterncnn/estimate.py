@@ -246,12 +246,12 @@ def plan_for(metadata: dict, estimator: str | None, scope: str | None, encoder: 
 def _validated_default(validation: dict | None, encoder: str) -> tuple[str | None, dict | None]:
     """(validated encoder, its best_per_encoder entry) for ``encoder``: itself, else one of its family, the
     pretrained base (tag ``family-hash``) before its validated fine-tunes (``family-task-hash``)."""
-    from .evaluate import encoder_family
+    from .evaluate import encoder_family, is_fine_tune
 
     per = (validation or {}).get("best_per_encoder") or {}
     if encoder in per:
         return encoder, per[encoder]
-    kin = sorted((k for k in per if encoder_family(k) == encoder_family(encoder)), key=lambda k: (k.count("-"), k))
+    kin = sorted((k for k in per if encoder_family(k) == encoder_family(encoder)), key=lambda k: (is_fine_tune(k), k))
     return (kin[0], per[kin[0]]) if kin else (None, None)
 
 

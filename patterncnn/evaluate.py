@@ -69,6 +69,11 @@ def encoder_family(map_id: str) -> str:
     return base if base and last.lower() in TASKS else name
 
 
+def is_fine_tune(map_id: str) -> bool:
+    """Whether a map (or encoder tag) is of a fine-tune, not its family's base encoder (:func:`encoder_family`)."""
+    return _DIGEST.sub("", map_id.split("_", 1)[0]) != encoder_family(map_id)
+
+
 def families(ids) -> np.ndarray:
     """(N,) the family of each map id."""
     return np.array([encoder_family(i) for i in ids], dtype=str)

@@ -62,6 +62,8 @@ def test_encoder_family_groups_fine_tunes_with_their_base():
     assert ev.encoder_family("all-MiniLM-L6-v2-deadbeef") == "all-MiniLM-L6-v2"
     assert ev.encoder_family("syn_001_block") == "syn"  # no tag digest: its own family
     assert ev.encoder_family("bert-base-uncased-1a2b3c4d") == "bert-base-uncased"  # "uncased" is not a task
+    assert not ev.is_fine_tune("bert-base-uncased-1a2b3c4d") and not ev.is_fine_tune("minilm-f1a2b3c4")
+    assert ev.is_fine_tune("minilm-sst2-0633eb25_sst2_dev_00012_L03_H07") and ev.is_fine_tune("minilm-cola-0badcafe")
 
 
 def test_votes_latest_per_annotator_skips_ignored(tmp_path):

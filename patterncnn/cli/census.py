@@ -17,7 +17,8 @@ def register(sub) -> None:
                                    "(example, layer, head) map and report each pattern's share (corrected for the "
                                    "classifier's errors with --estimator probs/adjusted) with a 95% interval over "
                                    "examples and the classifier (its calibration, or the validated share error that "
-                                   "widens count), the per-head distribution, tables and plots. Interrupted runs resume when re-run with the same arguments. `--compare A B` compares two "
+                                   "widens count), the per-head distribution, tables and plots. Interrupted runs "
+                                   "resume when re-run with the same arguments. `--compare A B` compares two "
                                    "finished censuses.")
     p.add_argument("--task", action="append", default=[], help="GLUE task (repeatable), or 'all'")
     p.add_argument("--model", action="append", help="encoder (repeatable; two models are compared). Default: minilm")
