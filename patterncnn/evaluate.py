@@ -16,7 +16,9 @@ Reports, all on the folds of :func:`patterncnn.train.folds` (grouped by input ex
   cross-entropy targets instead of the resolved label, scored against the resolved label beside the hard one.
 - **leave one encoder out**: train on one family's maps, test on another's, each direction. Training
   maps whose input example also appears among the test maps are dropped (the example is one group, as
-  in the CV); early stopping watches a split of the training family, never the test family.
+  in the CV); early stopping watches a split of the training family, never the test family. The CNN is
+  fitted with several seeds per direction and reported as mean ± sd over them: one fit moves by several
+  points of macro-F1 with its seed.
 
 A macro-F1 on a subset averages the F1 of the classes that subset's labels hold (a family without
 ``block`` maps is not charged a zero for it); the classes averaged are recorded beside it.
@@ -51,6 +53,11 @@ class EvalConfig:
     soft_labels: bool = True  # a second CV with vote shares as targets (about one CV more)
     leave_one_encoder_out: bool = True  # one fit per ordered pair of encoder families
     loeo_max_epochs: int = 40  # epoch cap of the leave-one-encoder-out fits (early stopping as in CV)
+    loeo_seeds: int = 5  # CNN fits per direction (seeds): one fit's score moves by several points with the seed
+
+    def __post_init__(self):
+        if self.loeo_seeds < 1:
+            raise ValueError(f"--loeo-seeds must be at least 1 (got {self.loeo_seeds})")
 
 
 def encoder_family(map_id: str) -> str:
@@ -227,9 +234,22 @@ def _split_train(data, pool: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndar
     return pool[itr], pool[iva]
 
 
+def spread(values) -> dict:
+    """Mean, standard deviation (ddof 1; 0 for one value), min and max of a few scores."""
+    v = np.asarray(values, dtype=float)
+    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if len(v) > 1 else 0.0,
+            "min": float(v.min()), "max": float(v.max()), "n": int(len(v))}
+
+
 def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.ndarray, cfg, tcfg,
-                          max_epochs: int) -> list[dict]:
-    """Train on one family, test on another, each ordered pair; CNN and the trained feature baselines."""
+                          max_epochs: int, seeds: int = 1) -> list[dict]:
+    """Train on one family, test on another, each ordered pair; CNN and the trained feature baselines.
+
+    The CNN is fitted ``seeds`` times (seeds ``tcfg.seed``, ``tcfg.seed + 1``, ...: its initialisation, its
+    early-stopping split and its batches): one fit's macro-F1 moves by several points with the seed, so a
+    pair reports the spread over the fits (``cnn_over_seeds``) and each fit (``seeds``); ``methods`` holds the
+    first seed's fit beside the baselines (fitted once: they use the whole training family, no split).
+    """
     from .train import fit, predict_proba
 
     names = sorted(set(fams.tolist()))
@@ -240,21 +260,32 @@ def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.
             test = fams == b
             shared = (fams == a) & np.isin(data.groups, data.groups[test])
             pool = np.flatnonzero((fams == a) & ~shared)
-            tr, va = _split_train(data, pool, tcfg.seed)
-            model, best_epoch, _ = fit(data, tr, va, cfg, dataclasses.replace(tcfg, max_epochs=max_epochs),
-                                       seed=tcfg.seed)
             te = np.flatnonzero(test)
-            preds = {CNN: np.full(len(data.y), -1)}
-            preds[CNN][te] = predict_proba(model, data, te, cfg).argmax(1)
+            runs = []
+            for seed in range(tcfg.seed, tcfg.seed + max(1, seeds)):
+                tr, va = _split_train(data, pool, seed)
+                model, best_epoch, _ = fit(data, tr, va, cfg, dataclasses.replace(tcfg, max_epochs=max_epochs),
+                                           seed=seed)
+                pred = np.full(len(data.y), -1)
+                pred[te] = predict_proba(model, data, te, cfg).argmax(1)
+                runs.append((seed, best_epoch, pred))
+            preds = {CNN: runs[0][2]}
             for name, make in _makers(tcfg.seed).items():
                 preds[name] = np.full(len(data.y), -1)
                 preds[name][te] = make().fit(feats[pool], data.y[pool]).predict(feats[te])
+            per_seed = [{"seed": seed, "best_epoch": epoch, "all": subset_scores(data.y, pred, test),
+                         "agreed": subset_scores(data.y, pred, test & agreed)} for seed, epoch, pred in runs]
             out.append({"train": a, "test": b, "train_maps": int(len(pool)),
                         "dropped_shared_examples": int(shared.sum()),
-                        "best_epoch": best_epoch, "max_epochs": max_epochs, "seconds": round(time.time() - t0, 1),
+                        "best_epoch": runs[0][1], "max_epochs": max_epochs, "seconds": round(time.time() - t0, 1),
                         "methods": {k: {"all": subset_scores(data.y, p, test), "agreed": subset_scores(
-                            data.y, p, test & agreed)} for k, p in preds.items()}})
-            log.info("leave one encoder out: %s -> %s macro-F1 %.3f", a, b, out[-1]["methods"][CNN]["all"]["macro_f1"])
+                            data.y, p, test & agreed)} for k, p in preds.items()},
+                        "seeds": per_seed,
+                        "cnn_over_seeds": {"macro_f1": spread([r["all"]["macro_f1"] for r in per_seed]),
+                                           "accuracy": spread([r["all"]["accuracy"] for r in per_seed])}})
+            o = out[-1]["cnn_over_seeds"]["macro_f1"]
+            log.info("leave one encoder out: %s -> %s macro-F1 %.3f +- %.3f over %d seeds", a, b, o["mean"], o["sd"],
+                     o["n"])
     return out
 
 
@@ -282,7 +313,7 @@ def evaluate(data, annotations, oof, cfg, tcfg, ecfg: EvalConfig, progress=None)
         loeo = {"run": False, "reason": f"one encoder family only ({fams[0]})", "pairs": []}
     else:
         loeo = {"run": True, "pairs": leave_one_encoder_out(data, fams, votes.agreed, feats, cfg, tcfg,
-                                                            ecfg.loeo_max_epochs)}
+                                                            ecfg.loeo_max_epochs, ecfg.loeo_seeds)}
     return {"baselines": baselines(data, tcfg, base_preds), "config": dataclasses.asdict(ecfg),
             "families": {f: int((fams == f).sum()) for f in sorted(set(fams.tolist()))},
             "votes": {"maps_with_votes": int((votes.n > 0).sum()), "maps_with_several_votes": int((votes.n >= 2).sum()),

@@ -85,17 +85,29 @@ def _loeo(e: dict) -> str:
     lo = e["leave_one_encoder_out"]
     if not lo["run"]:
         return f"**Not measured**: {lo['reason']}."
-    lines = ["| train on | test on | method | macro-F1 / accuracy (maps), all | agreed | per-class F1 (all), "
-             + ", ".join(LABELS) + " |", "| --- | --- | --- | --- | --- | --- |"]
+    first = lo["pairs"][0]["seeds"][0]["seed"]
+    lines = ["| train on | test on | CNN macro-F1, mean ± sd over seeds (min–max) | CNN accuracy, mean ± sd | "
+             "per seed: macro-F1 / accuracy |", "| --- | --- | --- | --- | --- |"]
+    for p in lo["pairs"]:
+        f1, acc = p["cnn_over_seeds"]["macro_f1"], p["cnn_over_seeds"]["accuracy"]
+        each = "; ".join(f"{r['seed']}: {_f(r['all']['macro_f1'])} / {_f(r['all']['accuracy'])}" for r in p["seeds"])
+        lines.append(f"| {p['train']} | {p['test']} | **{_f(f1['mean'])} ± {_f(f1['sd'])}** ({_f(f1['min'])}–"
+                     f"{_f(f1['max'])}, {f1['n']} seeds) | {_f(acc['mean'])} ± {_f(acc['sd'])} | {each} |")
+    lines += ["", f"The CNN's fit with seed {first} beside the feature baselines (fitted once: they use every training "
+                  f"map, no early-stopping split):", "",
+              "| train on | test on | method | macro-F1 / accuracy (maps), all | agreed | per-class F1 (all), "
+              + ", ".join(LABELS) + " |", "| --- | --- | --- | --- | --- | --- |"]
     for p in lo["pairs"]:
         for name, s in p["methods"].items():
+            name = f"{name} (seed {first})" if name == "CNN" else name
             f1 = " / ".join("—" if x is None else _f(x) for x in s["all"]["per_class_f1"].values())
             lines.append(f"| {p['train']} ({p['train_maps']} maps) | {p['test']} | {name} | {_score(s['all'])} | "
                          f"{_score(s['agreed'])} | {f1} |")
     dropped = ", ".join(f"{p['train']}→{p['test']}: {p['dropped_shared_examples']}" for p in lo["pairs"])
-    epochs = ", ".join(f"{p['train']}→{p['test']}: {p['best_epoch']}" for p in lo["pairs"])
+    epochs = ", ".join(f"{p['train']}→{p['test']}: " + ", ".join(str(r["best_epoch"]) for r in p["seeds"])
+                       for p in lo["pairs"])
     return "\n".join(lines + ["", f"Training maps dropped because their input example is among the test maps: "
-                                  f"{dropped}. Early-stopped epoch (cap {lo['pairs'][0]['max_epochs']}): {epochs}."])
+                                  f"{dropped}. Early-stopped epoch per seed (cap {lo['pairs'][0]['max_epochs']}): {epochs}."])
 
 
 def _soft(e: dict) -> str:

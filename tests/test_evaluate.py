@@ -129,9 +129,17 @@ def test_leave_one_encoder_out_keeps_test_examples_out_of_training(two_encoders,
     fams = ev.families(data.ids)
     votes = ev.load_votes(two_encoders, data.ids, data.y)
     tcfg = train.TrainConfig(folds=3, max_epochs=30, batch_size=8)
-    pairs = ev.leave_one_encoder_out(data, fams, votes.agreed, ev.feature_matrix(data), CNNConfig(**TINY), tcfg, 2)
+    pairs = ev.leave_one_encoder_out(data, fams, votes.agreed, ev.feature_matrix(data), CNNConfig(**TINY), tcfg, 2,
+                                     seeds=2)
     assert [(p["train"], p["test"]) for p in pairs] == [("minilm", "mpnet"), ("mpnet", "minilm")]
-    for (tr, va, epochs), p in zip(seen, pairs):
+    assert len(seen) == 4  # two seeds per direction
+    for p in pairs:  # each seed's fit is reported, and the spread over them
+        assert [r["seed"] for r in p["seeds"]] == [0, 1]
+        f1 = [r["all"]["macro_f1"] for r in p["seeds"]]
+        assert p["cnn_over_seeds"]["macro_f1"] == pytest.approx(
+            {"mean": np.mean(f1), "sd": np.std(f1, ddof=1), "min": min(f1), "max": max(f1), "n": 2})
+        assert p["methods"][ev.CNN] == {"all": p["seeds"][0]["all"], "agreed": p["seeds"][0]["agreed"]}
+    for (tr, va, epochs), p in zip(seen[::2], pairs):
         test_groups = set(data.groups[fams == p["test"]])
         assert epochs == 2 and set(fams[np.concatenate([tr, va])]) == {p["train"]}
         assert not test_groups & set(data.groups[np.concatenate([tr, va])])
@@ -203,11 +211,14 @@ def test_train_reports_per_encoder_in_metrics_and_card(two_encoders, tmp_path, c
     from patterncnn.cli import main
 
     out = tmp_path / "m"
-    rc = main(["train", "--annotations", str(two_encoders), "--out", str(out), "--folds", "3", "--max-epochs", "2",
-               "--loeo-max-epochs", "2"])
+    args = ["train", "--annotations", str(two_encoders), "--out", str(out), "--folds", "3", "--max-epochs", "2",
+            "--loeo-max-epochs", "2"]
+    assert main(args + ["--loeo-seeds", "0"]) == 2
+    assert "--loeo-seeds must be at least 1" in capsys.readouterr().err
+    rc = main(args + ["--loeo-seeds", "2"])
     assert rc == 0
     printed = capsys.readouterr().out
-    assert "leave one encoder out, train minilm -> test mpnet: macro-F1" in printed
+    assert "leave one encoder out, train minilm -> test mpnet: macro-F1" in printed and "over 2 seeds" in printed
     assert "soft vs hard labels: macro-F1" in printed and "  mpnet: CNN macro-F1" in printed
     m = json.loads((out / "metrics.json").read_text())
     e = m["evaluation"]
@@ -221,4 +232,5 @@ def test_train_reports_per_encoder_in_metrics_and_card(two_encoders, tmp_path, c
         e["per_encoder"]["all"]["methods"]["features+logreg"]["all"]["macro_f1"])
     card = (out / "README.md").read_text()
     assert "## Leave one encoder out" in card and "| minilm (" in card and "## Soft labels against hard labels" in card
+    assert "| CNN (seed 0) |" in card and "2 seeds) |" in card
     assert "$" not in card.replace("$$", "") and "**Not measured**" not in card

@@ -35,6 +35,9 @@ def register(sub) -> None:
                    help="skip training on one encoder family and testing on another (one fit per direction)")
     p.add_argument("--loeo-max-epochs", type=int, default=40,
                    help="epoch cap of the leave-one-encoder-out fits, early-stopped as in CV (default: %(default)s)")
+    p.add_argument("--loeo-seeds", type=int, default=5,
+                   help="CNN fits (seeds) per leave-one-encoder-out direction, reported as mean +- sd: one fit "
+                        "moves by several points with its seed (default: %(default)s)")
     p.set_defaults(func=run)
 
 
@@ -49,7 +52,7 @@ def run(args) -> int:
     tcfg = TrainConfig(folds=args.folds, seed=args.seed, max_epochs=args.max_epochs,
                        class_weight_power=args.class_weight_power)
     ecfg = EvalConfig(soft_labels=not args.no_soft_labels, leave_one_encoder_out=not args.no_leave_one_encoder_out,
-                      loeo_max_epochs=args.loeo_max_epochs)
+                      loeo_max_epochs=args.loeo_max_epochs, loeo_seeds=args.loeo_seeds)
     m = train_and_export(args.annotations, args.out, cfg, tcfg, compare=args.compare, progress=progress(), ecfg=ecfg)
     cv = m["cv"]
     print(f"{m['data']['maps']} maps, {tcfg.folds}-fold grouped CV: macro-F1 {cv['macro_f1']:.3f} (folds "
@@ -82,9 +85,10 @@ def evaluation_summary(e: dict) -> str:
                  if s["run"] else f"soft labels not trained: {s['reason']}")
     lo = e["leave_one_encoder_out"]
     for p in lo["pairs"]:
-        c = p["methods"][CNN]["all"]
-        lines.append(f"leave one encoder out, train {p['train']} -> test {p['test']}: macro-F1 {c['macro_f1']:.3f}, "
-                     f"accuracy {c['accuracy']:.3f} ({c['maps']} maps)")
+        f1, acc = p["cnn_over_seeds"]["macro_f1"], p["cnn_over_seeds"]["accuracy"]
+        lines.append(f"leave one encoder out, train {p['train']} -> test {p['test']}: macro-F1 {f1['mean']:.3f} "
+                     f"+- {f1['sd']:.3f} ({f1['min']:.3f}-{f1['max']:.3f} over {f1['n']} seeds), accuracy "
+                     f"{acc['mean']:.3f} ({p['methods'][CNN]['all']['maps']} maps)")
     if not lo["run"]:
         lines.append(f"leave one encoder out not run: {lo['reason']}")
     return "\n".join(lines)
