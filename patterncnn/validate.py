@@ -3,8 +3,10 @@
 Usage::
 
     v = validate_rows(rows)                          # cross-validated, from train's out-of-fold rows
-    v = validate_independent(rows, score_labelled(classifier, "annotations-new"))   # maps it never saw
-    print(markdown_table(v))
+    data, probs = predict_labelled(classifier, "annotations-new")
+    v = validate_independent(rows, labelled_rows(data, probs))   # maps it never saw
+    lab = label_scores(data, probs, "annotations-new")           # and how well it labels them
+    print(markdown_report({**v, "labels": lab}))
 
 Only maps whose metadata says ``"sampling": "uniform"`` (``patterncnn sample --design uniform``) are
 scored: their hand-labelled shares estimate the census's shares. Each estimator estimates the shares
@@ -26,6 +28,11 @@ per pattern, the standard error of the hand-labelled shares, and how often the 9
 the hand-labelled share over the (half, task, pattern) cells. ``count`` has no calibration: its
 intervals are widened by a band per pattern (:func:`error_band`, stored as ``bias_band`` for the
 census), and here each half only by the band of the other half (cross-fitted).
+
+On an independent labelled set (``--annotations``) the classifier's labels are also scored against the
+hand labels (:func:`label_scores`), on every map of the set, uniformly drawn or not: macro-F1, accuracy,
+per-class F1 and Cohen's kappa, over all maps, per encoder family and per encoder, on all maps and on
+the maps where at least two annotators agreed. A set without uniformly drawn maps gets only this part.
 """
 
 from __future__ import annotations
@@ -214,26 +221,66 @@ def validate_rows(rows: Rows, seed: int = 0) -> dict:
     return _validate(rows, test, "cross-validated", seed)
 
 
-def validate_independent(pool: Rows, test: Rows, seed: int = 0, stored: dict | None = None) -> dict:
-    """Validation on maps the classifier was neither trained nor calibrated on (all of ``pool`` calibrates);
-    ``stored``: the classifier's cross-validated validation (its bands widen count's intervals, as in a census)."""
+def refuse_seen(pool: Rows, test: Rows) -> None:
+    """An "independent" set must hold no map the classifier trained and was calibrated on."""
     seen = set(pool.ids.tolist()) & set(test.ids.tolist())
     if seen:
         raise ValueError(f"{len(seen)} of these maps (e.g. {sorted(seen)[0]}) trained and calibrated this classifier; "
                          f"validate them cross-validated (`patterncnn validate` without --annotations)")
+
+
+def validate_independent(pool: Rows, test: Rows, seed: int = 0, stored: dict | None = None) -> dict:
+    """Validation on maps the classifier was neither trained nor calibrated on (all of ``pool`` calibrates);
+    ``stored``: the classifier's cross-validated validation (its bands widen count's intervals, as in a census)."""
+    refuse_seen(pool, test)
     test = test.subset(test.uniform)
     if not len(test):
         raise ValueError(f"no map of that labelled set was drawn uniformly at random; {UNIFORM_HELP}")
     return _validate(pool, test, "independent", seed, stored)
 
 
-def score_labelled(classifier, annotations: str | Path) -> Rows:
-    """Rows for a labelled set scored by ``classifier`` (an :class:`patterncnn.infer.OnnxClassifier`)."""
+def predict_labelled(classifier, annotations: str | Path):
+    """(the labelled set, ``classifier``'s probabilities for its maps); ``classifier``: an
+    :class:`patterncnn.infer.OnnxClassifier`."""
     from .labelled import load_labelled
 
     data = load_labelled(annotations)
-    probs = classifier.predict(data.maps, data.seps)
+    return data, classifier.predict(data.maps, data.seps)
+
+
+def labelled_rows(data, probs: np.ndarray) -> Rows:
+    """Rows (as the census's calibration reads them) of a labelled set scored by a classifier."""
     return map_rows(data.ids, data.y, probs, np.full(len(data.y), -1), data.meta, data.seps)
+
+
+def label_scores(data, probs: np.ndarray, annotations: str | Path) -> dict:
+    """How well the classifier labels a labelled set it never saw, against the resolved hand labels.
+
+    Returns:
+        {"maps", "report": the classification report over all maps (per class, confusion) with Cohen's
+        kappa, "groups": {"all" | "family F" | "encoder E": {"all": scores, "agreed": scores}}}, where
+        scores are :func:`patterncnn.evaluate.subset_scores` (macro-F1 over the classes the subset holds)
+        and "agreed" keeps the maps where at least two annotators gave the same label.
+    """
+    from sklearn.metrics import cohen_kappa_score
+
+    from .evaluate import encoder_family, load_votes, subset_scores
+    from .maps import tag_of
+    from .train import classification_report
+
+    pred = probs.argmax(1)
+    agreed = load_votes(annotations, data.ids, data.y).agreed
+    tags = np.array([tag_of(i) for i in data.ids])
+    fams = np.array([encoder_family(t) for t in tags])
+    masks = {"all": np.ones(len(pred), dtype=bool)}
+    masks.update({f"family {f}": fams == f for f in sorted(set(fams.tolist()))})
+    if len(set(tags.tolist())) > len(set(fams.tolist())):
+        masks.update({f"encoder {t}": tags == t for t in sorted(set(tags.tolist()))})
+    report = classification_report(data.y, pred)
+    report["cohen_kappa"] = float(cohen_kappa_score(data.y, pred, labels=list(range(len(LABELS)))))
+    return {"maps": len(pred), "report": report,
+            "groups": {g: {"all": subset_scores(data.y, pred, m), "agreed": subset_scores(data.y, pred, m & agreed)}
+                       for g, m in masks.items()}}
 
 
 def _pct(x: float) -> str:
@@ -266,12 +313,41 @@ def markdown_table(v: dict) -> str:
     return "\n".join(lines)
 
 
+def labels_table(lab: dict) -> str:
+    """:func:`label_scores` as Markdown: one row per group, all maps and agreed maps."""
+    def cell(sc):
+        return "—" if sc is None else f"{sc['macro_f1']:.3f} / {sc['accuracy']:.3f} ({sc['maps']})"
+
+    lines = ["| maps | macro-F1 / accuracy (maps), all | agreed | per-class F1 (all): "
+             + ", ".join(LABELS) + " |", "| --- | --- | --- | --- |"]
+    for g, sc in lab["groups"].items():
+        f1 = " / ".join("—" if v is None else f"{v:.2f}" for v in sc["all"]["per_class_f1"].values())
+        lines.append(f"| {g} | {cell(sc['all'])} | {cell(sc['agreed'])} | {f1} |")
+    cm = lab["report"]["confusion_matrix"]
+    lines += ["", f"The classifier's labels against the hand labels on {lab['maps']} maps it never saw: Cohen's kappa "
+                  f"{lab['report']['cohen_kappa']:.3f}. A macro-F1 averages the classes the maps' labels hold; "
+                  f"\"agreed\": at least two annotators gave the same label.", "",
+              "| label \\ prediction | " + " | ".join(LABELS) + " |", "| --- |" + " --- |" * len(LABELS)]
+    lines += [f"| {name} | " + " | ".join(str(c) for c in row) + " |" for name, row in zip(LABELS, cm)]
+    return "\n".join(lines)
+
+
+def markdown_report(v: dict) -> str:
+    """What ``patterncnn validate`` prints and writes to ``validation.md``: the share estimators' table, and
+    with an independent labelled set the classifier's labels against the hand labels."""
+    parts = [markdown_table(v)] if v.get("results") else [f"Share estimates not validated: {v['shares_skipped']}"]
+    if v.get("labels"):
+        parts.append(labels_table(v["labels"]))
+    return "\n\n".join(parts)
+
+
 def run_validation(classifier, out: str | Path, annotations: str | Path | None = None, seed: int = 0) -> dict:
     """``patterncnn validate``: validate, then write ``validation.json`` and ``validation.md`` into ``out``.
 
     Args:
         classifier: an :class:`patterncnn.infer.OnnxClassifier` trained by ``patterncnn train`` (it stores its rows).
-        annotations: an independent labelled set; None validates cross-validated on the stored rows.
+        annotations: an independent labelled set; None validates cross-validated on the stored rows. Its
+            labels are scored too (:func:`label_scores`); without uniformly drawn maps, only they are.
     """
     from . import __version__
     from .calibrate import stored_rows
@@ -282,12 +358,22 @@ def run_validation(classifier, out: str | Path, annotations: str | Path | None =
     rows = stored_rows(classifier.metadata)
     if rows is None:
         raise ClassifierError(f"{classifier.path} stores no out-of-fold rows to calibrate and validate with; {RETRAIN}")
-    v = validate_rows(rows, seed) if annotations is None else \
-        validate_independent(rows, score_labelled(classifier, annotations), seed, classifier.metadata.get("validation"))
+    if annotations is None:
+        v = validate_rows(rows, seed)
+    else:
+        data, probs = predict_labelled(classifier, annotations)
+        test = labelled_rows(data, probs)
+        if test.uniform.any():
+            v = validate_independent(rows, test, seed, classifier.metadata.get("validation"))
+        else:
+            refuse_seen(rows, test)
+            v = {"mode": "independent", "maps": 0, "seed": seed,
+                 "shares_skipped": f"no map of {annotations} was drawn uniformly at random; {UNIFORM_HELP}"}
+        v["labels"] = label_scores(data, probs, annotations)
     v = {"created_by": f"patterncnn {__version__}", "classifier": {
         "path": str(classifier.path), "sha256": sha256_file(classifier.path), "version": classifier.model_version},
         "annotations": None if annotations is None else str(annotations), **v}
     out = Path(out)
     write_json(out / "validation.json", v)
-    write_text(out / "validation.md", markdown_table(v) + "\n")
+    write_text(out / "validation.md", markdown_report(v) + "\n")
     return v

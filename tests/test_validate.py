@@ -121,12 +121,12 @@ def test_validation_needs_uniform_maps_and_independent_maps(rows):
     assert banded["coverage"] > banded["coverage_examples_only"]
 
 
-def write_labelled(root, per_cell=10, first=0):
+def write_labelled(root, per_cell=10, first=0, designs=("uniform", "uniform", "stratified")):
     """A labelled set with an encoder tag in every id: uniformly drawn maps of two encoders, plus others."""
     recs, rows, i = [], [], first
     for enc in ("enca-11111111", "encb-22222222"):
         for task, pair in (("rte", True), ("sst2", False)):
-            for design in ("uniform", "uniform", "stratified"):
+            for design in designs:
                 for kind in LABELS if pair else [k for k in LABELS if k != "block"]:
                     for _ in range(per_cell // 5 + 1):
                         t = 12 + (i * 7) % 20
@@ -169,6 +169,28 @@ def test_train_validate_census_end_to_end(tmp_path, tiny_bert, tiny_classifier, 
     assert main(clf + ["--annotations", str(fresh), "--out", str(tmp_path / "v3")]) == 0
     v3 = json.loads((tmp_path / "v3" / "validation.json").read_text())
     assert v3["mode"] == "independent" and v3["maps"] == n * 2 // 3 and v3["annotations"] == str(fresh)
+    # ... and the classifier's labels are scored on every map of the set, uniformly drawn or not
+    from sklearn.metrics import f1_score
+
+    from patterncnn.labelled import load_labelled
+
+    data = load_labelled(fresh)
+    pred = OnnxClassifier(out / "patterncnn.onnx").predict(data.maps, data.seps).argmax(1)
+    lab = v3["labels"]
+    assert lab["maps"] == n and set(lab["groups"]) == {"all", "family enca", "family encb"}
+    for group, enc in (("all", ""), ("family encb", "encb-")):
+        keep = np.array([i.startswith(enc) for i in data.ids])
+        want = f1_score(data.y[keep], pred[keep], labels=sorted(set(data.y[keep].tolist())), average="macro")
+        assert lab["groups"][group]["all"]["macro_f1"] == pytest.approx(want)
+        assert lab["groups"][group]["agreed"] is None  # no annotator votes in this set: none agreed
+    assert lab["report"]["confusion_matrix"] == np.bincount(data.y * 5 + pred, minlength=25).reshape(5, 5).tolist()
+    assert "| family encb |" in (tmp_path / "v3" / "validation.md").read_text()
+    strat = write_labelled(tmp_path / "strat", first=9000, designs=("stratified",))
+    assert main(clf + ["--annotations", str(strat), "--out", str(tmp_path / "v4")]) == 0
+    printed = capsys.readouterr().out
+    assert "Share estimates not validated: no map of" in printed and "| family enca |" in printed
+    v4 = json.loads((tmp_path / "v4" / "validation.json").read_text())
+    assert "results" not in v4 and v4["labels"]["maps"] == n // 3
 
     args = ["census", "--task", "rte", "--model", str(tiny_bert), "--limit", "12", "--glue-dir", str(glue_dir),
             "--classifier", str(out / "patterncnn.onnx")]

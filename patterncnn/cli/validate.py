@@ -13,10 +13,13 @@ def register(sub) -> None:
                                    "task: mean and worst share error per pattern, and how often the 95%% interval "
                                    "holds the hand-labelled share. By default cross-validated on the out-of-fold "
                                    "rows `patterncnn train` stored with the classifier; --annotations scores an "
-                                   "independent labelled set instead.")
+                                   "independent labelled set instead, and also scores the classifier's labels "
+                                   "against its hand labels (macro-F1, accuracy, kappa, per encoder; all maps, "
+                                   "uniformly drawn or not).")
     add_classifier_args(p)
     p.add_argument("--annotations", default=None,
-                   help="an independent labelled set whose maps never trained this classifier "
+                   help="an independent labelled set whose maps never trained this classifier: its uniformly "
+                        "drawn maps validate the share estimators, and all its maps score the classifier's labels "
                         "(default: cross-validated on the classifier's stored out-of-fold rows)")
     p.add_argument("--out", default="runs/validate", help="output folder (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
@@ -24,9 +27,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..validate import markdown_table, run_validation
+    from ..validate import markdown_report, run_validation
 
     v = run_validation(classifier(args), args.out, args.annotations, args.seed)
-    print(markdown_table(v))
+    print(markdown_report(v))
     print(f"wrote {args.out}/validation.json, validation.md")
     return 0
