@@ -206,3 +206,30 @@ def test_round4_block_candidates_are_a_labelled_set_of_their_own_held_out_of_tra
     assert Counter(r["label"] for r in tables.labels.values())["block"] == 23
     assert not set(MapStore(held / "maps").ids) & set(MapStore(SHIPPED / "maps").ids)
     assert len(load_labelled(SHIPPED).ids) == N_MAPS  # `train --annotations annotations` does not read it
+
+
+def test_round5_is_a_held_out_uniform_test_set_scored_by_validate(tmp_path, capsys):
+    """240 maps drawn uniformly from GLUE *train* inputs (no example of the training set), three new annotators;
+    `validate --annotations` scores the shipped classifier on them, and agrees with the recorded pre-annotation."""
+    held = SHIPPED / "round5-heldout-uniform"
+    tables = read_tables(held)
+    assert len(tables.labels) == 240 and len(tables.annotations) == 3 * 240
+    per_map = {}
+    for r in tables.annotations.values():
+        per_map.setdefault(r["map_id"], set()).add(r["annotator"])
+    assert all(v == {f"annotator-{x}@patterncnn.local" for x in "mno"} for v in per_map.values())
+    assert Counter(r["resolution"] for r in tables.labels.values()) == {"majority": 240}
+    test = load_labelled(held)
+    assert {m["sampling"] for m in test.meta} == {"uniform"} and {m["split"] for m in test.meta} == {"train"}
+    assert Counter(i.split("_")[0] for i in test.ids) == {"minilm-53aa5117": 120, "mpnet-78c0197b": 120}
+    shipped = load_labelled(SHIPPED)
+    assert not set(test.groups) & set(shipped.groups)  # not one input example in common with the training set
+    assert main(["validate", "--annotations", str(held), "--out", str(tmp_path / "v")]) == 0
+    v = json.loads((tmp_path / "v" / "validation.json").read_text())
+    pre = [r["pre_label"] == r["label"] for r in tables.labels.values()]
+    assert {r["pre_model"] for r in tables.labels.values()} == {v["classifier"]["version"]}
+    assert v["labels"]["groups"]["all"]["all"]["accuracy"] == pytest.approx(sum(pre) / len(pre))
+    # the figures the README and the datasheet publish
+    assert round(v["labels"]["groups"]["all"]["all"]["accuracy"], 3) == 0.842
+    assert round(v["labels"]["groups"]["family mpnet"]["all"]["macro_f1"], 3) == 0.718
+    assert round(v["best_per_encoder"]["mpnet-78c0197b"]["mean_abs_error"], 3) == 0.027

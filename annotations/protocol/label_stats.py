@@ -36,8 +36,8 @@ for F in ["minilm","mpnet","all"]:
     blk=[m for m in ids if "block" in ann[m].values()]
     print("  any-block-vote", len(blk), dict(Counter(meta[m]["task"] for m in blk)), dict(Counter(meta[m]["layer"] for m in blk)))
 legacy = f"{root}/legacy-single-annotator/labels.csv"
-old = {r["map_id"]: r["label"] for r in csv.DictReader(open(legacy))}
+old = {r["map_id"]: r["label"] for r in csv.DictReader(open(legacy))} if __import__("os").path.exists(legacy) else {}
 ids = [m for m in old if m in labels]
 a, b = [old[m] for m in ids], [labels[m]["label"] for m in ids]
-print("legacy vs resolved", len(ids), "maps, agree", round(sum(x == y for x, y in zip(a, b)) / len(ids), 3),
+if ids: print("legacy vs resolved", len(ids), "maps, agree", round(sum(x == y for x, y in zip(a, b)) / len(ids), 3),
       "kappa", round(cohen_kappa(a, b), 3), "confusion (rows legacy):", confusion(a, b).tolist())
