@@ -139,10 +139,20 @@ def validated_error(validation: dict | None, estimator: str, scope: str | None, 
         if res["estimator"] == estimator and res["scope"] in (scope, None):
             if encoder in res["encoders"]:
                 return {"encoder": encoder, **res["encoders"][encoder]}
+            from .evaluate import encoder_family
+
             encs = list(res["encoders"].values())
+            family = encoder_family(encoder)
             worst = {"encoder": f"not validated on {encoder}; worst of the validated encoders "
                                 f"({', '.join(res['encoders'])})",
                      "mean_abs_error": res["worst_encoder_mean_abs_error"], "coverage": res["coverage"]}
+            if family not in {encoder_family(e) for e in res["encoders"]}:
+                worst["warning"] = (
+                    f"the encoder family {family} is none the classifier was validated on, and a family it never "
+                    f"saw can be misestimated by far more than this band (README: validate, on an encoder family "
+                    f"the classifier never saw); label ~120 of its maps drawn with `patterncnn sample --design "
+                    f"uniform` and check them with `patterncnn validate --annotations` before trusting these "
+                    f"intervals")
             for key in ("abs_error", "bias_band"):  # per pattern, the worst encoder's
                 if all(key in e for e in encs):
                     worst[key] = {n: max(e[key][n] for e in encs) for n in LABELS}
@@ -193,7 +203,8 @@ def describe(e: dict) -> str:
         return f"{how}\nvalidated share error: {v}"
     return (f"{how}\nvalidated share error ({v['encoder']}): mean {100 * v['mean_abs_error']:.1f} points per pattern"
             + (f", worst {v['worst']['label']} {100 * v['worst']['abs_error']:.1f}" if "worst" in v else "")
-            + f"; 95% intervals held the hand-labelled share in {100 * v['coverage']:.0f}% of cells")
+            + f"; 95% intervals held the hand-labelled share in {100 * v['coverage']:.0f}% of cells"
+            + (f"\nwarning: {v['warning']}" if "warning" in v else ""))
 
 
 def pattern_errors(e: dict) -> dict | None:

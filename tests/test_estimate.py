@@ -5,7 +5,7 @@ import pytest
 
 from patterncnn.calibrate import (MIN_ROWS, calibration_record, fit_calibration, fit_temperature, scope_mask,
                                   stored_rows, temper)
-from patterncnn.estimate import example_sums, plan_for, shares_with_intervals
+from patterncnn.estimate import describe, example_sums, plan_for, shares_with_intervals
 from patterncnn.infer import ClassifierError
 from patterncnn.labels import LABELS
 from synthetic import concat_rows, simulated_rows as simulate
@@ -161,6 +161,7 @@ def test_the_shipped_classifier_is_calibrated_and_validated_per_encoder():
     assert plan.calibration is not None and plan.calibration.replicates > 1
     fine_tune = plan_for(meta, None, None, "mpnet-sst2-d16d7a85")  # no validated maps of its own
     assert "not validated on mpnet-sst2-d16d7a85" in fine_tune.validated["encoder"]
+    assert "warning" not in fine_tune.validated  # a validated family: no warning about unseen ones
 
 
 def test_an_unvalidated_fine_tune_takes_its_pretrained_base_choice_not_another_fine_tunes():
@@ -189,3 +190,5 @@ def test_plan_follows_the_validated_best():
     assert plan.validated["mean_abs_error"] == 0.02 and plan.calibration.replicates > 1
     plan = plan_for(meta, "probs", None, "other-bbbb2222")
     assert plan.scope == "all" and "not validated on other-bbbb2222" in plan.validated["encoder"]
+    assert plan.validated["warning"].startswith("the encoder family other is none the classifier was validated on")
+    assert f"\nwarning: {plan.validated['warning']}" in describe(plan.describe())

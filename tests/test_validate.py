@@ -202,6 +202,7 @@ def test_train_validate_census_end_to_end(tmp_path, tiny_bert, tiny_classifier, 
     assert est["name"] == "adjusted" and est["chosen_by"] == "given" and est["calibration"]["scope"] == "all"
     assert est["calibration"]["rows"] == n and est["calibration"]["bootstrap_replicates"] == 200
     assert "not validated on" in est["validated_share_error"]["encoder"]  # the tiny BERT is not a labelled encoder
+    assert "is none the classifier was validated on" in est["validated_share_error"]["warning"]  # nor its family
     s = res["tasks"]["rte"]
     assert set(s["shares_by_estimator"]) == {"count", "probs", "adjusted"}
     assert sum(s["shares"].values()) == pytest.approx(1.0)
