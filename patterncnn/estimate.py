@@ -148,11 +148,11 @@ def validated_error(validation: dict | None, estimator: str, scope: str | None, 
                      "mean_abs_error": res["worst_encoder_mean_abs_error"], "coverage": res["coverage"]}
             if family not in {encoder_family(e) for e in res["encoders"]}:
                 worst["warning"] = (
-                    f"the encoder family {family} is none the classifier was validated on, and a family it never "
-                    f"saw can be misestimated by far more than this band (README: validate, on an encoder family "
-                    f"the classifier never saw); label ~120 of its maps drawn with `patterncnn sample --design "
-                    f"uniform` and check them with `patterncnn validate --annotations` before trusting these "
-                    f"intervals")
+                    f"the encoder family {family} is none the classifier was validated on, and how far it errs there "
+                    f"is unmeasured; as a guide, a classifier trained on one of MiniLM and MPNet misestimated the "
+                    f"other family by far more than this band (README: validate, on an encoder family the "
+                    f"classifier never saw); label ~120 of its maps drawn with `patterncnn sample --design uniform` "
+                    f"and check them with `patterncnn validate --annotations` before trusting these intervals")
             for key in ("abs_error", "bias_band"):  # per pattern, the worst encoder's
                 if all(key in e for e in encs):
                     worst[key] = {n: max(e[key][n] for e in encs) for n in LABELS}

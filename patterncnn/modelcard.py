@@ -81,30 +81,48 @@ def _per_encoder(e: dict) -> dict[str, str]:
     return {"per_encoder_rows": "\n".join(rows), "per_encoder_verdicts": "\n".join(verdicts), "votes_note": note}
 
 
+def seed_runs(p: dict) -> list[dict]:
+    """A leave-one-encoder-out pair's CNN fits; a metrics.json from before fits per seed were kept has one."""
+    if "seeds" in p:
+        return p["seeds"]
+    cnn = p["methods"]["CNN"]
+    return [{"seed": None, "best_epoch": p["best_epoch"], "all": cnn["all"], "agreed": cnn["agreed"]}]
+
+
+def mean_sd(s: dict) -> str:
+    """A :func:`patterncnn.evaluate.spread` as "mean ± sd", or "mean (one fit)" when there is nothing to spread."""
+    return f"{_f(s['mean'])} ± {_f(s['sd'])}" if s["n"] > 1 else f"{_f(s['mean'])} (one fit)"
+
+
 def _loeo(e: dict) -> str:
+    from .evaluate import spread
+
     lo = e["leave_one_encoder_out"]
     if not lo["run"]:
         return f"**Not measured**: {lo['reason']}."
-    first = lo["pairs"][0]["seeds"][0]["seed"]
+    first = seed_runs(lo["pairs"][0])[0]["seed"]
+    which = "one fit" if first is None else f"seed {first}"
     lines = ["| train on | test on | CNN macro-F1, mean ± sd over seeds (min–max) | CNN accuracy, mean ± sd | "
              "per seed: macro-F1 / accuracy |", "| --- | --- | --- | --- | --- |"]
     for p in lo["pairs"]:
-        f1, acc = p["cnn_over_seeds"]["macro_f1"], p["cnn_over_seeds"]["accuracy"]
-        each = "; ".join(f"{r['seed']}: {_f(r['all']['macro_f1'])} / {_f(r['all']['accuracy'])}" for r in p["seeds"])
-        lines.append(f"| {p['train']} | {p['test']} | **{_f(f1['mean'])} ± {_f(f1['sd'])}** ({_f(f1['min'])}–"
-                     f"{_f(f1['max'])}, {f1['n']} seeds) | {_f(acc['mean'])} ± {_f(acc['sd'])} | {each} |")
-    lines += ["", f"The CNN's fit with seed {first} beside the feature baselines (fitted once: they use every training "
+        runs = seed_runs(p)
+        f1, acc = (spread([r["all"][k] for r in runs]) for k in ("macro_f1", "accuracy"))
+        each = "; ".join(f"{'—' if r['seed'] is None else r['seed']}: {_f(r['all']['macro_f1'])} / "
+                         f"{_f(r['all']['accuracy'])}" for r in runs)
+        lines.append(f"| {p['train']} | {p['test']} | **{mean_sd(f1)}** ({_f(f1['min'])}–{_f(f1['max'])}, "
+                     f"{f1['n']} seed{'s' if f1['n'] > 1 else ''}) | {mean_sd(acc)} | {each} |")
+    lines += ["", f"The CNN's fit ({which}) beside the feature baselines (fitted once: they use every training "
                   f"map, no early-stopping split):", "",
               "| train on | test on | method | macro-F1 / accuracy (maps), all | agreed | per-class F1 (all), "
               + ", ".join(LABELS) + " |", "| --- | --- | --- | --- | --- | --- |"]
     for p in lo["pairs"]:
         for name, s in p["methods"].items():
-            name = f"{name} (seed {first})" if name == "CNN" else name
+            name = f"{name} ({which})" if name == "CNN" else name
             f1 = " / ".join("—" if x is None else _f(x) for x in s["all"]["per_class_f1"].values())
             lines.append(f"| {p['train']} ({p['train_maps']} maps) | {p['test']} | {name} | {_score(s['all'])} | "
                          f"{_score(s['agreed'])} | {f1} |")
     dropped = ", ".join(f"{p['train']}→{p['test']}: {p['dropped_shared_examples']}" for p in lo["pairs"])
-    epochs = ", ".join(f"{p['train']}→{p['test']}: " + ", ".join(str(r["best_epoch"]) for r in p["seeds"])
+    epochs = ", ".join(f"{p['train']}→{p['test']}: " + ", ".join(str(r["best_epoch"]) for r in seed_runs(p))
                        for p in lo["pairs"])
     return "\n".join(lines + ["", f"Training maps dropped because their input example is among the test maps: "
                                   f"{dropped}. Early-stopped epoch per seed (cap {lo['pairs'][0]['max_epochs']}): {epochs}."])

@@ -257,10 +257,11 @@ def label_scores(data, probs: np.ndarray, annotations: str | Path) -> dict:
     """How well the classifier labels a labelled set it never saw, against the resolved hand labels.
 
     Returns:
-        {"maps", "report": the classification report over all maps (per class, confusion) with Cohen's
-        kappa, "groups": {"all" | "family F" | "encoder E": {"all": scores, "agreed": scores}}}, where
-        scores are :func:`patterncnn.evaluate.subset_scores` (macro-F1 over the classes the subset holds)
-        and "agreed" keeps the maps where at least two annotators gave the same label.
+        {"maps", "votes": maps with two or more annotator votes, "report": per class precision/recall/F1/support,
+        the confusion matrix and Cohen's kappa (None when the labels hold one class), "groups": {"all" |
+        "family F" | "encoder E": {"all": scores, "agreed": scores}}}, where scores are
+        :func:`patterncnn.evaluate.subset_scores` (macro-F1 over the classes the subset's labels hold) and
+        "agreed" keeps the maps where at least two annotators gave the same label (None without votes).
     """
     from sklearn.metrics import cohen_kappa_score
 
@@ -269,16 +270,20 @@ def label_scores(data, probs: np.ndarray, annotations: str | Path) -> dict:
     from .train import classification_report
 
     pred = probs.argmax(1)
-    agreed = load_votes(annotations, data.ids, data.y).agreed
+    votes = load_votes(annotations, data.ids, data.y)
+    agreed = votes.agreed
     tags = np.array([tag_of(i) for i in data.ids])
     fams = np.array([encoder_family(t) for t in tags])
     masks = {"all": np.ones(len(pred), dtype=bool)}
     masks.update({f"family {f}": fams == f for f in sorted(set(fams.tolist()))})
     if len(set(tags.tolist())) > len(set(fams.tolist())):
         masks.update({f"encoder {t}": tags == t for t in sorted(set(tags.tolist()))})
-    report = classification_report(data.y, pred)
-    report["cohen_kappa"] = float(cohen_kappa_score(data.y, pred, labels=list(range(len(LABELS)))))
-    return {"maps": len(pred), "report": report,
+    full = classification_report(data.y, pred)  # its macro-F1 would charge absent classes a zero: not kept
+    one_class = len(set(data.y.tolist()) | set(pred.tolist())) < 2
+    report = {k: full[k] for k in ("per_class", "accuracy", "confusion_matrix", "confusion_matrix_order")}
+    report["cohen_kappa"] = None if one_class else float(cohen_kappa_score(data.y, pred,
+                                                                            labels=list(range(len(LABELS)))))
+    return {"maps": len(pred), "votes": int((votes.n >= 2).sum()), "report": report,
             "groups": {g: {"all": subset_scores(data.y, pred, m), "agreed": subset_scores(data.y, pred, m & agreed)}
                        for g, m in masks.items()}}
 
@@ -320,13 +325,20 @@ def labels_table(lab: dict) -> str:
 
     lines = ["| maps | macro-F1 / accuracy (maps), all | agreed | per-class F1 (all): "
              + ", ".join(LABELS) + " |", "| --- | --- | --- | --- |"]
-    for g, sc in lab["groups"].items():
-        f1 = " / ".join("—" if v is None else f"{v:.2f}" for v in sc["all"]["per_class_f1"].values())
-        lines.append(f"| {g} | {cell(sc['all'])} | {cell(sc['agreed'])} | {f1} |")
     cm = lab["report"]["confusion_matrix"]
+    for g, sc in lab["groups"].items():
+        f1 = " / ".join(f"{v:.2f}" if v is not None else "—" for v in sc["all"]["per_class_f1"].values())
+        lines.append(f"| {g} | {cell(sc['all'])} | {cell(sc['agreed'])} | {f1} |")
+    kappa = lab["report"]["cohen_kappa"]
+    predicted = [sum(row[k] for row in cm) for k in range(len(LABELS))]
+    wrong = [f"{LABELS[k]} on {n} map{'s' if n != 1 else ''}" for k, n in enumerate(predicted) if n and not sum(cm[k])]
     lines += ["", f"The classifier's labels against the hand labels on {lab['maps']} maps it never saw: Cohen's kappa "
-                  f"{lab['report']['cohen_kappa']:.3f}. A macro-F1 averages the classes the maps' labels hold; "
-                  f"\"agreed\": at least two annotators gave the same label.", "",
+                  + ("n/a (one class only)" if kappa is None else f"{kappa:.3f}")
+                  + ". A macro-F1 averages the classes the maps' labels hold (\"—\": a class no map is labelled"
+                  + (f"; the classifier still predicted {', '.join(wrong)}, all wrong" if wrong else "")
+                  + "); \"agreed\": at least two annotators gave the same label"
+                  + (" (no map of this set has two annotator votes in annotations.csv, so none is measured)."
+                     if not lab.get("votes") else "."), "",
               "| label \\ prediction | " + " | ".join(LABELS) + " |", "| --- |" + " --- |" * len(LABELS)]
     lines += [f"| {name} | " + " | ".join(str(c) for c in row) + " |" for name, row in zip(LABELS, cm)]
     return "\n".join(lines)

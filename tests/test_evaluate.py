@@ -122,7 +122,7 @@ def test_leave_one_encoder_out_keeps_test_examples_out_of_training(two_encoders,
     real_fit = train.fit
 
     def spy(data_, tr, va, cfg, tcfg, seed, **kw):
-        seen.append((tr, va, tcfg.max_epochs))
+        seen.append((tr, va, tcfg.max_epochs, seed))
         return real_fit(data_, tr, va, cfg, tcfg, seed, **kw)
 
     monkeypatch.setattr(train, "fit", spy)
@@ -139,7 +139,8 @@ def test_leave_one_encoder_out_keeps_test_examples_out_of_training(two_encoders,
         assert p["cnn_over_seeds"]["macro_f1"] == pytest.approx(
             {"mean": np.mean(f1), "sd": np.std(f1, ddof=1), "min": min(f1), "max": max(f1), "n": 2})
         assert p["methods"][ev.CNN] == {"all": p["seeds"][0]["all"], "agreed": p["seeds"][0]["agreed"]}
-    for (tr, va, epochs), p in zip(seen[::2], pairs):
+    assert [s[3] for s in seen] == [0, 1, 0, 1]  # each fit its own seed
+    for (tr, va, epochs, _), p in zip(seen[::2] + seen[1::2], pairs + pairs):  # every fit, both seeds
         test_groups = set(data.groups[fams == p["test"]])
         assert epochs == 2 and set(fams[np.concatenate([tr, va])]) == {p["train"]}
         assert not test_groups & set(data.groups[np.concatenate([tr, va])])
@@ -233,4 +234,9 @@ def test_train_reports_per_encoder_in_metrics_and_card(two_encoders, tmp_path, c
     card = (out / "README.md").read_text()
     assert "## Leave one encoder out" in card and "| minilm (" in card and "## Soft labels against hard labels" in card
     assert "| CNN (seed 0) |" in card and "2 seeds) |" in card
+    from patterncnn.modelcard import model_card
+
+    for p in e["leave_one_encoder_out"]["pairs"]:  # a metrics.json from before fits per seed were kept
+        del p["seeds"], p["cnn_over_seeds"]
+    assert "| CNN (one fit) |" in model_card(m) and " (one fit)** (" in model_card(m)
     assert "$" not in card.replace("$$", "") and "**Not measured**" not in card

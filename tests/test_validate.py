@@ -184,7 +184,8 @@ def test_train_validate_census_end_to_end(tmp_path, tiny_bert, tiny_classifier, 
         assert lab["groups"][group]["all"]["macro_f1"] == pytest.approx(want)
         assert lab["groups"][group]["agreed"] is None  # no annotator votes in this set: none agreed
     assert lab["report"]["confusion_matrix"] == np.bincount(data.y * 5 + pred, minlength=25).reshape(5, 5).tolist()
-    assert "| family encb |" in (tmp_path / "v3" / "validation.md").read_text()
+    md = (tmp_path / "v3" / "validation.md").read_text()
+    assert "| family encb |" in md and "no map of this set has two annotator votes" in md
     strat = write_labelled(tmp_path / "strat", first=9000, designs=("stratified",))
     assert main(clf + ["--annotations", str(strat), "--out", str(tmp_path / "v4")]) == 0
     printed = capsys.readouterr().out
@@ -234,3 +235,16 @@ def test_old_classifier_keeps_counting_and_says_how_to_correct(tiny_bert, tiny_c
         assert len(err.splitlines()) == 1 and "retrain it with `patterncnn train`" in err
     assert main(["validate", "--classifier", clf, "--out", str(tmp_path / "v")]) == 2
     assert "stores no out-of-fold rows" in capsys.readouterr().err
+
+
+def test_label_scores_of_a_one_class_set_write_valid_json(tmp_path):
+    from types import SimpleNamespace
+
+    data = SimpleNamespace(ids=[f"enca-11111111_rte_dev_{i:05d}_L00_H00" for i in range(4)], y=np.zeros(4, dtype=int))
+    lab = validate_mod.label_scores(data, np.eye(5)[[0, 0, 0, 0]], tmp_path)
+    assert lab["report"]["cohen_kappa"] is None and lab["votes"] == 0  # kappa is undefined: one class, all right
+    json.dumps(lab, allow_nan=False)
+    assert "n/a (one class only)" in validate_mod.labels_table(lab)
+    lab = validate_mod.label_scores(data, np.eye(5)[[0, 0, 0, 3]], tmp_path)  # one wrong block
+    assert lab["report"]["cohen_kappa"] == 0.0
+    assert "predicted block on 1 map, all wrong" in validate_mod.labels_table(lab)

@@ -86,9 +86,10 @@ def evaluation_summary(e: dict) -> str:
     lo = e["leave_one_encoder_out"]
     for p in lo["pairs"]:
         f1, acc = p["cnn_over_seeds"]["macro_f1"], p["cnn_over_seeds"]["accuracy"]
-        lines.append(f"leave one encoder out, train {p['train']} -> test {p['test']}: macro-F1 {f1['mean']:.3f} "
-                     f"+- {f1['sd']:.3f} ({f1['min']:.3f}-{f1['max']:.3f} over {f1['n']} seeds), accuracy "
-                     f"{acc['mean']:.3f} ({p['methods'][CNN]['all']['maps']} maps)")
+        spread = (f" +- {f1['sd']:.3f} ({f1['min']:.3f}-{f1['max']:.3f} over {f1['n']} seeds)" if f1["n"] > 1
+                  else " (one seed: no spread measured)")
+        lines.append(f"leave one encoder out, train {p['train']} -> test {p['test']}: macro-F1 {f1['mean']:.3f}"
+                     f"{spread}, accuracy {acc['mean']:.3f} ({p['methods'][CNN]['all']['maps']} maps)")
     if not lo["run"]:
         lines.append(f"leave one encoder out not run: {lo['reason']}")
     return "\n".join(lines)
