@@ -235,3 +235,19 @@ def test_round5_is_a_held_out_uniform_test_set_scored_by_validate(tmp_path, caps
     assert round(v["labels"]["groups"]["family minilm"]["all"]["accuracy"], 3) == 0.883
     count = next(r for r in v["results"] if r["estimator"] == "count")["encoders"]
     assert [round(count[e]["mean_abs_error"], 3) for e in ("minilm-53aa5117", "mpnet-78c0197b")] == [0.017, 0.027]
+
+
+def test_round6_block_candidates_a_second_triad_held_out_of_training():
+    held = SHIPPED / "round6-block-candidates"
+    tables = read_tables(held)
+    assert len(tables.labels) == 80 and len(tables.annotations) == 3 * 80
+    per_map = {}
+    for r in tables.annotations.values():
+        per_map.setdefault(r["map_id"], set()).add(r["annotator"])
+    assert all(v == {f"annotator-{x}@patterncnn.local" for x in "pqr"} for v in per_map.values())
+    assert Counter(r["resolution"] for r in tables.labels.values()) == {"majority": 80}
+    block = [m for m, r in tables.labels.items() if r["label"] == "block"]
+    assert len(block) == 2 and all(m.startswith("minilm-stsb-") for m in block)  # no MPNet map this time
+    ids = set(MapStore(held / "maps").ids)
+    for other in (SHIPPED, SHIPPED / "round4-block-candidates", SHIPPED / "round5-heldout-uniform"):
+        assert not ids & set(MapStore(other / "maps").ids)  # the pools skipped every labelled map

@@ -1,6 +1,6 @@
 """Pick the top-N pair-input maps of candidate pools by the within-segment excess feature (pre-selection only).
 
-usage: block_candidates.py POOL OUT N [LABELLED]   (LABELLED: a labelled set whose maps are skipped; round 4)
+usage: block_candidates.py POOL OUT N [LABELLED ...]   (LABELLED: labelled sets whose maps are skipped; rounds 4, 6)
 """
 import sys
 import numpy as np
@@ -9,7 +9,7 @@ from patterncnn.maps import MapStore, open_maps
 from patterncnn.segments import is_pair
 
 src, out, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-skip = set(open_maps(sys.argv[4] + "/maps").ids) if len(sys.argv) > 4 else set()
+skip = {i for labelled in sys.argv[4:] for i in open_maps(labelled + "/maps").ids}
 maps = open_maps(src)
 k = FEATURE_NAMES.index("within_excess")
 scored = []
