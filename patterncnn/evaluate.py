@@ -261,26 +261,27 @@ def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.
             shared = (fams == a) & np.isin(data.groups, data.groups[test])
             pool = np.flatnonzero((fams == a) & ~shared)
             te = np.flatnonzero(test)
-            runs = []
+
+            def scores(pred: np.ndarray) -> dict:
+                return {"all": subset_scores(data.y, pred, test), "agreed": subset_scores(data.y, pred, test & agreed)}
+
+            per_seed = []
             for seed in range(tcfg.seed, tcfg.seed + max(1, seeds)):
                 tr, va = _split_train(data, pool, seed)
                 model, best_epoch, _ = fit(data, tr, va, cfg, dataclasses.replace(tcfg, max_epochs=max_epochs),
                                            seed=seed)
                 pred = np.full(len(data.y), -1)
                 pred[te] = predict_proba(model, data, te, cfg).argmax(1)
-                runs.append((seed, best_epoch, pred))
-            preds = {CNN: runs[0][2]}
+                per_seed.append({"seed": seed, "best_epoch": best_epoch, **scores(pred)})
+            methods = {CNN: {k: per_seed[0][k] for k in ("all", "agreed")}}
             for name, make in _makers(tcfg.seed).items():
-                preds[name] = np.full(len(data.y), -1)
-                preds[name][te] = make().fit(feats[pool], data.y[pool]).predict(feats[te])
-            per_seed = [{"seed": seed, "best_epoch": epoch, "all": subset_scores(data.y, pred, test),
-                         "agreed": subset_scores(data.y, pred, test & agreed)} for seed, epoch, pred in runs]
+                pred = np.full(len(data.y), -1)
+                pred[te] = make().fit(feats[pool], data.y[pool]).predict(feats[te])
+                methods[name] = scores(pred)
             out.append({"train": a, "test": b, "train_maps": int(len(pool)),
                         "dropped_shared_examples": int(shared.sum()),
-                        "best_epoch": runs[0][1], "max_epochs": max_epochs, "seconds": round(time.time() - t0, 1),
-                        "methods": {k: {"all": subset_scores(data.y, p, test), "agreed": subset_scores(
-                            data.y, p, test & agreed)} for k, p in preds.items()},
-                        "seeds": per_seed,
+                        "best_epoch": per_seed[0]["best_epoch"], "max_epochs": max_epochs,
+                        "seconds": round(time.time() - t0, 1), "methods": methods, "seeds": per_seed,
                         "cnn_over_seeds": {"macro_f1": spread([r["all"]["macro_f1"] for r in per_seed]),
                                            "accuracy": spread([r["all"]["accuracy"] for r in per_seed])}})
             o = out[-1]["cnn_over_seeds"]["macro_f1"]

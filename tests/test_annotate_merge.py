@@ -193,14 +193,20 @@ def test_an_explicit_resolve_overrides_the_sets_method(shipped_copy, tmp_path, c
     assert "pulls.jsonl: the last line is not a JSON object" in err and "--resolve" in err
 
 
-def test_round4_block_candidates_are_a_labelled_set_of_their_own_held_out_of_training():
-    held = SHIPPED / "round4-block-candidates"
+def three_annotators_each(held: Path, maps: int, letters: str):
+    """The tables of a held-out round: ``maps`` maps, each labelled once by each of its three annotators."""
     tables = read_tables(held)
-    assert len(tables.labels) == 108 and len(tables.annotations) == 3 * 108
+    assert len(tables.labels) == maps and len(tables.annotations) == 3 * maps
     per_map = {}
     for r in tables.annotations.values():
         per_map.setdefault(r["map_id"], set()).add(r["annotator"])
-    assert all(v == {f"annotator-{x}@patterncnn.local" for x in "jkl"} for v in per_map.values())
+    assert all(v == {f"annotator-{x}@patterncnn.local" for x in letters} for v in per_map.values())
+    return tables
+
+
+def test_round4_block_candidates_are_a_labelled_set_of_their_own_held_out_of_training():
+    held = SHIPPED / "round4-block-candidates"
+    tables = three_annotators_each(held, 108, "jkl")
     # the majority wherever there is one; Dawid-Skene only on the two three-way splits
     assert Counter(r["resolution"] for r in tables.labels.values()) == {"majority": 106, "dawid-skene": 2}
     assert Counter(r["label"] for r in tables.labels.values())["block"] == 23
@@ -212,12 +218,7 @@ def test_round5_is_a_held_out_uniform_test_set_scored_by_validate(tmp_path, caps
     """240 maps drawn uniformly from GLUE *train* inputs (no example of the training set), three new annotators;
     `validate --annotations` scores the shipped classifier on them, and agrees with the recorded pre-annotation."""
     held = SHIPPED / "round5-heldout-uniform"
-    tables = read_tables(held)
-    assert len(tables.labels) == 240 and len(tables.annotations) == 3 * 240
-    per_map = {}
-    for r in tables.annotations.values():
-        per_map.setdefault(r["map_id"], set()).add(r["annotator"])
-    assert all(v == {f"annotator-{x}@patterncnn.local" for x in "mno"} for v in per_map.values())
+    tables = three_annotators_each(held, 240, "mno")
     assert Counter(r["resolution"] for r in tables.labels.values()) == {"majority": 240}
     test = load_labelled(held)
     assert {m["sampling"] for m in test.meta} == {"uniform"} and {m["split"] for m in test.meta} == {"train"}
@@ -239,12 +240,7 @@ def test_round5_is_a_held_out_uniform_test_set_scored_by_validate(tmp_path, caps
 
 def test_round6_block_candidates_a_second_triad_held_out_of_training():
     held = SHIPPED / "round6-block-candidates"
-    tables = read_tables(held)
-    assert len(tables.labels) == 80 and len(tables.annotations) == 3 * 80
-    per_map = {}
-    for r in tables.annotations.values():
-        per_map.setdefault(r["map_id"], set()).add(r["annotator"])
-    assert all(v == {f"annotator-{x}@patterncnn.local" for x in "pqr"} for v in per_map.values())
+    tables = three_annotators_each(held, 80, "pqr")
     assert Counter(r["resolution"] for r in tables.labels.values()) == {"majority": 80}
     block = [m for m, r in tables.labels.items() if r["label"] == "block"]
     assert len(block) == 2 and all(m.startswith("minilm-stsb-") for m in block)  # no MPNet map this time

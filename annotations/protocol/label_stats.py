@@ -1,6 +1,6 @@
 """The datasheet's class counts, votes, uniform shares (Wilson intervals), where block votes fell, and the
 comparison with the legacy single-annotator labels.  usage: label_stats.py [ANNOTATIONS]"""
-import csv, math, sys
+import csv, math, os, sys
 from collections import Counter, defaultdict
 from patterncnn.evaluate import encoder_family
 from patterncnn.maps import open_maps
@@ -36,7 +36,7 @@ for F in ["minilm","mpnet","all"]:
     blk=[m for m in ids if "block" in ann[m].values()]
     print("  any-block-vote", len(blk), dict(Counter(meta[m]["task"] for m in blk)), dict(Counter(meta[m]["layer"] for m in blk)))
 legacy = f"{root}/legacy-single-annotator/labels.csv"
-old = {r["map_id"]: r["label"] for r in csv.DictReader(open(legacy))} if __import__("os").path.exists(legacy) else {}
+old = {r["map_id"]: r["label"] for r in csv.DictReader(open(legacy))} if os.path.exists(legacy) else {}
 ids = [m for m in old if m in labels]
 a, b = [old[m] for m in ids], [labels[m]["label"] for m in ids]
 if ids: print("legacy vs resolved", len(ids), "maps, agree", round(sum(x == y for x, y in zip(a, b)) / len(ids), 3),
