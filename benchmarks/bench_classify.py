@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from patterncnn.infer import OnnxClassifier, default_classifier
-from patterncnn.model import PatternCNN, preprocess
+from patterncnn.model import build_model, preprocess
 
 
 def maps_per_s(fn, n: int, repeat: int) -> float:
@@ -37,7 +37,7 @@ def main() -> None:
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     clf = OnnxClassifier(a.classifier, threads=a.threads)
-    model = PatternCNN(clf.cfg).eval()  # same architecture; throughput does not depend on the weights
+    model = build_model(clf.cfg).eval()  # same architecture (one CNN or the ensemble); weights do not matter
     print(f"classifier {a.classifier}: grid {clf.cfg.grid}, {clf.cfg.representation}, {clf.cfg.in_channels} channels; "
           f"{a.threads} threads; best of {a.repeat}")
     print(f"{'T':>4} {'batch':>6} {'onnxruntime maps/s':>19} {'torch eager maps/s':>19} {'ratio':>6}")

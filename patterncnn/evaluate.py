@@ -245,12 +245,14 @@ def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.
                           max_epochs: int, seeds: int = 1) -> list[dict]:
     """Train on one family, test on another, each ordered pair; CNN and the trained feature baselines.
 
-    The CNN is fitted ``seeds`` times (seeds ``tcfg.seed``, ``tcfg.seed + 1``, ...: its initialisation, its
-    early-stopping split and its batches): one fit's macro-F1 moves by several points with the seed, so a
+    The CNN (the classifier ``cfg`` describes: with ``cfg.members`` > 1 each fit is an ensemble, as shipped) is
+    fitted ``seeds`` times (seeds ``tcfg.seed``, ``tcfg.seed + 1``, ...: its early-stopping split, and its
+    initialisation and batches, member s's with the seed + 1000·s; a fit's ``best_epoch`` is its members'
+    median): one fit's macro-F1 moves by several points with the seed, so a
     pair reports the spread over the fits (``cnn_over_seeds``) and each fit (``seeds``); ``methods`` holds the
     first seed's fit beside the baselines (fitted once: they use the whole training family, no split).
     """
-    from .train import fit, predict_proba
+    from .train import fit_members, median_epoch, predict_proba
 
     names = sorted(set(fams.tolist()))
     out = []
@@ -268,11 +270,11 @@ def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.
             per_seed = []
             for seed in range(tcfg.seed, tcfg.seed + max(1, seeds)):
                 tr, va = _split_train(data, pool, seed)
-                model, best_epoch, _ = fit(data, tr, va, cfg, dataclasses.replace(tcfg, max_epochs=max_epochs),
-                                           seed=seed)
+                model, epochs = fit_members(data, tr, va, cfg, dataclasses.replace(tcfg, max_epochs=max_epochs),
+                                            seed=seed)
                 pred = np.full(len(data.y), -1)
                 pred[te] = predict_proba(model, data, te, cfg).argmax(1)
-                per_seed.append({"seed": seed, "best_epoch": best_epoch, **scores(pred)})
+                per_seed.append({"seed": seed, "best_epoch": median_epoch(epochs), **scores(pred)})
             methods = {CNN: {k: per_seed[0][k] for k in ("all", "agreed")}}
             for name, make in _makers(tcfg.seed).items():
                 pred = np.full(len(data.y), -1)

@@ -7,8 +7,8 @@ Usage::
     probs = clf.predict([arr1, arr2], [seps1, seps2])    # (N, 5), LABELS order; any T per map
     probs = clf.predict_same_length(maps_lhtt, seps)     # (N, T, T) of one T: the census's fast path
 
-The ONNX graph holds only the CNN; preprocessing (:func:`patterncnn.model.preprocess`, the same
-function training used) runs in torch before it. The preprocessing parameters and the label
+The ONNX graph holds only the CNN (or all members of an ensemble, averaged); preprocessing
+(:func:`patterncnn.model.preprocess`, the same function training used) runs in torch before it. The preprocessing parameters and the label
 order travel in the ONNX metadata, so the file is all a classifier needs.
 """
 
@@ -23,7 +23,7 @@ import torch
 
 from . import __version__
 from .labels import LABELS
-from .model import PatternCNN, config_from_dict, model_config_dict, preprocess
+from .model import config_from_dict, model_config_dict, preprocess
 from .segments import is_pair
 
 BLOCK = LABELS.index("block")
@@ -46,8 +46,8 @@ class ClassifierError(RuntimeError):
     """The classifier file is missing or unusable; the message says how to fix it."""
 
 
-def export_onnx(model: PatternCNN, path: str | os.PathLike, extra_meta: dict | None = None) -> None:
-    """Write the CNN as ONNX (dynamic batch), with labels and preprocessing config in its metadata."""
+def export_onnx(model: torch.nn.Module, path: str | os.PathLike, extra_meta: dict | None = None) -> None:
+    """Write the CNN (or ensemble) as ONNX (dynamic batch), with labels and preprocessing config in its metadata."""
     import onnx
 
     cfg = model.cfg
@@ -94,8 +94,11 @@ class OnnxClassifier:
             raise ClassifierError(f"{self.path} has labels {self.labels}, expected {LABELS}")
         self.cfg = config_from_dict(json.loads(meta["cnn_config"]))
         self.metadata = {k: json.loads(v) for k, v in meta.items()}
+        # The version names the data it was trained on and, for an ensemble, its size: two classifiers trained on
+        # the same maps (one CNN, the mean of two) must not pass for one in pre-annotations and the ML backend.
         self.model_version = f"patterncnn-{self.metadata.get('patterncnn_version')}-" \
-                             f"{str(self.metadata.get('data_hash', ''))[:8]}"
+                             f"{str(self.metadata.get('data_hash', ''))[:8]}" + \
+                             (f"-x{self.cfg.members}" if self.cfg.members > 1 else "")
         self.threads = threads
 
     def run(self, x: torch.Tensor, batch: int = 512) -> np.ndarray:
@@ -156,7 +159,7 @@ class OnnxClassifier:
         return probs
 
 
-def parity_check(model: PatternCNN, onnx_path: str | os.PathLike, maps: list[np.ndarray],
+def parity_check(model: torch.nn.Module, onnx_path: str | os.PathLike, maps: list[np.ndarray],
                  seps: list[list[int] | None]) -> float:
     """Max abs difference between torch and onnxruntime probabilities on these maps."""
     clf = OnnxClassifier(onnx_path)

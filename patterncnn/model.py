@@ -6,6 +6,7 @@ Usage::
     model = PatternCNN(cfg)
     x = preprocess(maps, seps, cfg)      # maps: (N, T, T) -> x: (N, C, grid, grid)
     logits = model(x)                    # (N, 5), classes in LABELS order
+    model = build_model(CNNConfig(members=3))   # the mean of three such CNNs (PatternEnsemble)
 
 **Preprocessing** turns a T×T map (T from ~5 to 512) into a fixed grid:
 
@@ -29,6 +30,7 @@ one over haze).
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +57,10 @@ class CNNConfig:
     dropout: float = 0.2
     head: str = "avg"  # "avg": global average pool; "flatten": keep the final (grid/8)^2 positions
     n_classes: int = len(LABELS)
+    # How many such CNNs the classifier averages (their softmax), each trained alone with its own seed.
+    # One fit's predictions move with its seed (initialisation, batches, the early-stopping epoch); the
+    # average of a few moves less and is right more often (README, `patterncnn train`: "An opt-in ensemble").
+    members: int = 1
 
     def __post_init__(self):
         if len(self.widths) != 8:
@@ -65,6 +71,8 @@ class CNNConfig:
             raise ValueError(f"unknown intensity {self.intensity!r}; use 'linear' or 'sqrt'")
         if self.representation not in REPRESENTATIONS:
             raise ValueError(f"unknown representation {self.representation!r}; use one of {REPRESENTATIONS}")
+        if not isinstance(self.members, int) or self.members < 1:
+            raise ValueError(f"members must be a whole number >= 1, got {self.members!r}")
         if self.grid % (2 ** len(self.pool_after)):
             raise ValueError(f"grid {self.grid} must be divisible by {2 ** len(self.pool_after)}")
         self.widths = tuple(self.widths)
@@ -174,7 +182,50 @@ class PatternCNN(nn.Module):
         return self.forward_head(self.forward_features(x))
 
 
+# Member s of an ensemble is fitted with the single CNN's seed + MEMBER_SEED_STEP * s: member 0 is the single
+# CNN's fit, and no member's seed is another fold's, another leave-one-encoder-out fit's or another member's.
+MEMBER_SEED_STEP = 1000
+
+
+class PatternEnsemble(nn.Module):
+    """Several :class:`PatternCNN` of one config; the output is the log of their mean softmax.
+
+    So ``softmax(ensemble(x))`` is exactly the mean of the members' probabilities, and every caller that
+    softmaxes a model's output (training's scoring, the ONNX classifier) treats one CNN and an ensemble alike.
+    """
+
+    def __init__(self, cfg: CNNConfig, members: list[PatternCNN] | None = None):
+        super().__init__()
+        self.cfg = cfg
+        one = member_config(cfg)
+        self.members = nn.ModuleList(members if members is not None else [PatternCNN(one) for _ in range(cfg.members)])
+        if len(self.members) != cfg.members:
+            raise ValueError(f"config says {cfg.members} members, got {len(self.members)}")
+        if any(m.cfg != one for m in self.members):
+            raise ValueError("every member must be a single CNN of the ensemble's config")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, C, G, G) -> (N, n_classes) log mean probabilities (usable as logits; finite, as log-sum-exp)."""
+        logp = torch.stack([F.log_softmax(m(x), dim=1) for m in self.members])
+        return torch.logsumexp(logp, dim=0) - math.log(len(self.members))
+
+
+def member_config(cfg: CNNConfig) -> CNNConfig:
+    """The config of one member of the classifier ``cfg`` describes (the same CNN, one member)."""
+    return dataclasses.replace(cfg, members=1)
+
+
+def build_model(cfg: CNNConfig, members: list[PatternCNN] | None = None) -> nn.Module:
+    """The classifier ``cfg`` describes: one CNN, or an ensemble of ``cfg.members``; of ``members`` when given."""
+    if cfg.members == 1:
+        return members[0] if members else PatternCNN(cfg)
+    return PatternEnsemble(cfg, members)
+
+
 def count_conv_layers(model: nn.Module) -> int:
+    """Convolutional layers of one CNN (of the first member of an ensemble)."""
+    if isinstance(model, PatternEnsemble):
+        model = model.members[0]
     return sum(isinstance(m, nn.Conv2d) for m in model.modules())
 
 
@@ -184,13 +235,13 @@ def model_config_dict(cfg: CNNConfig) -> dict:
 
 
 def config_from_dict(d: dict) -> CNNConfig:
-    d = {"mass_channel": False, **d}  # checkpoints written before the mass channel existed
+    d = {"mass_channel": False, "members": 1, **d}  # checkpoints written before these fields existed
     return CNNConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 
-def load_checkpoint(path: str | Path) -> tuple[PatternCNN, dict]:
+def load_checkpoint(path: str | Path) -> tuple[nn.Module, dict]:
     """Rebuild the model from ``patterncnn.pt`` (state dict + config); returns (model in eval mode, checkpoint)."""
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    model = PatternCNN(config_from_dict(ckpt["model_config"]))
+    model = build_model(config_from_dict(ckpt["model_config"]))
     model.load_state_dict(ckpt["state_dict"])
     return model.eval(), ckpt

@@ -13,6 +13,7 @@ import string
 from importlib import resources
 
 from .labels import LABELS
+from .model import MEMBER_SEED_STEP
 
 
 def _f(x: float) -> str:
@@ -94,7 +95,7 @@ def mean_sd(s: dict) -> str:
     return f"{_f(s['mean'])} ± {_f(s['sd'])}" if s["n"] > 1 else f"{_f(s['mean'])} (one fit)"
 
 
-def _loeo(e: dict) -> str:
+def _loeo(e: dict, members: int = 1) -> str:
     from .evaluate import spread
 
     lo = e["leave_one_encoder_out"]
@@ -124,8 +125,10 @@ def _loeo(e: dict) -> str:
     dropped = ", ".join(f"{p['train']}→{p['test']}: {p['dropped_shared_examples']}" for p in lo["pairs"])
     epochs = ", ".join(f"{p['train']}→{p['test']}: " + ", ".join(str(r["best_epoch"]) for r in seed_runs(p))
                        for p in lo["pairs"])
+    median = "an ensemble's: its members' median; " if members > 1 else ""
     return "\n".join(lines + ["", f"Training maps dropped because their input example is among the test maps: "
-                                  f"{dropped}. Early-stopped epoch per seed (cap {lo['pairs'][0]['max_epochs']}): {epochs}."])
+                                  f"{dropped}. Early-stopped epoch per seed ({median}cap {lo['pairs'][0]['max_epochs']}): "
+                                  f"{epochs}."])
 
 
 def _soft(e: dict) -> str:
@@ -179,7 +182,8 @@ def _evaluation(m: dict) -> dict[str, str]:
         missing = "**Not measured** (this classifier was trained before `patterncnn train` measured it)."
         return {"per_encoder_rows": "| — | — | — | — |", "per_encoder_verdicts": missing, "votes_note": missing,
                 "loeo": missing, "soft": missing, "estimator_defaults": _defaults(m.get("validation"))}
-    return {**_per_encoder(e), "loeo": _loeo(e), "soft": _soft(e), "estimator_defaults": _defaults(m.get("validation"))}
+    return {**_per_encoder(e), "loeo": _loeo(e, m["model_config"].get("members", 1)), "soft": _soft(e),
+            "estimator_defaults": _defaults(m.get("validation"))}
 
 
 def _rows(m: dict) -> dict[str, str]:
@@ -199,6 +203,18 @@ def _rows(m: dict) -> dict[str, str]:
     }
 
 
+def _members_note(m: dict) -> str:
+    """One CNN, or the ensemble of several (how each is trained, and how they are combined)."""
+    k = m["model_config"].get("members", 1)
+    if k == 1:
+        return f"One such CNN: {m['parameters']:,} parameters."
+    return (f"The classifier is **the mean of {k} such CNNs' probabilities** ({m['parameters']:,} parameters in "
+            f"all). Each member is trained alone on the same maps; member s uses the single CNN's seed + "
+            f"{MEMBER_SEED_STEP}·s, in "
+            f"cross-validation as in the final fit. Every figure below is the ensemble's. One ONNX graph holds them "
+            f"all.")
+
+
 def model_card(m: dict) -> str:
     """The model card as Markdown, from the metrics that ``patterncnn train`` writes."""
     cv, mc, data, tc = m["cv"], m["model_config"], m["data"], m["train_config"]
@@ -211,7 +227,7 @@ def model_card(m: dict) -> str:
         if mc["representation"] == "area" else "bilinear interpolation",
         "channels": _channels(mc), "conv_layers": m["conv_layers"], "widths": list(mc["widths"]),
         "pool_after": [i + 1 for i in mc["pool_after"]], "dropout": mc["dropout"],
-        "parameters": f"{m['parameters']:,}", **{k: tc[k] for k in (
+        "members_note": _members_note(m), **{k: tc[k] for k in (
             "lr", "weight_decay", "label_smoothing", "batch_size", "resample_p", "seed", "folds", "patience")},
         "class_weight_power": tc.get("class_weight_power", 1.0),
         "resample_range": list(tc["resample_range"]), "gamma_range": list(tc["gamma_range"]),

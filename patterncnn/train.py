@@ -34,6 +34,7 @@ from typing import Callable
 
 import numpy as np
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 from . import __version__
@@ -42,7 +43,8 @@ from .fileio import write_bytes, write_json, write_text
 from .infer import export_onnx, parity_check
 from .labelled import Labelled, load_labelled
 from .labels import LABELS
-from .model import CNNConfig, PatternCNN, count_conv_layers, model_config_dict, preprocess
+from .model import (MEMBER_SEED_STEP, CNNConfig, PatternCNN, build_model, count_conv_layers, member_config,
+                    model_config_dict, preprocess)
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +106,7 @@ def fit(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, s
     """
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    model = PatternCNN(cfg)
+    model = PatternCNN(member_config(cfg))  # one CNN, also when it is a member of an ensemble
     opt = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
     n_epochs = epochs or tcfg.max_epochs
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=n_epochs)
@@ -151,7 +153,25 @@ def fit(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, s
     return model.eval(), n_epochs, history
 
 
-def predict_proba(model: PatternCNN, data: Labelled, idx, cfg: CNNConfig) -> np.ndarray:
+def fit_members(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, seed: int,
+                epochs: int | None = None, tick: Callable | None = None, targets: np.ndarray | None = None
+                ) -> tuple[nn.Module, list[int]]:
+    """The classifier ``cfg`` describes, fitted: ``cfg.members`` CNNs by :func:`fit`, each with its own seed.
+
+    Returns:
+        (one :class:`PatternCNN`, or a :class:`PatternEnsemble` of the members; each member's best epoch).
+    """
+    fits = [fit(data, train_idx, val_idx, cfg, tcfg, seed=seed + MEMBER_SEED_STEP * s, epochs=epochs, tick=tick,
+                targets=targets) for s in range(cfg.members)]
+    return build_model(cfg, [f[0] for f in fits]).eval(), [f[1] for f in fits]
+
+
+def median_epoch(epochs) -> int:
+    """The epoch count a fit without early stopping runs: the median of early-stopped ones, rounded down."""
+    return int(np.median(epochs))
+
+
+def predict_proba(model: nn.Module, data: Labelled, idx, cfg: CNNConfig) -> np.ndarray:
     with torch.inference_mode():
         return torch.softmax(model(model_inputs(data.maps, data.seps, idx, cfg)), dim=1).numpy()
 
@@ -193,7 +213,7 @@ class OutOfFold:
     probs: np.ndarray  # (N, 5) softmax probabilities
     fold: np.ndarray  # (N,) the outer fold of each map
     fold_macro_f1: list[float]
-    best_epochs: list[int]
+    best_epochs: list[int]  # per fold; fold-major, one per member, for an ensemble
     seconds: float
 
 
@@ -203,16 +223,16 @@ def out_of_fold(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, progress=None
     oof = np.zeros((len(data.y), len(LABELS)), dtype=np.float32)
     fold_of = np.full(len(data.y), -1)
     fold_f1, best_epochs = [], []
-    bar = progress(total=tcfg.folds * tcfg.max_epochs, desc=f"CV {cfg.representation}-{cfg.grid}",
+    bar = progress(total=tcfg.folds * tcfg.max_epochs * cfg.members, desc=f"CV {cfg.representation}-{cfg.grid}",
                    unit="ep") if progress else None
     t0 = time.time()
     for k, (tr, va, te) in enumerate(folds(data, tcfg)):
-        model, best_epoch, _ = fit(data, tr, va, cfg, tcfg, seed=tcfg.seed + k, tick=bar.update if bar else None,
-                                   targets=targets)
+        model, epochs = fit_members(data, tr, va, cfg, tcfg, seed=tcfg.seed + k, tick=bar.update if bar else None,
+                                    targets=targets)
         oof[te] = predict_proba(model, data, te, cfg)
         fold_of[te] = k
         fold_f1.append(macro_f1(data.y[te], oof[te].argmax(1)))
-        best_epochs.append(best_epoch)
+        best_epochs.extend(epochs)
     if bar:
         bar.close()
     return OutOfFold(oof, fold_of, fold_f1, best_epochs, round(time.time() - t0, 1))
@@ -223,7 +243,7 @@ def cv_report(data: Labelled, oof: OutOfFold) -> dict:
     rep = classification_report(data.y, oof.probs.argmax(1))
     rep.update({"fold_macro_f1": oof.fold_macro_f1, "fold_macro_f1_mean": float(np.mean(oof.fold_macro_f1)),
                 "fold_macro_f1_std": float(np.std(oof.fold_macro_f1)), "best_epochs": oof.best_epochs,
-                "median_best_epoch": int(np.median(oof.best_epochs)), "seconds": oof.seconds,
+                "median_best_epoch": median_epoch(oof.best_epochs), "seconds": oof.seconds,
                 "certain_only_macro_f1": macro_f1(data.y[~data.uncertain], oof.probs[~data.uncertain].argmax(1))})
     return rep
 
@@ -248,17 +268,17 @@ def calibrate_and_validate(data: Labelled, oof: OutOfFold, seed: int) -> tuple[d
     return calibration_record(rows), validation
 
 
-def fit_final(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, epochs: int) -> PatternCNN:
-    """Train on all labelled maps for a fixed number of epochs (chosen by CV early stopping)."""
+def fit_final(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, epochs: int) -> nn.Module:
+    """Train on all labelled maps for a fixed number of epochs (chosen by CV early stopping); every member alike."""
     idx = np.arange(len(data.y))
-    model, _, _ = fit(data, idx, None, cfg, tcfg, seed=tcfg.seed, epochs=max(1, epochs))
+    model, _ = fit_members(data, idx, None, cfg, tcfg, seed=tcfg.seed, epochs=max(1, epochs))
     return model
 
 
 def throughput(cfg: CNNConfig, t: int = 64, n: int = 512, threads: int = 2) -> float:
     """Maps/s of preprocessing + forward pass in torch eager for one batch of (n, t, t) maps."""
     torch.set_num_threads(threads)
-    model = PatternCNN(cfg).eval()
+    model = build_model(cfg).eval()
     maps = torch.softmax(torch.randn(n, t, t), dim=-1)
     seps = [[t // 2, t - 1]] * n
     with torch.inference_mode():

@@ -140,3 +140,70 @@ def test_missing_classifier_says_how_to_get_one(tmp_path, capsys):
     assert main(["classify", str(tmp_path / "m.npz"), "--out", str(tmp_path / "p.jsonl"),
                  "--classifier", str(tmp_path / "none.onnx")]) == 2
     assert "patterncnn train" in capsys.readouterr().err
+
+
+def test_ensemble_is_the_mean_of_its_members_in_torch_onnx_and_the_checkpoint(labelled_set, tmp_path):
+    from patterncnn.model import PatternEnsemble, build_model, load_checkpoint
+    from patterncnn.infer import export_onnx
+    from patterncnn.model import model_config_dict
+    from patterncnn.train import MEMBER_SEED_STEP, fit, fit_final, model_inputs
+
+    with pytest.raises(ValueError, match="members must be a whole number >= 1"):
+        CNNConfig(members=0)
+    data = load_labelled(labelled_set)
+    cfg = CNNConfig(widths=(4, 4, 8, 8, 8, 8, 16, 16), members=2)
+    tcfg = TrainConfig(batch_size=8, seed=3)
+    ens = fit_final(data, cfg, tcfg, epochs=3)
+    assert isinstance(ens, PatternEnsemble) and len(ens.members) == 2 and count_conv_layers(ens) == 8
+    # member s is the single CNN's fit with seed + 1000 s: member 0 is exactly what members=1 ships
+    idx = np.arange(len(data.y))
+    for s, member in enumerate(ens.members):
+        alone, _, _ = fit(data, idx, None, cfg, tcfg, seed=3 + MEMBER_SEED_STEP * s, epochs=3)
+        for a, b in zip(alone.state_dict().values(), member.state_dict().values()):
+            assert torch.equal(a, b)
+    assert not torch.equal(ens.members[0].features[0].weight, ens.members[1].features[0].weight)
+    x = model_inputs(data.maps, data.seps, range(6), cfg)
+    with torch.inference_mode():
+        mean = torch.stack([torch.softmax(m(x), 1) for m in ens.members]).mean(0)
+        assert torch.allclose(torch.softmax(ens(x), 1), mean, atol=1e-6)
+    path = tmp_path / "ens.onnx"
+    export_onnx(ens, path, {"data_hash": data.data_hash})
+    clf = OnnxClassifier(path)
+    assert clf.cfg.members == 2 and parity_check(ens, path, data.maps, data.seps) <= 1e-4
+    assert np.allclose(clf.run(x), mean.numpy(), atol=1e-5)
+    torch.save({"state_dict": ens.state_dict(), "model_config": model_config_dict(cfg)}, tmp_path / "ens.pt")
+    back, _ = load_checkpoint(tmp_path / "ens.pt")
+    with torch.inference_mode():
+        assert torch.allclose(back(x), ens(x))
+    assert isinstance(build_model(CNNConfig()), PatternCNN)
+
+
+def test_an_ensemble_has_its_own_version_and_an_old_single_cnn_checkpoint_still_loads(tmp_path):
+    from patterncnn.infer import export_onnx
+    from patterncnn.model import PatternEnsemble, build_model, load_checkpoint, model_config_dict
+
+    torch.manual_seed(0)
+    versions = {}
+    for k in (1, 2):
+        path = tmp_path / f"m{k}.onnx"
+        export_onnx(build_model(CNNConfig(members=k)).eval(), path, {"data_hash": "ab" * 32})
+        versions[k] = OnnxClassifier(path).model_version
+    assert versions[1].endswith("-abababab") and versions[2] == versions[1] + "-x2"
+    # a checkpoint written before ensembles existed has no "members" in its config: one CNN
+    single = PatternCNN(CNNConfig()).eval()
+    old_config = model_config_dict(single.cfg)
+    del old_config["members"]
+    torch.save({"state_dict": single.state_dict(), "model_config": old_config}, tmp_path / "old.pt")
+    back, _ = load_checkpoint(tmp_path / "old.pt")
+    assert isinstance(back, PatternCNN) and back.cfg.members == 1
+    # members must be single CNNs of the ensemble's config
+    with pytest.raises(ValueError, match="every member must be a single CNN"):
+        PatternEnsemble(CNNConfig(members=2), [PatternCNN(CNNConfig(grid=32)), PatternCNN(CNNConfig(grid=32))])
+    # finite output even when every member is certain (log of a mean softmax would give -inf)
+    ens = PatternEnsemble(CNNConfig(members=2)).eval()
+    for m in ens.members:
+        torch.nn.init.constant_(m.head[1].bias, 0.0)
+        m.head[1].bias.data[0] = 500.0
+    with torch.inference_mode():
+        out = ens(torch.zeros(2, ens.cfg.in_channels, 16, 16))
+    assert torch.isfinite(out).all() and torch.allclose(torch.softmax(out, 1)[:, 0], torch.ones(2))

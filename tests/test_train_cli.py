@@ -13,7 +13,8 @@ from synthetic import pattern_map
 
 def test_train_writes_consistent_artifacts_and_card(labelled_set, tmp_path, capsys):
     out = tmp_path / "models"
-    rc = main(["train", "--annotations", str(labelled_set), "--out", str(out), "--folds", "3", "--max-epochs", "4"])
+    rc = main(["train", "--annotations", str(labelled_set), "--out", str(out), "--folds", "3", "--max-epochs", "4",
+               "--members", "2", "--loeo-seeds", "1"])
     assert rc == 0
     printed = capsys.readouterr().out
     assert "60 maps, 3-fold grouped CV: macro-F1" in printed and "baseline features+logreg" in printed
@@ -22,7 +23,8 @@ def test_train_writes_consistent_artifacts_and_card(labelled_set, tmp_path, caps
         assert (out / name).is_file(), name
     m = json.loads((out / "metrics.json").read_text())
     assert m["data"]["maps"] == 60 and m["data"]["labels"] == {name: 12 for name in LABELS}
-    assert m["conv_layers"] == 8 and m["train_config"]["folds"] == 3
+    assert m["conv_layers"] == 8 and m["train_config"]["folds"] == 3 and m["model_config"]["members"] == 2
+    assert len(m["cv"]["best_epochs"]) == 3 * 2  # one per member per fold
     assert sum(sum(row) for row in m["cv"]["confusion_matrix"]) == 60  # every map scored out of fold once
     assert m["onnx_parity_max_abs_diff"] < 1e-4
 
@@ -30,6 +32,7 @@ def test_train_writes_consistent_artifacts_and_card(labelled_set, tmp_path, caps
     assert f"**Macro-F1 {m['cv']['macro_f1']:.3f}**" in card
     assert f"60 maps labelled by eye in Label Studio (`{labelled_set}`" in card
     assert "$" not in card.replace("$$", "")  # every template field was filled
+    assert "the mean of 2 such CNNs' probabilities" in card
     assert m["validation"] is None and "**Not validated.**" in card  # no uniformly drawn maps in this set
     assert len(m["calibration"]["rows"]["ids"]) == 60 and f"T = {m['calibration']['temperature']:.2f}" in card
 

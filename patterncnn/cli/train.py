@@ -23,6 +23,9 @@ def register(sub) -> None:
                    help="do not give log mass relative to uniform as a channel (only the max-scaled map)")
     p.add_argument("--compare", action="store_true",
                    help="also cross-validate area/bilinear x 16/32, area 64 and the channel choices, for the card")
+    p.add_argument("--members", type=int, default=1,
+                   help="CNNs the classifier averages, each trained with its own seed; training and the "
+                        "classifier's cost grow with it (default: %(default)s)")
     p.add_argument("--folds", type=int, default=5, help="(default: %(default)s)")
     p.add_argument("--max-epochs", type=int, default=80, help="(default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
@@ -48,7 +51,7 @@ def run(args) -> int:
 
     cfg = CNNConfig(grid=args.grid, representation=args.representation,
                     segment_channel=not args.no_segment_channel, structure_channels=not args.no_structure_channels,
-                    mass_channel=not args.no_mass_channel)
+                    mass_channel=not args.no_mass_channel, members=args.members)
     tcfg = TrainConfig(folds=args.folds, seed=args.seed, max_epochs=args.max_epochs,
                        class_weight_power=args.class_weight_power)
     ecfg = EvalConfig(soft_labels=not args.no_soft_labels, leave_one_encoder_out=not args.no_leave_one_encoder_out,
