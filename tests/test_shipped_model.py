@@ -42,3 +42,30 @@ def test_onnx_matches_torch_on_real_minilm_maps(glue_dir):
     assert parity_check(model, MODELS / "patterncnn.onnx", maps, seps) <= 1e-4
     probs = OnnxClassifier(MODELS / "patterncnn.onnx").predict(maps, seps)
     np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-5)
+
+
+def test_the_opt_in_ensemble_is_two_cnns_trained_on_the_shipped_annotations(tmp_path):
+    from patterncnn.cli import main
+    from patterncnn.model import PatternEnsemble
+
+    ensemble = MODELS / "ensemble-x2"
+    model, ckpt = load_checkpoint(ensemble / "patterncnn.pt")
+    clf = OnnxClassifier(ensemble / "patterncnn.onnx")
+    metrics = json.loads((ensemble / "metrics.json").read_text())
+    assert isinstance(model, PatternEnsemble) and len(model.members) == 2 and clf.cfg == model.cfg
+    assert metrics["conv_layers"] == 8 and metrics["model_config"]["members"] == 2
+    data = load_labelled(REPO / "annotations")
+    assert ckpt["data_hash"] == metrics["data"]["data_hash"] == clf.metadata["data_hash"] == data.data_hash
+    assert clf.model_version == OnnxClassifier(MODELS / "patterncnn.onnx").model_version + "-x2"
+    assert parity_check(model, ensemble / "patterncnn.onnx", data.maps[:300], data.seps[:300]) <= 1e-4
+    assert "the mean of 2 such CNNs' probabilities" in (ensemble / "README.md").read_text()
+    # the figures the README publishes for it: cross-validated, and on the held-out round 5
+    assert [round(metrics["cv"][k], 3) for k in ("macro_f1", "accuracy")] == [0.665, 0.805]
+    held = REPO / "annotations" / "round5-heldout-uniform"
+    assert main(["validate", "--classifier", str(ensemble / "patterncnn.onnx"), "--annotations", str(held),
+                 "--out", str(tmp_path / "v")]) == 0
+    v = json.loads((tmp_path / "v" / "validation.json").read_text())
+    assert v["classifier"]["version"] == clf.model_version
+    assert round(v["labels"]["groups"]["all"]["all"]["accuracy"], 3) == 0.846
+    count = next(r for r in v["results"] if r["estimator"] == "count")["encoders"]
+    assert [round(count[e]["mean_abs_error"], 3) for e in ("minilm-53aa5117", "mpnet-78c0197b")] == [0.007, 0.020]
