@@ -67,6 +67,8 @@ def bench_backends(a, clf) -> None:
     split = load_split("qnli", "dev", a.glue_dir, limit=a.examples, seed=0)
     small = dataclasses.replace(split, examples=split.examples[: a.slow_examples])
     backends = a.backends.split(",")
+    if "torch" not in backends:  # the serial torch census is the reference of every speed-up and drift
+        raise SystemExit(f"--backends {a.backends}: include torch, the reference (e.g. --backends torch,{a.backends})")
     ref_maps: dict = {}
     encs, warm, mad, labels, t = {}, {}, {}, {}, {b: {"ext": [], "cen": [], "serial": []} for b in backends}
     print(f"{a.model} on QNLI dev, {len(split.examples)} examples (bf16/int8: {len(small.examples)}), batch 16, "

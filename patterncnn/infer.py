@@ -121,7 +121,17 @@ class OnnxClassifier:
         Its block probability is set to 0 and the rest renormalised. Maps without separator
         information (``None``, e.g. from a plain .npz) are left as the CNN scored them.
         """
-        single = np.array([s is not None and not is_pair(None, s) for s in seps], dtype=bool)
+        # The census passes one separator list per example, repeated for its L*H maps: decide each list once.
+        decided: dict[int, bool] = {}
+
+        def is_single(s) -> bool:
+            if s is None:
+                return False
+            if id(s) not in decided:
+                decided[id(s)] = not is_pair(None, s)
+            return decided[id(s)]
+
+        single = np.fromiter((is_single(s) for s in seps), dtype=bool, count=len(seps))
         if single.any():
             probs[single, BLOCK] = 0.0
             probs[single] /= probs[single].sum(1, keepdims=True)

@@ -207,3 +207,13 @@ def test_an_ensemble_has_its_own_version_and_an_old_single_cnn_checkpoint_still_
     with torch.inference_mode():
         out = ens(torch.zeros(2, ens.cfg.in_channels, 16, 16))
     assert torch.isfinite(out).all() and torch.allclose(torch.softmax(out, 1)[:, 0], torch.ones(2))
+
+
+def test_segment_rule_decides_each_separator_list_once_and_each_map_right():
+    pair, single = [5, 11], [7]
+    seps = [pair] * 3 + [single] * 3 + [None, [5, 11], [7], [2, 3, 9]]  # repeated objects, equal copies, MPNet-like
+    probs = np.full((len(seps), len(LABELS)), 0.2)
+    out = OnnxClassifier.apply_segment_rule(probs.copy(), seps)
+    block = LABELS.index("block")
+    assert out[:, block].tolist() == pytest.approx([0.2] * 3 + [0.0] * 3 + [0.2, 0.2, 0.0, 0.2])
+    assert np.allclose(out.sum(1), 1.0)
