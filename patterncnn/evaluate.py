@@ -245,7 +245,7 @@ def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.
                           max_epochs: int, seeds: int = 1) -> list[dict]:
     """Train on one family, test on another, each ordered pair; CNN and the trained feature baselines.
 
-    The CNN (the classifier ``cfg`` describes: with ``cfg.members`` > 1 each fit is an ensemble, as shipped) is
+    The CNN (the classifier ``cfg`` describes: with ``cfg.members`` > 1 each fit is an ensemble, as train exports) is
     fitted ``seeds`` times (seeds ``tcfg.seed``, ``tcfg.seed + 1``, ...: its early-stopping split, and its
     initialisation and batches, member s's with the seed + 1000·s; a fit's ``best_epoch`` is its members'
     median): one fit's macro-F1 moves by several points with the seed, so a

@@ -265,7 +265,7 @@ def label_scores(data, probs: np.ndarray, annotations: str | Path) -> dict:
     """
     from sklearn.metrics import cohen_kappa_score
 
-    from .evaluate import encoder_family, load_votes, subset_scores
+    from .evaluate import families, load_votes, subset_scores
     from .maps import tag_of
     from .train import classification_report
 
@@ -273,7 +273,7 @@ def label_scores(data, probs: np.ndarray, annotations: str | Path) -> dict:
     votes = load_votes(annotations, data.ids, data.y)
     agreed = votes.agreed
     tags = np.array([tag_of(i) for i in data.ids])
-    fams = np.array([encoder_family(t) for t in tags])
+    fams = families(data.ids)
     masks = {"all": np.ones(len(pred), dtype=bool)}
     masks.update({f"family {f}": fams == f for f in sorted(set(fams.tolist()))})
     if len(set(tags.tolist())) > len(set(fams.tolist())):
