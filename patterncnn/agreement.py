@@ -6,6 +6,7 @@ Usage::
     resolved = resolve_votes(votes, "dawid-skene")            # {map_id: Resolution}
     report = agreement_report(annotation_rows, label_rows)    # pairwise Cohen's κ, Fleiss' κ, confusion
     print(format_report(report))
+    pairs = held_out_rater(votes)                             # [(map_id, one rater's label, the others' label)]
 
 A *vote* is one rater's label for one map: by default a rater is an annotator (Label Studio user)
 and their vote is their latest labelled, not skipped annotation of the map. With
@@ -228,6 +229,46 @@ def confusion(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
     return m
 
 
+def held_out_rater(votes: dict[str, dict[str, Vote]]) -> list[tuple[str, str, str]]:
+    """One rater against the others: ``(map_id, the rater's label, the others' label)`` for each rater of each map
+    whose other raters, two or more, all gave one label.
+
+    This is the yardstick for anything scored against a resolved label: how well one blind rater agrees with
+    a label it had no part in. With three raters, a unanimous map gives three pairs (all agreeing), a
+    two-of-three map one (the dissenter against the two), a three-way split none. A classifier scored on
+    the same pairs (its prediction against the same reference, :func:`patterncnn.evaluate.annotator_yardstick`)
+    is compared with the raters on equal terms.
+    """
+    out = []
+    for map_id, v in votes.items():
+        v = {r: x for r, x in v.items() if x.label in LABELS}  # a label outside the five is no vote here
+        for rater, vote in v.items():
+            others = {x.label for r, x in v.items() if r != rater}
+            if len(v) >= 3 and len(others) == 1:
+                out.append((map_id, vote.label, others.pop()))
+    return out
+
+
+def held_out_scores(pairs: list[tuple[str, str, str]], labels: Sequence[str] | None = None) -> dict | None:
+    """:func:`held_out_rater`'s pairs scored: the raters' labels (or ``labels``, one per pair: a classifier's
+    prediction for each pair's map) against the pairs' references.
+
+    Returns:
+        {"pairs", "maps", "agree", "kappa", "macro_f1" (over the classes the references hold, as
+        :func:`patterncnn.evaluate.subset_scores`), "per_class_f1"}; None without pairs.
+    """
+    from .evaluate import subset_scores
+
+    if not pairs:
+        return None
+    mine = [p[1] for p in pairs] if labels is None else list(labels)
+    ref = [p[2] for p in pairs]
+    s = subset_scores(np.array([LABELS.index(x) for x in ref]), np.array([LABELS.index(x) for x in mine]),
+                      np.ones(len(pairs), dtype=bool))
+    return {"pairs": len(pairs), "maps": len({p[0] for p in pairs}), "agree": s["accuracy"],
+            "kappa": cohen_kappa(mine, ref), "macro_f1": s["macro_f1"], "per_class_f1": s["per_class_f1"]}
+
+
 def _pair(a: list[str], b: list[str]) -> dict:
     return {"n": len(a), "agree": sum(x == y for x, y in zip(a, b)) / len(a), "kappa": cohen_kappa(a, b)}
 
@@ -239,7 +280,9 @@ def agreement_report(annotation_rows: list[dict], label_rows: list[dict] | None 
     Returns:
         {"raters": {rater: maps labelled}, "pairs": [{a, b, n, agree, kappa}], "fleiss": {maps, raters_per_map,
         kappa}, "confusion": (K, K) list pooled over every ordered pair of raters on a shared map,
-        "vs_resolved": {rater: {n, agree, kappa}}, "pre_vs_resolved": {source model: {n, agree, kappa}}}.
+        "vs_resolved": {rater: {n, agree, kappa}}, "pre_vs_resolved": {source model: {n, agree, kappa}},
+        "vs_others": one rater against the others' shared label (:func:`held_out_scores`; None without such a
+        pair, e.g. no map with three raters or only three-way splits, and with ``raters="pass"``)}.
     """
     votes = rater_votes(annotation_rows, raters)
     names = sorted({r for v in votes.values() for r in v})
@@ -258,6 +301,8 @@ def agreement_report(annotation_rows: list[dict], label_rows: list[dict] | None 
     report["fleiss"] = {"maps": len(multi), "raters_per_map": dict(Counter(len(v) for v in multi)),
                         "kappa": fleiss_kappa(counts)}
     report["confusion"] = pooled.tolist()
+    # one rater against the others; with raters="pass" the "others" would be the same annotator's other passes
+    report["vs_others"] = held_out_scores(held_out_rater(votes)) if raters == "annotator" else None
     report["vs_resolved"], report["pre_vs_resolved"] = {}, {}
     resolved = {r["map_id"]: r for r in label_rows or []}
     for name in names:
@@ -316,6 +361,11 @@ def format_report(report: dict) -> str:
             lines.append(f"{k:<{width}}" + "".join(f"{c:>{width}}" for c in row))
     else:
         lines.append("no map has labels from two raters: no agreement between raters to report")
+    o = report.get("vs_others")
+    if o:
+        lines.append(f"one rater vs the others' shared label (maps where the other raters, two or more, agree): "
+                     f"{o['pairs']} pairs on {o['maps']} maps, {100 * o['agree']:.1f}% agree, "
+                     f"kappa {_kappa(o['kappa'])}, macro-F1 {o['macro_f1']:.3f}")
     for title, part in (("rater vs resolved label", report["vs_resolved"]),
                         ("pre-annotation vs resolved label", report["pre_vs_resolved"])):
         for name, p in part.items():

@@ -12,6 +12,10 @@ Reports, all on the folds of :func:`patterncnn.train.folds` (grouped by input ex
 - **per encoder family** (:func:`encoder_family`): the out-of-fold macro-F1 of the CNN and of the feature
   baselines on the family's maps, on all of them and on those where at least two annotators gave the
   same label (``annotations.csv``). No second CV: the out-of-fold predictions are sliced.
+- **against one annotator** (:func:`annotator_yardstick`): every method and one blind annotator on the same
+  pairs: a map and one of its annotators, wherever the other annotators (two or more) agree; the annotator's
+  label and each method's prediction are scored against the others' shared label. The annotators' score is
+  how far a careful reader of the guide gets; the methods' on the same pairs is comparable with it.
 - **soft labels**: the same CV (same folds, seeds and epochs budget) with the annotators' vote shares as
   cross-entropy targets instead of the resolved label, scored against the resolved label beside the hard one.
 - **leave one encoder out**: train on one family's maps, test on another's, each direction. Training
@@ -100,8 +104,8 @@ class Votes:
         return self.top >= 2
 
 
-def load_votes(annotations: str | Path, ids: list[str], y: np.ndarray) -> Votes:
-    """The votes of ``annotations.csv`` for the maps ``ids`` (labels ``y``); no file: one vote, the label."""
+def _rater_votes(annotations: str | Path) -> dict:
+    """Each map's votes in ``annotations/annotations.csv`` (:func:`patterncnn.agreement.rater_votes`); {} without it."""
     from .agreement import rater_votes
 
     path = Path(annotations) / "annotations.csv"
@@ -109,7 +113,12 @@ def load_votes(annotations: str | Path, ids: list[str], y: np.ndarray) -> Votes:
     if path.is_file():
         with open(path, encoding="utf-8", newline="") as f:
             rows = list(csv.DictReader(f))
-    votes = rater_votes(rows)
+    return rater_votes(rows)
+
+
+def load_votes(annotations: str | Path, ids: list[str], y: np.ndarray) -> Votes:
+    """The votes of ``annotations.csv`` for the maps ``ids`` (labels ``y``); no file: one vote, the label."""
+    votes = _rater_votes(annotations)
     shares = np.eye(len(LABELS))[y]
     n, top = np.zeros(len(ids), dtype=int), np.zeros(len(ids), dtype=int)
     index = {name: k for k, name in enumerate(LABELS)}
@@ -135,6 +144,36 @@ def subset_scores(y: np.ndarray, pred: np.ndarray, mask: np.ndarray) -> dict | N
     return {"maps": int(mask.sum()), "macro_f1": float(np.mean(f1[present])), "accuracy": float(np.mean(yt == yp)),
             "per_class_f1": {name: (float(f1[k]) if k in present else None) for k, name in enumerate(LABELS)},
             "classes": [LABELS[k] for k in present]}
+
+
+def annotator_yardstick(annotations: str | Path, ids: list[str], fams: np.ndarray,
+                        preds: dict[str, np.ndarray]) -> dict:
+    """One blind annotator against the others, and every method on the very same pairs, per family and over all.
+
+    The pairs are :func:`patterncnn.agreement.held_out_rater`'s: for each map and each of its annotators whose
+    other annotators (two or more) agree, the reference is the others' shared label. A method's prediction for
+    the map is scored against the same reference, once per pair, so both sides weigh the maps alike (with three
+    annotators a unanimous map three times, a two-of-three map once, a three-way split not at all).
+
+    Returns:
+        {family or "all": {"pairs", "maps", "annotator": scores, "methods": {name: scores}}}, scores as
+        :func:`patterncnn.agreement.held_out_scores` (pairs, maps, agree, kappa, macro_f1, per_class_f1); a family
+        without pairs is left out; {} when no map has three or more annotators who leave a pair.
+    """
+    from .agreement import held_out_rater, held_out_scores
+
+    index = {m: i for i, m in enumerate(ids)}
+    pairs = [p for p in held_out_rater(_rater_votes(annotations)) if p[0] in index]
+    at = np.array([index[p[0]] for p in pairs], dtype=int)
+    out = {}
+    for fam in [*sorted(set(fams.tolist())), "all"]:
+        sel = [k for k in range(len(pairs)) if fam == "all" or fams[at[k]] == fam]
+        if sel:
+            mine = [pairs[k] for k in sel]
+            out[fam] = {"pairs": len(sel), "maps": len({p[0] for p in mine}), "annotator": held_out_scores(mine),
+                        "methods": {name: held_out_scores(mine, [LABELS[p[at[k]]] for k in sel])
+                                    for name, p in preds.items()}}
+    return out
 
 
 def feature_matrix(data) -> np.ndarray:
@@ -322,5 +361,6 @@ def evaluate(data, annotations, oof, cfg, tcfg, ecfg: EvalConfig, progress=None)
             "votes": {"maps_with_votes": int((votes.n > 0).sum()), "maps_with_several_votes": int((votes.n >= 2).sum()),
                       "agreed_maps": int(votes.agreed.sum()), "annotators_per_map": {
                           str(k): int((votes.n == k).sum()) for k in sorted(set(votes.n.tolist()))}},
-            "per_encoder": per_encoder(data.y, fams, votes.agreed, preds), "soft_labels": soft,
+            "per_encoder": per_encoder(data.y, fams, votes.agreed, preds),
+            "annotator_yardstick": annotator_yardstick(annotations, data.ids, fams, preds), "soft_labels": soft,
             "leave_one_encoder_out": loeo}

@@ -82,6 +82,23 @@ def _per_encoder(e: dict) -> dict[str, str]:
     return {"per_encoder_rows": "\n".join(rows), "per_encoder_verdicts": "\n".join(verdicts), "votes_note": note}
 
 
+def _yardstick(e: dict) -> str:
+    """One blind annotator against the others, and every method on the same pairs (evaluate.annotator_yardstick)."""
+    y = e.get("annotator_yardstick")
+    if not y:
+        return ("**Not measured**: " + ("no map has three or more annotators." if "annotator_yardstick" in e else
+                                        "this classifier was trained before `patterncnn train` measured it."))
+    rows = ["| encoder family | who | macro-F1 / accuracy (pairs) | per-class F1 (" + ", ".join(LABELS) + ") |",
+            "| --- | --- | --- | --- |"]
+    for fam, r in y.items():
+        for name, s in [("one annotator", r["annotator"]), *r["methods"].items()]:
+            bold = "**" if name in ("one annotator", "CNN") else ""
+            f1 = " / ".join("—" if v is None else _f(v) for v in s["per_class_f1"].values())
+            rows.append(f"| {fam} ({r['maps']} maps) | {bold}{name}{bold} | {_f(s['macro_f1'])} / {_f(s['agree'])} "
+                        f"({s['pairs']}) | {f1} |")
+    return "\n".join(rows)
+
+
 def seed_runs(p: dict) -> list[dict]:
     """A leave-one-encoder-out pair's CNN fits; a metrics.json from before fits per seed were kept has one."""
     if "seeds" in p:
@@ -181,9 +198,10 @@ def _evaluation(m: dict) -> dict[str, str]:
     if e is None:  # metrics of a classifier trained before these reports existed
         missing = "**Not measured** (this classifier was trained before `patterncnn train` measured it)."
         return {"per_encoder_rows": "| — | — | — | — |", "per_encoder_verdicts": missing, "votes_note": missing,
-                "loeo": missing, "soft": missing, "estimator_defaults": _defaults(m.get("validation"))}
-    return {**_per_encoder(e), "loeo": _loeo(e, m["model_config"].get("members", 1)), "soft": _soft(e),
-            "estimator_defaults": _defaults(m.get("validation"))}
+                "yardstick": missing, "loeo": missing, "soft": missing,
+                "estimator_defaults": _defaults(m.get("validation"))}
+    return {**_per_encoder(e), "yardstick": _yardstick(e), "loeo": _loeo(e, m["model_config"].get("members", 1)),
+            "soft": _soft(e), "estimator_defaults": _defaults(m.get("validation"))}
 
 
 def _rows(m: dict) -> dict[str, str]:

@@ -261,11 +261,13 @@ def label_scores(data, probs: np.ndarray, annotations: str | Path) -> dict:
         the confusion matrix and Cohen's kappa (None when the labels hold one class), "groups": {"all" |
         "family F" | "encoder E": {"all": scores, "agreed": scores}}}, where scores are
         :func:`patterncnn.evaluate.subset_scores` (macro-F1 over the classes the subset's labels hold) and
-        "agreed" keeps the maps where at least two annotators gave the same label (None without votes).
+        "agreed" keeps the maps where at least two annotators gave the same label (None without votes), and
+        "against_one_annotator": :func:`patterncnn.evaluate.annotator_yardstick` with the classifier as its one
+        method ({} without three annotators per map).
     """
     from sklearn.metrics import cohen_kappa_score
 
-    from .evaluate import families, load_votes, subset_scores
+    from .evaluate import annotator_yardstick, families, load_votes, subset_scores
     from .maps import tag_of
     from .train import classification_report
 
@@ -285,7 +287,8 @@ def label_scores(data, probs: np.ndarray, annotations: str | Path) -> dict:
                                                                             labels=list(range(len(LABELS)))))
     return {"maps": len(pred), "votes": int((votes.n >= 2).sum()), "report": report,
             "groups": {g: {"all": subset_scores(data.y, pred, m), "agreed": subset_scores(data.y, pred, m & agreed)}
-                       for g, m in masks.items()}}
+                       for g, m in masks.items()},
+            "against_one_annotator": annotator_yardstick(annotations, data.ids, fams, {"classifier": pred})}
 
 
 def _pct(x: float) -> str:
@@ -341,6 +344,17 @@ def labels_table(lab: dict) -> str:
                      if not lab.get("votes") else "."), "",
               "| label \\ prediction | " + " | ".join(LABELS) + " |", "| --- |" + " --- |" * len(LABELS)]
     lines += [f"| {name} | " + " | ".join(str(c) for c in row) + " |" for name, row in zip(LABELS, cm)]
+    y = lab.get("against_one_annotator")
+    if y:
+        lines += ["", "Against one annotator: for each map and each of its annotators whose other annotators (two or "
+                      "more) agree, that annotator's label and the classifier's are scored against the others' shared "
+                      "label (the same pairs for both; macro-F1 / accuracy (pairs)):", "",
+                  "| maps | one annotator | the classifier |", "| --- | --- | --- |"]
+        def pairs(sc):
+            return f"{sc['macro_f1']:.3f} / {sc['agree']:.3f} ({sc['pairs']})"
+
+        lines += [f"| {fam} ({r['maps']} maps) | {pairs(r['annotator'])} | {pairs(r['methods']['classifier'])} |"
+                  for fam, r in y.items()]
     return "\n".join(lines)
 
 

@@ -61,6 +61,19 @@ CONFUSION = np.array([[.80, .04, .10, .01, .05],
                       [.10, .10, .05, .10, .65]])
 
 
+def write_votes(root, votes: dict, extra: list | None = None):
+    """``root/annotations.csv`` with annotators a, b, c, ... voting ``votes[map_id]`` (a tuple of labels, one per
+    annotator) on each map, in creation order; ``extra``: more rows (map_id, annotator, label)."""
+    import csv
+
+    rows = [(m, who, lab) for m, labs in votes.items() for who, lab in zip("abcdefgh", labs)] + (extra or [])
+    with open(root / "annotations.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["map_id", "annotator", "label", "skipped", "created_at", "ls_annotation_id"])
+        w.writerows([(m, who, lab, "False", f"2026-11-23T10:{i // 60:02d}:{i % 60:02d}Z", i)
+                     for i, (m, who, lab) in enumerate(rows)])
+
+
 def simulated_rows(shares, n, rng, encoder="enc-aaaa1111", single=False, uniform=True, fold=None,
                    task="rte", start=0) -> "Rows":
     """Rows whose argmax follows CONFUSION: label ~ shares, prediction ~ CONFUSION[label]."""

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from patterncnn.agreement import (agreement_report, cohen_kappa, dawid_skene, fleiss_kappa, rater_votes,
-                                  resolve_votes)
+from patterncnn.agreement import (agreement_report, cohen_kappa, dawid_skene, fleiss_kappa, held_out_rater,
+                                  held_out_scores, rater_votes, resolve_votes)
 from patterncnn.labels import LABELS
 
 
@@ -127,3 +127,35 @@ def test_majority_dawid_skene_keeps_every_majority_and_asks_dawid_skene_only_on_
             top = Counter(x.label for x in v.values()).most_common(1)[0][0]
             assert hybrid[m].method == "majority" and hybrid[m].label == top
     assert splits >= 10 and all(hybrid[f"b{i}"].label == "block" for i in range(20))
+
+
+def test_one_rater_against_the_others_counts_only_maps_where_the_others_agree():
+    votes = {"unanimous": ["vertical", "vertical", "vertical"], "two-of-three": ["diagonal", "diagonal", "block"],
+             "split": ["vertical", "diagonal", "block"], "two raters": ["vertical", "vertical"],
+             "four": ["block", "block", "block", "heterogeneous"]}
+    rows = [row(m, f"r{j}", lab, f"t{j}", 10 * i + j) for i, (m, labs) in enumerate(votes.items())
+            for j, lab in enumerate(labs)]
+    pairs = sorted(held_out_rater(rater_votes(rows)))
+    # unanimous: each of the three against the other two; two-of-three: only the dissenter against the two;
+    # a split and a map with two raters give none; four raters, three agreeing: the three against (block, block,
+    # heterogeneous) do not agree, the dissenter against three blocks does
+    assert pairs == sorted([("unanimous", "vertical", "vertical")] * 3 + [("two-of-three", "block", "diagonal"),
+                                                                          ("four", "heterogeneous", "block")])
+    s = held_out_scores(pairs)
+    assert s["pairs"] == 5 and s["maps"] == 3 and s["agree"] == pytest.approx(3 / 5)
+    assert s["kappa"] == pytest.approx(cohen_kappa([p[1] for p in pairs], [p[2] for p in pairs]))
+    # references hold vertical, diagonal, block: vertical F1 1, diagonal 0 (missed), block 0 (one false block)
+    assert s["macro_f1"] == pytest.approx(1 / 3) and s["per_class_f1"]["heterogeneous"] is None
+    assert held_out_scores([]) is None
+    report = agreement_report(rows)
+    assert report["vs_others"] == s
+    # a classifier's labels on the same pairs: scored against the same references
+    clf = held_out_scores(pairs, ["vertical"] * 5)
+    assert clf["agree"] == pytest.approx(3 / 5) and clf["pairs"] == 5
+    # in pass mode the "others" of a pass are its annotator's other passes: no one-rater-vs-others figure
+    assert agreement_report(rows, raters="pass")["vs_others"] is None
+
+
+def test_agreement_report_without_three_raters_has_no_held_out_score():
+    rows = [row("m", "a", "vertical", "t1", 1), row("m", "b", "diagonal", "t2", 2)]
+    assert agreement_report(rows)["vs_others"] is None

@@ -8,7 +8,7 @@ import pytest
 
 from patterncnn import evaluate as ev
 from patterncnn.labels import LABELS
-from synthetic import pattern_map, simulated_rows, write_labelled_set
+from synthetic import pattern_map, simulated_rows, write_labelled_set, write_votes
 
 TINY = dict(grid=16, widths=(4, 4, 8, 8, 8, 8, 16, 16))
 ANNOTATORS = ("annotator-a@patterncnn.local", "annotator-b@patterncnn.local", "annotator-c@patterncnn.local")
@@ -83,6 +83,37 @@ def test_votes_latest_per_annotator_skips_ignored(tmp_path):
     assert v.shares[1].tolist() == [0, 1, 0, 0, 0]
     assert v.shares[2].tolist() == [0, 0, 0, 0, 1]  # no votes: the resolved label
     assert v.agreed.tolist() == [True, False, False]
+
+
+def test_annotator_yardstick_scores_methods_on_the_annotators_pairs(tmp_path):
+    from patterncnn.modelcard import _yardstick
+
+    ids = ["minilm-1a2b3c4d_m1", "minilm-1a2b3c4d_m2", "mpnet-1a2b3c4d_m3", "mpnet-1a2b3c4d_m4", "syn-1a2b3c4d_m5"]
+    votes = {"minilm-1a2b3c4d_m1": ("vertical",) * 3, "minilm-1a2b3c4d_m2": ("diagonal", "diagonal", "vertical"),
+             "mpnet-1a2b3c4d_m3": ("block", "vertical", "heterogeneous"), "mpnet-1a2b3c4d_m4": ("heterogeneous",) * 3,
+             "syn-1a2b3c4d_m5": ("vertical", "diagonal", "block"),  # a family of splits only: no pair, left out
+             "mpnet-1a2b3c4d_m6": ("vertical",) * 3}  # annotated but not in the labelled set: left out
+    # a fourth rater on m4 with a label outside the five: no vote, so m4 still has three unanimous pairs
+    write_votes(tmp_path, votes, extra=[("mpnet-1a2b3c4d_m4", "d", "unclear")])
+    pred = np.array([LABELS.index(x) for x in ("vertical", "vertical", "block", "vertical", "block")])
+    y = ev.annotator_yardstick(tmp_path, ids, ev.families(ids), {ev.CNN: pred})
+    assert list(y) == ["minilm", "mpnet", "all"]
+    # minilm: m1 three pairs (vertical), m2 one (the dissenter's vertical against diagonal)
+    assert y["minilm"]["pairs"] == 4 and y["minilm"]["maps"] == 2
+    assert y["minilm"]["annotator"]["agree"] == pytest.approx(3 / 4)
+    assert y["minilm"]["methods"][ev.CNN]["agree"] == pytest.approx(3 / 4)  # m1 right 3 times, m2 wrong once
+    # mpnet: the split m3 gives no pair; m4 three pairs, all heterogeneous; the CNN says vertical
+    assert y["mpnet"]["pairs"] == 3 and y["mpnet"]["maps"] == 1
+    assert y["mpnet"]["annotator"]["agree"] == 1 and y["mpnet"]["methods"][ev.CNN]["agree"] == 0
+    assert y["all"]["pairs"] == 7 and y["all"]["methods"][ev.CNN]["agree"] == pytest.approx(3 / 7)
+    # weighted per pair, not per map: per map the CNN would be right on 1 of 3
+    card = _yardstick({"annotator_yardstick": y})
+    assert "| mpnet (1 maps) | **one annotator** | 1.000 / 1.000 (3) |" in card
+    assert "| minilm (2 maps) | **CNN** | " in card and "| syn" not in card
+    # a labelled set without annotations.csv (one label per map) has no yardstick, and the card says why
+    assert ev.annotator_yardstick(tmp_path / "none", ids, ev.families(ids), {ev.CNN: pred}) == {}
+    assert "no map has three or more annotators" in _yardstick({"annotator_yardstick": {}})
+    assert "trained before" in _yardstick({})
 
 
 def test_subset_macro_f1_averages_only_the_classes_present():
@@ -234,6 +265,12 @@ def test_train_reports_per_encoder_in_metrics_and_card(two_encoders, tmp_path, c
     card = (out / "README.md").read_text()
     assert "## Leave one encoder out" in card and "| minilm (" in card and "## Soft labels against hard labels" in card
     assert "| CNN (seed 0) |" in card and "2 seeds) |" in card
+    assert "## Against one annotator" in card and "| **one annotator** |" in card
+    y = e["annotator_yardstick"]  # each map of the synthetic set has three annotators
+    # 60 maps: every fifth a three-way split (no pair), every other third a two-of-three map (one pair, its
+    # dissenter), the other 32 unanimous (three pairs each)
+    assert y["all"]["pairs"] == 3 * 32 + 16 and y["all"]["annotator"]["agree"] == pytest.approx(96 / 112)
+    assert y["all"]["methods"][ev.CNN]["pairs"] == 112
     from patterncnn.modelcard import model_card
 
     for p in e["leave_one_encoder_out"]["pairs"]:  # a metrics.json from before fits per seed were kept

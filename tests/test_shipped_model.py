@@ -31,6 +31,23 @@ def test_artifacts_are_complete_and_consistent():
     assert metrics["onnx_parity_max_abs_diff"] <= 1e-4
 
 
+def test_readme_yardstick_is_the_shipped_models():
+    """The README's one-annotator table quotes the shipped metrics (annotator and CNN on the same pairs)."""
+    y = json.loads((MODELS / "metrics.json").read_text())["evaluation"]["annotator_yardstick"]
+    readme = (REPO / "README.md").read_text()
+
+    def cells(who, bold=""):
+        return " | ".join(f"{bold}{s['macro_f1']:.3f} / {s['agree']:.3f}{bold}"
+                          for s in ((r["annotator"] if who == "annotator" else r["methods"][who])
+                                    for r in (y["minilm"], y["mpnet"], y["all"])))
+
+    assert [y[f]["pairs"] for f in ("minilm", "mpnet", "all")] == [2317, 1688, 4005]
+    assert f"| one blind annotator | {cells('annotator', '**')} |" in readme
+    assert f"| the CNN (shipped), cross-validated | {cells('CNN')} |" in readme
+    assert f"| features + gradient boosting, same folds | {cells('features+gboost')} |" in readme
+    assert f"| the CNN with soft labels (vote shares), cross-validated | {cells('CNN (soft labels)')} |" in readme
+
+
 def test_onnx_matches_torch_on_real_minilm_maps(glue_dir):
     model, _ = load_checkpoint(MODELS / "patterncnn.pt")
     enc = load_encoder("minilm")

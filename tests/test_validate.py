@@ -9,7 +9,7 @@ import patterncnn.validate as validate_mod
 from patterncnn.cli import main
 from patterncnn.labels import LABELS
 from patterncnn.validate import markdown_table, validate_independent, validate_rows
-from synthetic import concat_rows, pattern_map, simulated_rows, write_labelled_set
+from synthetic import concat_rows, pattern_map, simulated_rows, write_labelled_set, write_votes
 
 # Mostly vertical, as in real censuses: counting with CONFUSION under-counts vertical by about 10 points.
 PAIR = np.array([0.68, 0.10, 0.15, 0.02, 0.05])
@@ -248,3 +248,20 @@ def test_label_scores_of_a_one_class_set_write_valid_json(tmp_path):
     lab = validate_mod.label_scores(data, np.eye(5)[[0, 0, 0, 3]], tmp_path)  # one wrong block
     assert lab["report"]["cohen_kappa"] == 0.0
     assert "predicted block on 1 map, all wrong" in validate_mod.labels_table(lab)
+
+
+def test_label_scores_put_the_classifier_beside_one_annotator(tmp_path):
+    from types import SimpleNamespace
+
+    ids = [f"enca-11111111_rte_dev_{i:05d}_L00_H00" for i in range(3)]
+    votes = [("vertical",) * 3, ("diagonal", "diagonal", "vertical"), ("block", "vertical", "heterogeneous")]
+    write_votes(tmp_path, dict(zip(ids, votes)))
+    data = SimpleNamespace(ids=ids, y=np.array([0, 1, 3]))
+    lab = validate_mod.label_scores(data, np.eye(5)[[0, 1, 0]], tmp_path)
+    y = lab["against_one_annotator"]["all"]
+    # pairs: the unanimous map three times (vertical), the dissenter of the second once (diagonal); the split none
+    assert y["pairs"] == 4 and y["maps"] == 2
+    assert y["annotator"]["agree"] == pytest.approx(3 / 4) and y["methods"]["classifier"]["agree"] == 1.0
+    table = validate_mod.labels_table(lab)  # the annotator's macro-F1: vertical 6/7, diagonal 0
+    assert "| all (2 maps) | 0.429 / 0.750 (4) | 1.000 / 1.000 (4) |" in table
+    json.dumps(lab, allow_nan=False)

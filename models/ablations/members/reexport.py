@@ -3,6 +3,9 @@
 usage (from the repository root): python models/ablations/members/reexport.py models/ensemble-x2
 (run once on the ensemble after training: printed max |p before - p after| 1.79e-07, 0 labels changed,
 parity 7.15e-07 -> 7.45e-07, version patterncnn-0.1.0-222b7338-x2)
+Since 2026-11-24 models/ensemble-x2 holds a fresh `patterncnn train --members 2` output instead (retrained
+for the card's "Against one annotator" section: the same weights, bit for bit, exported with the log-sum-exp
+forward directly; its calibration figures moved in the 8th digit); this script is kept as the record.
 """
 import json, sys, onnx, numpy as np
 from pathlib import Path
