@@ -97,6 +97,7 @@ class Votes:
     shares: np.ndarray  # (N, 5) vote shares; one-hot of the resolved label for a map without votes
     n: np.ndarray  # (N,) annotators who voted
     top: np.ndarray  # (N,) votes for the most voted label
+    by_map: dict  # {map_id: {rater: Vote}} of these maps (patterncnn.agreement.rater_votes), for per-rater reports
 
     @property
     def agreed(self) -> np.ndarray:
@@ -104,8 +105,8 @@ class Votes:
         return self.top >= 2
 
 
-def _rater_votes(annotations: str | Path) -> dict:
-    """Each map's votes in ``annotations/annotations.csv`` (:func:`patterncnn.agreement.rater_votes`); {} without it."""
+def load_votes(annotations: str | Path, ids: list[str], y: np.ndarray) -> Votes:
+    """The votes of ``annotations.csv`` for the maps ``ids`` (labels ``y``); no file: one vote, the label."""
     from .agreement import rater_votes
 
     path = Path(annotations) / "annotations.csv"
@@ -113,12 +114,8 @@ def _rater_votes(annotations: str | Path) -> dict:
     if path.is_file():
         with open(path, encoding="utf-8", newline="") as f:
             rows = list(csv.DictReader(f))
-    return rater_votes(rows)
-
-
-def load_votes(annotations: str | Path, ids: list[str], y: np.ndarray) -> Votes:
-    """The votes of ``annotations.csv`` for the maps ``ids`` (labels ``y``); no file: one vote, the label."""
-    votes = _rater_votes(annotations)
+    wanted = set(ids)
+    votes = {m: v for m, v in rater_votes(rows).items() if m in wanted}
     shares = np.eye(len(LABELS))[y]
     n, top = np.zeros(len(ids), dtype=int), np.zeros(len(ids), dtype=int)
     index = {name: k for k, name in enumerate(LABELS)}
@@ -129,7 +126,7 @@ def load_votes(annotations: str | Path, ids: list[str], y: np.ndarray) -> Votes:
                 counts[index[v.label]] += 1
         if counts.sum():
             shares[i], n[i], top[i] = counts / counts.sum(), int(counts.sum()), int(counts.max())
-    return Votes(shares, n, top)
+    return Votes(shares, n, top, votes)
 
 
 def subset_scores(y: np.ndarray, pred: np.ndarray, mask: np.ndarray) -> dict | None:
@@ -146,8 +143,7 @@ def subset_scores(y: np.ndarray, pred: np.ndarray, mask: np.ndarray) -> dict | N
             "classes": [LABELS[k] for k in present]}
 
 
-def annotator_yardstick(annotations: str | Path, ids: list[str], fams: np.ndarray,
-                        preds: dict[str, np.ndarray]) -> dict:
+def annotator_yardstick(votes: Votes, ids: list[str], fams: np.ndarray, preds: dict[str, np.ndarray]) -> dict:
     """One blind annotator against the others, and every method on the very same pairs, per family and over all.
 
     The pairs are :func:`patterncnn.agreement.held_out_rater`'s: for each map and each of its annotators whose
@@ -163,7 +159,7 @@ def annotator_yardstick(annotations: str | Path, ids: list[str], fams: np.ndarra
     from .agreement import held_out_rater, held_out_scores
 
     index = {m: i for i, m in enumerate(ids)}
-    pairs = [p for p in held_out_rater(_rater_votes(annotations)) if p[0] in index]
+    pairs = held_out_rater(votes.by_map)  # votes: :func:`load_votes` of these ``ids``
     at = np.array([index[p[0]] for p in pairs], dtype=int)
     out = {}
     for fam in [*sorted(set(fams.tolist())), "all"]:
@@ -362,5 +358,5 @@ def evaluate(data, annotations, oof, cfg, tcfg, ecfg: EvalConfig, progress=None)
                       "agreed_maps": int(votes.agreed.sum()), "annotators_per_map": {
                           str(k): int((votes.n == k).sum()) for k in sorted(set(votes.n.tolist()))}},
             "per_encoder": per_encoder(data.y, fams, votes.agreed, preds),
-            "annotator_yardstick": annotator_yardstick(annotations, data.ids, fams, preds), "soft_labels": soft,
+            "annotator_yardstick": annotator_yardstick(votes, data.ids, fams, preds), "soft_labels": soft,
             "leave_one_encoder_out": loeo}

@@ -288,7 +288,7 @@ def label_scores(data, probs: np.ndarray, annotations: str | Path) -> dict:
     return {"maps": len(pred), "votes": int((votes.n >= 2).sum()), "report": report,
             "groups": {g: {"all": subset_scores(data.y, pred, m), "agreed": subset_scores(data.y, pred, m & agreed)}
                        for g, m in masks.items()},
-            "against_one_annotator": annotator_yardstick(annotations, data.ids, fams, {"classifier": pred})}
+            "against_one_annotator": annotator_yardstick(votes, data.ids, fams, {"classifier": pred})}
 
 
 def _pct(x: float) -> str:

@@ -96,7 +96,7 @@ def test_annotator_yardstick_scores_methods_on_the_annotators_pairs(tmp_path):
     # a fourth rater on m4 with a label outside the five: no vote, so m4 still has three unanimous pairs
     write_votes(tmp_path, votes, extra=[("mpnet-1a2b3c4d_m4", "d", "unclear")])
     pred = np.array([LABELS.index(x) for x in ("vertical", "vertical", "block", "vertical", "block")])
-    y = ev.annotator_yardstick(tmp_path, ids, ev.families(ids), {ev.CNN: pred})
+    y = ev.annotator_yardstick(ev.load_votes(tmp_path, ids, pred), ids, ev.families(ids), {ev.CNN: pred})
     assert list(y) == ["minilm", "mpnet", "all"]
     # minilm: m1 three pairs (vertical), m2 one (the dissenter's vertical against diagonal)
     assert y["minilm"]["pairs"] == 4 and y["minilm"]["maps"] == 2
@@ -111,7 +111,8 @@ def test_annotator_yardstick_scores_methods_on_the_annotators_pairs(tmp_path):
     assert "| mpnet (1 maps) | **one annotator** | 1.000 / 1.000 (3) |" in card
     assert "| minilm (2 maps) | **CNN** | " in card and "| syn" not in card
     # a labelled set without annotations.csv (one label per map) has no yardstick, and the card says why
-    assert ev.annotator_yardstick(tmp_path / "none", ids, ev.families(ids), {ev.CNN: pred}) == {}
+    none = ev.load_votes(tmp_path / "none", ids, pred)
+    assert ev.annotator_yardstick(none, ids, ev.families(ids), {ev.CNN: pred}) == {}
     assert "no map has three or more annotators" in _yardstick({"annotator_yardstick": {}})
     assert "trained before" in _yardstick({})
 

@@ -12,7 +12,7 @@ S = [np.load(f"/work/exp/oof_ens_s{s}.npy") for s in range(5)]; G = np.load("/wo
 preds = {"cnn s0": S[0].argmax(1), "mean2": np.mean(S[:2], 0).argmax(1), "mean3": np.mean(S[:3], 0).argmax(1),
          "mean5": np.mean(S, 0).argmax(1), "gboost": G.argmax(1), "mean2+gb": (0.5*np.mean(S[:2],0)+0.5*G).argmax(1),
          "mean5+gb": (0.5*np.mean(S,0)+0.5*G).argmax(1), "s0+gb": (0.5*S[0]+0.5*G).argmax(1)}
-y = ev.annotator_yardstick("/work/main/annotations", data.ids, fams, preds)
+y = ev.annotator_yardstick(ev.load_votes("/work/main/annotations", data.ids, data.y), data.ids, fams, preds)
 for f, r in y.items():
-    print(f, "annotator %.3f/%.3f" % (r["annotator"]["macro_f1"], r["annotator"]["accuracy"]),
-          "  ".join("%s %.3f/%.3f" % (k, v["macro_f1"], v["accuracy"]) for k, v in r["methods"].items()))
+    print(f, "annotator %.3f/%.3f" % (r["annotator"]["macro_f1"], r["annotator"]["agree"]),
+          "  ".join("%s %.3f/%.3f" % (k, v["macro_f1"], v["agree"]) for k, v in r["methods"].items()))

@@ -24,6 +24,6 @@ tcfg = TrainConfig()
 for name, feats in (("features", F), ("features+cls", np.hstack([F, C]))):
     preds, _ = ev.baseline_predictions(data, tcfg, feats)
     p = preds["features+gboost"]
-    y = ev.annotator_yardstick("annotations", data.ids, fams, {"gb": p})
+    y = ev.annotator_yardstick(ev.load_votes("annotations", data.ids, data.y), data.ids, fams, {"gb": p})
     print(name, "macro %.3f acc %.3f" % (macro_f1(data.y, p), (p == data.y).mean()),
           {f: "%.3f/%.3f" % (r["methods"]["gb"]["macro_f1"], r["methods"]["gb"]["agree"]) for f, r in y.items()})

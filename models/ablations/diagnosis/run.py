@@ -53,10 +53,10 @@ def cv(data, cfg, tcfg, fraction=1.0, seed=0):
 def scores(data, probs):
     pred = probs.argmax(1)
     fams = ev.families(data.ids)
-    y = ev.annotator_yardstick(ANNOTATIONS, data.ids, fams, {"CNN": pred})
+    y = ev.annotator_yardstick(ev.load_votes(ANNOTATIONS, data.ids, data.y), data.ids, fams, {"CNN": pred})
     return {"macro_f1": round(macro_f1(data.y, pred), 3), "accuracy": round(float((pred == data.y).mean()), 3),
             **{f"vs one annotator, {f}": (round(r["methods"]["CNN"]["macro_f1"], 3),
-                                          round(r["methods"]["CNN"]["accuracy"], 3)) for f, r in y.items()}}
+                                          round(r["methods"]["CNN"]["agree"], 3)) for f, r in y.items()}}
 
 
 def votes():
