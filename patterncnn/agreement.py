@@ -249,6 +249,19 @@ def held_out_rater(votes: dict[str, dict[str, Vote]]) -> list[tuple[str, str, st
     return out
 
 
+def _scores(mine: Sequence[str], ref: Sequence[str]) -> dict | None:
+    """Labels against reference labels: agree, kappa, macro-F1 over the classes the references hold
+    (:func:`patterncnn.evaluate.subset_scores`), per-class F1 and the confusion (rows: reference); None if empty."""
+    from .evaluate import subset_scores
+
+    if not ref:
+        return None
+    s = subset_scores(np.array([LABELS.index(x) for x in ref]), np.array([LABELS.index(x) for x in mine]),
+                      np.ones(len(ref), dtype=bool))
+    return {"maps": len(ref), "agree": s["accuracy"], "kappa": cohen_kappa(list(mine), list(ref)),
+            "macro_f1": s["macro_f1"], "per_class_f1": s["per_class_f1"], "confusion": confusion(ref, mine).tolist()}
+
+
 def held_out_scores(pairs: list[tuple[str, str, str]], labels: Sequence[str] | None = None) -> dict | None:
     """:func:`held_out_rater`'s pairs scored: the raters' labels (or ``labels``, one per pair: a classifier's
     prediction for each pair's map) against the pairs' references.
@@ -257,16 +270,11 @@ def held_out_scores(pairs: list[tuple[str, str, str]], labels: Sequence[str] | N
         {"pairs", "maps", "agree", "kappa", "macro_f1" (over the classes the references hold, as
         :func:`patterncnn.evaluate.subset_scores`), "per_class_f1"}; None without pairs.
     """
-    from .evaluate import subset_scores
-
     if not pairs:
         return None
-    mine = [p[1] for p in pairs] if labels is None else list(labels)
-    ref = [p[2] for p in pairs]
-    s = subset_scores(np.array([LABELS.index(x) for x in ref]), np.array([LABELS.index(x) for x in mine]),
-                      np.ones(len(pairs), dtype=bool))
-    return {"pairs": len(pairs), "maps": len({p[0] for p in pairs}), "agree": s["accuracy"],
-            "kappa": cohen_kappa(mine, ref), "macro_f1": s["macro_f1"], "per_class_f1": s["per_class_f1"]}
+    s = _scores([p[1] for p in pairs] if labels is None else list(labels), [p[2] for p in pairs])
+    return {"pairs": len(pairs), "maps": len({p[0] for p in pairs}),
+            **{k: s[k] for k in ("agree", "kappa", "macro_f1", "per_class_f1")}}
 
 
 def _pair(a: list[str], b: list[str]) -> dict:
@@ -370,4 +378,69 @@ def format_report(report: dict) -> str:
                         ("pre-annotation vs resolved label", report["pre_vs_resolved"])):
         for name, p in part.items():
             lines.append(f"{title}: {name}: {p['n']} maps, {100 * p['agree']:.1f}% agree, kappa {_kappa(p['kappa'])}")
+    return "\n".join(lines)
+
+
+def between_sets(votes: dict[str, dict[str, Vote]], resolved: dict[str, str], ref_votes: dict[str, dict[str, Vote]],
+                 ref_resolved: dict[str, str], methods: dict[str, dict[str, str]] | None = None) -> dict:
+    """A second labelled set of the same maps against a first (a test-retest of the labels), per family and over all.
+
+    The two sets' raters labelled the same maps independently (another triad, another order of the pictures).
+    Within one set, one rater against the others (:func:`held_out_rater`) measures how far raters who saw the
+    maps in the same way agree; this measures how far a whole second set agrees with the first, which is the
+    most any classifier trained on the first can be expected to agree with a third.
+
+    Args:
+        votes, resolved: the second set's votes (:func:`rater_votes`) and resolved labels {map_id: label}.
+        ref_votes, ref_resolved: the same of the reference set.
+        methods: other labels of the maps to score against both sets, {name: {map_id: label}} (e.g. a
+            classifier's out-of-fold predictions).
+
+    Returns:
+        {family or "all": {"maps": shared maps, "resolved": the second set's label against the reference's,
+        "both_agreed": the same on the maps where each set has two or more raters agreeing, "raters": {rater:
+        that rater's label against the reference's}, "methods": {name: {"vs_reference", "vs_second"}}}}, scores as
+        :func:`_scores` (rows of each confusion: the reference).
+    """
+    from .evaluate import encoder_family
+
+    def agreed(v: dict[str, Vote]) -> bool:
+        return len(v) >= 2 and max(Counter(x.label for x in v.values()).values()) >= 2
+
+    shared = sorted(m for m in resolved if m in ref_resolved)
+    out = {}
+    for fam in [*sorted({encoder_family(m) for m in shared}), "all"]:
+        ms = [m for m in shared if fam == "all" or encoder_family(m) == fam]
+        both = [m for m in ms if agreed(votes.get(m, {})) and agreed(ref_votes.get(m, {}))]
+        ref = [ref_resolved[m] for m in ms]
+        raters = sorted({r for m in ms for r in votes.get(m, {})})
+        out[fam] = {
+            "maps": len(ms), "resolved": _scores([resolved[m] for m in ms], ref),
+            "both_agreed": _scores([resolved[m] for m in both], [ref_resolved[m] for m in both]),
+            "raters": {r: _scores([votes[m][r].label for m in ms if r in votes.get(m, {})],
+                                  [ref_resolved[m] for m in ms if r in votes.get(m, {})]) for r in raters},
+            "methods": {name: {"vs_reference": _scores([p[m] for m in ms if m in p], [ref_resolved[m] for m in ms if m in p]),
+                               "vs_second": _scores([p[m] for m in ms if m in p], [resolved[m] for m in ms if m in p])}
+                        for name, p in (methods or {}).items()}}
+    return out
+
+
+def format_between(report: dict, reference: str) -> str:
+    """:func:`between_sets`'s report as text: one line per comparison, per family."""
+    def line(what: str, s: dict | None) -> str:
+        if not s:
+            return f"  {what}: no maps"
+        return (f"  {what}: {s['maps']} maps, {100 * s['agree']:.1f}% agree, kappa {_kappa(s['kappa'])}, "
+                f"macro-F1 {s['macro_f1']:.3f} (over the classes of the labels compared to)")
+
+    lines = []
+    for fam, part in report.items():
+        lines.append(f"{'all maps' if fam == 'all' else 'encoder ' + fam} shared with {reference}: {part['maps']}")
+        lines.append(line("this set's resolved label vs the reference's", part["resolved"]))
+        lines.append(line("  the same, on maps where each set has 2+ raters agreeing", part["both_agreed"]))
+        for r, s in part["raters"].items():
+            lines.append(line(f"rater {r} vs the reference's label", s))
+        for name, s in part["methods"].items():
+            lines.append(line(f"{name} vs the reference's label", s["vs_reference"]))
+            lines.append(line(f"{name} vs this set's label", s["vs_second"]))
     return "\n".join(lines)

@@ -159,3 +159,47 @@ def test_one_rater_against_the_others_counts_only_maps_where_the_others_agree():
 def test_agreement_report_without_three_raters_has_no_held_out_score():
     rows = [row("m", "a", "vertical", "t1", 1), row("m", "b", "diagonal", "t2", 2)]
     assert agreement_report(rows)["vs_others"] is None
+
+
+def votes_of(labels: dict[str, list[str]], who: str) -> dict:
+    """{map_id: [label of rater who+"1", who+"2", ...]} as rater_votes' votes."""
+    return rater_votes([row(m, f"{who}{k}", lab, "2026-01-01T00:00:00Z", 100 * k + i)
+                        for i, (m, labs) in enumerate(labels.items()) for k, lab in enumerate(labs)])
+
+
+def test_between_sets_scores_a_second_labelling_of_the_same_maps_per_family():
+    from patterncnn.agreement import between_sets, format_between
+
+    ref = {"minilm-aaaaaaaa_x_1": ["vertical"] * 3, "minilm-aaaaaaaa_x_2": ["diagonal", "diagonal", "vertical"],
+           "mpnet-bbbbbbbb_x_3": ["block", "heterogeneous", "diagonal"],  # a three-way split: no agreed label
+           "mpnet-bbbbbbbb_x_4": ["heterogeneous"] * 3, "mpnet-bbbbbbbb_x_9": ["vertical"] * 3}  # not relabelled
+    new = {"minilm-aaaaaaaa_x_1": ["vertical", "vertical", "heterogeneous"],
+           "minilm-aaaaaaaa_x_2": ["vertical+diagonal"] * 3, "mpnet-bbbbbbbb_x_3": ["block"] * 3,
+           "mpnet-bbbbbbbb_x_4": ["heterogeneous", "vertical", "heterogeneous"], "mpnet-bbbbbbbb_x_7": ["diagonal"] * 3}
+    ref_resolved = {"minilm-aaaaaaaa_x_1": "vertical", "minilm-aaaaaaaa_x_2": "diagonal",
+                    "mpnet-bbbbbbbb_x_3": "heterogeneous", "mpnet-bbbbbbbb_x_4": "heterogeneous",
+                    "mpnet-bbbbbbbb_x_9": "vertical"}
+    resolved = {"minilm-aaaaaaaa_x_1": "vertical", "minilm-aaaaaaaa_x_2": "vertical+diagonal",
+                "mpnet-bbbbbbbb_x_3": "block", "mpnet-bbbbbbbb_x_4": "heterogeneous", "mpnet-bbbbbbbb_x_7": "diagonal"}
+    clf = {"minilm-aaaaaaaa_x_1": "vertical", "minilm-aaaaaaaa_x_2": "diagonal", "mpnet-bbbbbbbb_x_4": "vertical"}
+    r = between_sets(votes_of(new, "n"), resolved, votes_of(ref, "r"), ref_resolved, {"cnn": clf})
+    assert list(r) == ["minilm", "mpnet", "all"]
+    assert [r[f]["maps"] for f in r] == [2, 2, 4]  # only the maps both sets hold
+    assert r["all"]["resolved"]["agree"] == 0.5 and r["all"]["resolved"]["maps"] == 4
+    # rows of the confusion are the reference's labels
+    conf = np.array(r["all"]["resolved"]["confusion"])
+    assert conf[LABELS.index("diagonal"), LABELS.index("vertical+diagonal")] == 1
+    assert conf[LABELS.index("heterogeneous"), LABELS.index("block")] == 1 and conf.sum() == 4
+    # the three-way split of the reference is no agreed map; every other map has 2+ agreeing in both sets
+    assert r["mpnet"]["both_agreed"]["maps"] == 1 and r["mpnet"]["both_agreed"]["agree"] == 1.0
+    assert r["all"]["both_agreed"]["maps"] == 3
+    # macro-F1 over the classes the reference holds: minilm {vertical: 1, diagonal: 0}
+    assert r["minilm"]["resolved"]["macro_f1"] == pytest.approx(0.5)
+    # each rater of the second set against the reference's label
+    assert r["minilm"]["raters"]["n2"]["agree"] == 0.0 and r["minilm"]["raters"]["n0"]["agree"] == 0.5
+    # a method is scored against both sets, on the maps it labels
+    cnn = r["all"]["methods"]["cnn"]
+    assert cnn["vs_reference"]["maps"] == 3 and cnn["vs_reference"]["agree"] == pytest.approx(2 / 3)
+    assert cnn["vs_second"]["agree"] == pytest.approx(1 / 3)
+    text = format_between(r, "REF")
+    assert "encoder minilm shared with REF: 2" in text and "cnn vs this set's label: 3 maps, 33.3% agree" in text

@@ -77,6 +77,13 @@ def _register_annotators(asub) -> None:
                         "(self-agreement across passes) (default: %(default)s)")
     q.add_argument("--by-encoder", action="store_true",
                    help="also report each encoder family's maps on their own (fine-tunes count with their base)")
+    q.add_argument("--against", metavar="REFERENCE",
+                   help="another labelled set of the same maps (e.g. annotations/): score this set's resolved "
+                        "labels and each of its raters against the reference's labels, per encoder family (a "
+                        "test-retest of the labels); the report is then this comparison only")
+    q.add_argument("--classifier", metavar="ONNX",
+                   help="with --against: also score this classifier's out-of-fold predictions (stored with it by "
+                        "`patterncnn train`) against both sets' labels")
     q.add_argument("--out", help="also write the report as JSON")
     q.set_defaults(func=run_agreement)
 
@@ -207,6 +214,42 @@ def run_pull(args) -> int:
     return 0
 
 
+def run_between(args, tables) -> int:
+    """``annotate agreement SET --against REFERENCE``: the second set of labels of the same maps against the first."""
+    from ..agreement import between_sets, format_between, rater_votes
+    from ..fileio import write_json
+    from ..labelled import read_tables
+
+    ref = read_tables(args.against)
+    if not ref.labels:
+        raise FileNotFoundError(f"{args.against}/labels.csv not found or empty: --against takes a labelled set "
+                                f"written by `patterncnn annotate pull`")
+    resolved = {m: r["label"] for m, r in tables.labels.items()}
+    ref_resolved = {m: r["label"] for m, r in ref.labels.items()}
+    if not set(resolved) & set(ref_resolved):
+        raise ValueError(f"{args.annotations} and {args.against} share no map: --against compares two labellings "
+                         f"of the same maps")
+    methods = {}
+    if args.classifier:
+        from ..calibrate import stored_rows
+        from ..infer import OnnxClassifier
+        from ..labels import LABELS
+
+        clf = OnnxClassifier(args.classifier)
+        rows = stored_rows(clf.metadata)
+        if rows is None:
+            raise ValueError(f"{args.classifier} stores no out-of-fold predictions (an older export): retrain it "
+                             f"with `patterncnn train`")
+        methods[f"{clf.model_version} out-of-fold"] = {
+            m: LABELS[int(k)] for m, k in zip(rows.ids.tolist(), rows.probs.argmax(1)) if m in resolved}
+    report = between_sets(rater_votes(tables.annotations.values()), resolved, rater_votes(ref.annotations.values()),
+                          ref_resolved, methods)
+    print(format_between(report, args.against))
+    if args.out:
+        write_json(args.out, {"set": str(args.annotations), "reference": str(args.against), "by_family": report})
+    return 0
+
+
 def run_agreement(args) -> int:
     from ..agreement import agreement_by_encoder, agreement_report, format_report
     from ..fileio import write_json
@@ -217,6 +260,10 @@ def run_agreement(args) -> int:
         raise FileNotFoundError(f"{args.annotations}/annotations.csv not found or empty: pull the labelled set "
                                 f"with `patterncnn annotate pull` first")
     rows, labels = list(tables.annotations.values()), list(tables.labels.values())
+    if args.classifier and not args.against:
+        raise ValueError("--classifier scores a classifier against two labelled sets: give --against too")
+    if args.against:
+        return run_between(args, tables)
     if args.by_encoder:
         report = agreement_by_encoder(rows, labels, args.raters)
         print("all maps\n" + format_report(report["all"]))
