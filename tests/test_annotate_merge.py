@@ -247,3 +247,63 @@ def test_round6_block_candidates_a_second_triad_held_out_of_training():
     ids = set(MapStore(held / "maps").ids)
     for other in (SHIPPED, SHIPPED / "round4-block-candidates", SHIPPED / "round5-heldout-uniform"):
         assert not ids & set(MapStore(other / "maps").ids)  # the pools skipped every labelled map
+
+
+def test_round7_a_second_triad_relabels_240_training_maps_and_agrees_on_84_percent(tmp_path, capsys):
+    """Round 7: 240 maps of the training set, drawn per family, labelled again by a new triad (s, t, u) with one
+    order each; `annotate agreement --against` gives the figures the datasheet and the README publish."""
+    held = SHIPPED / "round7-retest"
+    tables = three_annotators_each(held, 240, "stu")
+    assert Counter(r["resolution"] for r in tables.labels.values()) == {"majority": 240}
+    ids = set(MapStore(held / "maps").ids)
+    assert ids <= set(MapStore(SHIPPED / "maps").ids)  # a relabelling of training maps, not new maps
+    assert Counter(i.split("-")[0] for i in ids) == {"minilm": 120, "mpnet": 120}
+    assert len(load_labelled(SHIPPED).ids) == N_MAPS  # its labels are not merged into the training set
+    out = tmp_path / "against.json"
+    assert main(["annotate", "agreement", str(held), "--against", str(SHIPPED), "--classifier",
+                 str(SHIPPED.parent / "models" / "patterncnn.onnx"), "--out", str(out)]) == 0
+    assert "this set's resolved label vs the reference's: 240 maps, 83.8% agree, kappa 0.751" in capsys.readouterr().out
+    r = json.loads(out.read_text())["by_family"]
+    assert json.loads((held / "against-main.json").read_text())["by_family"] == r  # the committed report
+
+    def fig(s):
+        return round(s["agree"], 3), round(s["kappa"], 3), round(s["macro_f1"], 3)
+
+    assert [fig(r[f]["resolved"]) for f in ("minilm", "mpnet", "all")] == [
+        (0.85, 0.777, 0.784), (0.825, 0.715, 0.614), (0.838, 0.751, 0.749)]
+    assert [round(r[f]["both_agreed"]["macro_f1"], 3) for f in ("minilm", "mpnet", "all")] == [0.789, 0.614, 0.752]
+    (cnn,) = r["all"]["methods"].values()
+    assert fig(cnn["vs_reference"]) == (0.754, 0.629, 0.578) and fig(cnn["vs_second"]) == (0.796, 0.684, 0.742)
+    # in-sample for the shipped classifier: validate refuses it as an independent test set
+    assert main(["validate", "--annotations", str(held), "--out", str(tmp_path / "v")]) == 2
+    assert "trained and calibrated this classifier" in capsys.readouterr().err
+
+
+def write_set(root: Path, labels: dict[str, str]) -> Path:
+    """A labelled set of two tables only: one resolved label and one annotation per map."""
+    root.mkdir(parents=True)
+    with open(root / "labels.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, ["map_id", "label"])
+        w.writeheader()
+        w.writerows({"map_id": m, "label": lab} for m, lab in labels.items())
+    with open(root / "annotations.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, ["map_id", "annotator", "label", "skipped", "created_at", "ls_annotation_id"])
+        w.writeheader()
+        w.writerows({"map_id": m, "annotator": "a@x", "label": lab, "skipped": "False", "created_at": "2026",
+                     "ls_annotation_id": str(i)} for i, (m, lab) in enumerate(labels.items()))
+    return root
+
+
+def test_agreement_against_says_what_is_wrong(tmp_path, capsys):
+    a = write_set(tmp_path / "a", {"minilm-aaaaaaaa_x_1": "vertical"})
+    b = write_set(tmp_path / "b", {"minilm-aaaaaaaa_x_2": "vertical"})
+    assert main(["annotate", "agreement", str(a), "--against", str(b)]) == 2
+    assert "share no map" in capsys.readouterr().err
+    assert main(["annotate", "agreement", str(a), "--classifier", "models/patterncnn.onnx"]) == 2
+    assert "give --against too" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["annotate", "agreement", str(a), "--against", str(tmp_path / "empty")]) == 2
+    assert "labels.csv not found" in capsys.readouterr().err
+    c = write_set(tmp_path / "c", {"minilm-aaaaaaaa_x_1": "diagonal"})
+    assert main(["annotate", "agreement", str(a), "--against", str(c)]) == 0
+    assert "1 maps, 0.0% agree" in capsys.readouterr().out

@@ -3,7 +3,9 @@ with neutral captions (running number and T only). The index (number -> map id, 
 task) goes to a private folder the annotators never see; labels-template.csv is what they fill in.
 
 usage: make_packs.py PACKS PRIVATE PART STORE [STORE ...]
-The annotators are a, b, c unless $WHO names others (round 3: WHO=g,h,i).
+The annotators are a, b, c unless $WHO names others (round 3: WHO=g,h,i). Rounds 1-6 gave every annotator the
+same order; $SEEDS gives each annotator of $WHO its own shuffle seed instead (round 7: WHO=s,t,u SEEDS=171,172,173),
+so that no two annotators see a map beside the same neighbours.
 """
 import csv, json, os, shutil, sys
 from pathlib import Path
@@ -12,9 +14,13 @@ from patterncnn.render import write_sheets
 
 packs, private, part, stores = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4:]
 maps = MultiStore([open_maps(s) for s in stores])
-for who in os.environ.get("WHO", "a,b,c").split(","):
+whos = os.environ.get("WHO", "a,b,c").split(",")
+seeds = [int(x) for x in os.environ["SEEDS"].split(",")] if os.environ.get("SEEDS") else [101 + int(part)] * len(whos)
+if len(seeds) != len(whos):
+    raise SystemExit(f"SEEDS gives {len(seeds)} seeds for {len(whos)} annotators in WHO")
+for who, seed in zip(whos, seeds):
     out = packs / f"annotator-{who}" / f"part-{part}"
-    n = write_sheets(maps, out, per_sheet=12, shuffle=101 + int(part))
+    n = write_sheets(maps, out, per_sheet=12, shuffle=seed)
     idx = json.loads((out / "index.json").read_text())
     priv = private / f"annotator-{who}" / f"part-{part}"
     priv.mkdir(parents=True, exist_ok=True)
