@@ -387,8 +387,9 @@ def between_sets(votes: dict[str, dict[str, Vote]], resolved: dict[str, str], re
 
     The two sets' raters labelled the same maps independently (another triad, another order of the pictures).
     Within one set, one rater against the others (:func:`held_out_rater`) measures how far raters who saw the
-    maps in the same way agree; this measures how far a whole second set agrees with the first, which is the
-    most any classifier trained on the first can be expected to agree with a third.
+    maps in the same way agree; this measures how far the first set's labels reproduce when another group
+    labels the same maps: a yardstick for a classifier trained on the first set and scored against it (the
+    figures carry both sets' noise, and a classifier may learn habits of the first set that a second lacks).
 
     Args:
         votes, resolved: the second set's votes (:func:`rater_votes`) and resolved labels {map_id: label}.
@@ -397,7 +398,7 @@ def between_sets(votes: dict[str, dict[str, Vote]], resolved: dict[str, str], re
             classifier's out-of-fold predictions).
 
     Returns:
-        {family or "all": {"maps": shared maps, "resolved": the second set's label against the reference's,
+        {family or "all": {"maps": shared maps, "set_maps": the second set's maps, "resolved": the second set's label against the reference's,
         "both_agreed": the same on the maps where each set has two or more raters agreeing, "raters": {rater:
         that rater's label against the reference's}, "methods": {name: {"vs_reference", "vs_second"}}}}, scores as
         :func:`_scores` (rows of each confusion: the reference).
@@ -409,13 +410,15 @@ def between_sets(votes: dict[str, dict[str, Vote]], resolved: dict[str, str], re
 
     shared = sorted(m for m in resolved if m in ref_resolved)
     out = {}
+    total = {fam: sum(1 for m in resolved if fam == "all" or encoder_family(m) == fam)
+             for fam in {*map(encoder_family, resolved), "all"}}
     for fam in [*sorted({encoder_family(m) for m in shared}), "all"]:
         ms = [m for m in shared if fam == "all" or encoder_family(m) == fam]
         both = [m for m in ms if agreed(votes.get(m, {})) and agreed(ref_votes.get(m, {}))]
         ref = [ref_resolved[m] for m in ms]
         raters = sorted({r for m in ms for r in votes.get(m, {})})
         out[fam] = {
-            "maps": len(ms), "resolved": _scores([resolved[m] for m in ms], ref),
+            "maps": len(ms), "set_maps": total[fam], "resolved": _scores([resolved[m] for m in ms], ref),
             "both_agreed": _scores([resolved[m] for m in both], [ref_resolved[m] for m in both]),
             "raters": {r: _scores([votes[m][r].label for m in ms if r in votes.get(m, {})],
                                   [ref_resolved[m] for m in ms if r in votes.get(m, {})]) for r in raters},
@@ -435,7 +438,8 @@ def format_between(report: dict, reference: str) -> str:
 
     lines = []
     for fam, part in report.items():
-        lines.append(f"{'all maps' if fam == 'all' else 'encoder ' + fam} shared with {reference}: {part['maps']}")
+        lines.append(f"{'all maps' if fam == 'all' else 'encoder ' + fam}: {part['maps']} of this set's "
+                     f"{part['set_maps']} maps are in {reference}")
         lines.append(line("this set's resolved label vs the reference's", part["resolved"]))
         lines.append(line("  the same, on maps where each set has 2+ raters agreeing", part["both_agreed"]))
         for r, s in part["raters"].items():

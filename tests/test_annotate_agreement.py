@@ -201,5 +201,32 @@ def test_between_sets_scores_a_second_labelling_of_the_same_maps_per_family():
     cnn = r["all"]["methods"]["cnn"]
     assert cnn["vs_reference"]["maps"] == 3 and cnn["vs_reference"]["agree"] == pytest.approx(2 / 3)
     assert cnn["vs_second"]["agree"] == pytest.approx(1 / 3)
+    # macro-F1 is over the classes of the labels compared to (predictions vertical, diagonal, vertical): against
+    # the reference's vertical, diagonal, heterogeneous F1 2/3, 1, 0; against the second set's vertical,
+    # vertical+diagonal, heterogeneous 2/3, 0, 0 (with the sides swapped both figures would differ)
+    assert cnn["vs_reference"]["macro_f1"] == pytest.approx(5 / 9)
+    assert cnn["vs_second"]["macro_f1"] == pytest.approx(2 / 9)
     text = format_between(r, "REF")
-    assert "encoder minilm shared with REF: 2" in text and "cnn vs this set's label: 3 maps, 33.3% agree" in text
+    assert "encoder minilm: 2 of this set's 2 maps are in REF" in text
+    assert "all maps: 4 of this set's 5 maps are in REF" in text
+    assert "cnn vs this set's label: 3 maps, 33.3% agree" in text
+
+
+def test_between_sets_agreed_needs_two_agreeing_raters_in_each_set_and_raters_count_where_they_voted():
+    from patterncnn.agreement import between_sets, format_between
+
+    ids = [f"minilm-aaaaaaaa_x_{k}" for k in range(4)]
+    ref = {ids[0]: ["vertical"] * 3, ids[1]: ["vertical"] * 3, ids[2]: ["diagonal"] * 3, ids[3]: ["diagonal"] * 3}
+    # the second set: a three-way split, a map one rater labelled, and two agreed maps (rater n2 only on ids[2])
+    new = {ids[0]: ["vertical", "diagonal", "heterogeneous"], ids[1]: ["vertical"],
+           ids[2]: ["diagonal", "diagonal", "heterogeneous"], ids[3]: ["diagonal", "vertical"]}
+    resolved = {ids[0]: "vertical", ids[1]: "vertical", ids[2]: "diagonal", ids[3]: "diagonal"}
+    r = between_sets(votes_of(new, "n"), resolved, votes_of(ref, "r"), {m: v[0] for m, v in ref.items()})
+    assert r["all"]["resolved"]["maps"] == 4 and r["all"]["both_agreed"]["maps"] == 1  # only ids[2]
+    assert {k: v["maps"] for k, v in r["all"]["raters"].items()} == {"n0": 4, "n1": 3, "n2": 2}
+    assert r["all"]["raters"]["n1"]["agree"] == pytest.approx(1 / 3)  # diagonal, diagonal, vertical
+    # nothing agreed anywhere: the agreed line says so
+    none = between_sets(votes_of({ids[1]: ["vertical"]}, "n"), {ids[1]: "vertical"}, votes_of(ref, "r"),
+                        {ids[1]: "vertical"})
+    assert none["all"]["both_agreed"] is None
+    assert "on maps where each set has 2+ raters agreeing: no maps" in format_between(none, "REF")

@@ -307,3 +307,13 @@ def test_agreement_against_says_what_is_wrong(tmp_path, capsys):
     c = write_set(tmp_path / "c", {"minilm-aaaaaaaa_x_1": "diagonal"})
     assert main(["annotate", "agreement", str(a), "--against", str(c)]) == 0
     assert "1 maps, 0.0% agree" in capsys.readouterr().out
+    (c / "annotations.csv").unlink()
+    assert main(["annotate", "agreement", str(a), "--against", str(c)]) == 0
+    assert "has no annotations.csv, so none of its maps counts as agreed" in capsys.readouterr().out
+
+
+def test_agreement_against_refuses_a_classifier_without_out_of_fold_predictions(tiny_classifier, tmp_path, capsys):
+    a = write_set(tmp_path / "a", {"minilm-aaaaaaaa_x_1": "vertical"})
+    b = write_set(tmp_path / "b", {"minilm-aaaaaaaa_x_1": "vertical"})
+    assert main(["annotate", "agreement", str(a), "--against", str(b), "--classifier", str(tiny_classifier[1])]) == 2
+    assert "stores no out-of-fold predictions" in capsys.readouterr().err

@@ -5,7 +5,7 @@ task) goes to a private folder the annotators never see; labels-template.csv is 
 usage: make_packs.py PACKS PRIVATE PART STORE [STORE ...]
 The annotators are a, b, c unless $WHO names others (round 3: WHO=g,h,i). Rounds 1-6 gave every annotator the
 same order; $SEEDS gives each annotator of $WHO its own shuffle seed instead (round 7: WHO=s,t,u SEEDS=171,172,173),
-so that no two annotators see a map beside the same neighbours.
+so that two annotators rarely see a map beside the same neighbours.
 """
 import csv, json, os, shutil, sys
 from pathlib import Path

@@ -79,8 +79,9 @@ def _register_annotators(asub) -> None:
                    help="also report each encoder family's maps on their own (fine-tunes count with their base)")
     q.add_argument("--against", metavar="REFERENCE",
                    help="another labelled set of the same maps (e.g. annotations/): score this set's resolved "
-                        "labels and each of its raters against the reference's labels, per encoder family (a "
-                        "test-retest of the labels); the report is then this comparison only")
+                        "labels and each of its raters against the reference's labels, always per encoder family "
+                        "and over all (a test-retest of the labels); the report is then this comparison only, "
+                        "with --raters applied to both sets")
     q.add_argument("--classifier", metavar="ONNX",
                    help="with --against: also score this classifier's out-of-fold predictions (stored with it by "
                         "`patterncnn train`) against both sets' labels")
@@ -242,8 +243,10 @@ def run_between(args, tables) -> int:
                              f"with `patterncnn train`")
         methods[f"{clf.model_version} out-of-fold"] = {
             m: LABELS[int(k)] for m, k in zip(rows.ids.tolist(), rows.probs.argmax(1)) if m in resolved}
-    report = between_sets(rater_votes(tables.annotations.values()), resolved, rater_votes(ref.annotations.values()),
-                          ref_resolved, methods)
+    if not ref.annotations:
+        print(f"note: {args.against} has no annotations.csv, so none of its maps counts as agreed by 2+ raters")
+    report = between_sets(rater_votes(tables.annotations.values(), args.raters), resolved,
+                          rater_votes(ref.annotations.values(), args.raters), ref_resolved, methods)
     print(format_between(report, args.against))
     if args.out:
         write_json(args.out, {"set": str(args.annotations), "reference": str(args.against), "by_family": report})
