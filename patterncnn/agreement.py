@@ -381,6 +381,11 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
+def two_agree(votes: dict[str, Vote]) -> bool:
+    """Whether two or more of a map's raters gave the same label (an "agreed" map)."""
+    return len(votes) >= 2 and max(Counter(v.label for v in votes.values()).values()) >= 2
+
+
 def between_sets(votes: dict[str, dict[str, Vote]], resolved: dict[str, str], ref_votes: dict[str, dict[str, Vote]],
                  ref_resolved: dict[str, str], methods: dict[str, dict[str, str]] | None = None) -> dict:
     """A second labelled set of the same maps against a first (a test-retest of the labels), per family and over all.
@@ -405,16 +410,14 @@ def between_sets(votes: dict[str, dict[str, Vote]], resolved: dict[str, str], re
     """
     from .evaluate import encoder_family
 
-    def agreed(v: dict[str, Vote]) -> bool:
-        return len(v) >= 2 and max(Counter(x.label for x in v.values()).values()) >= 2
-
+    family = {m: encoder_family(m) for m in resolved}
+    total = Counter(family.values())
+    total["all"] = len(resolved)
     shared = sorted(m for m in resolved if m in ref_resolved)
     out = {}
-    total = {fam: sum(1 for m in resolved if fam == "all" or encoder_family(m) == fam)
-             for fam in {*map(encoder_family, resolved), "all"}}
-    for fam in [*sorted({encoder_family(m) for m in shared}), "all"]:
-        ms = [m for m in shared if fam == "all" or encoder_family(m) == fam]
-        both = [m for m in ms if agreed(votes.get(m, {})) and agreed(ref_votes.get(m, {}))]
+    for fam in [*sorted({family[m] for m in shared}), "all"]:
+        ms = [m for m in shared if fam == "all" or family[m] == fam]
+        both = [m for m in ms if two_agree(votes.get(m, {})) and two_agree(ref_votes.get(m, {}))]
         ref = [ref_resolved[m] for m in ms]
         raters = sorted({r for m in ms for r in votes.get(m, {})})
         out[fam] = {

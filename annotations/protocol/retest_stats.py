@@ -6,27 +6,23 @@ its majority.
 usage: python annotations/protocol/retest_stats.py   (from the repository; reads annotations/, its round 7 and
 models/metrics.json)
 """
-import csv, json
+import json
 from collections import Counter
 import numpy as np
 from scipy.stats import binomtest
-from patterncnn.agreement import held_out_rater, rater_votes
+from patterncnn.agreement import held_out_rater, rater_votes, two_agree
 from patterncnn.evaluate import encoder_family, subset_scores
+from patterncnn.labelled import read_tables
 from patterncnn.labels import LABELS
 
-
-def table(path):
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
-
-
-new = {r["map_id"]: r["label"] for r in table("annotations/round7-retest/labels.csv")}
-old = {r["map_id"]: r["label"] for r in table("annotations/labels.csv")}
+retest, main = read_tables("annotations/round7-retest"), read_tables("annotations")
+new = {m: r["label"] for m, r in retest.labels.items()}
+old = {m: r["label"] for m, r in main.labels.items()}
 rows = json.load(open("models/metrics.json"))["calibration"]["rows"]
 cnn = {i: LABELS[int(np.argmax(p))] for i, p in zip(rows["ids"], rows["probs"])}
 ids = sorted(new)
-new_votes = rater_votes(table("annotations/round7-retest/annotations.csv"))
-old_votes = rater_votes([r for r in table("annotations/annotations.csv") if r["map_id"] in new])
+new_votes = rater_votes(retest.annotations.values())
+old_votes = rater_votes(r for r in main.annotations.values() if r["map_id"] in new)
 
 
 def macro_f1(pred, ref, sel):
@@ -34,13 +30,9 @@ def macro_f1(pred, ref, sel):
     return subset_scores(y, np.array([LABELS.index(pred[i]) for i in sel]), np.ones(len(sel), bool))["macro_f1"]
 
 
-def agreed(v):
-    return max(Counter(x.label for x in v.values()).values()) >= 2
-
-
 rng = np.random.default_rng(0)
 for fam in ("minilm", "mpnet"):
-    sel = [i for i in ids if encoder_family(i) == fam and agreed(new_votes[i]) and agreed(old_votes[i])]
+    sel = [i for i in ids if encoder_family(i) == fam and two_agree(new_votes[i]) and two_agree(old_votes[i])]
     boot = [macro_f1(new, old, list(rng.choice(sel, len(sel)))) for _ in range(2000)]
     print(f"{fam}: second triad vs first on {len(sel)} agreed maps, macro-F1 {macro_f1(new, old, sel):.3f}, "
           f"95% bootstrap over maps {np.percentile(boot, 2.5):.3f}-{np.percentile(boot, 97.5):.3f}")
