@@ -4,7 +4,7 @@
     python benchmarks/bench_census.py --glue-dir ../shared/glue --ray-only --examples 256
 
 For one encoder (``minilm`` or ``mpnet``, the BERT-base shape: 12 x 12 x 768) and every backend of
-:mod:`patterncnn.backends`, prints
+:mod:`patterncnn.encoders.backends`, prints
 (a) extraction: the encoder alone (forward with attentions, maps streamed and dropped),
 (b) census: the same examples classified by the shipped ONNX CNN, overlapped with the encoder,
 the ratio (b)/(a), the speed-up of (b) over today's census (HF fp32 eager, CNN serial), and the
@@ -27,7 +27,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as `patterncnn census` se
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from patterncnn.labels import LABELS
+from patterncnn.core.labels import LABELS
 
 
 def extraction(enc, examples, ref: dict | None) -> tuple[float, float]:
@@ -48,7 +48,7 @@ def extraction(enc, examples, ref: dict | None) -> tuple[float, float]:
 
 
 def census(enc, clf, split, overlap: bool) -> tuple[float, np.ndarray]:
-    from patterncnn.census import classify_task
+    from patterncnn.census.run.run import classify_task
 
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -61,8 +61,8 @@ def shares(labels: np.ndarray) -> np.ndarray:
 
 
 def bench_backends(a, clf) -> None:
-    from patterncnn.encoder import load_encoder
-    from patterncnn.glue import load_split
+    from patterncnn.encoders.load import load_encoder
+    from patterncnn.core.glue import load_split
 
     split = load_split("qnli", "dev", a.glue_dir, limit=a.examples, seed=0)
     small = dataclasses.replace(split, examples=split.examples[: a.slow_examples])
@@ -115,10 +115,10 @@ def bench_backends(a, clf) -> None:
 def bench_ray(a, clf_path: str) -> None:
     import ray
 
-    from patterncnn.census import run_censuses
-    from patterncnn.glue import load_split
-    from patterncnn.infer import OnnxClassifier
-    from patterncnn.raycensus import run_ray_censuses
+    from patterncnn.census.run.run import run_censuses
+    from patterncnn.core.glue import load_split
+    from patterncnn.classifier.onnx import OnnxClassifier
+    from patterncnn.census.run.ray import run_ray_censuses
 
     splits = [load_split(t, "dev", a.glue_dir, limit=a.ray_examples, seed=0) for t in ("qnli", "rte")]
     clf = OnnxClassifier(clf_path, threads=2)
@@ -148,8 +148,8 @@ def bench_ray(a, clf_path: str) -> None:
 
 
 def main() -> None:
-    from patterncnn.backends import BACKENDS
-    from patterncnn.infer import OnnxClassifier, default_classifier
+    from patterncnn.encoders.backends import BACKENDS
+    from patterncnn.classifier.onnx import OnnxClassifier, default_classifier
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--glue-dir", default=os.environ.get("GLUE_DIR", "../shared/glue"))

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from patterncnn.labels import LABELS
+from patterncnn.core.labels import LABELS
 
 
 def pattern_map(kind: str, t: int = 12, sep: int | None = None, seed: int = 0) -> np.ndarray:
@@ -24,7 +24,7 @@ def pattern_map(kind: str, t: int = 12, sep: int | None = None, seed: int = 0) -
 
 def pattern_store(path, kinds, t: int = 12):
     """A map store with one map per kind; returns the store."""
-    from patterncnn.maps import MapStore
+    from patterncnn.core.maps import MapStore
 
     store = MapStore.create(path, info={"synthetic": True})
     sep = t // 2 - 1
@@ -43,7 +43,7 @@ def write_labelled_set(root, records, rows):
     """A labelled set in the `annotate pull` layout: ``maps/`` from (meta, map) records, ``labels.csv`` from rows."""
     import csv
 
-    from patterncnn.maps import MapStore
+    from patterncnn.core.maps import MapStore
 
     MapStore.create(root / "maps").append(records)
     with open(root / "labels.csv", "w", newline="") as f:
@@ -77,7 +77,7 @@ def write_votes(root, votes: dict, extra: list | None = None):
 def simulated_rows(shares, n, rng, encoder="enc-aaaa1111", single=False, uniform=True, fold=None,
                    task="rte", start=0) -> "Rows":
     """Rows whose argmax follows CONFUSION: label ~ shares, prediction ~ CONFUSION[label]."""
-    from patterncnn.calibrate import Rows
+    from patterncnn.shares.calibrate import Rows
 
     y = rng.choice(len(LABELS), size=n, p=shares)
     pred = np.array([rng.choice(len(LABELS), p=CONFUSION[i]) for i in y])
@@ -91,6 +91,6 @@ def simulated_rows(shares, n, rng, encoder="enc-aaaa1111", single=False, uniform
 
 def concat_rows(*parts):
     """Several Rows as one."""
-    from patterncnn.calibrate import FIELDS, Rows
+    from patterncnn.shares.calibrate import FIELDS, Rows
 
     return Rows(*(np.concatenate([getattr(p, f) for p in parts]) for f in FIELDS))

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from patterncnn.annotate import RulePredictor, label_config, make_task
+from patterncnn.labelling.push import RulePredictor, label_config, make_task
 from patterncnn.cli import main
-from patterncnn.labelled import Tables, load_labelled, merge_rows, write_labelled_set
-from patterncnn.labels import LABELS
-from patterncnn.labelstudio import AnnotateError
-from patterncnn.maps import MapStore
-from patterncnn.pull import flatten, label_rows
+from patterncnn.labelling.sets import Tables, load_labelled, merge_rows, write_labelled_set
+from patterncnn.core.labels import LABELS
+from patterncnn.labelling.labelstudio import AnnotateError
+from patterncnn.core.maps import MapStore
+from patterncnn.labelling.pull import flatten, label_rows
 from synthetic import pattern_map, pattern_store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -200,7 +200,7 @@ def test_agreement_command_on_the_shipped_set(tmp_path, capsys):
 
 
 def test_a_project_title_over_label_studios_limit_is_refused_before_any_call():
-    from patterncnn.labelstudio import MAX_TITLE, AnnotateError, Connection
+    from patterncnn.labelling.labelstudio import MAX_TITLE, AnnotateError, Connection
 
     ls = Connection(url="http://localhost:1", client=None)  # no server: the check comes first
     with pytest.raises(AnnotateError, match=rf"at most {MAX_TITLE} characters.*shorten --project"):

@@ -1,4 +1,4 @@
-"""Agreement between annotators and label resolution (patterncnn.agreement) on known cases."""
+"""Agreement between annotators and label resolution (patterncnn.labelling.agreement) on known cases."""
 
 from collections import Counter
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from patterncnn.agreement import (agreement_report, cohen_kappa, dawid_skene, fleiss_kappa, held_out_rater,
+from patterncnn.labelling.agreement import (agreement_report, cohen_kappa, dawid_skene, fleiss_kappa, held_out_rater,
                                   held_out_scores, rater_votes, resolve_votes)
-from patterncnn.labels import LABELS
+from patterncnn.core.labels import LABELS
 
 
 def row(map_id, who, label, when, i, skipped=False, uncertain=False):
@@ -168,7 +168,7 @@ def votes_of(labels: dict[str, list[str]], who: str) -> dict:
 
 
 def test_between_sets_scores_a_second_labelling_of_the_same_maps_per_family():
-    from patterncnn.agreement import between_sets, format_between
+    from patterncnn.labelling.agreement import between_sets, format_between
 
     ref = {"minilm-aaaaaaaa_x_1": ["vertical"] * 3, "minilm-aaaaaaaa_x_2": ["diagonal", "diagonal", "vertical"],
            "mpnet-bbbbbbbb_x_3": ["block", "heterogeneous", "diagonal"],  # a three-way split: no agreed label
@@ -213,7 +213,7 @@ def test_between_sets_scores_a_second_labelling_of_the_same_maps_per_family():
 
 
 def test_between_sets_agreed_needs_two_agreeing_raters_in_each_set_and_raters_count_where_they_voted():
-    from patterncnn.agreement import between_sets, format_between
+    from patterncnn.labelling.agreement import between_sets, format_between
 
     ids = [f"minilm-aaaaaaaa_x_{k}" for k in range(4)]
     ref = {ids[0]: ["vertical"] * 3, ids[1]: ["vertical"] * 3, ids[2]: ["diagonal"] * 3, ids[3]: ["diagonal"] * 3}

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from patterncnn.agreement import agreement_report
+from patterncnn.labelling.agreement import agreement_report
 from patterncnn.cli import main
-from patterncnn.labelled import load_labelled, read_tables
-from patterncnn.maps import MapStore
+from patterncnn.labelling.sets import load_labelled, read_tables
+from patterncnn.core.maps import MapStore
 from synthetic import pattern_store
 
 SHIPPED = Path(__file__).resolve().parents[1] / "annotations"

@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 
 from labelstudio_server import label_stream, on_port, readme_blocks
-from patterncnn.infer import OnnxClassifier
-from patterncnn.labelled import load_labelled, read_tables
-from patterncnn.labelstudio import connect
+from patterncnn.classifier.onnx import OnnxClassifier
+from patterncnn.labelling.sets import load_labelled, read_tables
+from patterncnn.labelling.labelstudio import connect
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,12 +8,12 @@ import pytest
 
 from labelstudio_server import label_stream
 from live import ml_backend
-from patterncnn.annotate import RulePredictor, label_config, push
+from patterncnn.labelling.push import RulePredictor, label_config, push
 from patterncnn.cli import main
-from patterncnn.infer import OnnxClassifier
-from patterncnn.labelled import load_labelled, read_tables
-from patterncnn.labelstudio import connect
-from patterncnn.maps import MapStore
+from patterncnn.classifier.onnx import OnnxClassifier
+from patterncnn.labelling.sets import load_labelled, read_tables
+from patterncnn.labelling.labelstudio import connect
+from patterncnn.core.maps import MapStore
 from synthetic import pattern_store
 
 KINDS = ["vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous", "diagonal", "vertical"]

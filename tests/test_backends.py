@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from patterncnn.backends import BACKENDS, DEFAULT_BACKEND, VETTED, drift
-from patterncnn.census import classify_window
-from patterncnn.encoder import EncoderError, load_encoder
-from patterncnn.glue import load_split
-from patterncnn.infer import OnnxClassifier
+from patterncnn.encoders.backends import BACKENDS, DEFAULT_BACKEND, VETTED, drift
+from patterncnn.census.run.run import classify_window
+from patterncnn.encoders.load import EncoderError, load_encoder
+from patterncnn.core.glue import load_split
+from patterncnn.classifier.onnx import OnnxClassifier
 
 # The gate every vetted backend passes (README, "Faster census").
 MAX_SHARE_POINTS, MAX_MAP_MAD = 0.5, 1e-3

@@ -5,12 +5,12 @@ import json
 import numpy as np
 import pytest
 
-from patterncnn.census import CensusError, classify_task, compare, run_census
+from patterncnn.census.run.run import CensusError, classify_task, compare, run_census
 from patterncnn.cli import main
-from patterncnn.encoder import load_encoder
-from patterncnn.glue import load_split
-from patterncnn.infer import OnnxClassifier
-from patterncnn.labels import LABELS
+from patterncnn.encoders.load import load_encoder
+from patterncnn.core.glue import load_split
+from patterncnn.classifier.onnx import OnnxClassifier
+from patterncnn.core.labels import LABELS
 
 
 @pytest.fixture()
@@ -41,7 +41,7 @@ def test_census_outputs(setup, tmp_path):
 
 
 def test_save_maps(setup, tmp_path):
-    from patterncnn.maps import MapStore
+    from patterncnn.core.maps import MapStore
 
     enc, clf, glue = setup
     run_census(enc, clf, [load_split("rte", "dev", glue, limit=5, seed=1)], tmp_path / "c", limit=5, seed=1,

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from patterncnn.cli import main
-from patterncnn.infer import OnnxClassifier, parity_check
-from patterncnn.labels import LABELS
-from patterncnn.model import CNNConfig, PatternCNN, count_conv_layers, preprocess
-from patterncnn.labelled import load_labelled
-from patterncnn.train import TrainConfig, baselines, cross_validate, folds
+from patterncnn.classifier.onnx import OnnxClassifier, parity_check
+from patterncnn.core.labels import LABELS
+from patterncnn.classifier.model import CNNConfig, PatternCNN, count_conv_layers, preprocess
+from patterncnn.labelling.sets import load_labelled
+from patterncnn.training.train import TrainConfig, baselines, cross_validate, folds
 from synthetic import pattern_map
 
 
@@ -143,10 +143,10 @@ def test_missing_classifier_says_how_to_get_one(tmp_path, capsys):
 
 
 def test_ensemble_is_the_mean_of_its_members_in_torch_onnx_and_the_checkpoint(labelled_set, tmp_path):
-    from patterncnn.model import PatternEnsemble, build_model, load_checkpoint
-    from patterncnn.infer import export_onnx
-    from patterncnn.model import model_config_dict
-    from patterncnn.train import MEMBER_SEED_STEP, fit, fit_final, model_inputs
+    from patterncnn.classifier.model import PatternEnsemble, build_model, load_checkpoint
+    from patterncnn.classifier.onnx import export_onnx
+    from patterncnn.classifier.model import model_config_dict
+    from patterncnn.training.train import MEMBER_SEED_STEP, fit, fit_final, model_inputs
 
     with pytest.raises(ValueError, match="members must be a whole number >= 1"):
         CNNConfig(members=0)
@@ -179,8 +179,8 @@ def test_ensemble_is_the_mean_of_its_members_in_torch_onnx_and_the_checkpoint(la
 
 
 def test_an_ensemble_has_its_own_version_and_an_old_single_cnn_checkpoint_still_loads(tmp_path):
-    from patterncnn.infer import export_onnx
-    from patterncnn.model import PatternEnsemble, build_model, load_checkpoint, model_config_dict
+    from patterncnn.classifier.onnx import export_onnx
+    from patterncnn.classifier.model import PatternEnsemble, build_model, load_checkpoint, model_config_dict
 
     torch.manual_seed(0)
     versions = {}

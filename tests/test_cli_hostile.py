@@ -14,7 +14,7 @@ import pytest
 from hostile import corrupt_deflate_npz, npy_header, truncated, zip_of
 from labelstudio_server import free_port
 from patterncnn.cli import build_parser, main
-from patterncnn.fileio import write_text
+from patterncnn.core.fileio import write_text
 from synthetic import pattern_map
 
 UNWRITABLE = "/sys/patterncnn-test"  # refused by the kernel even to root (tests may run as root)

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from patterncnn.disable import change_interval, metric, parse_unit, resampled_metric, units
-from patterncnn.glue import get_task
-from patterncnn.heads_off import DisableError, UniformHeads
-from patterncnn.layercache import CachedClassifier
+from patterncnn.experiments.disable import change_interval, metric, parse_unit, resampled_metric, units
+from patterncnn.core.glue import get_task
+from patterncnn.encoders.uniform_heads import DisableError, UniformHeads
+from patterncnn.experiments.layercache import CachedClassifier
 
 PAIRS = [("a man is playing a guitar.", "someone plays music!"), ("short", "pair of texts, longer than that"),
          ("one", "two")]

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from patterncnn.drift import map_cosines, summarize
+from patterncnn.experiments.drift import map_cosines, summarize
 
 
 def test_map_cosines_by_hand():
@@ -48,9 +48,9 @@ def test_drift_against_another_model_is_below_one(tiny_bert, tmp_path, glue_dir)
     import torch
     from transformers import BertModel
 
-    from patterncnn.drift import run_drift
-    from patterncnn.encoder import load_encoder
-    from patterncnn.glue import load_split
+    from patterncnn.experiments.drift import run_drift
+    from patterncnn.encoders.load import load_encoder
+    from patterncnn.core.glue import load_split
 
     other = tmp_path / "other"
     model = BertModel.from_pretrained(str(tiny_bert))
@@ -69,9 +69,9 @@ def test_drift_against_another_model_is_below_one(tiny_bert, tmp_path, glue_dir)
 
 
 def test_drift_resumes_from_saved_windows(tiny_bert, glue_dir, tmp_path, monkeypatch):
-    from patterncnn import drift as drift_mod
-    from patterncnn.encoder import load_encoder
-    from patterncnn.glue import load_split
+    from patterncnn.experiments import drift as drift_mod
+    from patterncnn.encoders.load import load_encoder
+    from patterncnn.core.glue import load_split
 
     monkeypatch.setattr(drift_mod, "WINDOW", 4)
     enc = load_encoder(str(tiny_bert), 64)

@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from patterncnn import embedded
-from patterncnn.embedded import REGISTRY, EmbeddedModelError, SplitZip, assemble, lookup
-from patterncnn.encoder import EncoderError, load_encoder, resolve_model
-from patterncnn.fileio import sha256_file
-from patterncnn.glue import Example
+from patterncnn.encoders import embedded
+from patterncnn.encoders.embedded import REGISTRY, EmbeddedModelError, SplitZip, assemble, lookup
+from patterncnn.encoders.load import EncoderError, load_encoder, resolve_model
+from patterncnn.core.fileio import sha256_file
+from patterncnn.core.glue import Example
 
 
 def install_fake_part(site: Path, dist: str, file_name: str, data: bytes) -> None:

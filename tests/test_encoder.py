@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from patterncnn.encoder import EncoderError, load_encoder
-from patterncnn.glue import Example
+from patterncnn.encoders.load import EncoderError, load_encoder
+from patterncnn.core.glue import Example
 
 
 def ex(i, *texts):

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from patterncnn.calibrate import (MIN_ROWS, calibration_record, fit_calibration, fit_temperature, scope_mask,
+from patterncnn.shares.calibrate import (MIN_ROWS, calibration_record, fit_calibration, fit_temperature, scope_mask,
                                   stored_rows, temper)
-from patterncnn.estimate import describe, example_sums, plan_for, shares_with_intervals
-from patterncnn.infer import ClassifierError
-from patterncnn.labels import LABELS
+from patterncnn.shares.estimate import describe, example_sums, plan_for, shares_with_intervals
+from patterncnn.classifier.onnx import ClassifierError
+from patterncnn.core.labels import LABELS
 from synthetic import concat_rows, simulated_rows as simulate
 
 def estimate(name, rows, cal, seed=0):
@@ -34,7 +34,7 @@ def test_adjusted_gives_single_segment_inputs_no_block():
     rng = np.random.default_rng(1)
     train = simulate(np.full(5, 0.2), 2000, rng)
     single = simulate(np.array([0.5, 0.2, 0.2, 0.0, 0.1]), 2000, rng, single=True)
-    from patterncnn.infer import OnnxClassifier
+    from patterncnn.classifier.onnx import OnnxClassifier
 
     single.probs = OnnxClassifier.apply_segment_rule(single.probs, [[5]] * len(single))  # what the census sees
     cal = fit_calibration(concat_rows(train, single))
@@ -147,7 +147,7 @@ def test_old_classifier_counts_and_refuses_the_corrected_estimators():
 
 
 def test_the_shipped_classifier_is_calibrated_and_validated_per_encoder():
-    from patterncnn.infer import OnnxClassifier
+    from patterncnn.classifier.onnx import OnnxClassifier
 
     meta = OnnxClassifier().metadata
     best = meta["validation"]["best_per_encoder"]

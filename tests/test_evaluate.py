@@ -1,4 +1,4 @@
-"""Per-encoder reports of `patterncnn train` (patterncnn.evaluate) and the per-encoder default estimator."""
+"""Per-encoder reports of `patterncnn train` (patterncnn.training.evaluate) and the per-encoder default estimator."""
 
 import csv
 import dataclasses
@@ -6,8 +6,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from patterncnn import evaluate as ev
-from patterncnn.labels import LABELS
+from patterncnn.training import evaluate as ev
+from patterncnn.core.labels import LABELS
 from synthetic import pattern_map, simulated_rows, write_labelled_set, write_votes
 
 TINY = dict(grid=16, widths=(4, 4, 8, 8, 8, 8, 16, 16))
@@ -86,7 +86,7 @@ def test_votes_latest_per_annotator_skips_ignored(tmp_path):
 
 
 def test_annotator_yardstick_scores_methods_on_the_annotators_pairs(tmp_path):
-    from patterncnn.modelcard import _yardstick
+    from patterncnn.training.modelcard import _yardstick
 
     ids = ["minilm-1a2b3c4d_m1", "minilm-1a2b3c4d_m2", "mpnet-1a2b3c4d_m3", "mpnet-1a2b3c4d_m4", "syn-1a2b3c4d_m5"]
     votes = {"minilm-1a2b3c4d_m1": ("vertical",) * 3, "minilm-1a2b3c4d_m2": ("diagonal", "diagonal", "vertical"),
@@ -127,7 +127,7 @@ def test_subset_macro_f1_averages_only_the_classes_present():
 
 
 def test_per_encoder_says_when_the_cnn_does_not_beat_a_baseline():
-    from patterncnn.modelcard import _per_encoder
+    from patterncnn.training.modelcard import _per_encoder
 
     y = np.array([0, 1, 2, 3, 4] * 4)
     fams = np.array(["minilm"] * 10 + ["mpnet"] * 10)
@@ -145,9 +145,9 @@ def test_per_encoder_says_when_the_cnn_does_not_beat_a_baseline():
 
 
 def test_leave_one_encoder_out_keeps_test_examples_out_of_training(two_encoders, monkeypatch):
-    import patterncnn.train as train
-    from patterncnn.labelled import load_labelled
-    from patterncnn.model import CNNConfig
+    import patterncnn.training.train as train
+    from patterncnn.labelling.sets import load_labelled
+    from patterncnn.classifier.model import CNNConfig
 
     data = load_labelled(two_encoders)
     seen = []
@@ -182,9 +182,9 @@ def test_leave_one_encoder_out_keeps_test_examples_out_of_training(two_encoders,
 
 
 def test_soft_labels_train_on_vote_shares_on_the_same_folds(two_encoders, monkeypatch):
-    import patterncnn.train as train
-    from patterncnn.labelled import load_labelled
-    from patterncnn.model import CNNConfig
+    import patterncnn.training.train as train
+    from patterncnn.labelling.sets import load_labelled
+    from patterncnn.classifier.model import CNNConfig
 
     data = load_labelled(two_encoders)
     votes = ev.load_votes(two_encoders, data.ids, data.y)
@@ -208,8 +208,8 @@ def test_soft_labels_train_on_vote_shares_on_the_same_folds(two_encoders, monkey
 
 
 def test_census_defaults_to_the_estimator_validated_on_its_encoder():
-    from patterncnn.calibrate import calibration_record
-    from patterncnn.estimate import best_by_encoder, plan_for
+    from patterncnn.shares.calibrate import calibration_record
+    from patterncnn.shares.estimate import best_by_encoder, plan_for
     from synthetic import concat_rows
 
     rng = np.random.default_rng(0)
@@ -272,7 +272,7 @@ def test_train_reports_per_encoder_in_metrics_and_card(two_encoders, tmp_path, c
     # dissenter), the other 32 unanimous (three pairs each)
     assert y["all"]["pairs"] == 3 * 32 + 16 and y["all"]["annotator"]["agree"] == pytest.approx(96 / 112)
     assert y["all"]["methods"][ev.CNN]["pairs"] == 112
-    from patterncnn.modelcard import model_card
+    from patterncnn.training.modelcard import model_card
 
     for p in e["leave_one_encoder_out"]["pairs"]:  # a metrics.json from before fits per seed were kept
         del p["seeds"], p["cnn_over_seeds"]

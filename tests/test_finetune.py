@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from patterncnn.cli import main
-from patterncnn.encoder import load_encoder
-from patterncnn.finetune import MANIFEST, glue_metrics
-from patterncnn.glue import get_task
+from patterncnn.encoders.load import load_encoder
+from patterncnn.encoders.finetune import MANIFEST, glue_metrics
+from patterncnn.core.glue import get_task
 
 
 @pytest.mark.parametrize("task,keys", [("rte", {"accuracy"}), ("stsb", {"pearson", "spearman"})])

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from patterncnn.glue import TASKS, GlueDataError, get_task, load_split
+from patterncnn.core.glue import TASKS, GlueDataError, get_task, load_split
 
 FIXTURE_GLUE = Path(__file__).parent / "fixtures" / "glue"
 

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from patterncnn.labels import LABELS
-from patterncnn.link import group_test, rank_test
+from patterncnn.core.labels import LABELS
+from patterncnn.experiments.link import group_test, rank_test
 
 
 def _write(tmp_path, drops, majority):

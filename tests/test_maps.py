@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from patterncnn.maps import MapFormatError, MapStore, check_map, open_maps
+from patterncnn.core.maps import MapFormatError, MapStore, check_map, open_maps
 
 
 def softmax_map(t, seed=0):

@@ -5,12 +5,12 @@ import json
 import numpy as np
 import pytest
 
-from patterncnn.census import run_census
-from patterncnn.encoder import load_encoder
-from patterncnn.glue import Example, load_split
-from patterncnn.infer import OnnxClassifier
-from patterncnn.labels import LABELS
-from patterncnn.segments import boundaries
+from patterncnn.census.run.run import run_census
+from patterncnn.encoders.load import load_encoder
+from patterncnn.core.glue import Example, load_split
+from patterncnn.classifier.onnx import OnnxClassifier
+from patterncnn.core.labels import LABELS
+from patterncnn.core.segments import boundaries
 
 
 def ex(i, *texts):
@@ -62,7 +62,7 @@ def test_census_on_real_rte_rows(tiny_mpnet, tiny_classifier, glue_dir, tmp_path
         assert s["examples"] == 3 and s["maps"] == 3 * 2 * 4
         assert sum(s["shares"].values()) == pytest.approx(1.0)
     assert res["tasks"]["sst2"]["shares"]["block"] == 0.0  # single sentences never get block
-    from patterncnn.maps import MapStore
+    from patterncnn.core.maps import MapStore
 
     store = MapStore(tmp_path / "c" / "maps" / "rte")
     for meta in store.meta:

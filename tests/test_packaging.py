@@ -37,7 +37,7 @@ def test_wheel_installs_into_a_fresh_venv_and_classifies(tmp_path):
     work = tmp_path / "work"  # away from the repository: no models/ folder to fall back on
     work.mkdir()
     np.savez(work / "m.npz", d=pattern_map("diagonal", 12))
-    where = subprocess.run([py, "-c", "import patterncnn.infer as i; print(i.__file__); print(i.default_classifier())"],
+    where = subprocess.run([py, "-c", "import patterncnn.classifier.onnx as i; print(i.__file__); print(i.default_classifier())"],
                            cwd=work, check=True, capture_output=True, text=True).stdout.split()
     assert all(p.startswith(str(venv)) for p in where), where
     run = subprocess.run([venv / "bin" / "patterncnn", "classify", "m.npz", "--out", "p.jsonl"], cwd=work,

@@ -9,11 +9,11 @@ import psutil
 import pytest
 import ray
 
-from patterncnn.census import run_census
-from patterncnn.encoder import load_encoder
-from patterncnn.glue import load_split
-from patterncnn.infer import OnnxClassifier
-from patterncnn.raycensus import run_ray_censuses
+from patterncnn.census.run.run import run_census
+from patterncnn.encoders.load import load_encoder
+from patterncnn.core.glue import load_split
+from patterncnn.classifier.onnx import OnnxClassifier
+from patterncnn.census.run.ray import run_ray_censuses
 
 SEED = 2
 
@@ -85,7 +85,7 @@ def kill_a_worker():
 
 
 def test_killed_worker_still_gives_the_identical_result(cluster, tiny_bert, local, tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="patterncnn.raycensus"):
+    with caplog.at_level(logging.WARNING, logger="patterncnn.census.ray"):
         result = on_ray(tiny_bert, local, tmp_path / "ray", Bar(kill_a_worker))
     assert "a Ray worker died" in caplog.text
     assert_identical(local[2], result)

@@ -6,7 +6,7 @@ import json
 import numpy as np
 from PIL import Image
 
-from patterncnn.render import CAPTION_PX, contact_sheet, map_image, render_png
+from patterncnn.classifier.render import CAPTION_PX, contact_sheet, map_image, render_png
 
 
 def test_render_png_is_an_image():
@@ -58,7 +58,7 @@ def test_annotate_sheets_cli(tmp_path, capsys):
 
 def test_annotate_sheets_on_an_empty_store_says_so(tmp_path, capsys):
     from patterncnn.cli import main
-    from patterncnn.maps import MapStore
+    from patterncnn.core.maps import MapStore
 
     MapStore.create(tmp_path / "empty")
     assert main(["annotate", "sheets", str(tmp_path / "empty"), "--out", str(tmp_path / "s")]) == 2

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from patterncnn.cli import main
-from patterncnn.sample import plan_samples
-from patterncnn.maps import MapStore
+from patterncnn.labelling.sample import plan_samples
+from patterncnn.core.maps import MapStore
 
 
 def test_plan_samples_stratified_and_distinct():
@@ -67,7 +67,7 @@ def test_help(command, capsys):
 
 
 def test_uniform_samples_cover_all_triples_evenly():
-    from patterncnn.sample import uniform_samples
+    from patterncnn.labelling.sample import uniform_samples
 
     triples = uniform_samples(n_examples=50, num_layers=4, num_heads=3, n=600, rng=np.random.default_rng(0))
     assert len(set(triples)) == 600 and all(0 <= e < 50 and 0 <= l < 4 and 0 <= h < 3 for e, l, h in triples)

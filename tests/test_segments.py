@@ -12,12 +12,12 @@ import pytest
 import torch
 from PIL import Image
 
-from patterncnn.features import map_features, rule_scores
-from patterncnn.infer import OnnxClassifier
-from patterncnn.labels import LABELS
-from patterncnn.model import segment_masks, structure_masks
-from patterncnn.render import contact_sheet, map_image, render_png
-from patterncnn.segments import boundaries, is_pair, segment_ids, segment_spans
+from patterncnn.classifier.features import map_features, rule_scores
+from patterncnn.classifier.onnx import OnnxClassifier
+from patterncnn.core.labels import LABELS
+from patterncnn.classifier.model import segment_masks, structure_masks
+from patterncnn.classifier.render import contact_sheet, map_image, render_png
+from patterncnn.core.segments import boundaries, is_pair, segment_ids, segment_spans
 from synthetic import pattern_map
 
 T = 12

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from patterncnn.encoder import load_encoder
-from patterncnn.infer import OnnxClassifier
-from patterncnn.labels import LABELS
+from patterncnn.encoders.load import load_encoder
+from patterncnn.classifier.onnx import OnnxClassifier
+from patterncnn.core.labels import LABELS
 from patterncnn.serve import ServeSettings, create_app
 from synthetic import pattern_map
 
@@ -134,7 +134,7 @@ def test_cors_off_unless_asked(app_parts):
 
 
 def test_label_studio_protocol(client):
-    from patterncnn.annotate import label_config, make_task
+    from patterncnn.labelling.push import label_config, make_task
 
     arr = pattern_map("diagonal", 16)
     task = {"id": 7, **make_task({"id": "m1", "seps": [7, 15]}, arr)}

@@ -22,9 +22,9 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (content_type_conformance, negative_data_rejection,
                                                response_schema_conformance, status_code_conformance)
 
-from patterncnn.encoder import load_encoder
-from patterncnn.infer import OnnxClassifier
-from patterncnn.labels import LABELS
+from patterncnn.encoders.load import load_encoder
+from patterncnn.classifier.onnx import OnnxClassifier
+from patterncnn.core.labels import LABELS
 from patterncnn.serve import ServeSettings, create_app
 
 FUZZ_EXAMPLES = int(os.environ.get("PATTERNCNN_FUZZ_EXAMPLES", 200))  # raise it for a deeper run by hand

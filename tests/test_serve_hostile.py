@@ -17,9 +17,9 @@ from fastapi.testclient import TestClient
 
 from hostile import corrupt_deflate_npz, npy_header, truncated, unparsable_header_npy, zip_bomb, zip_of
 from live import live_server
-from patterncnn.annotate import label_config, make_task
-from patterncnn.encoder import load_encoder
-from patterncnn.infer import OnnxClassifier
+from patterncnn.labelling.push import label_config, make_task
+from patterncnn.encoders.load import load_encoder
+from patterncnn.classifier.onnx import OnnxClassifier
 from patterncnn.serve import ServeSettings, create_app
 from synthetic import pattern_map
 

@@ -5,10 +5,10 @@ import time
 import pytest
 
 from live import live_server
-from patterncnn.annotate import label_config, push
-from patterncnn.labelstudio import connect
-from patterncnn.infer import OnnxClassifier
-from patterncnn.labels import LABELS
+from patterncnn.labelling.push import label_config, push
+from patterncnn.labelling.labelstudio import connect
+from patterncnn.classifier.onnx import OnnxClassifier
+from patterncnn.core.labels import LABELS
 from patterncnn.serve import ServeSettings, create_app
 from synthetic import pattern_store
 

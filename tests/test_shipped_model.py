@@ -5,12 +5,12 @@ import json
 import numpy as np
 
 from conftest import REPO
-from patterncnn.encoder import load_encoder
-from patterncnn.glue import load_split
-from patterncnn.infer import OnnxClassifier, parity_check
-from patterncnn.labels import LABELS
-from patterncnn.model import load_checkpoint
-from patterncnn.labelled import load_labelled
+from patterncnn.encoders.load import load_encoder
+from patterncnn.core.glue import load_split
+from patterncnn.classifier.onnx import OnnxClassifier, parity_check
+from patterncnn.core.labels import LABELS
+from patterncnn.classifier.model import load_checkpoint
+from patterncnn.labelling.sets import load_labelled
 
 MODELS = REPO / "models"
 
@@ -63,7 +63,7 @@ def test_onnx_matches_torch_on_real_minilm_maps(glue_dir):
 
 def test_the_opt_in_ensemble_is_two_cnns_trained_on_the_shipped_annotations(tmp_path):
     from patterncnn.cli import main
-    from patterncnn.model import PatternEnsemble
+    from patterncnn.classifier.model import PatternEnsemble
 
     ensemble = MODELS / "ensemble-x2"
     model, ckpt = load_checkpoint(ensemble / "patterncnn.pt")

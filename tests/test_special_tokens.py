@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from patterncnn.special_tokens import TokenClasses, class_shares, cls_row, is_punctuation
+from patterncnn.experiments.special_tokens import TokenClasses, class_shares, cls_row, is_punctuation
 
 
 def test_class_shares_by_hand():

@@ -5,9 +5,9 @@ import json
 import numpy as np
 
 from patterncnn.cli import main
-from patterncnn.infer import OnnxClassifier
-from patterncnn.labels import LABELS
-from patterncnn.model import load_checkpoint
+from patterncnn.classifier.onnx import OnnxClassifier
+from patterncnn.core.labels import LABELS
+from patterncnn.classifier.model import load_checkpoint
 from synthetic import pattern_map
 
 

@@ -5,10 +5,10 @@ import json
 import numpy as np
 import pytest
 
-import patterncnn.validate as validate_mod
+import patterncnn.training.validate as validate_mod
 from patterncnn.cli import main
-from patterncnn.labels import LABELS
-from patterncnn.validate import markdown_table, validate_independent, validate_rows
+from patterncnn.core.labels import LABELS
+from patterncnn.training.validate import markdown_table, validate_independent, validate_rows
 from synthetic import concat_rows, pattern_map, simulated_rows, write_labelled_set, write_votes
 
 # Mostly vertical, as in real censuses: counting with CONFUSION under-counts vertical by about 10 points.
@@ -88,8 +88,8 @@ def test_error_band_floor_and_an_encoder_in_one_half_only(rows):
 
 def test_pooling_folds_calibrated_on_each_other_would_hide_the_error(rows):
     """Why validation works in halves: adjusted, calibrated on the sample itself, reproduces its hand shares."""
-    from patterncnn.calibrate import fit_calibration
-    from patterncnn.estimate import example_sums, finish
+    from patterncnn.shares.calibrate import fit_calibration
+    from patterncnn.shares.estimate import example_sums, finish
 
     cell = rows.subset(rows.uniform & (rows.encoder == "enca-11111111") & (rows.task == "rte"))
     sums = example_sums("adjusted", cell.probs[:, None], cell.probs.argmax(1)[:, None], cell.single,
@@ -141,7 +141,7 @@ def write_labelled(root, per_cell=10, first=0, designs=("uniform", "uniform", "s
 
 
 def test_train_validate_census_end_to_end(tmp_path, tiny_bert, tiny_classifier, glue_dir, capsys):
-    from patterncnn.infer import OnnxClassifier
+    from patterncnn.classifier.onnx import OnnxClassifier
 
     labelled = write_labelled(tmp_path / "labelled")
     out = tmp_path / "models"
@@ -172,7 +172,7 @@ def test_train_validate_census_end_to_end(tmp_path, tiny_bert, tiny_classifier, 
     # ... and the classifier's labels are scored on every map of the set, uniformly drawn or not
     from sklearn.metrics import f1_score
 
-    from patterncnn.labelled import load_labelled
+    from patterncnn.labelling.sets import load_labelled
 
     data = load_labelled(fresh)
     pred = OnnxClassifier(out / "patterncnn.onnx").predict(data.maps, data.seps).argmax(1)

@@ -4,9 +4,9 @@ usage: block_candidates.py POOL OUT N [LABELLED ...]   (LABELLED: labelled sets 
 """
 import sys
 import numpy as np
-from patterncnn.features import FEATURE_NAMES, map_features
-from patterncnn.maps import MapStore, open_maps
-from patterncnn.segments import is_pair
+from patterncnn.classifier.features import FEATURE_NAMES, map_features
+from patterncnn.core.maps import MapStore, open_maps
+from patterncnn.core.segments import is_pair
 
 src, out, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 skip = {i for labelled in sys.argv[4:] for i in open_maps(labelled + "/maps").ids}

@@ -2,10 +2,10 @@
 comparison with the legacy single-annotator labels.  usage: label_stats.py [ANNOTATIONS]"""
 import csv, math, os, sys
 from collections import Counter, defaultdict
-from patterncnn.evaluate import encoder_family
-from patterncnn.maps import open_maps
-from patterncnn.agreement import cohen_kappa, confusion
-from patterncnn.labels import LABELS as L
+from patterncnn.training.evaluate import encoder_family
+from patterncnn.core.maps import open_maps
+from patterncnn.labelling.agreement import cohen_kappa, confusion
+from patterncnn.core.labels import LABELS as L
 root=sys.argv[1] if len(sys.argv)>1 else "annotations"
 labels={r["map_id"]:r for r in csv.DictReader(open(f"{root}/labels.csv"))}
 ann=defaultdict(dict)

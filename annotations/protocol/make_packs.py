@@ -9,8 +9,8 @@ so that two annotators rarely see a map beside the same neighbours.
 """
 import csv, json, os, shutil, sys
 from pathlib import Path
-from patterncnn.maps import MultiStore, open_maps
-from patterncnn.render import write_sheets
+from patterncnn.core.maps import MultiStore, open_maps
+from patterncnn.classifier.render import write_sheets
 
 packs, private, part, stores = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4:]
 maps = MultiStore([open_maps(s) for s in stores])

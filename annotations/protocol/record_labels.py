@@ -9,8 +9,8 @@ import csv, json, secrets, sys
 from pathlib import Path
 import httpx
 from label_studio_sdk import LabelStudio
-from patterncnn.annotate import FROM_NAME, TO_NAME, UNCERTAIN, choice_result
-from patterncnn.labels import LABELS
+from patterncnn.labelling.push import FROM_NAME, TO_NAME, UNCERTAIN, choice_result
+from patterncnn.core.labels import LABELS
 
 url, lead, pid, packs, private, part, whos = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4]), Path(sys.argv[5]), sys.argv[6], sys.argv[7:]
 tokens_file = private / "tokens.json"

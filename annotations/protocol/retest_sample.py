@@ -4,8 +4,8 @@ random (seed 71) from its maps, written as a map store to push and to make packs
 usage: retest_sample.py OUT
 """
 import random, sys
-from patterncnn.evaluate import encoder_family
-from patterncnn.maps import MapStore, open_maps
+from patterncnn.training.evaluate import encoder_family
+from patterncnn.core.maps import MapStore, open_maps
 
 src = open_maps("annotations/maps")
 ids = sorted(src.ids)

@@ -10,10 +10,10 @@ import json
 from collections import Counter
 import numpy as np
 from scipy.stats import binomtest
-from patterncnn.agreement import held_out_rater, rater_votes, two_agree
-from patterncnn.evaluate import encoder_family, subset_scores
-from patterncnn.labelled import read_tables
-from patterncnn.labels import LABELS
+from patterncnn.labelling.agreement import held_out_rater, rater_votes, two_agree
+from patterncnn.training.evaluate import encoder_family, subset_scores
+from patterncnn.labelling.sets import read_tables
+from patterncnn.core.labels import LABELS
 
 retest, main = read_tables("annotations/round7-retest"), read_tables("annotations")
 new = {m: r["label"] for m, r in retest.labels.items()}

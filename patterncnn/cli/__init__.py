@@ -15,8 +15,7 @@ import logging
 import sys
 
 from .. import __version__
-from . import (analyze, annotate, census, classify, disable, drift, finetune, link, sample, serve, special_tokens,
-               train, validate)
+from . import analyze, annotate, census, classify, disable, drift, finetune, link, sample, serve, special_tokens, train, validate
 
 COMMANDS = (sample, finetune, annotate, train, validate, classify, census, drift, special_tokens, disable, link,
             analyze, serve)  # in pipeline order
@@ -49,14 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     _quiet_libraries(args.verbose)
-    from ..census import CensusError
-    from ..encoder import EncoderError
-    from ..glue import GlueDataError
-    from ..infer import ClassifierError
-    from ..heads_off import DisableError
-    from ..labelstudio import AnnotateError
-    from ..maps import MapFormatError
-    from ..runwork import RunError
+    from ..census.run import CensusError
+    from ..encoders.load import EncoderError
+    from ..core.glue import GlueDataError
+    from ..classifier.onnx import ClassifierError
+    from ..encoders.uniform_heads import DisableError
+    from ..labelling.labelstudio import AnnotateError
+    from ..core.maps import MapFormatError
+    from ..core.work import RunError
 
     try:
         return args.func(args)

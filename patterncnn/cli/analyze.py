@@ -18,8 +18,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..analyze import analyze, grid_text, shares_text
-    from ..encoder import load_encoder
+    from ..experiments.analyze import analyze, grid_text, shares_text
+    from ..encoders.load import load_encoder
 
     texts = tuple(t for t in args.text if t)
     if not texts or len(texts) > 2:
@@ -33,8 +33,8 @@ def run(args) -> int:
     print(grid_text(res["labels"]))
     print(shares_text(res["labels"]))
     if args.out:
-        from ..fileio import write_bytes
-        from ..plots import analyze_figure
+        from ..core.fileio import write_bytes
+        from ..core.plots import analyze_figure
 
         write_bytes(args.out, analyze_figure(res["probs"], f"{args.model}: pattern per head (shade = confidence)"))
         print(f"wrote {args.out}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ..agreement import METHODS
+from ..labelling.agreement import METHODS
 
 
 def _connection_args(q) -> None:
@@ -13,7 +13,7 @@ def _connection_args(q) -> None:
 
 
 def _connect(args):
-    from ..labelstudio import connect
+    from ..labelling.labelstudio import connect
 
     return connect(args.url or os.environ.get("LABEL_STUDIO_URL"),
                    args.api_key or os.environ.get("LABEL_STUDIO_API_KEY"))
@@ -114,19 +114,19 @@ def _register_pull(asub) -> None:
 
 
 def run_config(args) -> int:
-    from ..annotate import label_config
+    from ..labelling.push import label_config
 
     print(label_config())
     return 0
 
 
 def run_push(args) -> int:
-    from ..annotate import HIDDEN_COLUMNS, RulePredictor, label_config, push
-    from ..maps import open_maps
+    from ..labelling.push import HIDDEN_COLUMNS, RulePredictor, label_config, push
+    from ..core.maps import open_maps
 
     maps = open_maps(args.maps)
     if args.classifier:
-        from ..infer import OnnxClassifier
+        from ..classifier.onnx import OnnxClassifier
 
         predictor = OnnxClassifier(args.classifier)
     else:
@@ -141,8 +141,8 @@ def run_push(args) -> int:
 
 
 def run_sheets(args) -> int:
-    from ..maps import MultiStore, open_maps
-    from ..render import write_sheets
+    from ..core.maps import MultiStore, open_maps
+    from ..classifier.render import write_sheets
 
     n = write_sheets(MultiStore([open_maps(m) for m in args.maps]), args.out, args.per_sheet, args.shuffle)
     print(f"wrote {n} sheet(s) of up to {args.per_sheet} maps to {args.out} (index.json maps #n to map ids)")
@@ -150,8 +150,8 @@ def run_sheets(args) -> int:
 
 
 def run_annotators(args) -> int:
-    from ..annotate import setup_annotators
-    from ..labelstudio import AnnotateError
+    from ..labelling.push import setup_annotators
+    from ..labelling.labelstudio import AnnotateError
 
     ls = _connect(args)
     project = ls.find_project(args.project)
@@ -184,8 +184,8 @@ def _changes(c: dict) -> str:
 
 
 def run_pull(args) -> int:
-    from ..maps import MultiStore, open_maps
-    from ..pull import pull
+    from ..core.maps import MultiStore, open_maps
+    from ..labelling.pull import pull
 
     names = _names(args.annotator)
     maps = MultiStore([open_maps(m) for m in args.maps]) if args.maps else None
@@ -217,9 +217,9 @@ def run_pull(args) -> int:
 
 def run_between(args, tables) -> int:
     """``annotate agreement SET --against REFERENCE``: the second set of labels of the same maps against the first."""
-    from ..agreement import between_sets, format_between, rater_votes
-    from ..fileio import write_json
-    from ..labelled import read_tables
+    from ..labelling.agreement import between_sets, format_between, rater_votes
+    from ..core.fileio import write_json
+    from ..labelling.sets import read_tables
 
     ref = read_tables(args.against)
     if not ref.labels:
@@ -232,9 +232,9 @@ def run_between(args, tables) -> int:
                          f"of the same maps")
     methods = {}
     if args.classifier:
-        from ..calibrate import stored_rows
-        from ..infer import OnnxClassifier
-        from ..labels import LABELS
+        from ..shares.calibrate import stored_rows
+        from ..classifier.onnx import OnnxClassifier
+        from ..core.labels import LABELS
 
         clf = OnnxClassifier(args.classifier)
         rows = stored_rows(clf.metadata)
@@ -254,9 +254,9 @@ def run_between(args, tables) -> int:
 
 
 def run_agreement(args) -> int:
-    from ..agreement import agreement_by_encoder, agreement_report, format_report
-    from ..fileio import write_json
-    from ..labelled import read_tables
+    from ..labelling.agreement import agreement_by_encoder, agreement_report, format_report
+    from ..core.fileio import write_json
+    from ..labelling.sets import read_tables
 
     tables = read_tables(args.annotations)
     if not tables.annotations:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import sys
 
-from ..backends import DEFAULT_BACKEND, VETTED
-from ..calibrate import SCOPES
-from ..estimate import ESTIMATORS, describe
+from ..encoders.backends import DEFAULT_BACKEND, VETTED
+from ..shares.calibrate import SCOPES
+from ..shares.estimate import ESTIMATORS, describe
 from .common import add_classifier_args, add_glue_args, classifier, glue_dir, positive_int, progress
 
 
@@ -54,8 +54,8 @@ def run(args) -> int:
     # Idle OpenMP workers (torch's preprocessing) must not spin while onnxruntime runs the encoder or the CNN on
     # the same cores: busy-waiting cost the onnx census up to 2.5x (README, Benchmarks). Set before torch loads.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from ..census import compare, load_result, run_censuses, table
-    from ..glue import expand_tasks, load_split
+    from ..census.run import compare, load_result, run_censuses, table
+    from ..core.glue import expand_tasks, load_split
 
     if args.compare:
         print(compare(*(load_result(p) for p in args.compare))[0])
@@ -70,7 +70,7 @@ def run(args) -> int:
     common = dict(batch_size=args.batch_size, progress=progress(), overwrite=args.overwrite,
                   estimator=args.estimator, scope=args.calibration_scope, backend=args.backend, threads=args.threads)
     if args.ray:
-        from ..raycensus import run_ray_censuses
+        from ..census.ray import run_ray_censuses
 
         if args.save_maps:
             raise ValueError("--save-maps is not available with --ray; run the census locally to keep maps")

@@ -20,8 +20,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..classify import classify_maps
-    from ..maps import open_maps
+    from ..classifier.classify import classify_maps
+    from ..core.maps import open_maps
 
     maps = open_maps(args.maps)
     s = classify_maps(maps, classifier(args), args.out)

@@ -60,6 +60,6 @@ def glue_dir(args) -> str | None:
 
 def classifier(args):
     """The ONNX classifier named by --classifier, or the shipped one."""
-    from ..infer import OnnxClassifier, default_classifier
+    from ..classifier.onnx import OnnxClassifier, default_classifier
 
     return OnnxClassifier(args.classifier or default_classifier(), threads=args.threads)

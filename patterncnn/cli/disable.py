@@ -28,8 +28,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..disable import run_disable
-    from ..glue import get_task, load_split
+    from ..experiments.disable import run_disable
+    from ..core.glue import get_task, load_split
 
     split = load_split(get_task(args.task), "dev", glue_dir(args), limit=args.limit, seed=args.seed)
     out = args.out or f"runs/disable-{split.task.name}"

@@ -27,9 +27,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..drift import run_drift
-    from ..encoder import load_encoder
-    from ..glue import expand_tasks, load_split
+    from ..experiments.drift import run_drift
+    from ..encoders.load import load_encoder
+    from ..core.glue import expand_tasks, load_split
 
     splits = [load_split(t, "dev", glue_dir(args), limit=args.limit, seed=args.seed) for t in expand_tasks(args.task)]
     a, b = (load_encoder(m, max_length=args.max_length) for m in (args.model_a, args.model_b))

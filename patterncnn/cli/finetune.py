@@ -26,7 +26,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..finetune import FinetuneConfig, finetune
+    from ..encoders.finetune import FinetuneConfig, finetune
 
     cfg = FinetuneConfig(batch_size=args.batch_size, epochs=args.epochs, learning_rate=args.learning_rate,
                          max_length=args.max_length, max_train_examples=args.max_train_examples,

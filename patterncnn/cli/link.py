@@ -22,8 +22,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..glue import get_task
-    from ..link import run_link
+    from ..core.glue import get_task
+    from ..experiments.link import run_link
 
     task = get_task(args.task).name
     res = run_link(args.census, args.drift, args.disable, task, args.out, args.permutations, args.seed)

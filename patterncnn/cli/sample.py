@@ -31,9 +31,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..encoder import load_encoder
-    from ..glue import get_task, load_split
-    from ..sample import sample_maps
+    from ..encoders.load import load_encoder
+    from ..core.glue import get_task, load_split
+    from ..labelling.sample import sample_maps
 
     tasks = [get_task(t) for t in args.task]  # fail on a bad name before loading anything
     if os.path.exists(os.path.join(args.out, "store.json")):

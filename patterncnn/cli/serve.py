@@ -44,7 +44,7 @@ def run(args) -> int:
                          f"pass --api-token (or set PATTERNCNN_API_TOKEN), or serve on 127.0.0.1")
     import torch
 
-    from ..encoder import load_encoder
+    from ..encoders.load import load_encoder
     from ..serve import ServeSettings, create_app
     from ..serve.server import run as serve_forever
 

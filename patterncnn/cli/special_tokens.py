@@ -36,9 +36,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..encoder import load_encoder
-    from ..glue import expand_tasks, load_split
-    from ..special_tokens import TokenClasses, run_special_tokens
+    from ..encoders.load import load_encoder
+    from ..core.glue import expand_tasks, load_split
+    from ..experiments.special_tokens import TokenClasses, run_special_tokens
 
     splits = [load_split(t, "dev", glue_dir(args), limit=args.limit, seed=args.seed) for t in expand_tasks(args.task)]
     enc = load_encoder(args.model, max_length=args.max_length)

@@ -45,9 +45,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..evaluate import EvalConfig
-    from ..model import CNNConfig
-    from ..train import TrainConfig, train_and_export
+    from ..training.evaluate import EvalConfig
+    from ..classifier.model import CNNConfig
+    from ..training.train import TrainConfig, train_and_export
 
     cfg = CNNConfig(grid=args.grid, representation=args.representation,
                     segment_channel=not args.no_segment_channel, structure_channels=not args.no_structure_channels,
@@ -72,7 +72,7 @@ def run(args) -> int:
 
 def evaluation_summary(e: dict) -> str:
     """Per encoder family, agreed maps, CNN vs baselines, soft vs hard labels, leave one encoder out: a few lines."""
-    from ..evaluate import CNN
+    from ..training.evaluate import CNN
 
     lines = [f"annotator votes: {e['votes']['maps_with_several_votes']} maps with two or more, "
              f"{e['votes']['agreed_maps']} where two annotators agree"]
@@ -100,7 +100,7 @@ def evaluation_summary(e: dict) -> str:
 
 def estimator_summary(c: dict, v: dict | None) -> str:
     """The calibration and the validated default estimator (overall and per encoder)."""
-    from ..estimate import best_result
+    from ..shares.estimate import best_result
 
     lines = [f"calibration for the census: {len(c['rows']['ids'])} out-of-fold rows ({c['uniform_rows']} drawn "
              f"uniformly), temperature {c['temperature']:.2f}"]

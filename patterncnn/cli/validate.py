@@ -27,7 +27,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..validate import markdown_report, run_validation
+    from ..training.validate import markdown_report, run_validation
 
     v = run_validation(classifier(args), args.out, args.annotations, args.seed)
     print(markdown_report(v))

@@ -17,7 +17,7 @@ Endpoints (OpenAPI at ``/openapi.json``):
 
 Bad input gets a 4xx whose ``detail`` names the fix; an unexpected error gets a JSON 500 and one
 log line, never a traceback. Every body is typed (:mod:`.schemas`); arrays are decoded within
-limits that are checked before anything is allocated (:mod:`.decode`, :mod:`patterncnn.arrayfile`),
+limits that are checked before anything is allocated (:mod:`.decode`, :mod:`patterncnn.core.arrayfile`),
 off the event loop, under the same limiter as inference (at most ``workers`` at once). Bodies over
 the size limit are refused (413) before they are read, and slow clients are cut off
 (:mod:`.server`, :class:`.middleware.BodyGuard`). With an API token, every path but ``/health``

@@ -6,7 +6,7 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
 from .. import __version__
-from . import labelstudio, routes
+from . import ml_backend as labelstudio, routes
 from .errors import error_responses, invalid_request
 from .middleware import BodyGuard, CatchAll, TokenAuth
 from .state import Parts, ServeSettings
@@ -20,8 +20,8 @@ def create_app(settings: ServeSettings, classifier, encoder=None) -> FastAPI:
     """The service.
 
     Args:
-        classifier: an :class:`patterncnn.infer.OnnxClassifier`.
-        encoder: a :class:`patterncnn.encoder.Encoder` for ``/v1/analyze``, or None.
+        classifier: an :class:`patterncnn.classifier.onnx.OnnxClassifier`.
+        encoder: a :class:`patterncnn.encoders.load.Encoder` for ``/v1/analyze``, or None.
     """
     # No /docs or /redoc: those pages load their scripts from a CDN, so they are blank offline.
     app = FastAPI(title="patterncnn", version=__version__, description=DESCRIPTION, docs_url=None, redoc_url=None)

@@ -1,9 +1,9 @@
 """Bounded decoding of request bodies: content types, JSON within limits, and maps from JSON, ``.npy``,
-``.npz`` or a Label Studio task, each then checked by :func:`patterncnn.maps.check_map`.
+``.npz`` or a Label Studio task, each then checked by :func:`patterncnn.core.maps.check_map`.
 
 JSON is parsed by pydantic-core's parser, which refuses nesting deeper than ``JSON_MAX_DEPTH``,
 lone surrogates and other invalid UTF-8, and takes ``NaN``/``Infinity`` (so that a map holding
-them is refused by name). Arrays are read by :mod:`patterncnn.arrayfile`, which refuses an
+them is refused by name). Arrays are read by :mod:`patterncnn.core.arrayfile`, which refuses an
 over-limit header before allocating. Everything here but the content-type check runs in a worker
 thread, under the limiter of inference.
 """
@@ -19,8 +19,8 @@ from pydantic import ValidationError
 from fastapi import Request
 from fastapi.routing import APIRoute
 
-from ..arrayfile import NPY_MAGIC, ZIP_MAGIC, ArrayFileError, read_npy, read_npz
-from ..maps import check_map
+from ..core.arrayfile import NPY_MAGIC, ZIP_MAGIC, ArrayFileError, read_npy, read_npz
+from ..core.maps import check_map
 from .errors import BadInput, describe
 from .schemas import ClassifyRequest, Task
 from .state import ServeSettings

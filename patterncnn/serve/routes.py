@@ -6,8 +6,8 @@ import numpy as np
 from fastapi import APIRouter, Depends, Request
 
 from .. import __version__
-from ..classify import result_record
-from ..labels import LABELS
+from ..classifier.classify import result_record
+from ..core.labels import LABELS
 from .decode import BINARY, JSON, JsonRoute, classify_batch, media_type
 from .errors import BadInput, error_responses
 from .schemas import (AnalyzeRequest, AnalyzeResponse, ClassifierInfo, ClassifyRequest, ClassifyResponse,
@@ -75,7 +75,7 @@ async def analyze(req: AnalyzeRequest, parts: Parts = Depends(get_parts)) -> Ana
 
 
 def _analyze(parts: Parts, texts: tuple[str, ...]) -> AnalyzeResponse:
-    from ..analyze import analyze
+    from ..experiments.analyze import analyze
 
     enc = parts.encoder
     # Counted without truncation, as the encoder counts: a fast tokenizer must not switch its

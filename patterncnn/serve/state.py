@@ -10,12 +10,12 @@ import anyio
 import numpy as np
 from fastapi import Request
 
-from ..arrayfile import ReadLimits
+from ..core.arrayfile import ReadLimits
 from .errors import BadInput
 
 if TYPE_CHECKING:
-    from ..encoder import Encoder
-    from ..infer import OnnxClassifier
+    from ..encoders.load import Encoder
+    from ..classifier.onnx import OnnxClassifier
 
 MAX_PROJECTS = 1000  # Label Studio projects whose label names /setup remembers
 

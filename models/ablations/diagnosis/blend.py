@@ -5,8 +5,8 @@ are not committed (30-60 kB each, regenerable with ../members/run.py and evaluat
 blend.txt is this script's output.
 """
 import numpy as np
-from patterncnn.labelled import load_labelled
-from patterncnn import evaluate as ev
+from patterncnn.labelling.sets import load_labelled
+from patterncnn.training import evaluate as ev
 data = load_labelled("/work/main/annotations"); fams = ev.families(data.ids)
 S = [np.load(f"/work/exp/oof_ens_s{s}.npy") for s in range(5)]; G = np.load("/work/exp/oof_gboost.npy")
 preds = {"cnn s0": S[0].argmax(1), "mean2": np.mean(S[:2], 0).argmax(1), "mean3": np.mean(S[:3], 0).argmax(1),

@@ -3,9 +3,9 @@
 the map's maximum. Output: cls.txt (python models/ablations/diagnosis/cls.py > models/ablations/diagnosis/cls.txt).
 """
 import json, numpy as np
-from patterncnn.labelled import load_labelled
-from patterncnn.labels import LABELS
-from patterncnn import evaluate as ev
+from patterncnn.labelling.sets import load_labelled
+from patterncnn.core.labels import LABELS
+from patterncnn.training import evaluate as ev
 data = load_labelled("annotations")
 rows = json.load(open("models/metrics.json"))["calibration"]["rows"]
 assert rows["ids"] == list(data.ids)

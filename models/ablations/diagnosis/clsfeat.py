@@ -1,12 +1,12 @@
 """Does gradient boosting gain from hand-made statistics of the [CLS] column (its mass, spottiness, the rows where
 it is bright relative to the map or the row, against the brightest other column) and of the diagonal, added to
-patterncnn.features? Same folds as train; scored against the resolved label and against one annotator.
+patterncnn.classifier.features? Same folds as train; scored against the resolved label and against one annotator.
 Output: clsfeat.txt.
 """
 import numpy as np
-from patterncnn.labelled import load_labelled
-from patterncnn import evaluate as ev
-from patterncnn.train import TrainConfig, macro_f1
+from patterncnn.labelling.sets import load_labelled
+from patterncnn.training import evaluate as ev
+from patterncnn.training.train import TrainConfig, macro_f1
 data = load_labelled("annotations"); fams = ev.families(data.ids)
 F = ev.feature_matrix(data)
 def colfeats(m, s):

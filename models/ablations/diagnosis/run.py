@@ -2,7 +2,7 @@
 
 Every run is the shipped recipe's 5-fold cross-validation (same folds, seeds, early stopping) on the
 labelled set, scored out of fold against the resolved label and against one annotator
-(patterncnn.evaluate.annotator_yardstick). Two questions:
+(patterncnn.training.evaluate.annotator_yardstick). Two questions:
 
 * learning curve (``curve``): each fold's training maps cut to a fraction of its input examples (groups),
   the validation and test parts unchanged. If the score still rises steeply at 100 %, more labels help.
@@ -28,10 +28,10 @@ import time
 import numpy as np
 import torch
 
-from patterncnn import evaluate as ev
-from patterncnn.labelled import load_labelled
-from patterncnn.model import CNNConfig
-from patterncnn.train import TrainConfig, fit_members, folds, macro_f1, predict_proba
+from patterncnn.training import evaluate as ev
+from patterncnn.labelling.sets import load_labelled
+from patterncnn.classifier.model import CNNConfig
+from patterncnn.training.train import TrainConfig, fit_members, folds, macro_f1, predict_proba
 
 ANNOTATIONS = "annotations"
 
@@ -60,7 +60,7 @@ def scores(data, probs):
 
 
 def votes():
-    from patterncnn.labels import LABELS
+    from patterncnn.core.labels import LABELS
 
     rows = json.load(open("models/metrics.json"))["calibration"]["rows"]
     y = np.array([LABELS.index(x) for x in rows["label"]])

@@ -9,11 +9,11 @@ forward directly; its calibration figures moved in the 8th digit); this script i
 """
 import json, sys, onnx, numpy as np
 from pathlib import Path
-from patterncnn.model import load_checkpoint
-from patterncnn.infer import export_onnx, parity_check, OnnxClassifier
-from patterncnn.labelled import load_labelled
-from patterncnn.fileio import write_json, write_text
-from patterncnn.modelcard import model_card
+from patterncnn.classifier.model import load_checkpoint
+from patterncnn.classifier.onnx import export_onnx, parity_check, OnnxClassifier
+from patterncnn.labelling.sets import load_labelled
+from patterncnn.core.fileio import write_json, write_text
+from patterncnn.training.modelcard import model_card
 d = Path(sys.argv[1]); path = d / "patterncnn.onnx"
 meta = {p.key: json.loads(p.value) for p in onnx.load(str(path)).metadata_props}
 before = OnnxClassifier(path)

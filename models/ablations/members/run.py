@@ -18,11 +18,11 @@ import sys
 import numpy as np
 import torch
 
-from patterncnn import evaluate as ev
-from patterncnn.labelled import load_labelled
-from patterncnn.labels import LABELS
-from patterncnn.model import MEMBER_SEED_STEP, CNNConfig
-from patterncnn.train import TrainConfig, classification_report, fit, folds, macro_f1, predict_proba
+from patterncnn.training import evaluate as ev
+from patterncnn.labelling.sets import load_labelled
+from patterncnn.core.labels import LABELS
+from patterncnn.classifier.model import MEMBER_SEED_STEP, CNNConfig
+from patterncnn.training.train import TrainConfig, classification_report, fit, folds, macro_f1, predict_proba
 
 torch.set_num_threads(2)
 data = load_labelled("annotations")

@@ -12,11 +12,11 @@ block's errors are <= 4.2 points).
 """
 import json, sys, dataclasses, numpy as np, torch
 torch.set_num_threads(2)
-from patterncnn.labelled import load_labelled
-from patterncnn.model import CNNConfig
-from patterncnn.train import TrainConfig, fit, predict_proba
-from patterncnn import evaluate as E
-from patterncnn.labels import LABELS
+from patterncnn.labelling.sets import load_labelled
+from patterncnn.classifier.model import CNNConfig
+from patterncnn.training.train import TrainConfig, fit, predict_proba
+from patterncnn.training import evaluate as E
+from patterncnn.core.labels import LABELS
 data = load_labelled("annotations")
 test_sets = {"round5": load_labelled("annotations/round5-heldout-uniform")}
 fams = E.families(data.ids)

@@ -1,0 +1,190 @@
+"""The census on a Ray cluster: (encoder, task, window) units spread over worker actors.
+
+Usage (what ``patterncnn census --ray auto`` runs; needs the extra ``patterncnn[ray]``)::
+
+    for enc, out, result in run_ray_censuses(["minilm", "mpnet"], splits, classifier, "runs/census",
+                                             limit=None, seed=0, address="auto"):
+        ...   # the same results, files and folders as the local run_censuses
+
+Each worker is an actor that loads the classifier once (its bytes travel from the driver) and each
+encoder once, on first use. The driver hands out one window at a time, writes each returned window
+atomically to the very file the local census would (:mod:`patterncnn.census.windows`), and ticks one
+progress bar. Windows already on disk are skipped, so an interrupted Ray run resumes (locally or on
+Ray) like a local one. A worker that dies has its window re-run by a fresh actor, placed wherever
+the cluster has room. Once every window is on disk, :func:`patterncnn.census.run.run_census` merges
+them exactly as after a local run: the result is identical to a local census's.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterator
+
+from .run import CensusError, _work_dir, output_folder, prepare_out, run_census, task_params
+from ..core.fileio import sha256_file
+from ..core.glue import GlueSplit
+from .windows import save_window, split_windows, window_name
+
+log = logging.getLogger(__name__)
+
+MAX_RESTARTS = 3  # per worker: dead actors replaced before the run gives up
+
+
+@dataclasses.dataclass
+class Unit:
+    """One window of one task for one encoder, and the file its result goes to."""
+
+    model: str
+    examples: list
+    path: Path
+
+
+class Worker:
+    """A Ray actor's state: the classifier and every encoder it has used, each loaded once."""
+
+    def __init__(self, classifier: bytes, max_length: int, backend: str, threads: int, gpu: bool = False):
+        import torch
+
+        from ..classifier.onnx import OnnxClassifier
+
+        torch.set_num_threads(threads)
+        fd, path = tempfile.mkstemp(suffix=".onnx")
+        with os.fdopen(fd, "wb") as f:
+            f.write(classifier)
+        self.classifier = OnnxClassifier(path, threads=threads)
+        self.options = {"max_length": max_length, "backend": backend, "threads": threads}
+        self.gpu = gpu
+        self.encoders: dict = {}
+
+    def window(self, model: str, examples: list, batch_size: int) -> dict:
+        """The arrays of :func:`patterncnn.census.windows.classify_window` for one window."""
+        from ..encoders.load import load_encoder
+        from .windows import classify_window
+
+        if model not in self.encoders:
+            self.encoders[model] = load_encoder(model, **self.options)
+            if self.gpu:  # the torch backend follows the model to the GPU Ray gave this actor
+                self.encoders[model].model.to("cuda")
+        return classify_window(self.encoders[model], self.classifier, examples, batch_size)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def connect(address: str):
+    """Join (``auto`` or ``HOST:PORT``) or start (``local``) a Ray cluster; returns the ``ray`` module."""
+    try:
+        import ray
+    except ImportError:
+        raise CensusError("--ray needs Ray: pip install 'patterncnn[ray]'") from None
+    if ray.is_initialized():
+        return ray
+    try:
+        if address == "local":
+            ray.init(include_dashboard=False, logging_level=logging.WARNING)
+        else:
+            ray.init(address=address, logging_level=logging.WARNING)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        raise CensusError(f"cannot join the Ray cluster at {address!r} ({str(e).splitlines()[0]}); start one with "
+                          f"`ray start --head`, pass its address (HOST:6379), or --ray local for one on this "
+                          f"machine") from None
+    return ray
+
+
+def plan_units(encoders: list, splits: list[GlueSplit], out, limit, seed, classifier_sha: str, batch_size: int,
+               overwrite: bool) -> tuple[list[Unit], list[Path], int]:
+    """Every window not yet on disk, the output folders, and how many examples are already done."""
+    units, folders, done = [], [], 0
+    for enc in encoders:
+        dest = prepare_out(output_folder(out, enc, len(encoders)), overwrite)
+        folders.append(dest)
+        for split in splits:
+            work = _work_dir(dest, split.task.name, task_params(enc, split, limit, seed, classifier_sha, batch_size))
+            for w, examples in enumerate(split_windows(split.examples)):
+                if (work / window_name(w)).exists():
+                    done += len(examples)
+                else:
+                    units.append(Unit(enc.name, examples, work / window_name(w)))
+    return units, folders, done
+
+
+def run_units(ray, units: list[Unit], start_worker: Callable, workers: int, batch_size: int, bar=None) -> int:
+    """Run ``units`` on ``workers`` actors, one window each at a time; returns how many actors died."""
+    todo = collections.deque(units)
+    actors = [start_worker() for _ in range(min(workers, len(units)))]
+    idle, pending, deaths = list(actors), {}, 0
+    try:
+        while todo or pending:
+            while todo and idle:
+                actor, unit = idle.pop(), todo.popleft()
+                pending[actor.window.remote(unit.model, unit.examples, batch_size)] = (actor, unit)
+            (ref,), _ = ray.wait(list(pending), num_returns=1)
+            actor, unit = pending.pop(ref)
+            try:
+                arrays = ray.get(ref)
+            except ray.exceptions.RayActorError as e:
+                deaths += 1
+                if deaths > MAX_RESTARTS * max(workers, 1):
+                    raise CensusError(f"{deaths} Ray workers died; last: {str(e).splitlines()[0]}") from None
+                log.warning("a Ray worker died (%s); its window %s goes to a new worker", type(e).__name__,
+                            unit.path.name)
+                todo.appendleft(unit)
+                actors.append(start_worker())
+                idle.append(actors[-1])
+                continue
+            save_window(unit.path, arrays)
+            idle.append(actor)
+            if bar:
+                bar.update(len(unit.examples))
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+    return deaths
+
+
+def run_ray_censuses(models: list[str], splits: list[GlueSplit], classifier, out: str | Path, limit: int | None,
+                     seed: int, max_length: int = 128, address: str = "auto", workers: int | None = None,
+                     backend: str = "torch", threads: int = 2, batch_size: int = 16, progress: Callable | None = None,
+                     overwrite: bool = False, estimator: str | None = None,
+                     scope: str | None = None) -> Iterator[tuple[object, Path, dict]]:
+    """The census of every model x task on Ray; yields (encoder, output folder, result) like ``run_censuses``.
+
+    Args:
+        address: ``auto`` (the cluster this machine joined), ``local`` (start one here) or ``HOST:PORT``.
+        workers: actors, each asking for ``threads`` CPUs; None: as many as the cluster's CPUs hold.
+            With ``backend="torch"`` on a cluster with a GPU per worker, each actor also asks for one GPU and
+            runs its encoder there (not tested here: this machine has none).
+    """
+    from ..encoders.load import load_encoder
+
+    ray = connect(address)
+    # The driver needs each encoder's fingerprint and shape only; its backend is built lazily, never here.
+    encoders = [load_encoder(m, max_length=max_length, backend=backend, threads=threads) for m in models]
+    clf_file = Path(classifier.path)
+    units, folders, done = plan_units(encoders, splits, out, limit, seed, sha256_file(clf_file), batch_size,
+                                      overwrite)
+    workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1) // threads))
+    blob = clf_file.read_bytes()
+    gpu = ray.cluster_resources().get("GPU", 0) >= workers and backend == "torch"
+    actor_class = ray.remote(num_cpus=threads, num_gpus=1 if gpu else 0, max_restarts=0,  # as cli/census.py
+                             runtime_env={"env_vars": {"OMP_WAIT_POLICY": "PASSIVE"}})(Worker)
+
+    def start_worker():
+        return actor_class.remote(blob, max_length, backend, threads, gpu)
+
+    total = done + sum(len(u.examples) for u in units)
+    bar = progress(total=total, initial=done, desc=f"census on Ray ({workers} workers)", unit="ex") \
+        if progress else None
+    try:
+        run_units(ray, units, start_worker, workers, batch_size, bar)
+    finally:
+        if bar:
+            bar.close()
+    for enc, dest in zip(encoders, folders):
+        yield enc, dest, run_census(enc, classifier, splits, dest, limit, seed, batch_size=batch_size,
+                                    estimator=estimator, scope=scope)

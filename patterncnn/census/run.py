@@ -1,0 +1,324 @@
+"""The census: how often each pattern occurs over a GLUE task's dev set, overall and per layer × head.
+
+Usage (what ``patterncnn census`` runs)::
+
+    result = run_census(encoder, classifier, split, out="runs/census", progress=tqdm)
+    task = result["tasks"]["rte"]
+    task["shares"]         # {"vertical": 0.41, ...} over all (example, layer, head) maps, by result["estimator"]
+    task["ci95"]           # 95% interval: examples and the classifier (its calibration, or count's validated band)
+    task["ci95_parts"]     # {"examples": ..., "classifier": ...}: each source alone
+    task["heads"]          # per layer, per head: argmax label shares and the majority label
+
+Every example streams through the encoder and every map straight into the classifier: no map
+touches the disk (unless ``save_maps``) and memory stays flat. Examples are processed in fixed
+windows of ``WINDOW`` (the encoder sorts by length within a window), and each finished window is
+saved atomically to ``out/.work/<task>/``. Re-running the same command skips the finished windows;
+because a window always batches the same examples the same way, the resumed result is identical to
+an uninterrupted one. Shares and intervals come from :mod:`patterncnn.shares.estimate` (``count``,
+``probs`` or ``adjusted``; by default the one that validated best with the classifier).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Callable, Iterator, Protocol
+
+import numpy as np
+import torch
+
+from .. import __version__
+from ..encoders.load import Encoder
+from ..shares.estimate import bias_band, pattern_errors, plan_for
+from ..core.fileio import sha256_file, write_bytes, write_json
+from ..core.glue import GlueSplit
+from ..core.labels import LABELS
+from .windows import (CNN_BATCH, WINDOW, classify_window, load_windows, save_window, split_windows,  # noqa: F401
+                      window_name)
+
+log = logging.getLogger(__name__)
+
+
+
+class Classifier(Protocol):
+    """What the census needs of a classifier (:class:`patterncnn.classifier.onnx.OnnxClassifier` is one)."""
+
+    path: Path
+    model_version: str
+    metadata: dict  # the classifier's stored calibration and validation, when it has them
+
+    def prepare(self, maps: torch.Tensor, seps: list[list[int] | None]) -> torch.Tensor:
+        """(N, T, T) maps of one length -> the CNN input (N, C, G, G)."""
+
+    def run(self, x: torch.Tensor) -> np.ndarray:
+        """(N, C, G, G) -> (N, 5) probabilities."""
+
+    def apply_segment_rule(self, probs: np.ndarray, seps: list[list[int] | None]) -> np.ndarray:
+        """(N, 5) probabilities with block ruled out for single-segment inputs."""
+
+
+class CensusError(RuntimeError):
+    """A census cannot start as asked (output exists, arguments changed); the message says what to do."""
+
+
+def run_key(params: dict) -> str:
+    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _work_dir(out: Path, task: str, params: dict) -> Path:
+    work = out / ".work" / task
+    stamp = work / "run.json"
+    if stamp.exists():
+        old = json.loads(stamp.read_text())
+        if old.get("key") != run_key(params):
+            raise CensusError(f"{out} holds an unfinished census of {task} with other arguments "
+                              f"({old.get('params')}); re-run with those to resume, or pass --overwrite")
+    else:
+        write_json(stamp, {"key": run_key(params), "params": params})
+    return work
+
+
+def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, out: Path, params: dict,
+                  batch_size: int = 16, progress: Callable | None = None, save_maps: bool = False,
+                  overlap: bool = True) -> dict:
+    """Label every (example, layer, head) map of ``split``, a window at a time; resumable.
+
+    ``overlap``: classify in the calling thread while the encoder runs ahead in another (same result).
+
+    Returns:
+        The raw arrays of :func:`classify_window`, all windows concatenated in example order.
+    """
+    from ..core.maps import MapStore, map_record
+
+    work = _work_dir(out, split.task.name, params)
+    windows = split_windows(split.examples)
+    store = MapStore.create(out / "maps" / split.task.name, info={"model": encoder.fingerprint},
+                            exist_ok=True) if save_maps else None
+    bar = progress(total=len(split.examples), desc=f"census {split.task.name}", unit="ex") if progress else None
+    for w, window in enumerate(windows):
+        part = work / window_name(w)
+        if part.exists():
+            if bar:
+                bar.update(len(window))
+            continue
+        records = []
+
+        def seen(ea):
+            if store is not None:
+                records.extend((map_record(encoder, split.task.name, split.split, ea, layer, head),
+                                ea.maps[layer, head]) for layer in range(encoder.num_layers)
+                               for head in range(encoder.num_heads))
+            if bar:
+                bar.update(1)
+
+        arrays = classify_window(encoder, classifier, window, batch_size, seen, overlap)
+        if store is not None:  # after a crash mid-window some of these may already be saved
+            store.append(r for r in records if r[0]["id"] not in store)
+        save_window(part, arrays)
+    if bar:
+        bar.close()
+    return load_windows(work, len(windows))
+
+
+def summarize(labels: np.ndarray, num_layers: int, num_heads: int) -> dict:
+    """Argmax counts and per-head distributions from (N, L*H) label ids (shares: :mod:`patterncnn.shares.estimate`)."""
+    n, m = labels.shape
+    counts = np.bincount(labels.ravel(), minlength=len(LABELS))
+    heads = np.stack([(labels == k).mean(0) for k in range(len(LABELS))], axis=1)  # (L*H, 5)
+    heads = heads.reshape(num_layers, num_heads, len(LABELS))
+    return {
+        "examples": int(n), "maps": int(n * m),
+        "counts": {name: int(c) for name, c in zip(LABELS, counts)},
+        "heads": [[{"shares": {name: round(float(s), 4) for name, s in zip(LABELS, heads[l, h])},
+                    "majority": LABELS[int(heads[l, h].argmax())], "majority_share": round(float(heads[l, h].max()), 4)}
+                   for h in range(num_heads)] for l in range(num_layers)],
+    }
+
+
+def prepare_out(out: str | Path, overwrite: bool) -> Path:
+    """The output folder, refused if it holds a finished census (unless ``overwrite``, which clears the finished
+    census and any unfinished windows)."""
+    import shutil
+
+    out = Path(out)
+    if (out / "census.json").exists() and not overwrite:
+        raise CensusError(f"{out} already holds a finished census; pass --overwrite or choose another --out")
+    if overwrite:
+        shutil.rmtree(out / ".work", ignore_errors=True)
+        (out / "census.json").unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def task_params(encoder: Encoder, split: GlueSplit, limit: int | None, seed: int, classifier_sha: str,
+                batch_size: int) -> dict:
+    """What a task's windows depend on: a work folder holding windows of other params is never resumed."""
+    return {"task": split.task.name, "split": split.split, "source": split.source, "limit": limit, "seed": seed,
+            "encoder": encoder.fingerprint, "max_length": encoder.max_length, "backend": encoder.backend,
+            "batch_size": batch_size, "classifier": classifier_sha, "version": __version__}
+
+
+def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit], out: str | Path, limit: int | None,
+               seed: int, batch_size: int = 16, progress: Callable | None = None, save_maps: bool = False,
+               overwrite: bool = False, estimator: str | None = None, scope: str | None = None,
+               overlap: bool = True) -> dict:
+    """Census of each split into ``out`` (census.json, census.csv, heads.csv, census.png, heads.png).
+
+    Windows already in ``out/.work`` (from an interrupted run, local or on Ray) are reused.
+
+    Args:
+        estimator: ``count``, ``probs`` or ``adjusted``; None: the one validated best with the classifier.
+        scope: which calibration rows (:data:`patterncnn.shares.calibrate.SCOPES`); None: the validated best.
+    """
+    import shutil
+
+    out = prepare_out(out, overwrite)
+    plan = plan_for(getattr(classifier, "metadata", {}), estimator, scope, encoder.tag, seed)
+    clf_file = Path(classifier.path)
+    result = {"created_by": f"patterncnn {__version__}", "encoder": encoder.fingerprint,
+              "backend": encoder.backend, "layers": encoder.num_layers, "heads": encoder.num_heads,
+              "max_length": encoder.max_length,
+              "classifier": {"path": str(clf_file), "sha256": sha256_file(clf_file),
+                             "version": classifier.model_version}, "limit": limit, "seed": seed,
+              "estimator": plan.describe(), "labels": list(LABELS), "tasks": {}}
+    t0 = time.time()
+    for split in splits:
+        params = task_params(encoder, split, limit, seed, result["classifier"]["sha256"], batch_size)
+        ts = time.time()
+        raw = classify_task(encoder, classifier, split, out, params, batch_size, progress, save_maps, overlap)
+        summary = summarize(raw["labels"], encoder.num_layers, encoder.num_heads)
+        single = np.full(len(raw["labels"]), not split.task.is_pair)
+        summary.update(plan.estimate(raw["probs"], raw["labels"], single, seed))
+        summary.update({"source": split.source, "split": split.split, "of": split.total,
+                        "truncated": raw["truncated"], "seconds": round(time.time() - ts, 1),
+                        "mean_probability": {name: float(v) for name, v in zip(LABELS, raw["probs"].mean((0, 1)))}})
+        result["tasks"][split.task.name] = summary
+    result["seconds"] = round(time.time() - t0, 1)
+    write_outputs(out, result)
+    shutil.rmtree(out / ".work", ignore_errors=True)
+    return result
+
+
+def run_censuses(models: list[str], splits: list[GlueSplit], classifier: Classifier, out: str | Path,
+                 limit: int | None, seed: int, max_length: int = 128, backend: str = "torch", threads: int = 2,
+                 **kwargs) -> Iterator[tuple[Encoder, Path, dict]]:
+    """Census of each encoder in turn (one folder per encoder tag when there are several).
+
+    Keyword arguments go to :func:`run_census`. Yields (encoder, its output folder, its result).
+    """
+    from ..encoders.load import load_encoder
+
+    for model in models:
+        enc = load_encoder(model, max_length=max_length, backend=backend, threads=threads)
+        dest = output_folder(out, enc, len(models))
+        yield enc, dest, run_census(enc, classifier, splits, dest, limit, seed, **kwargs)
+
+
+def output_folder(out: str | Path, encoder: Encoder, models: int) -> Path:
+    """Where an encoder's census goes: ``out`` itself, or ``out/<encoder tag>`` when several are run."""
+    return Path(out) if models == 1 else Path(out) / encoder.tag
+
+
+def load_result(path: str | Path) -> dict:
+    """A finished census: its folder or its ``census.json``."""
+    p = Path(path)
+    p = p / "census.json" if p.is_dir() else p
+    if not p.is_file():
+        raise CensusError(f"no finished census at {path} (no census.json); run `patterncnn census --out {path}` first")
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise CensusError(f"{p} is not a census result ({e})") from None
+
+
+def write_outputs(out: Path, result: dict) -> None:
+    import csv
+
+    from ..core.fileio import write_text
+
+    rows = io.StringIO()
+    w = csv.writer(rows, lineterminator="\n")
+    w.writerow(["task", "label", "estimator", "share", "ci95_low", "ci95_high", "ci95_examples_low",
+                "ci95_examples_high", "ci95_classifier_low", "ci95_classifier_high", "count_share", "count",
+                "examples", "maps"])
+    for task, s in result["tasks"].items():
+        parts = s["ci95_parts"]
+        for name in LABELS:
+            w.writerow([task, name, result["estimator"]["name"], *(f"{x:.5f}" for x in (
+                s["shares"][name], *s["ci95"][name], *parts["examples"][name], *parts["classifier"][name],
+                s["shares_by_estimator"]["count"][name])), s["counts"][name], s["examples"], s["maps"]])
+    heads = io.StringIO()
+    w = csv.writer(heads, lineterminator="\n")
+    w.writerow(["task", "layer", "head", *LABELS, "majority"])
+    for task, s in result["tasks"].items():
+        for layer, row in enumerate(s["heads"]):
+            for head, cell in enumerate(row):
+                w.writerow([task, layer, head, *(f"{cell['shares'][n]:.4f}" for n in LABELS), cell["majority"]])
+    write_text(out / "census.csv", rows.getvalue())
+    write_text(out / "heads.csv", heads.getvalue())
+    from ..core.plots import census_figure, heads_figure
+
+    write_bytes(out / "census.png", census_figure(result))
+    write_bytes(out / "heads.png", heads_figure(result))
+    write_json(out / "census.json", result)  # last: its presence marks a finished census
+
+
+def table(result: dict) -> str:
+    """A terminal table: one row per task, one column per pattern (share and 95% CI)."""
+    head = f"{'task':<8} {'examples':>8} " + " ".join(f"{n:>21}" for n in LABELS)
+    lines = [head, "-" * len(head)]
+    for task, s in result["tasks"].items():
+        cells = " ".join(f"{100 * s['shares'][n]:5.1f}% [{100 * s['ci95'][n][0]:4.1f},{100 * s['ci95'][n][1]:5.1f}]"
+                         .rjust(21) for n in LABELS)
+        lines.append(f"{task:<8} {s['examples']:>8} {cells}")
+    return "\n".join(lines)
+
+
+def _apart(x: list[float], y: list[float]) -> bool:
+    return x[0] > y[1] or y[0] > x[1]
+
+
+def _classifier_part(e: dict) -> bool:
+    """Whether a census's intervals include the classifier: a calibration, or count's validated band."""
+    return bool(e.get("calibration")) or bias_band(e.get("validated_share_error")) is not None
+
+
+def compare(a: dict, b: dict) -> tuple[str, dict]:
+    """Per-task, per-pattern share differences (b − a) between two census results, as text and data.
+
+    Three checks per difference: the two example-bootstrap intervals are apart; the total intervals
+    (examples and the classifier's calibration, or count's validated band) are apart; the difference exceeds the two censuses'
+    validated share errors for that pattern added together (None when either is unknown).
+    """
+    est = [r.get("estimator", {}).get("name", "count") for r in (a, b)]
+    err = [pattern_errors(r.get("estimator", {})) for r in (a, b)]
+    no_part = [x for x, r in zip("AB", (a, b)) if not _classifier_part(r.get("estimator", {}))]
+    diff = {}
+    lines = [f"B - A, percentage points (A: {a['encoder']['model']}, {est[0]}; B: {b['encoder']['model']}, {est[1]})",
+             f"{'task':<8} " + " ".join(f"{n:>19}" for n in LABELS)]
+    for task in a["tasks"]:
+        if task not in b["tasks"]:
+            continue
+        sa, sb = a["tasks"][task], b["tasks"][task]
+        d = {n: sb["shares"][n] - sa["shares"][n] for n in LABELS}
+        ex = {n: _apart(*(s.get("ci95_parts", {}).get("examples", s["ci95"])[n] for s in (sa, sb))) for n in LABELS}
+        # Count without a validated band has no classifier part: its total interval is the examples' alone.
+        tot = {n: None if no_part else _apart(sa["ci95"][n], sb["ci95"][n]) for n in LABELS}
+        val = {n: None if None in err else bool(abs(d[n]) > err[0][n] + err[1][n]) for n in LABELS}
+        diff[task] = {"difference": d, "separated_examples": ex, "separated_total": tot, "exceeds_validated_error": val}
+        marks = {n: ("*" if ex[n] else "") + ("*" if ex[n] and tot[n] else "") + ("!" if val[n] else "") for n in LABELS}
+        lines.append(f"{task:<8} " + " ".join(f"{100 * d[n]:+6.1f}{marks[n]:<3}".rjust(19) for n in LABELS))
+    lines += ["*  the 95% intervals over examples do not overlap (the classifier held fixed)",
+              "** the total 95% intervals (examples and the classifier's error) do not overlap either"
+              if not no_part else "   (** not checked: the intervals of " + " and ".join(no_part) + " hold no classifier "
+              "part: count with a classifier that was not validated)",
+              "!  the difference exceeds the validated share errors of A and B for that pattern, added" if None not in err
+              else "   (the classifier's validated share error is unknown for " + " and ".join(
+                  x for x, e in zip("AB", err) if e is None) + ": not checked against it)"]
+    if est[0] != est[1]:
+        lines.append(f"note: A used the {est[0]} estimator and B the {est[1]} estimator")
+    return "\n".join(lines), diff

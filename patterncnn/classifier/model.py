@@ -1,0 +1,247 @@
+"""The 8-layer ReLU CNN of Kovaleva et al. (2019), and the one preprocessing function it uses.
+
+Usage::
+
+    cfg = CNNConfig(grid=32, representation="area", segment_channel=True)
+    model = PatternCNN(cfg)
+    x = preprocess(maps, seps, cfg)      # maps: (N, T, T) -> x: (N, C, grid, grid)
+    logits = model(x)                    # (N, 5), classes in LABELS order
+    model = build_model(CNNConfig(members=3))   # the mean of three such CNNs (PatternEnsemble)
+
+**Preprocessing** turns a T×T map (T from ~5 to 512) into a fixed grid:
+
+* ``area``: adaptive average pooling to grid×grid. It preserves mass (each cell is the mean of
+  the map cells it covers), so a one-token diagonal or column survives downsampling as a faint
+  line instead of vanishing between samples; small maps are replicated up, not smoothed.
+* ``bilinear``: bilinear interpolation to grid×grid (antialiased when shrinking).
+
+Then each map is scaled by its own maximum (as a person looks at it: 0 to the map's max; with
+``intensity="sqrt"`` the square root of that, so one very bright cell does not hide the rest), and,
+with ``segment_channel``, a second channel marks the two segment squares (split after the first
+run of separators, :mod:`patterncnn.core.segments`; all ones for a single segment), so block can be told
+from diffuse haze; with ``structure_channels``, two more mark the band |i - j| <= 1 and the
+``[CLS]``/``[SEP]`` columns: the same structural facts the hand-crafted features use, handed to
+the CNN as pictures. With ``mass_channel``, one more channel carries log2 of each cell's mass
+relative to a uniform row (``T * a``, clipped to [1/16, 64]): scaling by the maximum says *where*
+the mass is, this says how concentrated it is (a [CLS] column holding 90 % of every row vs a faint
+one over haze).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..core.labels import LABELS
+from ..core.segments import same_segment, valid_seps
+
+REPRESENTATIONS = ("area", "bilinear")
+
+
+@dataclasses.dataclass
+class CNNConfig:
+    grid: int = 16
+    representation: str = "area"
+    segment_channel: bool = True
+    structure_channels: bool = True  # + diagonal band (|i-j|<=1) and [CLS]/[SEP] column masks
+    intensity: str = "linear"  # or "sqrt": compresses a bright [CLS] corner so faint structure stays visible
+    mass_channel: bool = True  # + log of the mass relative to uniform (T * a): how concentrated, not only where
+    widths: tuple[int, ...] = (8, 8, 16, 16, 32, 32, 64, 64)  # exactly 8 conv layers
+    pool_after: tuple[int, ...] = (1, 3, 5)  # 2x2 max-pool after these conv layers (0-based)
+    dropout: float = 0.2
+    head: str = "avg"  # "avg": global average pool; "flatten": keep the final (grid/8)^2 positions
+    n_classes: int = len(LABELS)
+    # How many such CNNs the classifier averages (their softmax), each trained alone with its own seed.
+    # One fit's predictions move with its seed (initialisation, batches, the early-stopping epoch); the
+    # average of a few moves less and is right more often (README, `patterncnn train`: "An opt-in ensemble").
+    members: int = 1
+
+    def __post_init__(self):
+        if len(self.widths) != 8:
+            raise ValueError(f"the paper's CNN has 8 convolutional layers; got {len(self.widths)} widths")
+        if self.head not in ("avg", "flatten"):
+            raise ValueError(f"unknown head {self.head!r}; use 'avg' or 'flatten'")
+        if self.intensity not in ("linear", "sqrt"):
+            raise ValueError(f"unknown intensity {self.intensity!r}; use 'linear' or 'sqrt'")
+        if self.representation not in REPRESENTATIONS:
+            raise ValueError(f"unknown representation {self.representation!r}; use one of {REPRESENTATIONS}")
+        if not isinstance(self.members, int) or self.members < 1:
+            raise ValueError(f"members must be a whole number >= 1, got {self.members!r}")
+        if self.grid % (2 ** len(self.pool_after)):
+            raise ValueError(f"grid {self.grid} must be divisible by {2 ** len(self.pool_after)}")
+        self.widths = tuple(self.widths)
+        self.pool_after = tuple(self.pool_after)
+
+    @property
+    def in_channels(self) -> int:
+        return 1 + int(self.mass_channel) + int(self.segment_channel) + 2 * int(self.structure_channels)
+
+
+def segment_masks(t: int, seps: list[list[int] | None]) -> torch.Tensor:
+    """(N, T, T) float masks of the segment squares (ones everywhere for single segments)."""
+    return torch.from_numpy(np.stack([same_segment(t, s) for s in seps])).float()
+
+
+def structure_masks(t: int, seps: list[list[int] | None]) -> torch.Tensor:
+    """(N, 2, T, T): the band |i - j| <= 1, and the columns of [CLS] (0) and every separator."""
+    idx = torch.arange(t)
+    band = ((idx[:, None] - idx[None, :]).abs() <= 1).float().expand(len(seps), t, t)
+    cols = torch.zeros((len(seps), t))
+    cols[:, 0] = 1
+    for n, s in enumerate(seps):
+        cols[n, valid_seps(t, s)] = 1
+    return torch.stack([band, cols[:, None, :].expand(len(seps), t, t)], dim=1)
+
+
+def resize(x: torch.Tensor, grid: int, representation: str) -> torch.Tensor:
+    """(N, C, T, T) -> (N, C, grid, grid)."""
+    if representation == "area":
+        return F.adaptive_avg_pool2d(x, grid)
+    return F.interpolate(x, size=(grid, grid), mode="bilinear", align_corners=False, antialias=x.shape[-1] > grid)
+
+
+def preprocess(maps: torch.Tensor, seps: list[list[int] | None], cfg: CNNConfig,
+               resample_to: int | None = None) -> torch.Tensor:
+    """The single preprocessing function of training and inference.
+
+    Args:
+        maps: (N, T, T) attention maps of one length T (float).
+        seps: N lists of separator positions (or None).
+        cfg: the model config (grid, representation, segment_channel).
+        resample_to: training augmentation only: first resample the map (and mask) to this T
+            with nearest-neighbour, as if the input had had another length.
+
+    Returns:
+        (N, C, grid, grid) float32: channel 0 the map scaled to [0, 1] by its own maximum; then,
+        as configured, the log mass relative to uniform, the segment mask, the diagonal band and
+        the [CLS]/[SEP] columns.
+    """
+    x = maps.float().unsqueeze(1)  # (N, 1, T, T)
+    t, n = maps.shape[-1], maps.shape[0]
+    # The census passes all L*H maps of one example with the same seps: build and resize the
+    # masks once (resizing is per channel, so this equals resizing the stacked channels).
+    same = all(s == seps[0] for s in seps)
+    masks_for = seps[:1] if same else seps
+    extra = []
+    if cfg.segment_channel:
+        extra.append(segment_masks(t, masks_for).unsqueeze(1))  # (n or 1, 1, T, T)
+    if cfg.structure_channels:
+        extra.append(structure_masks(t, masks_for))  # (n or 1, 2, T, T)
+    m = torch.cat(extra, dim=1) if extra else None
+    if resample_to is not None and resample_to != t:
+        x = F.interpolate(x, size=(resample_to, resample_to), mode="nearest")
+        m = F.interpolate(m, size=(resample_to, resample_to), mode="nearest") if m is not None else None
+    x = resize(x, cfg.grid, cfg.representation)  # (N, 1, G, G)
+    # log2 of each cell's mass relative to a uniform row (1/T), clipped to [-4, 6] and scaled to ~[-1, 1.5]
+    rel = (x * t).clamp_min(2 ** -4).log2().clamp_max(6.0) / 4.0 if cfg.mass_channel else None
+    x = x / x.amax(dim=(2, 3), keepdim=True).clamp_min(1e-12)
+    if cfg.intensity == "sqrt":
+        x = x.sqrt()
+    if rel is not None:
+        x = torch.cat([x, rel], dim=1)
+    if m is None:
+        return x.contiguous()
+    m = resize(m, cfg.grid, cfg.representation)
+    return torch.cat([x, m.expand(n, -1, -1, -1) if same else m], dim=1).contiguous()
+
+
+class PatternCNN(nn.Module):
+    """8 × (conv3x3 -> BatchNorm -> ReLU), max-pools between, then global average pool or flatten, linear head."""
+
+    def __init__(self, cfg: CNNConfig):
+        super().__init__()
+        self.cfg = cfg
+        layers: list[nn.Module] = []
+        c = cfg.in_channels
+        for i, w in enumerate(cfg.widths):
+            layers += [nn.Conv2d(c, w, 3, padding=1, bias=False), nn.BatchNorm2d(w), nn.ReLU(inplace=True)]
+            if i in cfg.pool_after:
+                layers.append(nn.MaxPool2d(2))
+            c = w
+        self.features = nn.Sequential(*layers)
+        side = cfg.grid // 2 ** len(cfg.pool_after)
+        n_in = c * side * side if cfg.head == "flatten" else c
+        self.head = nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(n_in, cfg.n_classes))
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, C, G, G) -> (N, F) features: pooled (avg head) or flattened with their positions."""
+        f = self.features(x)  # (N, widths[-1], G/8, G/8)
+        return f.flatten(1) if self.cfg.head == "flatten" else f.mean(dim=(2, 3))
+
+    def forward_head(self, f: torch.Tensor) -> torch.Tensor:
+        return self.head(f)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, C, G, G) -> (N, n_classes) logits."""
+        return self.forward_head(self.forward_features(x))
+
+
+# Member s of an ensemble is fitted with the single CNN's seed + MEMBER_SEED_STEP * s: member 0 is the single
+# CNN's fit, and no member's seed is another fold's, another leave-one-encoder-out fit's or another member's.
+MEMBER_SEED_STEP = 1000
+
+
+class PatternEnsemble(nn.Module):
+    """Several :class:`PatternCNN` of one config; the output is the log of their mean softmax.
+
+    So ``softmax(ensemble(x))`` is exactly the mean of the members' probabilities, and every caller that
+    softmaxes a model's output (training's scoring, the ONNX classifier) treats one CNN and an ensemble alike.
+    """
+
+    def __init__(self, cfg: CNNConfig, members: list[PatternCNN] | None = None):
+        super().__init__()
+        self.cfg = cfg
+        one = member_config(cfg)
+        self.members = nn.ModuleList(members if members is not None else [PatternCNN(one) for _ in range(cfg.members)])
+        if len(self.members) != cfg.members:
+            raise ValueError(f"config says {cfg.members} members, got {len(self.members)}")
+        if any(m.cfg != one for m in self.members):
+            raise ValueError("every member must be a single CNN of the ensemble's config")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, C, G, G) -> (N, n_classes) log mean probabilities (usable as logits; finite, as log-sum-exp)."""
+        logp = torch.stack([F.log_softmax(m(x), dim=1) for m in self.members])
+        return torch.logsumexp(logp, dim=0) - math.log(len(self.members))
+
+
+def member_config(cfg: CNNConfig) -> CNNConfig:
+    """The config of one member of the classifier ``cfg`` describes (the same CNN, one member)."""
+    return dataclasses.replace(cfg, members=1)
+
+
+def build_model(cfg: CNNConfig, members: list[PatternCNN] | None = None) -> nn.Module:
+    """The classifier ``cfg`` describes: one CNN, or an ensemble of ``cfg.members``; of ``members`` when given."""
+    if cfg.members == 1:
+        return members[0] if members else PatternCNN(cfg)
+    return PatternEnsemble(cfg, members)
+
+
+def count_conv_layers(model: nn.Module) -> int:
+    """Convolutional layers of one CNN (of the first member of an ensemble)."""
+    if isinstance(model, PatternEnsemble):
+        model = model.members[0]
+    return sum(isinstance(m, nn.Conv2d) for m in model.modules())
+
+
+def model_config_dict(cfg: CNNConfig) -> dict:
+    """The config as plain JSON types (for the checkpoint and the ONNX metadata)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()}
+
+
+def config_from_dict(d: dict) -> CNNConfig:
+    d = {"mass_channel": False, "members": 1, **d}  # checkpoints written before these fields existed
+    return CNNConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+
+def load_checkpoint(path: str | Path) -> tuple[nn.Module, dict]:
+    """Rebuild the model from ``patterncnn.pt`` (state dict + config); returns (model in eval mode, checkpoint)."""
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    model = build_model(config_from_dict(ckpt["model_config"]))
+    model.load_state_dict(ckpt["state_dict"])
+    return model.eval(), ckpt

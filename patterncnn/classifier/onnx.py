@@ -1,0 +1,183 @@
+"""ONNX export with a torch parity check, and the onnxruntime classifier used by classify, census and serve.
+
+Usage::
+
+    export_onnx(model, "models/patterncnn.onnx", extra_meta={...})   # then parity_check(...)
+    clf = OnnxClassifier("models/patterncnn.onnx", threads=2)
+    probs = clf.predict([arr1, arr2], [seps1, seps2])    # (N, 5), LABELS order; any T per map
+    probs = clf.predict_same_length(maps_lhtt, seps)     # (N, T, T) of one T: the census's fast path
+
+The ONNX graph holds only the CNN (or all members of an ensemble, averaged); preprocessing
+(:func:`patterncnn.classifier.model.preprocess`, the same function training used) runs in torch before it. The preprocessing parameters and the label
+order travel in the ONNX metadata, so the file is all a classifier needs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .. import __version__
+from ..core.labels import LABELS
+from .model import config_from_dict, model_config_dict, preprocess
+from ..core.segments import is_pair
+
+BLOCK = LABELS.index("block")
+SHIPPED = "patterncnn.shipped"  # models/ in the repository, installed as package data (pyproject.toml)
+
+
+def default_classifier() -> Path:
+    """The shipped classifier, ``models/patterncnn.onnx``, wherever the install put it."""
+    from importlib import resources
+
+    try:
+        path = resources.files(SHIPPED).joinpath("patterncnn.onnx")
+    except ModuleNotFoundError:
+        raise ClassifierError("this install has no shipped classifier (patterncnn.shipped); reinstall patterncnn "
+                              "or pass --classifier PATH/TO/patterncnn.onnx") from None
+    return Path(str(path))
+
+
+class ClassifierError(RuntimeError):
+    """The classifier file is missing or unusable; the message says how to fix it."""
+
+
+def export_onnx(model: torch.nn.Module, path: str | os.PathLike, extra_meta: dict | None = None) -> None:
+    """Write the CNN (or ensemble) as ONNX (dynamic batch), with labels and preprocessing config in its metadata."""
+    import onnx
+
+    cfg = model.cfg
+    model = model.eval()
+    dummy = torch.zeros(2, cfg.in_channels, cfg.grid, cfg.grid)
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.onnx.export(model, (dummy,), str(tmp), input_names=["x"], output_names=["logits"],
+                      dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}}, opset_version=17, dynamo=False)
+    proto = onnx.load(str(tmp))
+    meta = {"labels": json.dumps(list(LABELS)), "cnn_config": json.dumps(model_config_dict(cfg)),
+            "patterncnn_version": json.dumps(__version__), **{k: json.dumps(v) for k, v in (extra_meta or {}).items()}}
+    for k, v in meta.items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = k, v
+    onnx.save(proto, str(tmp))
+    os.replace(tmp, path)
+
+
+class OnnxClassifier:
+    """A trained pattern classifier on onnxruntime. Thread count is bounded (default 2)."""
+
+    def __init__(self, path: str | os.PathLike | None = None, threads: int = 2):
+        import onnxruntime as ort
+
+        self.path = Path(path) if path is not None else default_classifier()
+        if not self.path.is_file():
+            raise ClassifierError(f"no classifier at {self.path}: train one with `patterncnn train` or pass "
+                                  f"--classifier PATH/TO/patterncnn.onnx")
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        # Idle workers must not spin: in the census, torch runs the encoder on the same cores between calls.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        try:
+            self.session = ort.InferenceSession(str(self.path), opts, providers=["CPUExecutionProvider"])
+        except Exception as e:  # noqa: BLE001 - onnxruntime raises several types for a bad file
+            raise ClassifierError(f"{self.path} is not a usable ONNX classifier ({e})") from None
+        meta = self.session.get_modelmeta().custom_metadata_map
+        if "cnn_config" not in meta or "labels" not in meta:
+            raise ClassifierError(f"{self.path} lacks patterncnn metadata; export it with `patterncnn train`")
+        self.labels = tuple(json.loads(meta["labels"]))
+        if self.labels != LABELS:
+            raise ClassifierError(f"{self.path} has labels {self.labels}, expected {LABELS}")
+        self.cfg = config_from_dict(json.loads(meta["cnn_config"]))
+        self.metadata = {k: json.loads(v) for k, v in meta.items()}
+        # The version names the data it was trained on and, for an ensemble, its size: two classifiers trained on
+        # the same maps (one CNN, the mean of two) must not pass for one in pre-annotations and the ML backend.
+        self.model_version = f"patterncnn-{self.metadata.get('patterncnn_version')}-" \
+                             f"{str(self.metadata.get('data_hash', ''))[:8]}" + \
+                             (f"-x{self.cfg.members}" if self.cfg.members > 1 else "")
+        self.threads = threads
+
+    def run(self, x: torch.Tensor, batch: int = 512) -> np.ndarray:
+        """Softmax probabilities for preprocessed input (N, C, G, G)."""
+        out = []
+        for s in range(0, x.shape[0], batch):
+            logits = self.session.run(None, {"x": x[s : s + batch].numpy()})[0]
+            e = np.exp(logits - logits.max(1, keepdims=True))
+            out.append(e / e.sum(1, keepdims=True))
+        return np.concatenate(out) if out else np.zeros((0, len(LABELS)), dtype=np.float32)
+
+    def prepare(self, maps: torch.Tensor | np.ndarray, seps: list[list[int] | None]) -> torch.Tensor:
+        """(N, T, T) maps of one length -> the CNN input (N, C, G, G); see :func:`preprocess`."""
+        return preprocess(torch.as_tensor(maps), seps, self.cfg)
+
+    @staticmethod
+    def apply_segment_rule(probs: np.ndarray, seps: list[list[int] | None]) -> np.ndarray:
+        """A single-segment input never gets ``block`` (ANNOTATION_GUIDE.md, rule 4).
+
+        Its block probability is set to 0 and the rest renormalised. Maps without separator
+        information (``None``, e.g. from a plain .npz) are left as the CNN scored them.
+        """
+        # The census passes one separator list per example, repeated for its L*H maps: decide each list once.
+        decided: dict[int, bool] = {}
+
+        def is_single(s) -> bool:
+            if s is None:
+                return False
+            if id(s) not in decided:
+                decided[id(s)] = not is_pair(None, s)
+            return decided[id(s)]
+
+        single = np.fromiter((is_single(s) for s in seps), dtype=bool, count=len(seps))
+        if single.any():
+            probs[single, BLOCK] = 0.0
+            probs[single] /= probs[single].sum(1, keepdims=True)
+        return probs
+
+    def predict_same_length(self, maps: torch.Tensor | np.ndarray, seps: list[list[int] | None]) -> np.ndarray:
+        """(N, T, T) maps of one length -> (N, 5) probabilities."""
+        return self.apply_segment_rule(self.run(self.prepare(maps, seps)), seps)
+
+    def predict_groups(self, groups: list[tuple[np.ndarray, list]]) -> list[np.ndarray]:
+        """Several (maps (N_i, T_i, T_i), seps) groups, T differing between groups, in one CNN batch.
+
+        After preprocessing every map has the grid's size, so groups of different T share one
+        onnxruntime call (large batches run faster than many small ones).
+        """
+        xs = [self.prepare(m, s) for m, s in groups]
+        probs = self.run(torch.cat(xs)) if xs else np.zeros((0, len(LABELS)), dtype=np.float32)
+        out, i = [], 0
+        for (_, s), x in zip(groups, xs):
+            out.append(self.apply_segment_rule(probs[i : i + len(x)], s))
+            i += len(x)
+        return out
+
+    def predict(self, maps: list[np.ndarray], seps: list[list[int] | None] | None = None) -> np.ndarray:
+        """Maps of any lengths -> (N, 5) probabilities in input order (grouped by T internally)."""
+        seps = seps or [None] * len(maps)
+        probs = np.zeros((len(maps), len(LABELS)), dtype=np.float32)
+        by_t: dict[int, list[int]] = {}
+        for i, m in enumerate(maps):
+            by_t.setdefault(np.asarray(m).shape[0], []).append(i)
+        groups = [(np.stack([np.asarray(maps[i], dtype=np.float32) for i in idx]), [seps[i] for i in idx])
+                  for idx in by_t.values()]
+        for idx, p in zip(by_t.values(), self.predict_groups(groups)):
+            probs[idx] = p
+        return probs
+
+
+def parity_check(model: torch.nn.Module, onnx_path: str | os.PathLike, maps: list[np.ndarray],
+                 seps: list[list[int] | None]) -> float:
+    """Max abs difference between torch and onnxruntime probabilities on these maps."""
+    clf = OnnxClassifier(onnx_path)
+    model = model.eval()
+    worst = 0.0
+    for m, s in zip(maps, seps):
+        x = preprocess(torch.as_tensor(m)[None], [s], model.cfg)
+        with torch.inference_mode():
+            p_torch = torch.softmax(model(x), 1).numpy()
+        worst = max(worst, float(np.abs(p_torch - clf.run(x)).max()))
+    return worst

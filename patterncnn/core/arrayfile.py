@@ -1,0 +1,204 @@
+"""Bounded reading of ``.npy`` and ``.npz``: declared shapes and sizes are checked before anything is allocated.
+
+``np.load`` trusts a file's header. A 193-byte ``.npy`` that declares a 36 TiB array is allocated
+before any check can run, and a 3 MB ``.npz`` whose members inflate to 3 GiB is decompressed in
+full. Here every ``.npy`` header is read first, and refused if a map side passes ``max_t``, a map
+has more than ``max_t²`` elements, or the running total of decoded bytes passes ``max_bytes``. An
+``.npz`` is refused on its members' declared sizes before any of them is opened, and each member
+is then inflated only up to the size its header declares (one byte more, to reach the CRC check).
+Nothing is ever unpickled. What a map must hold (square, finite, non-negative) is checked after
+reading, by :func:`patterncnn.core.maps.check_map`.
+
+Usage::
+
+    maps = read_npy(body, ReadLimits(max_t=512, max_maps=1024, max_bytes=512 << 20))  # (T, T) or (N, T, T)
+    keys, maps = read_npz(body, limits)
+    npz = NpzMaps("maps.npz", FILE_LIMITS)      # lazy: one member per get()
+    arr = npz.get(npz.keys[0])                  # (T, T) array, as stored
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import math
+import os
+import tokenize
+import zipfile
+import zlib
+from typing import IO
+
+import numpy as np
+
+
+NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGIC = b"PK"
+_HEADER_ALLOWANCE = 64 * 1024  # bytes a member's .npy header may add to its data (numpy caps headers at 10 kB)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadLimits:
+    """What one body or file may declare.
+
+    Attributes:
+        max_t: the largest map side; a map also has at most ``max_t**2`` elements.
+        max_maps: the most maps in one body or file (None: any number).
+        max_bytes: the most decoded bytes in one body or file, all maps together (None: no total).
+    """
+
+    max_t: int = 8192
+    max_maps: int | None = None
+    max_bytes: int | None = None
+
+
+FILE_LIMITS = ReadLimits()  # files given to the CLI: maps up to 8192 × 8192 (256 MB in float32), read one at a time
+
+
+class MapFormatError(ValueError):
+    """A file or folder is not a readable set of maps; the message says what is wrong."""
+
+
+class ArrayFileError(MapFormatError):
+    """A body or file that cannot be read within the limits; the message names the fix.
+
+    Attributes:
+        kind: ``"unreadable"`` (not a valid .npy/.npz), ``"invalid"`` (readable, but not maps) or
+            ``"too_large"`` (over ``max_maps`` or ``max_bytes``).
+    """
+
+    def __init__(self, message: str, kind: str = "unreadable"):
+        super().__init__(message)
+        self.kind = kind
+
+
+class _Budget:
+    """The limits of one body or file, and the decoded bytes taken from them so far."""
+
+    def __init__(self, limits: ReadLimits):
+        self.limits, self.used = limits, 0
+
+    def take(self, shape: tuple, dtype: np.dtype, what: str, stacked: bool) -> int:
+        """Check one declared array before it is read; return its size in bytes.
+
+        Args:
+            stacked: the first axis counts maps ((N, T, T) in one .npy); otherwise the array is one map.
+        """
+        lim = self.limits
+        if dtype.hasobject or dtype.itemsize > 16:
+            raise ArrayFileError(f"{what} has dtype {dtype}; send float maps (np.save/np.savez, no pickles)", "invalid")
+        if any(d < 0 for d in shape):
+            raise ArrayFileError(f"{what} declares the impossible shape {tuple(shape)}; save it with np.save")
+        count, per_map = (shape[0], shape[1:]) if stacked else (1, shape)
+        if lim.max_maps is not None and count > lim.max_maps:
+            raise ArrayFileError(f"{count} maps in one request; the limit is {lim.max_maps}: split the batch",
+                                 "too_large")
+        if any(d > lim.max_t for d in per_map) or math.prod(per_map) > lim.max_t ** 2:
+            raise ArrayFileError(f"{what} declares shape {tuple(shape)}, over the limit T <= {lim.max_t}; send maps "
+                                 f"of at most {lim.max_t} × {lim.max_t}", "invalid")
+        nbytes = math.prod(shape) * dtype.itemsize
+        self.used += nbytes
+        if lim.max_bytes is not None and self.used > lim.max_bytes:
+            raise ArrayFileError(f"the maps decode to more than {lim.max_bytes} bytes; split the batch", "too_large")
+        return nbytes
+
+
+def _read_header(fp: IO[bytes], what: str) -> tuple[tuple, bool, np.dtype]:
+    """(shape, fortran_order, dtype) from an .npy header; the stream is left at the array's first byte."""
+    version = np.lib.format.read_magic(fp)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(fp)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(fp)
+    raise ArrayFileError(f"{what}: .npy format version {version} is not supported; save it with np.save")
+
+
+def _read_array(fp: IO[bytes], what: str, budget: _Budget, stacked: bool) -> np.ndarray:
+    """One checked, writable array from an .npy stream: never more bytes than its checked header declares."""
+    shape, fortran, dtype = _read_header(fp, what)
+    nbytes = budget.take(shape, dtype, what, stacked)
+    buf = bytearray(nbytes)
+    got = fp.readinto(buf)
+    if got != nbytes:
+        raise ArrayFileError(f"{what} is truncated: {got} of the {nbytes} bytes its header declares")
+    if fp.read(1):  # for a zip member this also reaches the end of the stream, where its CRC is checked
+        raise ArrayFileError(f"{what} holds more data than its header declares; save it with np.save")
+    return np.frombuffer(buf, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+
+
+# What a corrupt .npy header (numpy parses it as a Python literal) or zip stream can raise.
+_DECODE_ERRORS = (ValueError, TypeError, SyntaxError, tokenize.TokenError, EOFError, OSError, zlib.error,
+                  zipfile.BadZipFile, RuntimeError, NotImplementedError)
+
+
+def read_npy(data: bytes, limits: ReadLimits, name: str = "the .npy") -> list[np.ndarray]:
+    """The maps of one ``.npy`` body: one (T, T) array, or the N maps of an (N, T, T) array."""
+    fp = io.BytesIO(data)
+    try:
+        shape, _, _ = _read_header(fp, name)
+        if len(shape) not in (2, 3):
+            raise ArrayFileError(f"{name}: .npy array has shape {shape}; send (T, T) or (N, T, T)", "invalid")
+        fp.seek(0)
+        arr = _read_array(fp, name, _Budget(limits), stacked=len(shape) == 3)
+    except ArrayFileError:
+        raise
+    except _DECODE_ERRORS as e:
+        raise ArrayFileError(f"{name}: unreadable .npy ({e}); send arrays saved with np.save") from None
+    return [arr] if arr.ndim == 2 else list(arr)
+
+
+def read_npz(data: bytes, limits: ReadLimits) -> tuple[list[str], list[np.ndarray]]:
+    """The (keys, maps) of one ``.npz`` request body, every member checked against ``limits``."""
+    # Refuse a central directory with too many entries before zipfile builds an object for each.
+    if limits.max_maps is not None and data.count(b"PK\x01\x02") > limits.max_maps:
+        raise ArrayFileError(f"more than {limits.max_maps} maps in one request; the limit is {limits.max_maps}: split "
+                             f"the batch", "too_large")
+    npz = NpzMaps(io.BytesIO(data), limits, name="the request body")
+    return npz.keys, [npz.get(k) for k in npz.keys]
+
+
+class NpzMaps:
+    """The members of an ``.npz`` (file path or binary stream), read one at a time within ``limits``.
+
+    Raises:
+        ArrayFileError: on opening, for a file that is not a zip, holds a member that is not an
+            ``.npy``, or declares more maps or bytes than the limits allow; on :meth:`get`, for a
+            member over the limits, truncated or corrupt.
+    """
+
+    def __init__(self, source: str | os.PathLike | IO[bytes], limits: ReadLimits = FILE_LIMITS,
+                 name: str | None = None):
+        self.name = name or str(source)
+        self._budget = _Budget(limits)
+        try:
+            self._zip = zipfile.ZipFile(source)
+            infos = self._zip.infolist()
+        except _DECODE_ERRORS as e:
+            raise ArrayFileError(f"unreadable .npz: {self.name} is not a readable .npz file ({e}); save maps with "
+                                 f"np.savez") from None
+        odd = [i.filename for i in infos if not i.filename.endswith(".npy")]
+        if odd:
+            raise ArrayFileError(f"{self.name} holds {odd[0]!r}, which is not an .npy array; save maps with np.savez, "
+                                 f"one array per key", "invalid")
+        if limits.max_maps is not None and len(infos) > limits.max_maps:
+            raise ArrayFileError(f"{len(infos)} maps in one request; the limit is {limits.max_maps}: split the batch",
+                                 "too_large")
+        declared = sum(i.file_size for i in infos)
+        if limits.max_bytes is not None and declared > limits.max_bytes + _HEADER_ALLOWANCE * len(infos):
+            raise ArrayFileError(f"{self.name} declares {declared} bytes uncompressed, over the limit of "
+                                 f"{limits.max_bytes}; split the batch", "too_large")
+        self._members = {i.filename[:-4]: i for i in infos}
+        self.keys = list(self._members)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._members
+
+    def get(self, key: str) -> np.ndarray:
+        """The array stored under ``key`` (as stored: any dtype but object, any shape within the limits)."""
+        what = f"map {key!r} of {self.name}"
+        try:
+            with self._zip.open(self._members[key]) as fp:
+                return _read_array(fp, what, self._budget, stacked=False)
+        except ArrayFileError:
+            raise
+        except _DECODE_ERRORS as e:
+            raise ArrayFileError(f"{what} is unreadable ({e}); save maps with np.savez") from None

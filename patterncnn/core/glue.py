@@ -1,0 +1,291 @@
+"""GLUE tasks: name -> text fields and label; dev/train splits from a GLUE folder or `datasets`.
+
+Usage::
+
+    from patterncnn.core.glue import get_task, load_split
+    split = load_split("SST-2", "dev", glue_dir="glue_data", limit=1000, seed=0)
+    for ex in split.examples:
+        ex.texts   # ("it 's a charming ...",)  or (sentence_a, sentence_b)
+
+A GLUE folder has the standard ``glue_data`` layout written by GLUE's ``download_glue_data.py``
+(``SST-2/dev.tsv``, ``MNLI/dev_matched.tsv``, ...). The files are read with quoting off, as GLUE
+itself does: quotes are part of the text. Rows with the wrong number of columns (QQP has some)
+are skipped and counted. When no folder is given, the split comes from the Hugging Face dataset
+``nyu-mll/glue``; when that fails too, :class:`GlueDataError` says how to get the data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+HF_DATASET = "nyu-mll/glue"
+
+
+class GlueDataError(RuntimeError):
+    """A GLUE split could not be found or read; the message says how to fix it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GlueTask:
+    """One GLUE task and how to read it.
+
+    Attributes:
+        name: canonical name (``sst2``, ``mnli-mm``, ...).
+        folder: folder in ``glue_data``.
+        files: split name -> file name in ``folder``.
+        text_columns: header names of the text column(s) in the TSV (1 or 2).
+        label_column: header name of the label column.
+        label_names: the TSV's label strings in label-index order; None for numeric labels.
+        hf_config / hf_splits / hf_text_fields: the same task in ``nyu-mll/glue``.
+        metric: the GLUE metric family (``accuracy``, ``f1``, ``mcc``, ``corr``).
+        num_labels: classes, or 1 for regression (STS-B).
+        positional: for headerless files (CoLA), column index by name.
+    """
+
+    name: str
+    folder: str
+    files: dict[str, str]
+    text_columns: tuple[str, ...]
+    label_column: str
+    label_names: tuple[str, ...] | None
+    hf_config: str
+    hf_splits: dict[str, str]
+    hf_text_fields: tuple[str, ...]
+    metric: str
+    num_labels: int
+    positional: dict[str, int] | None = None
+
+    @property
+    def is_pair(self) -> bool:
+        return len(self.text_columns) == 2
+
+    @property
+    def is_regression(self) -> bool:
+        return self.num_labels == 1
+
+
+_TRAIN_DEV = {"dev": "dev.tsv", "train": "train.tsv"}
+_HF_TRAIN_DEV = {"dev": "validation", "train": "train"}
+_NLI3 = ("entailment", "neutral", "contradiction")
+_NLI2 = ("entailment", "not_entailment")
+
+TASKS: dict[str, GlueTask] = {
+    t.name: t
+    for t in [
+        GlueTask("cola", "CoLA", _TRAIN_DEV, ("sentence",), "label", ("0", "1"), "cola", _HF_TRAIN_DEV,
+                 ("sentence",), "mcc", 2, positional={"source": 0, "label": 1, "mark": 2, "sentence": 3}),
+        GlueTask("sst2", "SST-2", _TRAIN_DEV, ("sentence",), "label", ("0", "1"), "sst2", _HF_TRAIN_DEV,
+                 ("sentence",), "accuracy", 2),
+        GlueTask("mrpc", "MRPC", _TRAIN_DEV, ("#1 String", "#2 String"), "Quality", ("0", "1"), "mrpc",
+                 _HF_TRAIN_DEV, ("sentence1", "sentence2"), "f1", 2),
+        GlueTask("stsb", "STS-B", _TRAIN_DEV, ("sentence1", "sentence2"), "score", None, "stsb", _HF_TRAIN_DEV,
+                 ("sentence1", "sentence2"), "corr", 1),
+        GlueTask("qqp", "QQP", _TRAIN_DEV, ("question1", "question2"), "is_duplicate", ("0", "1"), "qqp",
+                 _HF_TRAIN_DEV, ("question1", "question2"), "f1", 2),
+        GlueTask("mnli", "MNLI", {"dev": "dev_matched.tsv", "train": "train.tsv"}, ("sentence1", "sentence2"),
+                 "gold_label", _NLI3, "mnli", {"dev": "validation_matched", "train": "train"},
+                 ("premise", "hypothesis"), "accuracy", 3),
+        GlueTask("mnli-mm", "MNLI", {"dev": "dev_mismatched.tsv", "train": "train.tsv"}, ("sentence1", "sentence2"),
+                 "gold_label", _NLI3, "mnli", {"dev": "validation_mismatched", "train": "train"},
+                 ("premise", "hypothesis"), "accuracy", 3),
+        GlueTask("qnli", "QNLI", _TRAIN_DEV, ("question", "sentence"), "label", _NLI2, "qnli", _HF_TRAIN_DEV,
+                 ("question", "sentence"), "accuracy", 2),
+        GlueTask("rte", "RTE", _TRAIN_DEV, ("sentence1", "sentence2"), "label", _NLI2, "rte", _HF_TRAIN_DEV,
+                 ("sentence1", "sentence2"), "accuracy", 2),
+        GlueTask("wnli", "WNLI", _TRAIN_DEV, ("sentence1", "sentence2"), "label", ("0", "1"), "wnli",
+                 _HF_TRAIN_DEV, ("sentence1", "sentence2"), "accuracy", 2),
+    ]
+}
+
+# Spellings people use, after lower-casing and dropping '-', '_' and spaces.
+_ALIASES = {
+    "cola": "cola", "sst2": "sst2", "sst": "sst2", "mrpc": "mrpc", "stsb": "stsb", "sts": "stsb",
+    "qqp": "qqp", "mnli": "mnli", "mnlim": "mnli", "mnlimatched": "mnli", "mnlimm": "mnli-mm",
+    "mnlimismatched": "mnli-mm", "qnli": "qnli", "rte": "rte", "wnli": "wnli",
+}
+
+
+def expand_tasks(specs: list[str]) -> list[str]:
+    """Canonical task names from command-line specs, in order, without repeats; ``all`` means every task
+    (MNLI once, matched).
+
+    Raises:
+        GlueDataError: for an unknown name, listing the valid ones.
+    """
+    names = [n for spec in specs for n in ([n for n in TASKS if n != "mnli-mm"] if spec.lower() == "all"
+                                           else [get_task(spec).name])]
+    return list(dict.fromkeys(names))
+
+
+def get_task(name: str) -> GlueTask:
+    """Look a task up by any common spelling (``SST-2``, ``sst2``, ``STS-B``, ``MNLI-mm``...).
+
+    Raises:
+        GlueDataError: for an unknown name, listing the valid ones.
+    """
+    key = re.sub(r"[\s_\-]", "", name.strip().lower())
+    if key not in _ALIASES:
+        raise GlueDataError(f"unknown GLUE task {name!r}; valid tasks are: {', '.join(TASKS)}")
+    return TASKS[_ALIASES[key]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    """One GLUE example: its position in the split, its text(s) and its gold label."""
+
+    task: str
+    split: str
+    index: int
+    texts: tuple[str, ...]
+    label: float | int | None
+
+
+@dataclasses.dataclass
+class GlueSplit:
+    task: GlueTask
+    split: str
+    examples: list[Example]
+    source: str  # file path, or "datasets:nyu-mll/glue/<config>/<split>"
+    total: int  # examples in the split before sampling
+    skipped: int = 0  # malformed rows skipped while parsing
+
+
+def read_tsv(task: GlueTask, path: Path, split: str) -> tuple[list[Example], int]:
+    """Parse one GLUE TSV file. Returns (examples, number of malformed rows skipped)."""
+    try:
+        raw = path.read_text(encoding="utf-8-sig")  # utf-8-sig drops MRPC's BOM
+    except UnicodeDecodeError as e:
+        raise GlueDataError(f"{path} is not UTF-8 text ({e}); re-download it with GLUE's download script") from None
+    lines = raw.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        raise GlueDataError(f"{path} is empty; re-download the {task.folder} data")
+    if task.positional is not None:
+        col = task.positional
+        ncols = len(col)
+        body = lines
+        first_line_no = 1
+    else:
+        header = lines[0].rstrip("\r").split("\t")
+        col = {name: i for i, name in enumerate(header)}
+        missing = [c for c in (*task.text_columns, task.label_column) if c not in col]
+        if missing:
+            raise GlueDataError(
+                f"{path} does not look like GLUE {task.folder}: header lacks {missing} (header: {header}); "
+                f"check that --glue-dir points at a glue_data folder"
+            )
+        ncols = len(header)
+        body = lines[1:]
+        first_line_no = 2
+    examples: list[Example] = []
+    skipped = 0
+    for line_no, line in enumerate(body, start=first_line_no):
+        fields = line.rstrip("\r").split("\t")
+        if len(fields) != ncols:
+            skipped += 1
+            log.debug("%s:%d: %d columns, expected %d; skipped", path, line_no, len(fields), ncols)
+            continue
+        label_raw = fields[col[task.label_column]]
+        if task.is_regression:
+            label: float | int | None = float(label_raw)
+        elif task.label_names is not None and label_raw in task.label_names:
+            label = task.label_names.index(label_raw)
+        else:
+            skipped += 1
+            log.debug("%s:%d: unknown label %r; skipped", path, line_no, label_raw)
+            continue
+        texts = tuple(fields[col[c]] for c in task.text_columns)
+        examples.append(Example(task.name, split, len(examples), texts, label))
+    if not examples:
+        raise GlueDataError(f"{path} holds no readable {task.folder} rows; re-download it")
+    if skipped:
+        log.warning("%s: skipped %d malformed row(s) of %d", path, skipped, len(body))
+    return examples, skipped
+
+
+def _load_hf(task: GlueTask, split: str) -> tuple[list[Example], str]:
+    hf_split = task.hf_splits[split]
+    try:
+        import datasets  # imported here: it is slow and only this path needs it
+    except ImportError as e:  # pragma: no cover - datasets is a declared dependency
+        raise GlueDataError(_no_data_message(task, split, f"`datasets` is not installed ({e})")) from None
+    try:
+        ds = datasets.load_dataset(HF_DATASET, task.hf_config, split=hf_split)
+    except Exception as e:  # noqa: BLE001 - any failure here means: no data; the message says how to get it
+        raise GlueDataError(_no_data_message(task, split, f"{type(e).__name__}: {e}")) from None
+    examples = []
+    for i, row in enumerate(ds):
+        label = row["label"]
+        label = float(label) if task.is_regression else int(label)
+        examples.append(Example(task.name, split, i, tuple(row[f] for f in task.hf_text_fields), label))
+    return examples, f"datasets:{HF_DATASET}/{task.hf_config}/{hf_split}"
+
+
+def _no_data_message(task: GlueTask, split: str, reason: str) -> str:
+    return (
+        f"cannot load GLUE {task.name} ({split}): no GLUE folder was given (--glue-dir or GLUE_DIR) and "
+        f"the Hugging Face dataset {HF_DATASET} could not be loaded: {reason}. Fix: download GLUE with "
+        f"GLUE's download_glue_data.py (or `datasets.load_dataset('{HF_DATASET}', '{task.hf_config}')` on a "
+        f"machine with internet) and pass --glue-dir PATH/TO/glue_data, or set GLUE_DIR."
+    )
+
+
+def load_split(
+    task: str | GlueTask,
+    split: str = "dev",
+    glue_dir: str | Path | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+) -> GlueSplit:
+    """Load a task's dev or train split, optionally sampled down to ``limit`` examples.
+
+    Args:
+        task: a task name in any common spelling, or a :class:`GlueTask`.
+        split: ``dev`` or ``train``.
+        glue_dir: a ``glue_data`` folder; None loads from ``datasets`` instead.
+        limit: take at most this many examples, sampled without replacement using ``seed``
+            and kept in file order. None takes all.
+        seed: the sampling seed; the same (split, limit, seed) always gives the same sample.
+
+    Raises:
+        GlueDataError: unknown task or split, missing folder or file, unreadable data, bad limit.
+    """
+    t = task if isinstance(task, GlueTask) else get_task(task)
+    if split not in t.files:
+        raise GlueDataError(f"unknown split {split!r} for {t.name}; valid splits are: {', '.join(t.files)}")
+    if limit is not None and limit < 1:
+        raise GlueDataError(f"--limit must be at least 1 (got {limit}); leave it out to take the whole split")
+    skipped = 0
+    if glue_dir is not None:
+        root = Path(glue_dir).expanduser()
+        if not root.is_dir():
+            what = "is a file, not a folder" if root.exists() else "does not exist"
+            raise GlueDataError(
+                f"GLUE folder {root} {what}; pass --glue-dir PATH/TO/glue_data (the folder that holds "
+                f"{t.folder}/) or set GLUE_DIR"
+            )
+        path = root / t.folder / t.files[split]
+        if not path.is_file():
+            raise GlueDataError(
+                f"{path} not found: the GLUE folder {root} has no {t.folder}/{t.files[split]}. Download the "
+                f"{t.folder} data into it with GLUE's download_glue_data.py, or leave out --glue-dir to use "
+                f"`datasets` ({HF_DATASET})"
+            )
+        examples, skipped = read_tsv(t, path, split)
+        source = str(path)
+    else:
+        examples, source = _load_hf(t, split)
+    total = len(examples)
+    if limit is not None and limit < total:
+        rng = np.random.default_rng(seed)
+        keep = np.sort(rng.choice(total, size=limit, replace=False))
+        examples = [examples[i] for i in keep]
+    return GlueSplit(t, split, examples, source, total, skipped)

@@ -1,0 +1,106 @@
+"""Resumable work for the experiments (drift, special tokens, disable): a stamped work folder of finished parts.
+
+Usage::
+
+    work = work_dir(out, "rte", params)                 # out/.work/rte, refuses other arguments' leftovers
+    parts = run_parts(work, names, compute, progress)   # compute(name) -> dict of arrays, saved as name.npz
+
+A part counts as done once its ``.npz`` lands (written atomically), so an interrupted run resumes
+where it stopped and a resumed result equals an uninterrupted one. Every result file records what
+produced it with :func:`provenance`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+
+from .. import __version__
+from .fileio import write_bytes, write_json
+
+
+class RunError(RuntimeError):
+    """An experiment cannot start as asked (output exists, arguments changed); the message says what to do."""
+
+
+def run_key(params: dict) -> str:
+    return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def prepare_out(out: str | Path, result_name: str, overwrite: bool) -> Path:
+    """Check ``out`` before a run: a finished result there needs ``overwrite`` (which also drops leftovers)."""
+    out = Path(out)
+    if (out / result_name).exists() and not overwrite:
+        raise RunError(f"{out} already holds a finished {result_name}; pass --overwrite or choose another --out")
+    if overwrite:
+        shutil.rmtree(out / ".work", ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def work_dir(out: Path, task: str, params: dict) -> Path:
+    """``out/.work/<task>``, stamped with the run's arguments; leftovers of other arguments are refused."""
+    work = Path(out) / ".work" / task
+    stamp = work / "run.json"
+    if stamp.exists():
+        old = json.loads(stamp.read_text())
+        if old.get("key") != run_key(params):
+            raise RunError(f"{out} holds an unfinished run of {task} with other arguments ({old.get('params')}); "
+                           f"re-run with those to resume, or pass --overwrite")
+    else:
+        write_json(stamp, {"key": run_key(params), "params": params})
+    return work
+
+
+def save_part(path: Path, arrays: dict) -> None:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    write_bytes(path, buf.getvalue())
+
+
+def run_parts(work: Path, names: Iterable[str], compute: Callable[[str], dict],
+              on_done: Callable[[str], None] | None = None) -> dict[str, dict]:
+    """Compute each named part once: finished ones are read back from ``work/<name>.npz``.
+
+    Returns:
+        name -> {array name: array}, in the order of ``names``.
+    """
+    parts = {}
+    for name in names:
+        path = work / f"{name}.npz"
+        if not path.exists():
+            save_part(path, compute(name))
+        with np.load(path) as z:
+            parts[name] = {k: z[k] for k in z.files}
+        if on_done:
+            on_done(name)
+    return parts
+
+
+def provenance(**fields) -> dict:
+    """The header every experiment result starts with: the producing version plus the given fields."""
+    return {"created_by": f"patterncnn {__version__}", **fields}
+
+
+def public_fingerprint(fp: dict) -> dict:
+    """An encoder fingerprint fit for a committed file: paths (model and weights folder) reduced to folder names."""
+    return {**fp, **{k: Path(str(fp[k])).name for k in ("model", "path") if fp.get(k) and "/" in str(fp[k])}}
+
+
+def public_source(source: str) -> str:
+    """A data source fit for a committed file: ``RTE/dev.tsv`` for a GLUE file, a ``datasets:`` name as it is."""
+    return source if source.startswith("datasets:") else "/".join(Path(source).parts[-2:])
+
+
+def windows(items: list, size: int) -> list[list]:
+    return [items[s : s + size] for s in range(0, len(items), size)]
+
+
+def finish(out: Path) -> None:
+    shutil.rmtree(Path(out) / ".work", ignore_errors=True)

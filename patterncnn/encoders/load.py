@@ -1,0 +1,248 @@
+"""Load a Hugging Face encoder and stream its self-attention maps, example by example.
+
+Usage::
+
+    from patterncnn.encoders.load import load_encoder
+    enc = load_encoder("minilm", max_length=128)      # or "mpnet", "bert-base-uncased", or a folder
+    for ea in enc.iter_attentions(split.examples):
+        ea.maps          # (L, H, T, T) float32, cropped to the example's real length T
+        ea.tokens        # T wordpiece strings; ea.seps: positions of the separator tokens
+
+Attention comes only from ``output_attentions=True`` with eager attention. Examples are
+tokenized a window at a time, sorted by length within the window (length bucketing), run in
+batches under ``torch.inference_mode`` and yielded one by one, so memory stays flat however
+many examples stream through. Layer and head counts come from the model's config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+import torch
+
+from .backends import BACKENDS, BackendError, make_backend
+from .embedded import REGISTRY, EmbeddedModelError, embedded_folder, lookup
+from ..core.fileio import sha256_file
+from ..core.glue import Example
+from ..core.segments import segment_ids
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "minilm"
+# Position ids start at padding_idx + 1 in these models, so two positions of the table are never used.
+_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "mpnet")
+# Checkpoint classes that are not bidirectional encoders: their maps are not what the guide describes.
+_NOT_ENCODERS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "Seq2SeqLM")
+
+
+class EncoderError(RuntimeError):
+    """The model could not be loaded as an encoder, or an input does not fit it; says how to fix it."""
+
+
+def resolve_model(name: str) -> str:
+    """Map the short name of an embedded encoder (``minilm``, ``mpnet``) to its folder; others pass through."""
+    try:
+        folder = embedded_folder(name)
+    except EmbeddedModelError as e:
+        raise EncoderError(str(e)) from None
+    return str(folder) if folder else name
+
+
+@dataclasses.dataclass
+class ExampleAttention:
+    """All attention maps of one example.
+
+    Attributes:
+        example: the GLUE example.
+        tokens: the T tokens the model saw, special tokens included.
+        seps: positions of the separator tokens (``[SEP]``, ``</s>``); see :mod:`patterncnn.core.segments`.
+        maps: (L, H, T, T) float32; row i is the attention of query token i, rows sum to 1.
+        truncated: the text was cut to ``max_length`` tokens.
+    """
+
+    example: Example
+    tokens: list[str]
+    seps: list[int]
+    maps: np.ndarray
+    truncated: bool
+
+
+class Encoder:
+    """A Hugging Face encoder set up for attention extraction. Build it with :func:`load_encoder`."""
+
+    def __init__(self, name: str, model, tokenizer, max_length: int, fingerprint: dict, backend: str = "torch",
+                 threads: int = 2):
+        self.name = name
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.fingerprint = fingerprint  # {"model", "path", "revision", "sha256"}
+        self.num_layers: int = model.config.num_hidden_layers
+        self.num_heads: int = model.config.num_attention_heads
+        self.truncations = 0  # examples cut to max_length so far
+        self.backend = backend  # how the forward pass runs (:mod:`patterncnn.encoders.backends`)
+        self._threads = threads
+        self._run = None  # built on first use: a Ray driver loads encoders only for their metadata
+
+    @property
+    def tag(self) -> str:
+        """Short, file-name-safe name: ``minilm-1a2b3c4d``."""
+        entry = lookup(self.name)
+        base = entry.name if entry else Path(self.name.rstrip("/")).name
+        base = "".join(c if c.isalnum() or c in ".-" else "-" for c in base).strip("-") or "model"
+        digest = self.fingerprint.get("sha256") or self.fingerprint.get("revision") or ""
+        return f"{base}-{digest[:8]}" if digest else base
+
+    def tokenize(self, texts: tuple[str, ...]) -> tuple[list[int], bool]:
+        """Token ids of one example (one text or a pair), cut to ``max_length``; and whether it was cut."""
+        if not 1 <= len(texts) <= 2:
+            raise EncoderError(f"an input is one sentence or a pair, got {len(texts)} texts")
+        full = self.tokenizer(*texts, truncation=False, verbose=False)["input_ids"]
+        if len(full) <= self.max_length:
+            return full, False
+        cut = self.tokenizer(*texts, truncation=True, max_length=self.max_length)["input_ids"]
+        return cut, True
+
+    def attentions(self, batch_ids: list[list[int]]) -> tuple[torch.Tensor, list[int]]:
+        """Run one padded batch. Returns attentions (B, L, H, T, T) and the real lengths."""
+        lengths = [len(ids) for ids in batch_ids]
+        width = max(lengths)
+        pad = self.tokenizer.pad_token_id or 0
+        input_ids = torch.full((len(batch_ids), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(batch_ids), width), dtype=torch.long)
+        for b, ids in enumerate(batch_ids):
+            input_ids[b, : len(ids)] = torch.tensor(ids)
+            mask[b, : len(ids)] = 1
+        kwargs = {"input_ids": input_ids, "attention_mask": mask}
+        if self._uses_token_types:
+            kwargs["token_type_ids"] = self._token_types(batch_ids, width)
+        try:
+            if self._run is None:
+                self._run = make_backend(self.backend, self.model, tag=self.tag, threads=self._threads)
+            return self._run(kwargs), lengths  # (B, L, H, T, T)
+        except BackendError as e:
+            raise EncoderError(f"{self.name}: {e}") from None
+
+    @property
+    def _uses_token_types(self) -> bool:
+        return getattr(self.model.config, "type_vocab_size", 0) > 1
+
+    def _seps(self, ids: list[int]) -> list[int]:
+        return [p for p, t in enumerate(ids) if t == self.tokenizer.sep_token_id]
+
+    def _token_types(self, batch_ids: list[list[int]], width: int) -> torch.Tensor:
+        # Segment B gets type 1, as BERT's tokenizer assigns token_type_ids (padding stays 0).
+        types = torch.zeros((len(batch_ids), width), dtype=torch.long)
+        for b, ids in enumerate(batch_ids):
+            types[b, : len(ids)] = torch.from_numpy(segment_ids(len(ids), self._seps(ids)).clip(max=1))
+        return types
+
+    def iter_attentions(
+        self, examples: Iterable[Example], batch_size: int = 16, window: int = 512
+    ) -> Iterator[ExampleAttention]:
+        """Stream every layer's and head's map for each example.
+
+        Examples are read ``window`` at a time, sorted by token length and run in batches of
+        ``batch_size`` (length bucketing keeps padding small). Results come out in that
+        bucketed order, deterministically; each carries its :class:`Example`.
+
+        Yields:
+            :class:`ExampleAttention` with ``maps`` of shape (L, H, T, T), T the real length.
+        """
+        if batch_size < 1 or window < 1:
+            raise EncoderError("batch size and window must be at least 1")
+        it = iter(examples)
+        while chunk := list(itertools.islice(it, window)):
+            tokenized = [self.tokenize(ex.texts) for ex in chunk]
+            order = sorted(range(len(chunk)), key=lambda i: len(tokenized[i][0]))
+            for start in range(0, len(order), batch_size):
+                idxs = order[start : start + batch_size]
+                att, lengths = self.attentions([tokenized[i][0] for i in idxs])
+                for k, i in enumerate(idxs):
+                    ids, cut = tokenized[i]
+                    n = lengths[k]
+                    self.truncations += cut
+                    yield ExampleAttention(
+                        example=chunk[i],
+                        tokens=self.tokenizer.convert_ids_to_tokens(ids),
+                        seps=self._seps(ids),
+                        maps=att[k, :, :, :n, :n].numpy().copy(),
+                        truncated=cut,
+                    )
+                del att
+
+
+def _fingerprint(name: str, path: str, model) -> dict:
+    """Identify the exact weights: a file hash for a local folder, the hub commit otherwise."""
+    fp = {"model": name, "path": path, "revision": getattr(model.config, "_commit_hash", None), "sha256": None}
+    folder = Path(path)
+    if folder.is_dir():
+        weights = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("pytorch_model*.bin"))
+        if weights:
+            if len(weights) == 1:
+                fp["sha256"] = sha256_file(weights[0])
+            else:
+                import hashlib
+
+                fp["sha256"] = hashlib.sha256("".join(sha256_file(w) for w in weights).encode()).hexdigest()
+    return fp
+
+
+def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str | None = None,
+                 backend: str = "torch", threads: int = 2) -> Encoder:
+    """Load an encoder by hub id, local folder or the short name of an embedded one (``minilm``, ``mpnet``).
+
+    ``backend`` names how its forward pass runs (:data:`patterncnn.encoders.backends.BACKENDS`), on ``threads`` threads
+    where the backend has its own pool (onnxruntime).
+
+    Raises:
+        EncoderError: the name is not a loadable encoder; the message says what to pass instead.
+    """
+    from transformers import AutoConfig, AutoModel, AutoTokenizer  # slow import, only where needed
+
+    path = resolve_model(name)
+    try:
+        config = AutoConfig.from_pretrained(path, revision=revision)
+    except (OSError, ValueError) as e:
+        raise EncoderError(
+            f"cannot load {name!r} as a Hugging Face encoder ({str(e).splitlines()[0]}). Fix: pass --model a hub id "
+            f"(e.g. bert-base-uncased, needs internet), a folder with config.json and weights (e.g. one written by "
+            f"`patterncnn finetune`), or an embedded encoder: {', '.join(REGISTRY)}"
+        ) from None
+    archs = config.architectures or []
+    if config.is_encoder_decoder or getattr(config, "is_decoder", False) or any(
+        a.endswith(_NOT_ENCODERS) for a in archs
+    ):
+        raise EncoderError(
+            f"{name!r} is not a bidirectional encoder (architectures: {archs or config.model_type}); patterncnn "
+            f"classifies BERT-family encoder maps. Pass a BERT/RoBERTa/ELECTRA-style model"
+        )
+    try:
+        model = AutoModel.from_pretrained(path, revision=revision, attn_implementation="eager")
+        tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
+    except (OSError, ValueError) as e:
+        raise EncoderError(f"cannot load the weights or tokenizer of {name!r}: {str(e).splitlines()[0]}") from None
+    model.eval()
+    if tokenizer.sep_token_id is None:
+        raise EncoderError(f"the tokenizer of {name!r} has no separator token; patterncnn needs a BERT-style one")
+    cap = getattr(config, "max_position_embeddings", max_length)
+    if getattr(config, "model_type", "") in _OFFSET_POSITIONS:
+        cap -= 2
+    if max_length > cap:
+        log.warning("max_length %d is over %s's limit; using %d", max_length, name, cap)
+        max_length = cap
+    if max_length < 4:
+        raise EncoderError(f"--max-length must be at least 4 tokens (got {max_length})")
+    fingerprint = _fingerprint(name, path, model)
+    entry = lookup(name)
+    if entry and entry.sha256 and fingerprint["sha256"] != entry.sha256:
+        raise EncoderError(f"the weights in {path} do not match {name!r} (SHA-256 {fingerprint['sha256']}); "
+                           f"delete that folder and run again to re-assemble it")
+    if backend not in BACKENDS:
+        raise EncoderError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    return Encoder(name, model, tokenizer, max_length, fingerprint, backend, threads)

@@ -1,0 +1,121 @@
+"""What fine-tuning changed (paper Fig. 5): per layer x head, the cosine similarity of two encoders' maps.
+
+Usage (what ``patterncnn drift A B`` runs)::
+
+    result = run_drift(enc_a, enc_b, [split], out="runs/drift", progress=tqdm)
+    result["tasks"]["rte"]["cosine"]     # (L, H) nested lists: mean over examples of cos(flat map A, flat map B)
+    result["tasks"]["rte"]["layer_mean"] # (L,) and whether the two lowest are the last two layers
+
+Both encoders see the same inputs, so they must share a tokenizer (a model and its fine-tune do):
+every example's tokens are compared and a mismatch is an error. Examples stream through both
+encoders a window at a time; each finished window's sums are saved, so a run resumes.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..encoders.load import Encoder, EncoderError
+from ..core.glue import GlueSplit
+from ..core.work import finish, prepare_out, provenance, public_fingerprint, public_source, run_parts, windows, work_dir
+
+WINDOW = 64
+RESULT = "drift.json"
+
+
+def map_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(L, H, T, T) x 2 -> (L, H): cosine similarity of each head's flattened T x T maps."""
+    a = a.reshape(*a.shape[:2], -1).astype(np.float64)
+    b = b.reshape(*b.shape[:2], -1).astype(np.float64)
+    den = np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1)
+    return (a * b).sum(-1) / np.where(den > 0, den, 1.0)
+
+
+def drift_window(enc_a: Encoder, enc_b: Encoder, window: list, batch_size: int = 16,
+                 on_example: Callable | None = None) -> dict:
+    """Sums over one window of examples: {"sum": (L, H), "sumsq": (L, H), "n": ()}."""
+    shape = (enc_a.num_layers, enc_a.num_heads)
+    total, total_sq, n = np.zeros(shape), np.zeros(shape), 0
+    stream_b = enc_b.iter_attentions(window, batch_size=batch_size, window=WINDOW)
+    for ea in enc_a.iter_attentions(window, batch_size=batch_size, window=WINDOW):
+        eb = next(stream_b)
+        if ea.example.index != eb.example.index or ea.tokens != eb.tokens:
+            raise EncoderError(f"{enc_a.name} and {enc_b.name} tokenize example {ea.example.index} differently; "
+                               f"drift compares a model with its fine-tune (same tokenizer)")
+        c = map_cosines(ea.maps, eb.maps)
+        total += c
+        total_sq += c**2
+        n += 1
+        if on_example:
+            on_example(ea)
+    return {"sum": total, "sumsq": total_sq, "n": np.array(n)}
+
+
+def summarize(parts: list[dict]) -> dict:
+    """Per-head mean and standard deviation over examples, per-layer means, and the paper's check."""
+    n = int(sum(int(p["n"]) for p in parts))
+    mean = sum(p["sum"] for p in parts) / n
+    var = np.clip(sum(p["sumsq"] for p in parts) / n - mean**2, 0, None)
+    layer_mean = mean.mean(1)
+    lowest = sorted(np.argsort(layer_mean)[:2].tolist())
+    last_two = list(range(len(layer_mean) - 2, len(layer_mean)))
+    return {"examples": n, "cosine": np.round(mean, 5).tolist(), "std": np.round(np.sqrt(var), 5).tolist(),
+            "layer_mean": np.round(layer_mean, 5).tolist(), "lowest_two_layers": lowest,
+            "last_two_change_most": lowest == last_two}
+
+
+def run_drift(enc_a: Encoder, enc_b: Encoder, splits: list[GlueSplit], out: str | Path, seed: int = 0,
+              limit: int | None = None, batch_size: int = 16, progress: Callable | None = None,
+              overwrite: bool = False) -> dict:
+    """Drift between ``enc_a`` and ``enc_b`` on each split into ``out`` (drift.json, drift.csv, drift.png)."""
+    if (enc_a.num_layers, enc_a.num_heads) != (enc_b.num_layers, enc_b.num_heads):
+        raise EncoderError(f"{enc_a.name} has {enc_a.num_layers}x{enc_a.num_heads} heads and {enc_b.name} "
+                           f"{enc_b.num_layers}x{enc_b.num_heads}; drift needs the same architecture")
+    out = prepare_out(out, RESULT, overwrite)
+    result = provenance(experiment="drift", model_a=public_fingerprint(enc_a.fingerprint), tag_a=enc_a.tag,
+                        model_b=public_fingerprint(enc_b.fingerprint), tag_b=enc_b.tag, layers=enc_a.num_layers,
+                        heads=enc_a.num_heads, max_length=enc_a.max_length, limit=limit, seed=seed, tasks={})
+    for split in splits:
+        t0 = time.time()
+        params = {"task": split.task.name, "a": enc_a.fingerprint, "b": enc_b.fingerprint, "limit": limit,
+                  "seed": seed, "max_length": enc_a.max_length, "source": split.source}
+        work = work_dir(out, split.task.name, params)
+        chunks = windows(split.examples, WINDOW)
+        bar = progress(total=len(split.examples), desc=f"drift {split.task.name}", unit="ex") if progress else None
+        names = [f"window-{w:05d}" for w in range(len(chunks))]
+        parts = run_parts(work, names, lambda name: drift_window(enc_a, enc_b, chunks[names.index(name)], batch_size),
+                          (lambda name: bar.update(len(chunks[names.index(name)]))) if bar else None)
+        if bar:
+            bar.close()
+        result["tasks"][split.task.name] = {**summarize(list(parts.values())), "source": public_source(split.source),
+                                            "of": split.total, "seconds": round(time.time() - t0, 1)}
+    write_outputs(out, result)
+    finish(out)
+    return result
+
+
+def write_outputs(out: Path, result: dict) -> None:
+    import csv
+    import io
+
+    from ..core.fileio import write_bytes, write_json, write_text
+    from ..core.plots import grid_figure
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["task", "layer", "head", "cosine", "std", "examples"])
+    for task, s in result["tasks"].items():
+        for l, row in enumerate(s["cosine"]):
+            for h, c in enumerate(row):
+                w.writerow([task, l, h, c, s["std"][l][h], s["examples"]])
+    write_text(out / "drift.csv", buf.getvalue())
+    panels = [(f"{t} ({s['examples']} ex.)", np.array(s["cosine"])) for t, s in result["tasks"].items()]
+    lo = min(float(p.min()) for _, p in panels)
+    write_bytes(out / "drift.png", grid_figure(
+        panels, f"drift: cosine similarity of maps, {result['tag_a']} vs {result['tag_b']} (1 = unchanged)",
+        "viridis", lo, 1.0))
+    write_json(out / RESULT, result)

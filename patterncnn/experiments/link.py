@@ -1,0 +1,118 @@
+"""Linking patterns to function: per head, its census pattern distribution, its drift and its disabling effect.
+
+Usage (what ``patterncnn link`` runs)::
+
+    result = run_link("runs/census-ft", "runs/drift", "runs/disable-rte", task="rte", out="runs/link-rte")
+    result["test"]   # heterogeneous vs vertical heads: mean drop when disabled, permutation p-value
+
+The paper's hypothesis is that heterogeneous heads (which may carry linguistic information) matter
+more to the task than vertical ones (attention parked on [CLS]/[SEP]). Heads are grouped by their
+majority pattern in the census; the statistic is the mean metric *drop* when a heterogeneous head
+is disabled minus the mean drop for a vertical head, and its two-sided p-value comes from
+permuting the group labels among those heads. A rank correlation between each head's
+heterogeneous share and its drop (also with a permutation p-value) uses every head.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..core.labels import LABELS
+from ..core.work import RunError, provenance
+
+
+def _load(path: str | Path, name: str) -> dict:
+    p = Path(path)
+    p = p / name if p.is_dir() else p
+    if not p.is_file():
+        raise RunError(f"no {name} at {path}; run the matching command first (its --out folder holds {name})")
+    return json.loads(p.read_text(encoding="utf-8"))
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    from scipy.stats import rankdata
+
+    return rankdata(x)
+
+
+def group_test(drop: np.ndarray, group_a: np.ndarray, group_b: np.ndarray, perms: int = 10000,
+               seed: int = 0) -> dict:
+    """Mean ``drop`` in group A minus group B (boolean masks over heads), with a two-sided permutation p-value."""
+    a, b = drop[group_a], drop[group_b]
+    if len(a) < 2 or len(b) < 2:
+        return {"n_a": int(len(a)), "n_b": int(len(b)), "difference": None, "p_value": None,
+                "note": "fewer than 2 heads in a group: no test"}
+    pooled = np.concatenate([a, b])
+    obs = a.mean() - b.mean()
+    rng = np.random.default_rng(seed)
+    perm = np.array([rng.permutation(pooled) for _ in range(perms)])  # (P, n)
+    null = perm[:, : len(a)].mean(1) - perm[:, len(a):].mean(1)
+    p = (1 + np.sum(np.abs(null) >= abs(obs) - 1e-12)) / (perms + 1)
+    return {"n_a": int(len(a)), "n_b": int(len(b)), "mean_a": float(a.mean()), "mean_b": float(b.mean()),
+            "difference": float(obs), "p_value": float(p), "permutations": perms}
+
+
+def rank_test(x: np.ndarray, y: np.ndarray, perms: int = 10000, seed: int = 0) -> dict:
+    """Spearman correlation of x and y with a two-sided permutation p-value."""
+    rx, ry = _ranks(x), _ranks(y)
+    rho = float(np.corrcoef(rx, ry)[0, 1]) if rx.std() > 0 and ry.std() > 0 else 0.0
+    rng = np.random.default_rng(seed)
+    null = np.array([np.corrcoef(rx, rng.permutation(ry))[0, 1] for _ in range(perms)]) if ry.std() > 0 else np.zeros(1)
+    return {"spearman": rho, "p_value": float((1 + np.sum(np.abs(null) >= abs(rho) - 1e-12)) / (len(null) + 1))}
+
+
+def head_table(census: dict, drift: dict | None, disable: dict, task: str) -> list[dict]:
+    """One row per head: census shares and majority, drift cosine (None without drift), disabling effect."""
+    if task not in census["tasks"]:
+        raise RunError(f"the census has no task {task!r} (it has {', '.join(census['tasks'])}); run the census on it")
+    if drift is not None and task not in drift["tasks"]:
+        raise RunError(f"the drift result has no task {task!r} (it has {', '.join(drift['tasks'])})")
+    cells = census["tasks"][task]["heads"]
+    if (len(cells), len(cells[0])) != (len(disable["heads"]), len(disable["heads"][0])):
+        raise RunError("the census and the disable result come from models of different shapes")
+    rows = []
+    for l, row in enumerate(disable["heads"]):
+        for h, d in enumerate(row):
+            c = cells[l][h]
+            rows.append({"layer": l, "head": h, **{k: c["shares"][k] for k in LABELS}, "majority": c["majority"],
+                         "drift_cosine": drift["tasks"][task]["cosine"][l][h] if drift else None,
+                         "change": d["change"], "ci95_low": d["ci95"][0], "ci95_high": d["ci95"][1],
+                         "outside": d["outside"]})
+    return rows
+
+
+def run_link(census_path, drift_path, disable_path, task: str, out: str | Path, perms: int = 10000,
+             seed: int = 0) -> dict:
+    """Join census, drift and disable per head for ``task``; test the paper's hypothesis; write link.*."""
+    from ..core.fileio import write_bytes, write_json, write_text
+    from ..core.plots import link_figure
+
+    census, disable = _load(census_path, "census.json"), _load(disable_path, "disable.json")
+    drift = _load(drift_path, "drift.json") if drift_path else None
+    if disable["task"] != task:
+        raise RunError(f"the disable result is for {disable['task']}, not {task}")
+    rows = head_table(census, drift, disable, task)
+    drop = -np.array([r["change"] for r in rows])
+    majority = np.array([r["majority"] for r in rows])
+    test = group_test(drop, majority == "heterogeneous", majority == "vertical", perms, seed)
+    result = provenance(
+        experiment="link", task=task, census_encoder=Path(str(census["encoder"]["model"])).name,
+        drift=(drift["tag_a"] + " vs " + drift["tag_b"]) if drift else None, disable_model=disable["tag"],
+        disable_examples=disable["examples"], metric=disable["metric"],
+        test={"hypothesis": "disabling a heterogeneous head costs more than disabling a vertical one",
+              "statistic": "mean drop (heterogeneous) - mean drop (vertical), metric points as fractions", **test},
+        rank_heterogeneous_share_vs_drop=rank_test(np.array([r["heterogeneous"] for r in rows]), drop, perms, seed),
+        rank_drift_vs_drop=rank_test(1 - np.array([r["drift_cosine"] for r in rows]), drop, perms, seed)
+        if drift else None,
+        by_majority={k: {"heads": int((majority == k).sum()), "mean_drop": float(drop[majority == k].mean())}
+                     for k in LABELS if (majority == k).any()}, heads=rows)
+    out = Path(out)
+    keys = list(rows[0])
+    write_text(out / "link.csv", ",".join(keys) + "\n" + "".join(",".join(str(r[k]) for k in keys) + "\n"
+                                                                 for r in rows))
+    write_bytes(out / "link.png", link_figure(result))
+    write_json(out / "link.json", result)
+    return result

@@ -1,0 +1,187 @@
+"""Where [CLS] and [SEP] get attention (paper Fig. 6 and 7), and punctuation and any token class named by a regex.
+
+Usage (what ``patterncnn special-tokens`` runs)::
+
+    classes = TokenClasses.for_tokenizer(enc.tokenizer, {"digits": r"\\d+"})
+    result = run_special_tokens(enc, [split], classes, out="runs/special", progress=tqdm)
+    result["tasks"]["rte"]["share"]["cls"]     # (L, H): attention all tokens give to [CLS], over T
+    result["tasks"]["rte"]["cls_row"]          # last layer, per head: the [CLS] row split over token classes
+
+The measure of one (example, layer, head) map A (T x T, rows sum to 1) for a token class C is
+``sum over queries i and keys j in C of A[i, j], divided by T``: the attention the T tokens give to C,
+normalised by the sequence length as in the paper, so it lies in [0, 1] and the classes add up to 1.
+It is averaged over examples. Every key token falls in exactly one class, tried in this order: the
+tokenizer's own ``cls_token`` (``<s>`` for MPNet), its ``sep_token`` (``</s>``), the user's regexes
+(matched against the whole token, word-piece marks such as ``##`` removed), punctuation, other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+import unicodedata
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..encoders.load import Encoder
+from ..core.glue import GlueSplit
+from ..core.work import finish, prepare_out, provenance, public_fingerprint, public_source, run_parts, windows, work_dir
+
+WINDOW = 64
+RESULT = "special_tokens.json"
+_PIECE_MARKS = ("##", "\u0120", "\u2581")  # BERT continuation, byte-level BPE space, SentencePiece space
+
+
+def _bare(token: str) -> str:
+    for mark in _PIECE_MARKS:
+        if token.startswith(mark):
+            return token[len(mark):]
+    return token
+
+
+def is_punctuation(token: str) -> bool:
+    t = _bare(token)
+    return bool(t) and all(unicodedata.category(c).startswith("P") or c in "$+<=>^`|~" for c in t)
+
+
+@dataclasses.dataclass
+class TokenClasses:
+    """The token classes, in the order they are tried; ``cls``/``sep`` are the tokenizer's own special tokens."""
+
+    cls_token: str
+    sep_token: str
+    user: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> regex
+
+    @classmethod
+    def for_tokenizer(cls, tokenizer, user: dict[str, str] | None = None) -> "TokenClasses":
+        user = dict(user or {})
+        for name, pattern in user.items():
+            if name in ("cls", "sep", "punctuation", "other") or not name.isidentifier():
+                raise ValueError(f"--token-class name {name!r} is taken or not a plain name; use e.g. digits=REGEX")
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise ValueError(f"--token-class {name}={pattern!r} is not a valid regex ({e})") from None
+        return cls(tokenizer.cls_token, tokenizer.sep_token, user)
+
+    @property
+    def names(self) -> list[str]:
+        return ["cls", "sep", *self.user, "punctuation", "other"]
+
+    def assign(self, tokens: list[str]) -> np.ndarray:
+        """(T,) int: the class index of each token."""
+        compiled = [re.compile(p) for p in self.user.values()]
+        out = np.empty(len(tokens), dtype=np.int64)
+        for k, tok in enumerate(tokens):
+            if tok == self.cls_token:
+                out[k] = 0
+            elif tok == self.sep_token:
+                out[k] = 1
+            else:
+                hit = next((2 + i for i, rx in enumerate(compiled) if rx.fullmatch(_bare(tok))), None)
+                punct, other = len(self.names) - 2, len(self.names) - 1
+                out[k] = hit if hit is not None else (punct if is_punctuation(tok) else other)
+        return out
+
+
+def class_shares(maps: np.ndarray, classes: np.ndarray, n_classes: int) -> np.ndarray:
+    """(L, H, T, T) maps and (T,) class ids -> (C, L, H): attention given to each class, over T."""
+    t = maps.shape[-1]
+    onehot = np.eye(n_classes)[classes]  # (T, C)
+    received = maps.sum(axis=2)  # (L, H, T): each key's total attention from all queries
+    return np.einsum("lht,tc->clh", received, onehot) / t
+
+
+def cls_row(maps: np.ndarray, classes: np.ndarray, n_classes: int) -> np.ndarray:
+    """(H, C): how the last layer's [CLS] row (query 0) spreads over the token classes."""
+    return maps[-1, :, 0, :] @ np.eye(n_classes)[classes]
+
+
+def special_window(enc: Encoder, window: list, classes: TokenClasses, batch_size: int = 16) -> dict:
+    """Sums over one window: {"share": (C, L, H), "cls_row": (H, C), "tokens": (C,) token fractions, "n": ()}."""
+    c = len(classes.names)
+    share, row, frac, n = np.zeros((c, enc.num_layers, enc.num_heads)), np.zeros((enc.num_heads, c)), np.zeros(c), 0
+    for ea in enc.iter_attentions(window, batch_size=batch_size, window=WINDOW):
+        ids = classes.assign(ea.tokens)
+        share += class_shares(ea.maps, ids, c)
+        if ids[0] == 0:  # the first token is [CLS] (or <s>) for every BERT-family tokenizer used here
+            row += cls_row(ea.maps, ids, c)
+        frac += np.bincount(ids, minlength=c) / len(ids)
+        n += 1
+    return {"share": share, "cls_row": row, "tokens": frac, "n": np.array(n)}
+
+
+def summarize(parts: list[dict], names: list[str]) -> dict:
+    n = int(sum(int(p["n"]) for p in parts))
+    share = sum(p["share"] for p in parts) / n  # (C, L, H)
+    row = sum(p["cls_row"] for p in parts) / n  # (H, C)
+    frac = sum(p["tokens"] for p in parts) / n
+    layer_mean = share.mean(2)  # (C, L)
+    half = share.shape[1] / 2
+    return {
+        "examples": n, "share": {k: np.round(share[i], 5).tolist() for i, k in enumerate(names)},
+        "layer_mean": {k: np.round(layer_mean[i], 5).tolist() for i, k in enumerate(names)},
+        "token_fraction": {k: round(float(frac[i]), 5) for i, k in enumerate(names)},
+        "cls_row": {k: np.round(row[:, i], 5).tolist() for i, k in enumerate(names)},
+        "peak_layer": {k: int(layer_mean[i].argmax()) for i, k in enumerate(names)},
+        "cls_early_sep_late": bool(layer_mean[0].argmax() < half <= layer_mean[1].argmax()),
+    }
+
+
+def run_special_tokens(enc: Encoder, splits: list[GlueSplit], classes: TokenClasses, out: str | Path, seed: int = 0,
+                       limit: int | None = None, batch_size: int = 16, progress: Callable | None = None,
+                       overwrite: bool = False) -> dict:
+    """Attention to each token class per layer x head for each split, into ``out`` (JSON, CSV, PNG per task)."""
+    out = prepare_out(out, RESULT, overwrite)
+    result = provenance(experiment="special-tokens", model=public_fingerprint(enc.fingerprint), tag=enc.tag,
+                        layers=enc.num_layers, heads=enc.num_heads, max_length=enc.max_length, limit=limit, seed=seed,
+                        classes={"order": classes.names, "cls_token": classes.cls_token,
+                                 "sep_token": classes.sep_token, "user": classes.user}, tasks={})
+    for split in splits:
+        t0 = time.time()
+        params = {"task": split.task.name, "model": enc.fingerprint, "limit": limit, "seed": seed,
+                  "max_length": enc.max_length, "classes": result["classes"], "source": split.source}
+        work = work_dir(out, split.task.name, params)
+        chunks = windows(split.examples, WINDOW)
+        names = [f"window-{w:05d}" for w in range(len(chunks))]
+        bar = progress(total=len(split.examples), desc=f"special {split.task.name}", unit="ex") if progress else None
+        parts = run_parts(work, names, lambda name: special_window(enc, chunks[names.index(name)], classes, batch_size),
+                          (lambda name: bar.update(len(chunks[names.index(name)]))) if bar else None)
+        if bar:
+            bar.close()
+        result["tasks"][split.task.name] = {**summarize(list(parts.values()), classes.names),
+                                            "source": public_source(split.source), "of": split.total,
+                                            "seconds": round(time.time() - t0, 1)}
+    write_outputs(out, result)
+    finish(out)
+    return result
+
+
+def write_outputs(out: Path, result: dict) -> None:
+    import csv
+    import io
+
+    from ..core.fileio import write_bytes, write_json, write_text
+    from ..core.plots import cls_row_figure, grid_figure
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    names = result["classes"]["order"]
+    w.writerow(["task", "layer", "head", *names])
+    for task, s in result["tasks"].items():
+        for l in range(result["layers"]):
+            for h in range(result["heads"]):
+                w.writerow([task, l, h, *(s["share"][k][l][h] for k in names)])
+    write_text(out / "special_tokens.csv", buf.getvalue())
+    for task, s in result["tasks"].items():
+        panels = [(f"{k} (tokens: {100 * s['token_fraction'][k]:.0f}%)", np.array(s["share"][k]))
+                  for k in names if k != "other"]
+        write_bytes(out / f"special-{task}.png", grid_figure(
+            panels, f"attention given to each token class, over T — {result['tag']} on {task} "
+                    f"({s['examples']} dev examples)", "viridis", 0.0, max(float(v.max()) for _, v in panels),
+            cols=len(panels)))
+    write_bytes(out / "cls-row.png", cls_row_figure(result))
+    write_json(out / RESULT, result)

@@ -1,0 +1,311 @@
+"""Pull labels from Label Studio and merge them into a labelled set (:mod:`patterncnn.labelling.sets`).
+
+Usage (what ``patterncnn annotate pull`` runs)::
+
+    report = pull(connect(url, key), "attention patterns", maps=open_maps("exports/round1"), out="annotations")
+    flat = flatten(read_export(raw)[0], names={1: "me@example.com"})     # the rows of one export
+
+A pull reads the project's export (every annotation with its annotator's e-mail, every prediction
+in full: :meth:`patterncnn.labelling.labelstudio.Connection.export`), turns it into one row per annotation
+and one per prediction, and merges them by key into the set already in ``out``: nothing there is
+lost unless ``replace`` is asked for. Then each map's label is resolved from all its annotators'
+labels (:mod:`patterncnn.labelling.agreement`: majority or Dawid–Skene), and the method is recorded.
+
+A prediction's source is ``push`` (stored by ``patterncnn annotate push``: the task data names its
+model), ``ml-backend`` (a model version that the project's ML backend, e.g. ``patterncnn serve``,
+reported) or ``other``. Skipped tasks have no label and are counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import gzip
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from .. import __version__
+from .agreement import METHODS, rater_votes, resolve_votes
+from .push import FROM_NAME, UNCERTAIN
+from .sets import Tables, check_maps, export_name, label_counts, merge_rows, read_tables, text, write_labelled_set
+from ..core.labels import LABELS
+from .labelstudio import AnnotateError, Connection
+from ..core.maps import MapStore, MultiStore
+
+META = ("model", "task", "split", "example", "layer", "head", "T")
+
+
+def _label_of(ann: dict) -> tuple[str | None, bool]:
+    """(pattern label or None, uncertain) of one annotation or prediction."""
+    label, uncertain = None, False
+    for r in ann.get("result") or []:
+        choices = (r.get("value") or {}).get("choices") or []
+        if r.get("from_name") == FROM_NAME and choices:
+            label = choices[0]
+        if r.get("from_name") == UNCERTAIN and "uncertain" in choices:
+            uncertain = True
+    if label is not None and label not in LABELS:
+        raise AnnotateError(f"annotation {ann.get('id')} has label {label!r}, not one of {', '.join(LABELS)}: "
+                            f"was the project created with another labeling config?")
+    return label, uncertain
+
+
+@dataclasses.dataclass
+class Flat:
+    """The rows of one export."""
+
+    annotations: list[dict]
+    predictions: list[dict]
+    info: dict[str, dict]  # map_id -> the task's map metadata and Label Studio task id
+    report: dict  # tasks, cancelled, unlabelled, unknown_annotators, predictions_without_content
+
+
+def _who(completed_by, names: dict[int, str]) -> tuple[str, str]:
+    """(annotator e-mail, or "user <id>" when unknown; user id) from an annotation's ``completed_by``."""
+    if isinstance(completed_by, dict):
+        uid = completed_by.get("id")
+        return completed_by.get("email") or names.get(uid) or f"user {uid}", text(uid)
+    return names.get(completed_by) or f"user {completed_by}", text(completed_by)
+
+
+def _prediction_rows(task: dict, backends: dict[str, str], export_file: str) -> tuple[list[dict], int]:
+    """The task's predictions as rows, and how many the export names only by id."""
+    data = task.get("data") or {}
+    listed = task.get("predictions") or []
+    full = {p["id"]: p for p in listed if isinstance(p, dict)}
+    # An annotation started from a prediction carries it in full, even in exports that list only ids.
+    for ann in task.get("annotations") or []:
+        p = ann.get("prediction")
+        if isinstance(p, dict) and p.get("id") is not None:
+            full.setdefault(p["id"], p)
+    ids_only = len({p for p in listed if not isinstance(p, dict)} - set(full))
+    pre_model, pre_scores = data.get("pre_model"), data.get("pre_scores") or {}
+    rows = []
+    for p in full.values():
+        label, _ = _label_of(p)
+        mv = p.get("model_version") or ""
+        source = "push" if mv and mv == pre_model else "ml-backend" if mv in backends else "other"
+        score = pre_scores.get(label, p.get("score")) if source == "push" else p.get("score")
+        rows.append({"map_id": data["map_id"], "source": source, "backend": backends.get(mv, ""), "model_version": mv,
+                     "label": label, "score": score, "created_at": p.get("created_at"),
+                     "ls_project": task.get("project"),
+                     "ls_task_id": task.get("id"), "ls_prediction_id": p["id"], "export": export_file})
+    if pre_model and not any(r["source"] == "push" for r in rows):  # only the task data holds the pushed one
+        rows.append({"map_id": data["map_id"], "source": "push", "model_version": pre_model,
+                     "label": data.get("pre_label"), "score": pre_scores.get(data.get("pre_label")),
+                     "created_at": task.get("created_at"), "ls_project": task.get("project"),
+                     "ls_task_id": task.get("id"), "export": export_file})
+        ids_only = max(ids_only - 1, 0)  # the pushed prediction is one of the ids
+    return rows, ids_only
+
+
+def flatten(export: list[dict], names: dict[int, str] | None = None, backends: dict[str, str] | None = None,
+            export_file: str = "") -> Flat:
+    """One row per annotation and per prediction of a Label Studio JSON export.
+
+    Args:
+        names: Label Studio user id -> e-mail, for exports whose ``completed_by`` is a bare id.
+        backends: model version -> URL of the ML backend that reported it.
+        export_file: where the export is kept in the labelled set (recorded in every row).
+    """
+    if not isinstance(export, list):
+        raise AnnotateError("the export is not a Label Studio JSON export (a list of tasks); export as JSON")
+    names, backends = names or {}, backends or {}
+    anns, preds, info = [], [], {}
+    report = {"tasks": len(export), "cancelled": 0, "unlabelled": 0, "unknown_annotators": set(),
+              "predictions_without_content": 0}
+    for task in export:
+        data = task.get("data") or {}
+        map_id = data.get("map_id")
+        if map_id is None:
+            raise AnnotateError(f"task {task.get('id')} has no map_id: it was not pushed by patterncnn")
+        info[map_id] = {**{k: data.get(k) for k in META}, "ls_task_id": task.get("id")}
+        labelled = cancelled = False
+        for ann in task.get("annotations") or []:
+            label, uncertain = _label_of(ann)
+            who, uid = _who(ann.get("completed_by"), names)
+            if who.startswith("user "):
+                report["unknown_annotators"].add(uid)
+            labelled |= label is not None and not ann.get("was_cancelled")
+            cancelled |= bool(ann.get("was_cancelled"))
+            anns.append({"map_id": map_id, "annotator": who, "annotator_id": uid, "label": label,
+                         "uncertain": uncertain, "skipped": bool(ann.get("was_cancelled")),
+                         "lead_time": ann.get("lead_time"), "created_at": ann.get("created_at"),
+                         "updated_at": ann.get("updated_at"), "ls_project": task.get("project"),
+                         "ls_task_id": task.get("id"), "ls_annotation_id": ann.get("id"),
+                         "ls_unique_id": ann.get("unique_id"), "export": export_file})
+        if not labelled:
+            report["cancelled" if cancelled else "unlabelled"] += 1
+        rows, ids_only = _prediction_rows(task, backends, export_file)
+        preds += rows
+        report["predictions_without_content"] += ids_only
+    report["unknown_annotators"] = sorted(report["unknown_annotators"], key=lambda u: (len(u), u))
+    return Flat(anns, preds, info, report)
+
+
+def learn_names(export: list[dict], tables: Tables) -> dict[int, str]:
+    """User id -> e-mail as far as an existing labelled set tells: its annotation rows, and (for sets
+    written before annotations.csv existed) its label rows' annotation ids matched to the export."""
+    names = {int(r["annotator_id"]): r["annotator"] for r in tables.annotations.values()
+             if r.get("annotator_id", "").isdigit() and not r["annotator"].startswith("user ")}
+    by_annotation = {r["ls_annotation_id"]: r["annotator"] for r in tables.labels.values()
+                     if r.get("ls_annotation_id") and r.get("annotator") and not r["annotator"].isdigit()}
+    for task in export:
+        for ann in task.get("annotations") or []:
+            who = ann.get("completed_by")
+            if isinstance(who, int) and who not in names and text(ann.get("id")) in by_annotation:
+                names[who] = by_annotation[text(ann.get("id"))]
+    return names
+
+
+def label_rows(annotations: dict[str, dict], predictions: dict[str, dict], info: dict[str, dict],
+               method: str = "majority") -> dict[str, dict]:
+    """One row per map that has a label: the resolution of all its annotations, beside its pre-annotation.
+
+    Args:
+        annotations, predictions: keyed rows (:class:`patterncnn.labelling.sets.Tables`).
+        info: map id -> map metadata (model, task, ..., T, ls_task_id).
+    """
+    votes = rater_votes(annotations.values())
+    resolved = resolve_votes(votes, method)
+    labelled = defaultdict(list)
+    for r in annotations.values():
+        if r.get("label") and r.get("skipped") != "True":
+            labelled[r["map_id"]].append(r)
+    latest_pre = {}
+    for p in sorted(predictions.values(), key=lambda p: p.get("created_at") or ""):
+        if p.get("label"):
+            latest_pre[p["map_id"]] = p  # the most recent prediction of a map is its pre-annotation
+    rows = {}
+    for map_id, res in resolved.items():
+        seen = Counter(r["label"] for r in labelled[map_id])
+        chosen = res.vote.row if res.vote else {}
+        pre = latest_pre.get(map_id, {})
+        rows[map_id] = {k: text(v) for k, v in {
+            "map_id": map_id, "label": res.label, "uncertain": res.uncertain, "annotator": chosen.get("annotator"),
+            "pre_label": pre.get("label"), "pre_score": pre.get("score"), "pre_model": pre.get("model_version"),
+            "lead_time": chosen.get("lead_time"), "n_annotations": sum(seen.values()), "disagreement": len(seen) > 1,
+            "labels_seen": dict(seen), **{k: v for k, v in info.get(map_id, {}).items()},
+            "ls_annotation_id": chosen.get("ls_annotation_id"),
+            "annotated_at": chosen.get("updated_at") or chosen.get("created_at"), "pre_source": pre.get("source"),
+            "n_annotators": len(votes[map_id]), "resolution": res.method, "resolution_p": round(res.p, 4)}.items()}
+    return rows
+
+
+def read_export(raw: bytes) -> tuple[list[dict], bytes]:
+    """A Label Studio JSON export from bytes, plain or gzipped (as ``pull`` stores it): (tasks, JSON bytes)."""
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as e:
+            raise AnnotateError(f"the export is a broken gzip file ({e}); download it again") from None
+    try:
+        return json.loads(raw), raw
+    except ValueError:
+        raise AnnotateError("the export is not JSON: export the project as JSON (not CSV/COCO/...)") from None
+
+
+def _fetch(ls: Connection | None, project, from_file: str | None) -> tuple[bytes, str, dict, dict]:
+    """(export bytes, where they came from, user id -> e-mail, model version -> ML backend URL)."""
+    if from_file:
+        with open(from_file, "rb") as f:
+            return f.read(), f"file {from_file}", {}, {}
+    if project is None:
+        raise AnnotateError("pass --project (title or id) to pull from a server, or --from-file EXPORT.json")
+    found = ls.find_project(project)
+    if found is None:
+        raise AnnotateError(f"no Label Studio project titled {project!r}; check the title or pass its id")
+    return (ls.export(found), f"{ls.url} project {found.id} ({found.title!r})", ls.annotators(),
+            ls.ml_backends(found.id))
+
+
+def _maps_source(out: Path, maps):
+    """The labelled set's own maps/ (first) and the given stores, or None when there are neither."""
+    sources = [MapStore(out / "maps")] if (out / "maps" / "store.json").is_file() else []
+    sources += [maps] if maps is not None else []
+    return MultiStore(sources) if sources else None
+
+
+def _map_info(old: Tables, flat: Flat, maps) -> dict[str, dict]:
+    """Map id -> metadata columns of labels.csv: from the map stores, else the task data, else the old row."""
+    info = {m: {k: r.get(k, "") for k in (*META, "ls_task_id")} for m, r in old.labels.items()}
+    for m, i in flat.info.items():
+        meta = maps.metadata(m) if maps is not None and m in maps else {}
+        info[m] = {k: text(meta.get(k, i.get(k))) for k in (*META, "ls_task_id")}
+    return info
+
+
+def last_resolution(out) -> str | None:
+    """The resolution method of the labelled set's latest pull (``pulls.jsonl``), if any."""
+    log = Path(out) / "pulls.jsonl"
+    if not log.is_file():
+        return None
+    lines = [line for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not lines:
+        return None
+    try:
+        method = json.loads(lines[-1]).get("resolution")
+    except (json.JSONDecodeError, AttributeError):
+        raise AnnotateError(f"{log}: the last line is not a JSON object; repair it or pass --resolve") from None
+    if method is not None and method not in METHODS:
+        raise AnnotateError(f"{log}: the last pull's resolution {method!r} is not one of {', '.join(METHODS)}; "
+                            f"pass --resolve")
+    return method
+
+
+def pull(ls: Connection | None, project: str | int | None, maps, out, from_file: str | None = None,
+         method: str | None = None, replace: bool = False, dry_run: bool = False,
+         names: dict[int, str] | None = None) -> dict:
+    """Export a project's annotations (or read an export file) and merge them into the labelled set ``out``.
+
+    Args:
+        maps: the map store(s) the tasks were pushed from (None: only maps already in ``out/maps``).
+        method: how each map's label is resolved from its annotators' labels (``majority``, ``dawid-skene``);
+            None keeps the method of the set's latest pull (majority for a new set), so that a pull does not
+            silently re-resolve every earlier map another way.
+        replace: make the set exactly this export's labels, dropping the rest (the report lists them).
+        dry_run: compute and report, write nothing.
+        names: user id -> e-mail for annotators the export names only by id (``--annotator``).
+
+    Returns:
+        The pull report: this export's counts, the changes per table (added, updated, kept, dropped),
+        the labels (counts), the maps with disagreeing annotations.
+    """
+    out = Path(out)
+    method = method or last_resolution(out) or "majority"
+    raw, source, server_names, backends = _fetch(ls, project, from_file)
+    export, raw = read_export(raw)
+    old = read_tables(out)
+    backends = {**{p["model_version"]: p.get("backend", "") for p in old.predictions.values()
+                   if p.get("source") == "ml-backend"}, **backends}
+    name = export_name(raw)
+    flat = flatten(export, {**learn_names(export, old), **server_names, **(names or {})}, backends, name)
+    new = Tables.of(annotations=flat.annotations, predictions=flat.predictions)
+    annotations, a_changes = merge_rows(old.annotations, new.annotations, replace, version="updated_at")
+    predictions, p_changes = merge_rows(old.predictions, new.predictions, replace, version="created_at")
+    source_maps = _maps_source(out, maps)
+    if not any(a["label"] and not a["skipped"] for a in flat.annotations):
+        raise AnnotateError(f"no labelled maps in the export ({flat.report['tasks']} task(s), "
+                            f"{flat.report['cancelled']} skipped, {flat.report['unlabelled']} unlabelled); "
+                            f"nothing written to {out}")
+    labels, l_changes = merge_rows(old.labels, label_rows(annotations, predictions, _map_info(old, flat, source_maps),
+                                                          method), replace)
+    l_changes["relabelled"] = sorted(m for m in l_changes["updated"] if old.labels[m]["label"] != labels[m]["label"])
+    changes = {"annotations": a_changes, "predictions": p_changes, "labels": l_changes}
+    report = {**flat.report, "source": source, "export": name, "resolution": method, "replace": replace,
+              "dry_run": dry_run, "labelled": len(labels), "labels": label_counts(labels.values()),
+              "resolutions": dict(Counter(r.get("resolution") or "earlier pull" for r in labels.values())),
+              "changes": changes,
+              "disagreements": [{"map_id": m, "labels": json.loads(r["labels_seen"]), "chosen": r["label"]}
+                                for m, r in sorted(labels.items()) if r.get("disagreement") == "True"]}
+    check_maps(out, labels, source_maps)
+    if dry_run:
+        return report
+    log_entry = {"at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                 "source": source, "export": name, "resolution": method, "replace": replace,
+                 "patterncnn": __version__, "labelled": len(labels),
+                 "changes": {t: {k: v if isinstance(v, int) else len(v) for k, v in c.items()}
+                             for t, c in changes.items()}}
+    write_labelled_set(out, Tables(labels, annotations, predictions), source_maps, (name, raw), report, log_entry)
+    return report

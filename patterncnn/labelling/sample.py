@@ -1,0 +1,144 @@
+"""Sample attention maps for annotation: random (example, layer, head) triples, stratified by layer.
+
+Usage (what ``patterncnn sample`` runs)::
+
+    enc = load_encoder("minilm")
+    splits = [load_split("rte", "dev", glue_dir), load_split("sst2", "dev", glue_dir)]
+    summary = sample_maps(enc, splits, per_task=50, seed=0, out="exports/demo")
+
+For each task, ``per_task`` maps are drawn: layers are dealt out evenly (each layer gets
+``per_task // L`` maps and a random ``per_task % L`` layers one more), examples are drawn
+without replacement while the split has enough of them, heads uniformly; no triple repeats.
+Only the drawn examples go through the encoder. The output folder is a map store
+(:mod:`patterncnn.core.maps`) with one PNG per map in ``png/``.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .. import __version__
+from ..encoders.load import Encoder
+from ..core.fileio import write_bytes
+from ..core.glue import GlueSplit
+from ..core.maps import MapStore, map_record
+from ..classifier.render import render_png
+
+log = logging.getLogger(__name__)
+
+
+def plan_samples(n_examples: int, num_layers: int, num_heads: int, n: int,
+                 rng: np.random.Generator) -> list[tuple[int, int, int]]:
+    """Draw ``n`` distinct (example position, layer, head) triples, every layer represented.
+
+    Raises:
+        ValueError: when ``n`` exceeds the number of distinct triples.
+    """
+    if n < 1:
+        raise ValueError(f"--per-task must be at least 1 (got {n})")
+    if n > n_examples * num_layers * num_heads:
+        raise ValueError(f"--per-task {n} exceeds the {n_examples * num_layers * num_heads} maps of the split")
+    base, extra = divmod(n, num_layers)
+    layers = np.repeat(np.arange(num_layers), base)
+    layers = np.concatenate([layers, rng.permutation(num_layers)[:extra]])
+    rng.shuffle(layers)
+    pool = rng.permutation(n_examples)  # distinct examples while they last
+    seen: set[tuple[int, int, int]] = set()
+    triples = []
+    for i, layer in enumerate(layers.tolist()):
+        ex = int(pool[i]) if i < n_examples else int(rng.integers(n_examples))
+        head = int(rng.integers(num_heads))
+        while (ex, layer, head) in seen:  # terminates: no layer gets more than n_examples * num_heads
+            ex, head = int(rng.integers(n_examples)), int(rng.integers(num_heads))
+        seen.add((ex, layer, head))
+        triples.append((ex, layer, head))
+    return triples
+
+
+def uniform_samples(n_examples: int, num_layers: int, num_heads: int, n: int,
+                    rng: np.random.Generator) -> list[tuple[int, int, int]]:
+    """Draw ``n`` distinct (example position, layer, head) triples uniformly at random over all of them.
+
+    Such a sample is what the census counts (every map of every example weighs the same), so the
+    share of each hand label in it estimates the task's true pattern shares without bias.
+
+    Raises:
+        ValueError: when ``n`` exceeds the number of distinct triples.
+    """
+    total = n_examples * num_layers * num_heads
+    if n < 1:
+        raise ValueError(f"--per-task must be at least 1 (got {n})")
+    if n > total:
+        raise ValueError(f"--per-task {n} exceeds the {total} maps of the split")
+    flat = rng.choice(total, size=n, replace=False)
+    return [(int(k // (num_layers * num_heads)), int(k // num_heads % num_layers), int(k % num_heads)) for k in flat]
+
+
+DESIGNS = {"stratified": plan_samples, "uniform": uniform_samples}
+
+
+def sample_maps(
+    encoder: Encoder,
+    splits: list[GlueSplit],
+    per_task: int,
+    seed: int,
+    out: str | Path,
+    batch_size: int = 16,
+    pngs: bool = True,
+    progress: Callable | None = None,
+    design: str = "stratified",
+) -> dict:
+    """Sample, extract and write maps from each split into the map store ``out``.
+
+    Args:
+        progress: optional ``tqdm``-like factory ``progress(total=..., desc=...)``.
+        design: ``stratified`` (every layer represented, examples distinct while they last: for
+            annotation rounds) or ``uniform`` (uniform over all (example, layer, head) triples: a
+            sample whose label shares estimate the census's shares). Each map records it as ``sampling``.
+
+    Returns:
+        A summary: maps written per task, truncations, the store path.
+    """
+    out = Path(out)
+    store = MapStore.create(out, info={
+        "model": encoder.fingerprint, "max_length": encoder.max_length, "seed": seed, "per_task": per_task,
+        "design": design,
+        "tasks": {s.task.name: {"split": s.split, "source": s.source, "examples": s.total} for s in splits},
+        "layers": encoder.num_layers, "heads": encoder.num_heads,
+    })
+    summary = {"store": str(out), "tasks": {}, "truncated": 0, "patterncnn": __version__}
+    for split in splits:
+        # A per-task seed: adding a task does not change the sample of the others.
+        rng = np.random.default_rng([seed, zlib.crc32(split.task.name.encode())])
+        triples = DESIGNS[design](len(split.examples), encoder.num_layers, encoder.num_heads, per_task, rng)
+        wanted: dict[int, list[tuple[int, int]]] = {}  # example index -> (layer, head)s
+        for pos, layer, head in triples:
+            wanted.setdefault(split.examples[pos].index, []).append((layer, head))
+        chosen = [ex for ex in split.examples if ex.index in wanted]
+        bar = progress(total=len(chosen), desc=f"export {split.task.name}", unit="ex") if progress else None
+        records = []
+        before = encoder.truncations
+        for ea in encoder.iter_attentions(chosen, batch_size=batch_size):
+            for layer, head in sorted(wanted[ea.example.index]):
+                meta = map_record(encoder, split.task.name, split.split, ea, layer, head)
+                records.append(({**meta, "sampling": design}, ea.maps[layer, head]))
+            if bar:
+                bar.update(1)
+        if bar:
+            bar.close()
+        records.sort(key=lambda r: r[0]["id"])
+        store.append(records)
+        if pngs:
+            for meta, arr in records:
+                write_bytes(out / "png" / f"{meta['id']}.png", render_png(
+                    arr, meta["tokens"], meta["seps"], title=meta["id"],
+                    subtitle=f"{encoder.name} | {meta['task']} {meta['split']} #{meta['example']} | "
+                             f"layer {meta['layer']} head {meta['head']} | T={meta['T']}"))
+        summary["tasks"][split.task.name] = len(records)
+        summary["truncated"] += encoder.truncations - before
+    return summary

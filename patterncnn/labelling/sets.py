@@ -1,0 +1,270 @@
+"""The labelled set: the folder ``annotate pull`` merges into and ``train`` reads (e.g. ``annotations/``).
+
+Layout::
+
+    labels.csv          one row per labelled map (LABEL_COLUMNS): the resolved label, how it was resolved,
+                        the pre-annotation and its source, Label Studio ids, ... joined to the map metadata
+    annotations.csv     one row per annotation (ANNOTATION_COLUMNS): every annotator's label of every map
+    predictions.csv     one row per pre-annotation (PREDICTION_COLUMNS): source (push / ml-backend / other),
+                        model version, label, score
+    maps/               a map store (patterncnn.core.maps) holding exactly the labelled maps
+    exports/            every Label Studio export pulled, as it came, gzipped, named by its content hash
+    pulls.jsonl         one line per pull: when, from where, which export, what was added, updated, dropped
+    pull-report.json    the latest pull's report
+
+Rows have keys (:func:`row_key`): labels the map id, annotations Label Studio's annotation UUID,
+predictions map id + prediction id + model version. A pull merges by key: new rows are added,
+changed rows updated, rows the export does not hold are kept (:func:`merge_rows`).
+
+Usage::
+
+    tables = read_tables("annotations")                     # what is there (empty tables if nothing)
+    write_labelled_set("annotations", tables, maps, export=(name, raw), report=report)   # staged, atomic
+    data = load_labelled("annotations")                     # for training
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from ..core.fileio import write_bytes, write_json, write_text
+from ..core.labels import LABELS, label_index
+from .labelstudio import AnnotateError
+from ..core.maps import MapStore
+
+LABEL_COLUMNS = ("map_id", "label", "uncertain", "annotator", "pre_label", "pre_score", "pre_model", "lead_time",
+                 "n_annotations", "disagreement", "labels_seen", "model", "task", "split", "example", "layer", "head",
+                 "T", "ls_task_id", "ls_annotation_id", "annotated_at", "pre_source", "n_annotators", "resolution",
+                 "resolution_p")
+ANNOTATION_COLUMNS = ("map_id", "annotator", "annotator_id", "label", "uncertain", "skipped", "lead_time",
+                      "created_at", "updated_at", "ls_project", "ls_task_id", "ls_annotation_id", "ls_unique_id",
+                      "export")
+PREDICTION_COLUMNS = ("map_id", "source", "backend", "model_version", "label", "score", "created_at", "ls_project",
+                      "ls_task_id", "ls_prediction_id", "export")
+TABLES = {"labels": ("labels.csv", LABEL_COLUMNS), "annotations": ("annotations.csv", ANNOTATION_COLUMNS),
+          "predictions": ("predictions.csv", PREDICTION_COLUMNS)}
+
+
+def text(value) -> str:
+    """A cell as the CSV stores it, so rows read back compare equal to rows built in memory."""
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def row_key(table: str, row: dict) -> str:
+    """The key a row is merged by (see the module docstring)."""
+    if table == "labels":
+        return row["map_id"]
+    if table == "annotations":
+        return row.get("ls_unique_id") or f"{row['map_id']}#{row['ls_annotation_id']}"
+    if row.get("source") == "push":  # push is idempotent by map id: one pushed prediction per map and model
+        return f"{row['map_id']}#push#{row['model_version']}"
+    return f"{row['map_id']}#{row['ls_prediction_id']}#{row['model_version']}"
+
+
+@dataclasses.dataclass
+class Tables:
+    """The three tables of a labelled set, each {key: row} with every cell a string."""
+
+    labels: dict[str, dict] = dataclasses.field(default_factory=dict)
+    annotations: dict[str, dict] = dataclasses.field(default_factory=dict)
+    predictions: dict[str, dict] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, **rows: Iterable[dict]) -> "Tables":
+        """Tables from row lists, cells normalised with :func:`text`."""
+        return cls(**{name: {row_key(name, r): {k: text(v) for k, v in r.items()} for r in rs}
+                      for name, rs in rows.items()})
+
+
+def read_tables(root: str | Path) -> Tables:
+    """The tables of the labelled set in ``root`` (empty where a file is missing, e.g. an older set)."""
+    tables = Tables()
+    for name, (filename, _) in TABLES.items():
+        path = Path(root) / filename
+        if path.is_file():
+            with open(path, encoding="utf-8", newline="") as f:
+                setattr(tables, name, {row_key(name, r): r for r in csv.DictReader(f)})
+    return tables
+
+
+def merge_rows(old: dict[str, dict], new: dict[str, dict], replace: bool = False,
+               version: str | None = None) -> tuple[dict[str, dict], dict]:
+    """Merge keyed rows: add new keys, update changed rows, keep (or, with ``replace``, drop) the rest.
+
+    Args:
+        version: a column of ISO times (e.g. ``updated_at``); a row older than the one there does not
+            replace it (pulling an older export again changes nothing).
+
+    Returns:
+        (merged rows, changes {"added": [keys], "updated": [keys], "kept": n, "dropped": [keys]}).
+    """
+    merged = {} if replace else dict(old)
+    added, updated = [], []
+    for key, row in new.items():
+        before = old.get(key)
+        if before is None:
+            added.append(key)
+        elif version and row.get(version, "") < before.get(version, ""):
+            row = before
+        elif any(before.get(c, "") != v for c, v in row.items()):
+            updated.append(key)
+        merged[key] = row
+    gone = sorted(set(old) - set(new))
+    return merged, {"added": sorted(added), "updated": sorted(updated), "kept": 0 if replace else len(gone),
+                    "dropped": gone if replace else []}
+
+
+def label_counts(rows: Iterable[dict]) -> dict[str, int]:
+    c = Counter(r["label"] for r in rows)
+    return {name: c.get(name, 0) for name in LABELS}
+
+
+def _csv(rows: Iterable[dict], columns: tuple[str, ...], order) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n", extrasaction="ignore")
+    w.writeheader()
+    w.writerows(sorted(rows, key=order))
+    return buf.getvalue()
+
+
+def export_name(raw: bytes) -> str:
+    """Where an export is kept in the set: ``exports/<first 16 hex digits of its SHA-256>.json.gz``."""
+    return f"exports/{hashlib.sha256(raw).hexdigest()[:16]}.json.gz"
+
+
+def write_labelled_set(out, tables: Tables, maps=None, export: tuple[str, bytes] | None = None,
+                       report: dict | None = None, log_entry: dict | None = None) -> None:
+    """Write a labelled set into ``out``, staged: a failure leaves ``out`` as it was.
+
+    Everything is built in a staging folder inside ``out`` first (the tables, the export, the maps
+    store with exactly the labelled maps), then moved into place file by file with atomic renames:
+    the maps first when the set grows, ``labels.csv`` first when it shrinks, so ``labels.csv`` never
+    names a map that ``maps/`` lacks. Files that a pull does not write (a datasheet, older exports) stay.
+
+    Args:
+        maps: a map source holding every labelled map (e.g. the old ``maps/`` plus the pushed stores);
+            None writes no ``maps/`` (tables only).
+        export: (name from :func:`export_name`, the export bytes as they came); stored gzipped.
+        log_entry: appended to ``pulls.jsonl``.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    ids = sorted(tables.labels)
+    old_ids = _stored_ids(out)
+    check_maps(out, ids, maps)
+    stage = Path(tempfile.mkdtemp(prefix=".pull-", dir=out))
+    try:
+        write_maps = maps is not None and old_ids != set(ids)
+        if write_maps:
+            store = MapStore.create(stage / "maps", info={"labelled_set": True, "source": str(maps.root)})
+            store.append((maps.metadata(m), maps.get(m)) for m in ids)
+        staged = _stage_files(out, stage, tables, export, report, log_entry)
+        grows = old_ids is None or old_ids <= set(ids)
+        if write_maps and grows:
+            _swap_maps(out, stage)
+        for filename in sorted(staged, key=lambda f: f != "labels.csv" or grows):  # labels.csv first if shrinking
+            (out / filename).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(stage / filename, out / filename)
+        if write_maps and not grows:
+            _swap_maps(out, stage)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _stored_ids(out: Path) -> set[str] | None:
+    return set(MapStore(out / "maps").ids) if (out / "maps" / "store.json").is_file() else None
+
+
+def check_maps(out, ids: Iterable[str], maps) -> None:
+    """Raise unless every labelled map is in ``maps`` (or, when None, in ``out/maps`` if the set has one)."""
+    old_ids = _stored_ids(Path(out))
+    missing = [m for m in ids if m not in maps] if maps is not None else sorted(set(ids) - (old_ids or set(ids)))
+    if missing:
+        raise AnnotateError(f"{len(missing)} labelled map(s) are not in the given map store(s) (nor in "
+                            f"{Path(out) / 'maps'}), e.g. {missing[0]}: pass every store the project was pushed "
+                            f"from with --maps")
+
+
+def _stage_files(out: Path, stage: Path, tables: Tables, export, report, log_entry) -> list[str]:
+    """Write the set's files (all but maps/) into ``stage``; returns their names relative to it, in move order."""
+    staged = []
+    if export is not None and not (out / export[0]).exists():
+        write_bytes(stage / export[0], gzip.compress(export[1], mtime=0))
+        staged.append(export[0])
+    for name, (filename, columns) in TABLES.items():
+        rows = getattr(tables, name).values()
+        write_text(stage / filename, _csv(rows, columns, lambda r: (r["map_id"], r.get("created_at", ""),
+                                                                      r.get("ls_annotation_id", ""))))
+        staged.append(filename)
+    if report is not None:
+        write_json(stage / "pull-report.json", report)
+        staged.append("pull-report.json")
+    if log_entry is not None:
+        log = out / "pulls.jsonl"
+        before = log.read_text(encoding="utf-8") if log.is_file() else ""
+        write_text(stage / "pulls.jsonl", before + json.dumps(log_entry, sort_keys=True) + "\n")
+        staged.append("pulls.jsonl")
+    return staged
+
+
+def _swap_maps(out: Path, stage: Path) -> None:
+    if (out / "maps").exists():
+        (out / "maps").rename(stage / "old-maps")
+    (stage / "maps").rename(out / "maps")
+
+
+@dataclasses.dataclass
+class Labelled:
+    ids: list[str]
+    maps: list[np.ndarray]
+    seps: list[list[int] | None]
+    y: np.ndarray  # (N,) label indices
+    groups: np.ndarray  # (N,) input-example keys
+    uncertain: np.ndarray  # (N,) bool
+    data_hash: str
+    meta: list[dict]
+
+
+def load_labelled(annotations: str | Path) -> Labelled:
+    """Read ``labels.csv`` and the labelled maps (``maps/``) written by ``patterncnn annotate pull``."""
+    root = Path(annotations)
+    table = root / "labels.csv"
+    if not table.is_file():
+        raise FileNotFoundError(f"{table} not found: --annotations must be a folder written by "
+                                f"`patterncnn annotate pull` (labels.csv + maps/)")
+    store = MapStore(root / "maps")
+    rows = list(csv.DictReader(open(table, encoding="utf-8")))
+    if not rows:
+        raise ValueError(f"{table} holds no labelled maps")
+    h = hashlib.sha256()
+    ids, maps, seps, y, groups, unc, metas = [], [], [], [], [], [], []
+    for r in sorted(rows, key=lambda r: r["map_id"]):
+        meta = store.metadata(r["map_id"])
+        arr = np.asarray(store.get(r["map_id"]), dtype=np.float32)
+        h.update(r["map_id"].encode() + r["label"].encode() + arr.tobytes())
+        ids.append(r["map_id"])
+        maps.append(arr)
+        seps.append(meta.get("seps"))
+        y.append(label_index(r["label"]))
+        # The same input example seen through different encoders is one group.
+        groups.append(f"{meta.get('task')}/{meta.get('split')}/{meta.get('example')}")
+        unc.append(r.get("uncertain") == "True")
+        metas.append(meta)
+    return Labelled(ids, maps, seps, np.array(y), np.array(groups), np.array(unc), h.hexdigest(), metas)

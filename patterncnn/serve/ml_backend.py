@@ -1,0 +1,59 @@
+"""The Label Studio ML backend protocol: ``POST /setup`` and ``POST /predict`` (``GET /health`` is shared).
+
+Label Studio calls ``/setup`` with a project's labeling config when the backend is connected, and
+``/predict`` with tasks to pre-annotate. The tasks are the map tasks that ``patterncnn annotate
+push`` creates: their data carries the map as a base64 ``.npy``. Predictions are built by
+:func:`patterncnn.labelling.push.prediction`, with the label names the project's config uses.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+
+from ..labelling.push import choice_names, prediction
+from .decode import JsonRoute, checked, task_map
+from .errors import BadInput, error_responses
+from .schemas import PredictRequest, PredictResponse, SetupRequest, SetupResponse, Task
+from .state import Parts, get_parts
+
+MAX_NAME = 256
+router = APIRouter(route_class=JsonRoute, tags=["Label Studio ML backend"],
+                   responses=error_responses(400, 408, 413, 415, 422))
+
+
+def project_names(config: str | None) -> tuple[str, str]:
+    """(from_name, to_name) of the pattern choices in a labeling config; 422 naming the problem."""
+    try:
+        names = choice_names(config)
+    except ValueError as e:
+        raise BadInput(str(e)) from None
+    if any(len(name or "") > MAX_NAME for name in names):  # /setup keeps them: bound what it keeps
+        raise BadInput(f"the pattern Choices' name or toName is longer than {MAX_NAME} characters; shorten it")
+    return names
+
+
+@router.post("/setup", response_model=SetupResponse)
+async def setup(req: SetupRequest, parts: Parts = Depends(get_parts)) -> SetupResponse:
+    """Check a project's labeling config and remember its label names."""
+    parts.remember_project(req.project, project_names(req.label_config))
+    return SetupResponse(model_version=parts.classifier.model_version)
+
+
+@router.post("/predict", response_model=PredictResponse)
+async def predict(req: PredictRequest, parts: Parts = Depends(get_parts)) -> PredictResponse:
+    """Pre-annotations for map tasks: the top label and its probability, one prediction per task."""
+    if req.label_config:
+        from_name, to_name = project_names(req.label_config)
+    else:
+        from_name, to_name = parts.projects.get(str(req.project)) or project_names(None)
+    probs = await parts.run(_predict, parts, req.tasks)
+    version = parts.classifier.model_version
+    return PredictResponse(results=[prediction(p, version, from_name, to_name) for p in probs], model_version=version)
+
+
+def _predict(parts: Parts, tasks: list[Task]):
+    if not tasks:
+        return []
+    batch = checked([str(t.id) for t in tasks], [task_map(t, parts.settings) for t in tasks],
+                    [t.data.seps for t in tasks], parts.settings)
+    return parts.predict(batch.ids, batch.maps, batch.seps)

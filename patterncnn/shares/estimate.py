@@ -1,0 +1,296 @@
+"""Pattern shares from the classifier's outputs, corrected for its errors, with intervals in two parts.
+
+Usage::
+
+    plan = plan_for(classifier.metadata, estimator=None, scope=None, encoder=enc.tag)  # None: the validated best
+    part = plan.estimate(probs, labels, single)      # (N, M, 5), (N, M), (N,) of one task's N examples
+    part["shares"], part["ci95"], part["ci95_parts"]["examples"], part["ci95_parts"]["classifier"]
+
+Estimators (:data:`ESTIMATORS`):
+
+- ``count``: the share of maps whose most probable pattern is each one (argmax counting);
+- ``probs``: the mean of temperature-scaled probabilities (:mod:`patterncnn.shares.calibrate`);
+- ``adjusted``: adjusted classify-and-count (Forman 2008): the argmax shares pushed through the
+  inverse of the out-of-fold confusion matrix (its ridge least-squares form), clipped at 0 and
+  renormalised.
+
+Every estimator here is a sum over maps of a per-map vector, then :func:`finish`. That makes the
+intervals cheap: :func:`shares_with_intervals` resamples examples (the census's examples, with the
+calibration fixed) and, separately, takes the calibration's bootstrap replicates (the census's maps
+fixed); their joint resampling gives the total interval. ``count`` has no calibration: its
+classifier part is instead the classifier's validated share error for each pattern (the ``bias_band``
+of :mod:`patterncnn.training.validate`: the largest pooled error it made on that pattern in cross-validated
+validation), added to the examples' interval in quadrature. Without a validation it has none, and
+its interval covers the examples only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Callable
+
+import numpy as np
+
+from .calibrate import CAL_BOOTSTRAP, Calibration, Rows, fit_calibration, scope_mask, stored_rows, temper
+from ..core.labels import LABELS
+
+log = logging.getLogger(__name__)
+
+ESTIMATORS = ("count", "probs", "adjusted")
+BOOTSTRAP = 1000  # resamples of the examples
+TARGET_ERROR = 0.03  # validated mean |share error| per class, per encoder
+TARGET_COVERAGE = 0.90  # share of (task, class) cells whose 95% interval holds the hand-labelled share
+RETRAIN = "retrain it with `patterncnn train` (it stores the calibration with the model)"
+
+
+def finish(x: np.ndarray) -> np.ndarray:
+    """Summed per-map vectors (..., 5) -> shares: clipped at 0, renormalised (uniform if nothing is left)."""
+    x = np.clip(x, 0.0, None)
+    s = x.sum(-1, keepdims=True)
+    return np.divide(x, s, out=np.full(x.shape, 1 / x.shape[-1]), where=s > 0)
+
+
+def example_sums(estimator: str, probs: np.ndarray, labels: np.ndarray, single: np.ndarray,
+                 cal: Calibration | None) -> np.ndarray:
+    """Each example's summed per-map vectors, per calibration replicate.
+
+    Args:
+        probs: (N, M, 5) probabilities of the M maps of N examples (segment rule applied).
+        labels: (N, M) argmax labels.
+        single: (N,) bool, single-segment inputs.
+        cal: the calibration (None for ``count``).
+
+    Returns:
+        (R, N, 5); R = 1 for ``count``, else the calibration's replicates.
+    """
+    counts = np.stack([(labels == k).sum(1) for k in range(len(LABELS))], axis=1).astype(np.float64)  # (N, 5)
+    if estimator == "count":
+        return counts[None]
+    if cal is None:
+        raise ValueError(f"the {estimator} estimator needs a calibration")
+    if estimator == "adjusted":
+        kinds = (single, ~single)
+        return sum(np.einsum("rij,nj->rni", cal.adjust[:, k], counts * kinds[k][:, None]) for k in (0, 1))
+    if estimator == "probs":
+        temps, which = np.unique(cal.temperature, return_inverse=True)  # the grid repeats: temper each T once
+        sums = np.stack([temper(probs, t).sum(1) for t in temps])  # (U, N, 5)
+        return sums[which]
+    raise ValueError(f"unknown estimator {estimator!r}; choose one of {', '.join(ESTIMATORS)}")
+
+
+def _ci(samples: np.ndarray) -> dict:
+    lo, hi = np.percentile(samples, [2.5, 97.5], axis=0)
+    return {name: [float(a), float(b)] for name, a, b in zip(LABELS, lo, hi)}
+
+
+def shares_with_intervals(sums: np.ndarray, seed: int = 0, band: np.ndarray | None = None) -> dict:
+    """Shares and 95% percentile intervals from per-example sums (R, N, 5) (:func:`example_sums`).
+
+    ``examples``: N examples resampled with replacement, calibration replicate 0. ``classifier``:
+    the calibration's replicates 1..R-1 on all examples; with no replicates (R = 1, ``count``), the
+    point ± ``band`` (5,) (the validated share error per pattern), or zero width without one.
+    ``ci95`` (total): both at once, resample b paired with replicate b; with a band, the examples'
+    interval widened on each side by the band in quadrature. Intervals are clipped to [0, 1].
+    """
+    r, n, _ = sums.shape
+    rng = np.random.default_rng(seed)
+    w = rng.multinomial(n, np.full(n, 1 / n), size=BOOTSTRAP).astype(np.float64)  # (B, N)
+    point = finish(sums[0].sum(0))
+    examples = finish(w @ sums[0])  # (B, 5)
+    if r > 1:
+        k = min(r - 1, BOOTSTRAP)
+        classifier = finish(sums[1:].sum(1))
+        total = finish(np.einsum("bn,bnk->bk", w[:k], sums[1 : k + 1]))
+    elif band is not None:
+        return _banded(point, _ci(examples), np.asarray(band, dtype=np.float64))
+    else:
+        classifier, total = point[None], examples
+    return {"shares": {name: float(s) for name, s in zip(LABELS, point)}, "ci95": _ci(total),
+            "ci95_parts": {"examples": _ci(examples), "classifier": _ci(classifier)}}
+
+
+def _banded(point: np.ndarray, examples: dict, band: np.ndarray) -> dict:
+    """Point shares with the examples' interval and a systematic ± ``band`` per pattern, combined in quadrature."""
+    def clip(x: float) -> float:
+        return float(min(max(x, 0.0), 1.0))
+
+    total, classifier = {}, {}
+    for name, p, b in zip(LABELS, point, band):
+        lo, hi = examples[name]
+        total[name] = [clip(p - np.hypot(p - lo, b)), clip(p + np.hypot(hi - p, b))]
+        classifier[name] = [clip(p - b), clip(p + b)]
+    return {"shares": {name: float(s) for name, s in zip(LABELS, point)}, "ci95": total,
+            "ci95_parts": {"examples": examples, "classifier": classifier}}
+
+
+def bias_band(validated: dict | str | None) -> np.ndarray | None:
+    """(5,) the validated share error per pattern that widens ``count``'s interval, or None when unknown
+    (``validated``: a :func:`validated_error` record, or what a census records when there is none)."""
+    b = validated.get("bias_band") if isinstance(validated, dict) else None
+    return None if b is None else np.array([b[name] for name in LABELS], dtype=np.float64)
+
+
+def validated_error(validation: dict | None, estimator: str, scope: str | None, encoder: str) -> dict | None:
+    """The validated share error of (estimator, scope) for ``encoder`` (all validated encoders pooled if absent)."""
+    if not validation:
+        return None
+    for res in validation["results"]:
+        if res["estimator"] == estimator and res["scope"] in (scope, None):
+            if encoder in res["encoders"]:
+                return {"encoder": encoder, **res["encoders"][encoder]}
+            from ..training.evaluate import encoder_family
+
+            encs = list(res["encoders"].values())
+            family = encoder_family(encoder)
+            worst = {"encoder": f"not validated on {encoder}; worst of the validated encoders "
+                                f"({', '.join(res['encoders'])})",
+                     "mean_abs_error": res["worst_encoder_mean_abs_error"], "coverage": res["coverage"]}
+            if family not in {encoder_family(e) for e in res["encoders"]}:
+                worst["warning"] = (
+                    f"the encoder family {family} is none the classifier was validated on, and how far it errs there "
+                    f"is unmeasured; as a guide, a classifier trained on one of MiniLM and MPNet misestimated the "
+                    f"other family by far more than this band (README: validate, on an encoder family the "
+                    f"classifier never saw); label ~120 of its maps drawn with `patterncnn sample --design uniform` "
+                    f"and check them with `patterncnn validate --annotations` before trusting these intervals")
+            for key in ("abs_error", "bias_band"):  # per pattern, the worst encoder's
+                if all(key in e for e in encs):
+                    worst[key] = {n: max(e[key][n] for e in encs) for n in LABELS}
+            return worst
+    return None
+
+
+@dataclasses.dataclass
+class Plan:
+    """How a census estimates shares: the estimator, its calibration, and how far it was validated."""
+
+    estimator: str
+    scope: str | None  # calibration scope used (None for count)
+    calibration: Calibration | None
+    chosen_by: str
+    validated: dict | None
+
+    def estimate(self, probs: np.ndarray, labels: np.ndarray, single: np.ndarray, seed: int = 0) -> dict:
+        """Shares and intervals of one task, plus the point shares of every estimator available."""
+        band = bias_band(self.validated) if self.estimator == "count" else None
+        out = shares_with_intervals(example_sums(self.estimator, probs, labels, single, self.calibration), seed, band)
+        names = ESTIMATORS if self.calibration is not None else ("count",)
+        point = self.calibration.first() if self.calibration is not None else None
+        out["shares_by_estimator"] = {e: dict(zip(LABELS, finish(
+            example_sums(e, probs, labels, single, point)[0].sum(0)).tolist())) for e in names}
+        return out
+
+    def describe(self) -> dict:
+        """What census.json records about the estimate."""
+        c = self.calibration
+        return {"name": self.estimator, "chosen_by": self.chosen_by, "calibration": None if c is None else {
+            "scope": self.scope, "rows": c.rows, "temperature": float(c.temperature[0]),
+            "bootstrap_replicates": c.replicates - 1},
+            "validated_share_error": self.validated or "unknown: this classifier was not validated on uniformly "
+                                                        "drawn hand-labelled maps (`patterncnn validate`)"}
+
+
+def describe(e: dict) -> str:
+    """A census's ``estimator`` record (:meth:`Plan.describe`) in two lines for the terminal."""
+    c = e["calibration"]
+    v = e["validated_share_error"]
+    banded = bias_band(v) is not None
+    how = (f"estimator {e['name']} ({e['chosen_by']})" + (f", calibrated on {c['rows']} labelled maps ({c['scope']} "
+           f"scope, temperature {c['temperature']:.2f})" if c else "") + "; 95% interval over examples"
+           + (" and the classifier's calibration" if c else " and the classifier's validated share error per pattern"
+              if banded else " only (the classifier's errors are not in it)"))
+    if not isinstance(v, dict):
+        return f"{how}\nvalidated share error: {v}"
+    return (f"{how}\nvalidated share error ({v['encoder']}): mean {100 * v['mean_abs_error']:.1f} points per pattern"
+            + (f", worst {v['worst']['label']} {100 * v['worst']['abs_error']:.1f}" if "worst" in v else "")
+            + f"; 95% intervals held the hand-labelled share in {100 * v['coverage']:.0f}% of cells"
+            + (f"\nwarning: {v['warning']}" if "warning" in v else ""))
+
+
+def pattern_errors(e: dict) -> dict | None:
+    """Per-pattern validated share error in a census's ``estimator`` record, or None when unknown."""
+    v = e.get("validated_share_error")
+    if not isinstance(v, dict):
+        return None
+    return v.get("abs_error") or {n: v["mean_abs_error"] for n in LABELS}
+
+
+def plan_for(metadata: dict, estimator: str | None, scope: str | None, encoder: str, seed: int = 0) -> Plan:
+    """The census's estimate for a classifier (its metadata) and an encoder tag.
+
+    ``estimator`` None means the one that validated best on ``encoder``'s uniformly drawn maps (the
+    validation's ``best_per_encoder``), else on those of an encoder of its family (a fine-tune takes its
+    base encoder's), else the best over all validated encoders, else ``count``;
+    ``scope`` None the scope validated with it, else the best validated scope for that estimator, else
+    ``encoder`` (widened as needed).
+    """
+    validation = metadata.get("validation")
+    on, mine = _validated_default(validation, encoder)
+    best = mine or (validation or {}).get("best") or {}
+    chosen_by = "given" if estimator else (f"validation on {on} (best share error)" if mine else
+                                           "validation (best share error)" if best else
+                                           "default without validation: count")
+    if not estimator and mine and scope is None:
+        scope = mine["scope"]
+    estimator = estimator or best.get("estimator", "count")
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"unknown estimator {estimator!r}; choose one of {', '.join(ESTIMATORS)}")
+    if estimator == "count":
+        return Plan("count", None, None, chosen_by, validated_error(validation, "count", None, encoder))
+    rows: Rows | None = stored_rows(metadata)
+    if rows is None:
+        from ..classifier.onnx import ClassifierError
+
+        raise ClassifierError(f"the {estimator} estimator needs the classifier's calibration, which this classifier "
+                              f"lacks; {RETRAIN}, or use --estimator count")
+    if scope is None:
+        chosen = best_result([r for r in (validation or {}).get("results", []) if r["estimator"] == estimator])
+        scope = chosen["scope"] if chosen else "encoder"
+    mask, used = scope_mask(rows, scope, encoder)
+    if used != scope:
+        log.info("calibration scope %s has fewer rows than needed for %s; using %s", scope, encoder, used)
+    cal = fit_calibration(rows.subset(mask), CAL_BOOTSTRAP, seed)
+    # Validation ran each scope as asked, widening it as here: look it up by the scope asked for.
+    return Plan(estimator, used, cal, chosen_by, validated_error(validation, estimator, scope, encoder))
+
+
+def _validated_default(validation: dict | None, encoder: str) -> tuple[str | None, dict | None]:
+    """(validated encoder, its best_per_encoder entry) for ``encoder``: itself, else one of its family, the
+    pretrained base (tag ``family-hash``) before its validated fine-tunes (``family-task-hash``)."""
+    from ..training.evaluate import encoder_family, is_fine_tune
+
+    per = (validation or {}).get("best_per_encoder") or {}
+    if encoder in per:
+        return encoder, per[encoder]
+    kin = sorted((k for k in per if encoder_family(k) == encoder_family(encoder)), key=lambda k: (is_fine_tune(k), k))
+    return (kin[0], per[kin[0]]) if kin else (None, None)
+
+
+def _best(items: list, coverage: Callable, error: Callable):
+    """The item with the smallest ``error`` among those whose ``coverage`` reaches TARGET_COVERAGE (among all
+    when none does); None when there are no items."""
+    good = [x for x in items if coverage(x) >= TARGET_COVERAGE] or items
+    return min(good, key=error) if good else None
+
+
+def best_result(results: list[dict]) -> dict | None:
+    """The validated result to use: smallest worst-encoder error among those whose 95% intervals cover the hand
+    shares in at least TARGET_COVERAGE of the cells (among all when none does)."""
+    return _best(results, lambda r: r["coverage"], lambda r: r["worst_encoder_mean_abs_error"])
+
+
+def best_by_encoder(results: list[dict]) -> dict[str, dict]:
+    """Per validated encoder tag, the (estimator, scope) to use by default: its smallest mean share error among
+    those whose 95% intervals hold the hand shares in at least TARGET_COVERAGE of its cells (among all when none).
+
+    Returns:
+        {encoder: {"estimator", "scope", "mean_abs_error", "coverage", "meets_targets"}}.
+    """
+    out = {}
+    for enc in sorted({e for r in results for e in r["encoders"]}):
+        r, e = _best([(r, r["encoders"][enc]) for r in results if enc in r["encoders"]],
+                     lambda re: re[1]["coverage"], lambda re: re[1]["mean_abs_error"])
+        out[enc] = {"estimator": r["estimator"], "scope": r["scope"], "mean_abs_error": e["mean_abs_error"],
+                    "coverage": e["coverage"], "meets_targets": bool(
+                        e["mean_abs_error"] <= TARGET_ERROR and e["coverage"] >= TARGET_COVERAGE)}
+    return out

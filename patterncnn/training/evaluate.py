@@ -1,0 +1,362 @@
+"""Evaluate the classifier per encoder: the reports ``patterncnn train`` adds to its cross-validation.
+
+Usage::
+
+    oof = out_of_fold(data, cfg, tcfg)                                  # train's CV (patterncnn.training.train)
+    report = evaluate(data, "annotations", oof, cfg, tcfg, EvalConfig())   # what `patterncnn train` stores
+    report["per_encoder"]["mpnet"]["methods"]["CNN"]["agreed"]["macro_f1"]
+    encoder_family("minilm-sst2-0633eb25_sst2_dev_00012_L03_H07")       # "minilm"
+
+Reports, all on the folds of :func:`patterncnn.training.train.folds` (grouped by input example, stratified):
+
+- **per encoder family** (:func:`encoder_family`): the out-of-fold macro-F1 of the CNN and of the feature
+  baselines on the family's maps, on all of them and on those where at least two annotators gave the
+  same label (``annotations.csv``). No second CV: the out-of-fold predictions are sliced.
+- **against one annotator** (:func:`annotator_yardstick`): every method and one blind annotator on the same
+  pairs: a map and one of its annotators, wherever the other annotators (two or more) agree; the annotator's
+  label and each method's prediction are scored against the others' shared label. The annotators' score is
+  how far a careful reader of the guide gets; the methods' on the same pairs is comparable with it.
+- **soft labels**: the same CV (same folds, seeds and epochs budget) with the annotators' vote shares as
+  cross-entropy targets instead of the resolved label, scored against the resolved label beside the hard one.
+- **leave one encoder out**: train on one family's maps, test on another's, each direction. Training
+  maps whose input example also appears among the test maps are dropped (the example is one group, as
+  in the CV); early stopping watches a split of the training family, never the test family. The CNN is
+  fitted with several seeds per direction and reported as mean ± sd over them: one fit moves by several
+  points of macro-F1 with its seed.
+
+A macro-F1 on a subset averages the F1 of the classes that subset's labels hold (a family without
+``block`` maps is not charged a zero for it); the classes averaged are recorded beside it.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import logging
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..classifier.features import map_features, rule_scores
+from ..core.labels import LABELS
+
+log = logging.getLogger(__name__)
+
+CNN, SOFT = "CNN", "CNN (soft labels)"
+TRAINED_BASELINES = ("features+logreg", "features+gboost")
+RULE = "rule (pre-annotator, untrained)"
+_DIGEST = re.compile(r"-[0-9a-f]{8}$")
+
+
+@dataclasses.dataclass
+class EvalConfig:
+    """Which of the extra reports ``train`` runs (the per-encoder slices cost nothing; these two retrain)."""
+
+    soft_labels: bool = True  # a second CV with vote shares as targets (about one CV more)
+    leave_one_encoder_out: bool = True  # one fit per ordered pair of encoder families
+    loeo_max_epochs: int = 40  # epoch cap of the leave-one-encoder-out fits (early stopping as in CV)
+    loeo_seeds: int = 5  # CNN fits per direction (seeds): one fit's score moves by several points with the seed
+
+    def __post_init__(self):
+        if self.loeo_seeds < 1:
+            raise ValueError(f"--loeo-seeds must be at least 1 (got {self.loeo_seeds})")
+
+
+def encoder_family(map_id: str) -> str:
+    """The base encoder of a map (or encoder tag): the unit that "per encoder" reports group by.
+
+    A map id starts with its encoder tag (``minilm-53aa5117_…``, :func:`patterncnn.core.maps.tag_of`): the
+    encoder's name, then 8 hex digits of its weights' digest. Fine-tunes are named ``<base>-<task>``
+    (``minilm-sst2-0633eb25``), so the family is the name with the digest and a trailing GLUE task
+    removed: ``minilm-53aa5117`` and ``minilm-sst2-0633eb25`` are ``minilm``, ``mpnet-78c0197b`` is
+    ``mpnet``. A tag without a digest (or an id without a tag) is its own family.
+    """
+    from ..core.glue import TASKS
+
+    name = _DIGEST.sub("", map_id.split("_", 1)[0])
+    base, _, last = name.rpartition("-")
+    return base if base and last.lower() in TASKS else name
+
+
+def is_fine_tune(map_id: str) -> bool:
+    """Whether a map (or encoder tag) is of a fine-tune, not its family's base encoder (:func:`encoder_family`)."""
+    return _DIGEST.sub("", map_id.split("_", 1)[0]) != encoder_family(map_id)
+
+
+def families(ids) -> np.ndarray:
+    """(N,) the family of each map id."""
+    return np.array([encoder_family(i) for i in ids], dtype=str)
+
+
+@dataclasses.dataclass
+class Votes:
+    """The annotators' votes per labelled map (each annotator's latest labelled, not skipped annotation)."""
+
+    shares: np.ndarray  # (N, 5) vote shares; one-hot of the resolved label for a map without votes
+    n: np.ndarray  # (N,) annotators who voted
+    top: np.ndarray  # (N,) votes for the most voted label
+    by_map: dict  # {map_id: {rater: Vote}} of these maps (patterncnn.labelling.agreement.rater_votes), for per-rater reports
+
+    @property
+    def agreed(self) -> np.ndarray:
+        """(N,) bool: at least two annotators gave the same label."""
+        return self.top >= 2
+
+
+def load_votes(annotations: str | Path, ids: list[str], y: np.ndarray) -> Votes:
+    """The votes of ``annotations.csv`` for the maps ``ids`` (labels ``y``); no file: one vote, the label."""
+    from ..labelling.agreement import rater_votes
+
+    path = Path(annotations) / "annotations.csv"
+    rows = []
+    if path.is_file():
+        with open(path, encoding="utf-8", newline="") as f:
+            rows = list(csv.DictReader(f))
+    wanted = set(ids)
+    votes = {m: v for m, v in rater_votes(rows).items() if m in wanted}
+    shares = np.eye(len(LABELS))[y]
+    n, top = np.zeros(len(ids), dtype=int), np.zeros(len(ids), dtype=int)
+    index = {name: k for k, name in enumerate(LABELS)}
+    for i, map_id in enumerate(ids):
+        counts = np.zeros(len(LABELS))
+        for v in votes.get(map_id, {}).values():
+            if v.label in index:
+                counts[index[v.label]] += 1
+        if counts.sum():
+            shares[i], n[i], top[i] = counts / counts.sum(), int(counts.sum()), int(counts.max())
+    return Votes(shares, n, top, votes)
+
+
+def subset_scores(y: np.ndarray, pred: np.ndarray, mask: np.ndarray) -> dict | None:
+    """Macro-F1 (over the classes the subset's labels hold), accuracy and per-class F1 of ``mask``; None if empty."""
+    from sklearn.metrics import f1_score
+
+    if not mask.any():
+        return None
+    yt, yp = y[mask], pred[mask]
+    present = sorted(set(yt.tolist()))
+    f1 = f1_score(yt, yp, labels=range(len(LABELS)), average=None, zero_division=0)
+    return {"maps": int(mask.sum()), "macro_f1": float(np.mean(f1[present])), "accuracy": float(np.mean(yt == yp)),
+            "per_class_f1": {name: (float(f1[k]) if k in present else None) for k, name in enumerate(LABELS)},
+            "classes": [LABELS[k] for k in present]}
+
+
+def annotator_yardstick(votes: Votes, ids: list[str], fams: np.ndarray, preds: dict[str, np.ndarray]) -> dict:
+    """One blind annotator against the others, and every method on the very same pairs, per family and over all.
+
+    The pairs are :func:`patterncnn.labelling.agreement.held_out_rater`'s: for each map and each of its annotators whose
+    other annotators (two or more) agree, the reference is the others' shared label. A method's prediction for
+    the map is scored against the same reference, once per pair, so both sides weigh the maps alike (with three
+    annotators a unanimous map three times, a two-of-three map once, a three-way split not at all).
+
+    Returns:
+        {family or "all": {"pairs", "maps", "annotator": scores, "methods": {name: scores}}}, scores as
+        :func:`patterncnn.labelling.agreement.held_out_scores` (pairs, maps, agree, kappa, macro_f1, per_class_f1); a family
+        without pairs is left out; {} when no map has three or more annotators who leave a pair.
+    """
+    from ..labelling.agreement import held_out_rater, held_out_scores
+
+    index = {m: i for i, m in enumerate(ids)}
+    pairs = held_out_rater(votes.by_map)  # votes: :func:`load_votes` of these ``ids``
+    at = np.array([index[p[0]] for p in pairs], dtype=int)
+    out = {}
+    for fam in [*sorted(set(fams.tolist())), "all"]:
+        sel = [k for k in range(len(pairs)) if fam == "all" or fams[at[k]] == fam]
+        if sel:
+            mine = [pairs[k] for k in sel]
+            out[fam] = {"pairs": len(sel), "maps": len({p[0] for p in mine}), "annotator": held_out_scores(mine),
+                        "methods": {name: held_out_scores(mine, [LABELS[p[at[k]]] for k in sel])
+                                    for name, p in preds.items()}}
+    return out
+
+
+def feature_matrix(data) -> np.ndarray:
+    """(N, F) hand-crafted features of every labelled map (:func:`patterncnn.classifier.features.map_features`)."""
+    return np.stack([map_features(m, s) for m, s in zip(data.maps, data.seps)])
+
+
+def _makers(seed: int) -> dict:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    return {"features+logreg": lambda: make_pipeline(StandardScaler(), LogisticRegression(
+                max_iter=5000, class_weight="balanced", C=1.0)),
+            "features+gboost": lambda: HistGradientBoostingClassifier(
+                max_iter=200, learning_rate=0.05, class_weight="balanced", random_state=seed)}
+
+
+def baseline_predictions(data, tcfg, feats: np.ndarray | None = None) -> tuple[dict, dict]:
+    """Out-of-fold predictions of the feature baselines on :func:`patterncnn.training.train.folds`, and the rule's.
+
+    Returns:
+        ({name: (N,) predicted label indices}, {name: per-fold macro-F1}).
+    """
+    from .train import folds, macro_f1
+
+    feats = feature_matrix(data) if feats is None else feats
+    preds, fold_f1 = {}, {}
+    for name, make in _makers(tcfg.seed).items():
+        pred, fold_f1[name] = np.zeros(len(data.y), dtype=int), []
+        for tr, va, te in folds(data, tcfg):
+            fit_idx = np.concatenate([tr, va])  # no early stopping: the baselines use all training data
+            pred[te] = make().fit(feats[fit_idx], data.y[fit_idx]).predict(feats[te])
+            fold_f1[name].append(macro_f1(data.y[te], pred[te]))
+        preds[name] = pred
+    preds[RULE] = np.array([int(np.argmax(rule_scores(m, s))) for m, s in zip(data.maps, data.seps)])
+    return preds, fold_f1
+
+
+def baselines(data, tcfg, preds: tuple[dict, dict] | None = None) -> dict:
+    """Hand-crafted features -> logistic regression / gradient boosting on the same folds; and the rule."""
+    from .train import classification_report
+
+    preds, fold_f1 = preds or baseline_predictions(data, tcfg)
+    return {name: {**classification_report(data.y, p), **({"fold_macro_f1": fold_f1[name]} if name in fold_f1 else {})}
+            for name, p in preds.items()}
+
+
+def per_encoder(y: np.ndarray, fams: np.ndarray, agreed: np.ndarray, preds: dict[str, np.ndarray]) -> dict:
+    """Every method's scores per family (and over all maps), on all maps and on the agreed ones."""
+    out = {}
+    for fam in [*sorted(set(fams.tolist())), "all"]:
+        sel = np.ones(len(y), dtype=bool) if fam == "all" else fams == fam
+        methods = {name: {"all": subset_scores(y, p, sel), "agreed": subset_scores(y, p, sel & agreed)}
+                   for name, p in preds.items()}
+        base = {k: v["all"]["macro_f1"] for k, v in methods.items() if k not in (CNN, SOFT)}
+        best = max(base, key=base.get) if base else None
+        out[fam] = {"maps": int(sel.sum()), "agreed_maps": int((sel & agreed).sum()), "methods": methods,
+                    "best_baseline": best, "cnn_beats_best_baseline": bool(
+                        best is None or methods[CNN]["all"]["macro_f1"] > base[best])}
+    return out
+
+
+def soft_vs_hard(data, votes: Votes, hard_probs: np.ndarray, cfg, tcfg,
+                 progress=None) -> tuple[dict, np.ndarray | None]:
+    """The CV again with vote shares as targets (same folds and seeds), beside the hard-label CV.
+
+    Returns:
+        (report, soft out-of-fold probabilities (N, 5) or None when it was not run).
+    """
+    from .train import out_of_fold
+
+    voted = int((votes.n >= 2).sum())
+    if not voted:
+        return {"run": False, "reason": "no map has votes from two annotators: vote shares equal the hard labels"}, None
+    soft = out_of_fold(data, cfg, tcfg, progress, targets=votes.shares)
+    rep = {"run": True, "maps_with_several_votes": voted, "seconds": soft.seconds, "best_epochs": soft.best_epochs}
+    for name, probs in (("hard", hard_probs), ("soft", soft.probs)):
+        ce = -(votes.shares * np.log(np.maximum(probs, 1e-12))).sum(1)
+        rep[name] = {"all": subset_scores(data.y, probs.argmax(1), np.ones(len(data.y), dtype=bool)),
+                     "agreed": subset_scores(data.y, probs.argmax(1), votes.agreed),
+                     "cross_entropy_to_vote_shares": float(ce.mean())}
+    return rep, soft.probs
+
+
+def _split_train(data, pool: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(train, validation) indices of ``pool``: one grouped, stratified fifth for early stopping.
+
+    A family with fewer than 5 maps of its largest class gets a larger share held out (n_splits >= 2).
+    """
+    from sklearn.model_selection import StratifiedGroupKFold
+
+    splits = int(min(5, max(2, np.bincount(data.y[pool]).max())))
+    inner = StratifiedGroupKFold(n_splits=splits, shuffle=True, random_state=seed + 1000)
+    itr, iva = next(inner.split(np.zeros(len(pool)), data.y[pool], data.groups[pool]))
+    return pool[itr], pool[iva]
+
+
+def spread(values) -> dict:
+    """Mean, standard deviation (ddof 1; 0 for one value), min and max of a few scores."""
+    v = np.asarray(values, dtype=float)
+    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if len(v) > 1 else 0.0,
+            "min": float(v.min()), "max": float(v.max()), "n": int(len(v))}
+
+
+def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.ndarray, cfg, tcfg,
+                          max_epochs: int, seeds: int = 1) -> list[dict]:
+    """Train on one family, test on another, each ordered pair; CNN and the trained feature baselines.
+
+    The CNN (the classifier ``cfg`` describes: with ``cfg.members`` > 1 each fit is an ensemble, as train exports) is
+    fitted ``seeds`` times (seeds ``tcfg.seed``, ``tcfg.seed + 1``, ...: its early-stopping split, and its
+    initialisation and batches, member s's with the seed + 1000·s; a fit's ``best_epoch`` is its members'
+    median): one fit's macro-F1 moves by several points with the seed, so a
+    pair reports the spread over the fits (``cnn_over_seeds``) and each fit (``seeds``); ``methods`` holds the
+    first seed's fit beside the baselines (fitted once: they use the whole training family, no split).
+    """
+    from .train import fit_members, median_epoch, predict_proba
+
+    names = sorted(set(fams.tolist()))
+    out = []
+    for a in names:
+        for b in (n for n in names if n != a):
+            t0 = time.time()
+            test = fams == b
+            shared = (fams == a) & np.isin(data.groups, data.groups[test])
+            pool = np.flatnonzero((fams == a) & ~shared)
+            te = np.flatnonzero(test)
+
+            def scores(pred: np.ndarray) -> dict:
+                return {"all": subset_scores(data.y, pred, test), "agreed": subset_scores(data.y, pred, test & agreed)}
+
+            per_seed = []
+            for seed in range(tcfg.seed, tcfg.seed + max(1, seeds)):
+                tr, va = _split_train(data, pool, seed)
+                model, epochs = fit_members(data, tr, va, cfg, dataclasses.replace(tcfg, max_epochs=max_epochs),
+                                            seed=seed)
+                pred = np.full(len(data.y), -1)
+                pred[te] = predict_proba(model, data, te, cfg).argmax(1)
+                per_seed.append({"seed": seed, "best_epoch": median_epoch(epochs), **scores(pred)})
+            methods = {CNN: {k: per_seed[0][k] for k in ("all", "agreed")}}
+            for name, make in _makers(tcfg.seed).items():
+                pred = np.full(len(data.y), -1)
+                pred[te] = make().fit(feats[pool], data.y[pool]).predict(feats[te])
+                methods[name] = scores(pred)
+            out.append({"train": a, "test": b, "train_maps": int(len(pool)),
+                        "dropped_shared_examples": int(shared.sum()),
+                        "best_epoch": per_seed[0]["best_epoch"], "max_epochs": max_epochs,
+                        "seconds": round(time.time() - t0, 1), "methods": methods, "seeds": per_seed,
+                        "cnn_over_seeds": {"macro_f1": spread([r["all"]["macro_f1"] for r in per_seed]),
+                                           "accuracy": spread([r["all"]["accuracy"] for r in per_seed])}})
+            o = out[-1]["cnn_over_seeds"]["macro_f1"]
+            log.info("leave one encoder out: %s -> %s macro-F1 %.3f +- %.3f over %d seeds", a, b, o["mean"], o["sd"],
+                     o["n"])
+    return out
+
+
+def evaluate(data, annotations, oof, cfg, tcfg, ecfg: EvalConfig, progress=None) -> dict:
+    """Every report of the module docstring, plus the baselines' classification reports (key ``baselines``).
+
+    Args:
+        data: the :class:`patterncnn.labelling.sets.Labelled` set; annotations: its folder (for ``annotations.csv``).
+        oof: train's :class:`patterncnn.training.train.OutOfFold` on :func:`patterncnn.training.train.folds` with ``tcfg``.
+    """
+    fams = families(data.ids)
+    votes = load_votes(annotations, data.ids, data.y)
+    feats = feature_matrix(data)
+    base_preds = baseline_predictions(data, tcfg, feats)
+    preds = {CNN: oof.probs.argmax(1)}
+    soft, soft_probs = ({"run": False, "reason": "skipped (--no-soft-labels)"}, None)
+    if ecfg.soft_labels:
+        soft, soft_probs = soft_vs_hard(data, votes, oof.probs, cfg, tcfg, progress)
+    if soft_probs is not None:
+        preds[SOFT] = soft_probs.argmax(1)
+    preds.update(base_preds[0])
+    if not ecfg.leave_one_encoder_out:
+        loeo = {"run": False, "reason": "skipped (--no-leave-one-encoder-out)", "pairs": []}
+    elif len(set(fams.tolist())) < 2:
+        loeo = {"run": False, "reason": f"one encoder family only ({fams[0]})", "pairs": []}
+    else:
+        loeo = {"run": True, "pairs": leave_one_encoder_out(data, fams, votes.agreed, feats, cfg, tcfg,
+                                                            ecfg.loeo_max_epochs, ecfg.loeo_seeds)}
+    return {"baselines": baselines(data, tcfg, base_preds), "config": dataclasses.asdict(ecfg),
+            "families": {f: int((fams == f).sum()) for f in sorted(set(fams.tolist()))},
+            "votes": {"maps_with_votes": int((votes.n > 0).sum()), "maps_with_several_votes": int((votes.n >= 2).sum()),
+                      "agreed_maps": int(votes.agreed.sum()), "annotators_per_map": {
+                          str(k): int((votes.n == k).sum()) for k in sorted(set(votes.n.tolist()))}},
+            "per_encoder": per_encoder(data.y, fams, votes.agreed, preds),
+            "annotator_yardstick": annotator_yardstick(votes, data.ids, fams, preds), "soft_labels": soft,
+            "leave_one_encoder_out": loeo}
