@@ -48,7 +48,7 @@ def extraction(enc, examples, ref: dict | None) -> tuple[float, float]:
 
 
 def census(enc, clf, split, overlap: bool) -> tuple[float, np.ndarray]:
-    from patterncnn.census.run.run import classify_task
+    from patterncnn.census.run import classify_task
 
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -61,8 +61,8 @@ def shares(labels: np.ndarray) -> np.ndarray:
 
 
 def bench_backends(a, clf) -> None:
-    from patterncnn.encoders.load import load_encoder
     from patterncnn.core.glue import load_split
+    from patterncnn.encoders.load import load_encoder
 
     split = load_split("qnli", "dev", a.glue_dir, limit=a.examples, seed=0)
     small = dataclasses.replace(split, examples=split.examples[: a.slow_examples])
@@ -115,10 +115,10 @@ def bench_backends(a, clf) -> None:
 def bench_ray(a, clf_path: str) -> None:
     import ray
 
-    from patterncnn.census.run.run import run_censuses
-    from patterncnn.core.glue import load_split
+    from patterncnn.census.ray import run_ray_censuses
+    from patterncnn.census.run import run_censuses
     from patterncnn.classifier.onnx import OnnxClassifier
-    from patterncnn.census.run.ray import run_ray_censuses
+    from patterncnn.core.glue import load_split
 
     splits = [load_split(t, "dev", a.glue_dir, limit=a.ray_examples, seed=0) for t in ("qnli", "rte")]
     clf = OnnxClassifier(clf_path, threads=2)
@@ -148,8 +148,8 @@ def bench_ray(a, clf_path: str) -> None:
 
 
 def main() -> None:
-    from patterncnn.encoders.backends import BACKENDS
     from patterncnn.classifier.onnx import OnnxClassifier, default_classifier
+    from patterncnn.encoders.backends import BACKENDS
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--glue-dir", default=os.environ.get("GLUE_DIR", "../shared/glue"))

@@ -13,8 +13,8 @@ import time
 import numpy as np
 import torch
 
-from patterncnn.classifier.onnx import OnnxClassifier, default_classifier
 from patterncnn.classifier.model import build_model, preprocess
+from patterncnn.classifier.onnx import OnnxClassifier, default_classifier
 
 
 def maps_per_s(fn, n: int, repeat: int) -> float:

@@ -31,10 +31,10 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from patterncnn.encoders.load import resolve_model
     from patterncnn.core.glue import load_split
+    from patterncnn.encoders.load import resolve_model
     from patterncnn.encoders.uniform_heads import UniformHeads
-    from patterncnn.experiments.layercache import CachedClassifier
+    from patterncnn.experiments.disable import CachedClassifier
 
     path = resolve_model(args.model or "minilm")
     torch.manual_seed(0)

@@ -19,8 +19,8 @@ import time
 def run(glue_dir: str, n: int, batch_size: int, model: str) -> dict:
     import torch
 
-    from patterncnn.encoders.load import load_encoder
     from patterncnn.core.glue import load_split
+    from patterncnn.encoders.load import load_encoder
 
     examples = load_split("qnli", "dev", glue_dir, limit=n, seed=0).examples
     enc = load_encoder(model)

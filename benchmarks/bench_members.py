@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from patterncnn.classifier.onnx import OnnxClassifier, default_classifier, export_onnx
 from patterncnn.classifier.model import build_model
+from patterncnn.classifier.onnx import OnnxClassifier, default_classifier, export_onnx
 
 
 def best_seconds(fn, repeat: int) -> float:

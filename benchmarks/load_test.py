@@ -19,7 +19,6 @@ import time
 import httpx
 import numpy as np
 
-
 TOKEN = "load-test"
 
 

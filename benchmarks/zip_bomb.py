@@ -13,20 +13,15 @@ Traffic goes to the loopback address only.
 
 import argparse
 import os
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import httpx
 import numpy as np
 import psutil
-
+from hostile import zip_bomb
 from load_test import free_port, start_server
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from hostile import zip_bomb  # noqa: E402
 
 
 def poll_health(url: str, stop: threading.Event, out: list) -> None:

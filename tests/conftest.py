@@ -10,9 +10,7 @@ import string
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+from repo import FIXTURES, REPO  # tests/support is on pytest's pythonpath (pyproject.toml)
 
 
 @pytest.fixture(scope="session")
@@ -92,8 +90,9 @@ def label_studio(tmp_path_factory):
 @pytest.fixture(scope="session")
 def labelled_set(tmp_path_factory):
     """A small labelled set in the `annotate pull` layout: synthetic maps of known pattern, 12 per class."""
-    from patterncnn.core.labels import LABELS
     from synthetic import pattern_map, write_labelled_set
+
+    from patterncnn.core.labels import LABELS
 
     root = tmp_path_factory.mktemp("labelled")
     recs, rows = [], []
@@ -111,10 +110,10 @@ def labelled_set(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_classifier(labelled_set, tmp_path_factory):
     """(torch model, ONNX path) of a small CNN trained briefly on the synthetic labelled set."""
-    from patterncnn.classifier.onnx import export_onnx
     from patterncnn.classifier.model import CNNConfig
+    from patterncnn.classifier.onnx import export_onnx
     from patterncnn.labelling.sets import load_labelled
-    from patterncnn.training.train import TrainConfig, fit_final
+    from patterncnn.training.fit import TrainConfig, fit_final
 
     data = load_labelled(labelled_set)
     model = fit_final(data, CNNConfig(grid=16, widths=(4, 4, 8, 8, 8, 8, 16, 16)), TrainConfig(batch_size=8), epochs=15)

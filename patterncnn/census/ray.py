@@ -11,7 +11,7 @@ encoder once, on first use. The driver hands out one window at a time, writes ea
 atomically to the very file the local census would (:mod:`patterncnn.census.windows`), and ticks one
 progress bar. Windows already on disk are skipped, so an interrupted Ray run resumes (locally or on
 Ray) like a local one. A worker that dies has its window re-run by a fresh actor, placed wherever
-the cluster has room. Once every window is on disk, :func:`patterncnn.census.run.run_census` merges
+the cluster has room. Once every window is on disk, :func:`patterncnn.census.run_census` merges
 them exactly as after a local run: the result is identical to a local census's.
 """
 
@@ -25,10 +25,13 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .run import CensusError, _work_dir, output_folder, prepare_out, run_census, task_params
+from ..classifier.onnx import OnnxClassifier
 from ..core.fileio import sha256_file
 from ..core.glue import GlueSplit
-from .windows import save_window, split_windows, window_name
+from ..core.work import prepare_out, work_dir
+from ..encoders.load import load_encoder
+from .run import RESULT, CensusError, output_folder, run_census, task_params
+from .windows import classify_window, save_window, split_windows, window_name
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +53,6 @@ class Worker:
     def __init__(self, classifier: bytes, max_length: int, backend: str, threads: int, gpu: bool = False):
         import torch
 
-        from ..classifier.onnx import OnnxClassifier
-
         torch.set_num_threads(threads)
         fd, path = tempfile.mkstemp(suffix=".onnx")
         with os.fdopen(fd, "wb") as f:
@@ -63,8 +64,6 @@ class Worker:
 
     def window(self, model: str, examples: list, batch_size: int) -> dict:
         """The arrays of :func:`patterncnn.census.windows.classify_window` for one window."""
-        from ..encoders.load import load_encoder
-        from .windows import classify_window
 
         if model not in self.encoders:
             self.encoders[model] = load_encoder(model, **self.options)
@@ -101,10 +100,10 @@ def plan_units(encoders: list, splits: list[GlueSplit], out, limit, seed, classi
     """Every window not yet on disk, the output folders, and how many examples are already done."""
     units, folders, done = [], [], 0
     for enc in encoders:
-        dest = prepare_out(output_folder(out, enc, len(encoders)), overwrite)
+        dest = prepare_out(output_folder(out, enc, len(encoders)), RESULT, overwrite)
         folders.append(dest)
         for split in splits:
-            work = _work_dir(dest, split.task.name, task_params(enc, split, limit, seed, classifier_sha, batch_size))
+            work = work_dir(dest, split.task.name, task_params(enc, split, limit, seed, classifier_sha, batch_size))
             for w, examples in enumerate(split_windows(split.examples)):
                 if (work / window_name(w)).exists():
                     done += len(examples)
@@ -160,7 +159,6 @@ def run_ray_censuses(models: list[str], splits: list[GlueSplit], classifier, out
             With ``backend="torch"`` on a cluster with a GPU per worker, each actor also asks for one GPU and
             runs its encoder there (not tested here: this machine has none).
     """
-    from ..encoders.load import load_encoder
 
     ray = connect(address)
     # The driver needs each encoder's fingerprint and shape only; its backend is built lazily, never here.

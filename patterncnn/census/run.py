@@ -20,8 +20,6 @@ an uninterrupted one. Shares and intervals come from :mod:`patterncnn.shares.est
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import logging
 import time
@@ -31,16 +29,21 @@ from typing import Callable, Iterator, Protocol
 import numpy as np
 import torch
 
-from .. import __version__
-from ..encoders.load import Encoder
-from ..shares.estimate import bias_band, pattern_errors, plan_for
-from ..core.fileio import sha256_file, write_bytes, write_json
+from ..core.errors import PatternCNNError
+from ..core.fileio import sha256_file
 from ..core.glue import GlueSplit
 from ..core.labels import LABELS
-from .windows import (CNN_BATCH, WINDOW, classify_window, load_windows, save_window, split_windows,  # noqa: F401
-                      window_name)
+from ..core.maps import MapStore, map_record
+from ..core.plots import census_figure, heads_figure
+from ..core.version import __version__
+from ..core.work import finish, prepare_out, work_dir, write_result
+from ..encoders.load import Encoder, load_encoder
+from ..shares.estimate import bias_band, pattern_errors, plan_for
+from .windows import CNN_BATCH, WINDOW, classify_window, load_windows, save_window, split_windows, window_name  # noqa: F401
 
 log = logging.getLogger(__name__)
+
+RESULT = "census.json"  # written last: its presence marks a finished census
 
 
 
@@ -61,25 +64,8 @@ class Classifier(Protocol):
         """(N, 5) probabilities with block ruled out for single-segment inputs."""
 
 
-class CensusError(RuntimeError):
-    """A census cannot start as asked (output exists, arguments changed); the message says what to do."""
-
-
-def run_key(params: dict) -> str:
-    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _work_dir(out: Path, task: str, params: dict) -> Path:
-    work = out / ".work" / task
-    stamp = work / "run.json"
-    if stamp.exists():
-        old = json.loads(stamp.read_text())
-        if old.get("key") != run_key(params):
-            raise CensusError(f"{out} holds an unfinished census of {task} with other arguments "
-                              f"({old.get('params')}); re-run with those to resume, or pass --overwrite")
-    else:
-        write_json(stamp, {"key": run_key(params), "params": params})
-    return work
+class CensusError(PatternCNNError, RuntimeError):
+    """A finished census cannot be read (missing or not a census result); the message says which command writes one."""
 
 
 def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, out: Path, params: dict,
@@ -92,9 +78,8 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
     Returns:
         The raw arrays of :func:`classify_window`, all windows concatenated in example order.
     """
-    from ..core.maps import MapStore, map_record
 
-    work = _work_dir(out, split.task.name, params)
+    work = work_dir(out, split.task.name, params)
     windows = split_windows(split.examples)
     store = MapStore.create(out / "maps" / split.task.name, info={"model": encoder.fingerprint},
                             exist_ok=True) if save_maps else None
@@ -139,21 +124,6 @@ def summarize(labels: np.ndarray, num_layers: int, num_heads: int) -> dict:
     }
 
 
-def prepare_out(out: str | Path, overwrite: bool) -> Path:
-    """The output folder, refused if it holds a finished census (unless ``overwrite``, which clears the finished
-    census and any unfinished windows)."""
-    import shutil
-
-    out = Path(out)
-    if (out / "census.json").exists() and not overwrite:
-        raise CensusError(f"{out} already holds a finished census; pass --overwrite or choose another --out")
-    if overwrite:
-        shutil.rmtree(out / ".work", ignore_errors=True)
-        (out / "census.json").unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
 def task_params(encoder: Encoder, split: GlueSplit, limit: int | None, seed: int, classifier_sha: str,
                 batch_size: int) -> dict:
     """What a task's windows depend on: a work folder holding windows of other params is never resumed."""
@@ -174,9 +144,7 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
         estimator: ``count``, ``probs`` or ``adjusted``; None: the one validated best with the classifier.
         scope: which calibration rows (:data:`patterncnn.shares.calibrate.SCOPES`); None: the validated best.
     """
-    import shutil
-
-    out = prepare_out(out, overwrite)
+    out = prepare_out(out, RESULT, overwrite)
     plan = plan_for(getattr(classifier, "metadata", {}), estimator, scope, encoder.tag, seed)
     clf_file = Path(classifier.path)
     result = {"created_by": f"patterncnn {__version__}", "encoder": encoder.fingerprint,
@@ -199,7 +167,7 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
         result["tasks"][split.task.name] = summary
     result["seconds"] = round(time.time() - t0, 1)
     write_outputs(out, result)
-    shutil.rmtree(out / ".work", ignore_errors=True)
+    finish(out)
     return result
 
 
@@ -210,7 +178,6 @@ def run_censuses(models: list[str], splits: list[GlueSplit], classifier: Classif
 
     Keyword arguments go to :func:`run_census`. Yields (encoder, its output folder, its result).
     """
-    from ..encoders.load import load_encoder
 
     for model in models:
         enc = load_encoder(model, max_length=max_length, backend=backend, threads=threads)
@@ -236,35 +203,19 @@ def load_result(path: str | Path) -> dict:
 
 
 def write_outputs(out: Path, result: dict) -> None:
-    import csv
-
-    from ..core.fileio import write_text
-
-    rows = io.StringIO()
-    w = csv.writer(rows, lineterminator="\n")
-    w.writerow(["task", "label", "estimator", "share", "ci95_low", "ci95_high", "ci95_examples_low",
-                "ci95_examples_high", "ci95_classifier_low", "ci95_classifier_high", "count_share", "count",
-                "examples", "maps"])
-    for task, s in result["tasks"].items():
-        parts = s["ci95_parts"]
-        for name in LABELS:
-            w.writerow([task, name, result["estimator"]["name"], *(f"{x:.5f}" for x in (
-                s["shares"][name], *s["ci95"][name], *parts["examples"][name], *parts["classifier"][name],
-                s["shares_by_estimator"]["count"][name])), s["counts"][name], s["examples"], s["maps"]])
-    heads = io.StringIO()
-    w = csv.writer(heads, lineterminator="\n")
-    w.writerow(["task", "layer", "head", *LABELS, "majority"])
-    for task, s in result["tasks"].items():
-        for layer, row in enumerate(s["heads"]):
-            for head, cell in enumerate(row):
-                w.writerow([task, layer, head, *(f"{cell['shares'][n]:.4f}" for n in LABELS), cell["majority"]])
-    write_text(out / "census.csv", rows.getvalue())
-    write_text(out / "heads.csv", heads.getvalue())
-    from ..core.plots import census_figure, heads_figure
-
-    write_bytes(out / "census.png", census_figure(result))
-    write_bytes(out / "heads.png", heads_figure(result))
-    write_json(out / "census.json", result)  # last: its presence marks a finished census
+    """census.csv (shares and intervals per task and pattern), heads.csv, census.png, heads.png, then census.json."""
+    shares = [[task, name, result["estimator"]["name"], *(f"{x:.5f}" for x in (
+        s["shares"][name], *s["ci95"][name], *s["ci95_parts"]["examples"][name], *s["ci95_parts"]["classifier"][name],
+        s["shares_by_estimator"]["count"][name])), s["counts"][name], s["examples"], s["maps"]]
+        for task, s in result["tasks"].items() for name in LABELS]
+    heads = [[task, layer, head, *(f"{cell['shares'][n]:.4f}" for n in LABELS), cell["majority"]]
+             for task, s in result["tasks"].items() for layer, row in enumerate(s["heads"]) for head, cell in enumerate(row)]
+    write_result(out, RESULT, result, tables={
+        "census.csv": (["task", "label", "estimator", "share", "ci95_low", "ci95_high", "ci95_examples_low",
+                        "ci95_examples_high", "ci95_classifier_low", "ci95_classifier_high", "count_share", "count",
+                        "examples", "maps"], shares),
+        "heads.csv": (["task", "layer", "head", *LABELS, "majority"], heads)},
+        figures={"census.png": census_figure(result), "heads.png": heads_figure(result)})
 
 
 def table(result: dict) -> str:

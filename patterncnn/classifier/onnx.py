@@ -21,12 +21,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import __version__
+from ..core.errors import ClassifierError
 from ..core.labels import LABELS
+from ..core.segments import rule_out_block
+from ..core.version import __version__
 from .model import config_from_dict, model_config_dict, preprocess
-from ..core.segments import is_pair
 
-BLOCK = LABELS.index("block")
 SHIPPED = "patterncnn.shipped"  # models/ in the repository, installed as package data (pyproject.toml)
 
 
@@ -40,10 +40,6 @@ def default_classifier() -> Path:
         raise ClassifierError("this install has no shipped classifier (patterncnn.shipped); reinstall patterncnn "
                               "or pass --classifier PATH/TO/patterncnn.onnx") from None
     return Path(str(path))
-
-
-class ClassifierError(RuntimeError):
-    """The classifier file is missing or unusable; the message says how to fix it."""
 
 
 def export_onnx(model: torch.nn.Module, path: str | os.PathLike, extra_meta: dict | None = None) -> None:
@@ -116,26 +112,8 @@ class OnnxClassifier:
 
     @staticmethod
     def apply_segment_rule(probs: np.ndarray, seps: list[list[int] | None]) -> np.ndarray:
-        """A single-segment input never gets ``block`` (ANNOTATION_GUIDE.md, rule 4).
-
-        Its block probability is set to 0 and the rest renormalised. Maps without separator
-        information (``None``, e.g. from a plain .npz) are left as the CNN scored them.
-        """
-        # The census passes one separator list per example, repeated for its L*H maps: decide each list once.
-        decided: dict[int, bool] = {}
-
-        def is_single(s) -> bool:
-            if s is None:
-                return False
-            if id(s) not in decided:
-                decided[id(s)] = not is_pair(None, s)
-            return decided[id(s)]
-
-        single = np.fromiter((is_single(s) for s in seps), dtype=bool, count=len(seps))
-        if single.any():
-            probs[single, BLOCK] = 0.0
-            probs[single] /= probs[single].sum(1, keepdims=True)
-        return probs
+        """Block ruled out for single-segment inputs: :func:`patterncnn.core.segments.rule_out_block`."""
+        return rule_out_block(probs, seps)
 
     def predict_same_length(self, maps: torch.Tensor | np.ndarray, seps: list[list[int] | None]) -> np.ndarray:
         """(N, T, T) maps of one length -> (N, 5) probabilities."""

@@ -14,8 +14,23 @@ import argparse
 import logging
 import sys
 
-from .. import __version__
-from . import analyze, annotate, census, classify, disable, drift, finetune, link, sample, serve, special_tokens, train, validate
+from ..core.errors import PatternCNNError
+from ..core.version import __version__
+from . import (
+    analyze,
+    annotate,
+    census,
+    classify,
+    disable,
+    drift,
+    finetune,
+    link,
+    sample,
+    serve,
+    special_tokens,
+    train,
+    validate,
+)
 
 COMMANDS = (sample, finetune, annotate, train, validate, classify, census, drift, special_tokens, disable, link,
             analyze, serve)  # in pipeline order
@@ -48,28 +63,21 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     _quiet_libraries(args.verbose)
-    from ..census.run import CensusError
-    from ..encoders.load import EncoderError
-    from ..core.glue import GlueDataError
-    from ..classifier.onnx import ClassifierError
-    from ..encoders.uniform_heads import DisableError
-    from ..labelling.labelstudio import AnnotateError
-    from ..core.maps import MapFormatError
-    from ..core.work import RunError
-
     try:
         return args.func(args)
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return 0
-    except (GlueDataError, EncoderError, MapFormatError, AnnotateError, ClassifierError, CensusError, RunError,
-            DisableError, OSError, MemoryError, ValueError) as e:
+    except (PatternCNNError, OSError, MemoryError, ValueError) as e:
         if args.verbose:
             raise
         print(f"patterncnn {args.command}: error: {describe(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"patterncnn {args.command}: interrupted", file=sys.stderr)
+        resumable = getattr(args, "resumable", None)
+        note = (f": finished {resumable} are saved under {args.out}; run the same command again to resume"
+                if resumable and getattr(args, "out", None) else "")
+        print(f"patterncnn {args.command}: interrupted{note}", file=sys.stderr)
         return 130
 
 

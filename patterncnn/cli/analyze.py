@@ -18,8 +18,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..experiments.analyze import analyze, grid_text, shares_text
     from ..encoders.load import load_encoder
+    from ..experiments.analyze import analyze, grid_text, shares_text
 
     texts = tuple(t for t in args.text if t)
     if not texts or len(texts) > 2:

@@ -71,7 +71,7 @@ def _register_annotators(asub) -> None:
                                           "kappa)",
                         description="Pairwise Cohen's kappa, Fleiss' kappa and the confusion between raters, each "
                                     "rater and each pre-annotation source against the resolved labels.")
-    q.add_argument("annotations", help="a labelled set written by `annotate pull` (with annotations.csv)")
+    q.add_argument("annotations", help="a labelled set written by `annotate pull` (with votes.csv)")
     q.add_argument("--raters", choices=("annotator", "pass"), default="annotator",
                    help="'pass': an annotator's 1st, 2nd, ... annotation of a map count as separate raters "
                         "(self-agreement across passes) (default: %(default)s)")
@@ -92,7 +92,7 @@ def _register_annotators(asub) -> None:
 def _register_pull(asub) -> None:
     q = asub.add_parser("pull", help="export annotations and merge them into the labelled set (e.g. annotations/)",
                         description="Export the project's annotations (or read an export file) and merge them into "
-                                    "the labelled set: every annotation and prediction is kept (annotations.csv, "
+                                    "the labelled set: every annotation and prediction is kept (votes.csv, "
                                     "predictions.csv), each map's label is resolved from all its annotators "
                                     "(labels.csv), and the labelled maps are added to maps/. Nothing already there "
                                     "is dropped unless --replace.")
@@ -121,8 +121,8 @@ def run_config(args) -> int:
 
 
 def run_push(args) -> int:
-    from ..labelling.push import HIDDEN_COLUMNS, RulePredictor, label_config, push
     from ..core.maps import open_maps
+    from ..labelling.push import HIDDEN_COLUMNS, RulePredictor, label_config, push
 
     maps = open_maps(args.maps)
     if args.classifier:
@@ -141,8 +141,8 @@ def run_push(args) -> int:
 
 
 def run_sheets(args) -> int:
-    from ..core.maps import MultiStore, open_maps
     from ..classifier.render import write_sheets
+    from ..core.maps import MultiStore, open_maps
 
     n = write_sheets(MultiStore([open_maps(m) for m in args.maps]), args.out, args.per_sheet, args.shuffle)
     print(f"wrote {n} sheet(s) of up to {args.per_sheet} maps to {args.out} (index.json maps #n to map ids)")
@@ -150,8 +150,8 @@ def run_sheets(args) -> int:
 
 
 def run_annotators(args) -> int:
-    from ..labelling.push import setup_annotators
     from ..labelling.labelstudio import AnnotateError
+    from ..labelling.push import setup_annotators
 
     ls = _connect(args)
     project = ls.find_project(args.project)
@@ -217,8 +217,8 @@ def run_pull(args) -> int:
 
 def run_between(args, tables) -> int:
     """``annotate agreement SET --against REFERENCE``: the second set of labels of the same maps against the first."""
-    from ..labelling.agreement import between_sets, format_between, rater_votes
     from ..core.fileio import write_json
+    from ..labelling.agreement import between_sets, format_between, rater_votes
     from ..labelling.sets import read_tables
 
     ref = read_tables(args.against)
@@ -232,19 +232,14 @@ def run_between(args, tables) -> int:
                          f"of the same maps")
     methods = {}
     if args.classifier:
-        from ..shares.calibrate import stored_rows
         from ..classifier.onnx import OnnxClassifier
-        from ..core.labels import LABELS
+        from ..shares.calibrate import stored_labels
 
         clf = OnnxClassifier(args.classifier)
-        rows = stored_rows(clf.metadata)
-        if rows is None:
-            raise ValueError(f"{args.classifier} stores no out-of-fold predictions (an older export): retrain it "
-                             f"with `patterncnn train`")
-        methods[f"{clf.model_version} out-of-fold"] = {
-            m: LABELS[int(k)] for m, k in zip(rows.ids.tolist(), rows.probs.argmax(1)) if m in resolved}
+        oof = stored_labels(clf.metadata, args.classifier)
+        methods[f"{clf.model_version} out-of-fold"] = {m: label for m, label in oof.items() if m in resolved}
     if not ref.annotations:
-        print(f"note: {args.against} has no annotations.csv, so none of its maps counts as agreed by 2+ raters")
+        print(f"note: {args.against} has no votes.csv, so none of its maps counts as agreed by 2+ raters")
     report = between_sets(rater_votes(tables.annotations.values(), args.raters), resolved,
                           rater_votes(ref.annotations.values(), args.raters), ref_resolved, methods)
     print(format_between(report, args.against))
@@ -254,13 +249,13 @@ def run_between(args, tables) -> int:
 
 
 def run_agreement(args) -> int:
-    from ..labelling.agreement import agreement_by_encoder, agreement_report, format_report
     from ..core.fileio import write_json
+    from ..labelling.agreement import agreement_by_encoder, agreement_report, format_report
     from ..labelling.sets import read_tables
 
     tables = read_tables(args.annotations)
     if not tables.annotations:
-        raise FileNotFoundError(f"{args.annotations}/annotations.csv not found or empty: pull the labelled set "
+        raise FileNotFoundError(f"{args.annotations}/votes.csv not found or empty: pull the labelled set "
                                 f"with `patterncnn annotate pull` first")
     rows, labels = list(tables.annotations.values()), list(tables.labels.values())
     if args.classifier and not args.against:

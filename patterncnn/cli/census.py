@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 
 from ..encoders.backends import DEFAULT_BACKEND, VETTED
 from ..shares.calibrate import SCOPES
@@ -47,7 +46,7 @@ def register(sub) -> None:
                    help="Ray workers (actors, each with --threads CPUs); default: as many as the cluster's CPUs fit")
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two census results (folders or json)")
     add_glue_args(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, resumable="windows")
 
 
 def run(args) -> int:
@@ -79,20 +78,15 @@ def run(args) -> int:
     else:
         runs = run_censuses(args.model or ["minilm"], splits, clf, args.out, args.limit, args.seed, args.max_length,
                             save_maps=args.save_maps, **common)
-    try:
-        for enc, out, result in runs:
-            print(f"\n{enc.name} ({enc.tag}, backend {enc.backend}): share of (example, layer, head) maps")
-            print(describe(result["estimator"]))
-            print(table(result))
-            trunc = sum(s["truncated"] for s in result["tasks"].values())
-            if trunc:
-                print(f"note: {trunc} input(s) longer than --max-length {enc.max_length} were truncated")
-            print(f"wrote {out}/census.json, census.csv, heads.csv, census.png, heads.png")
-            results.append(result)
-    except KeyboardInterrupt:
-        print(f"interrupted: finished windows are saved under {args.out}; run the same command again to resume",
-              file=sys.stderr)
-        return 130
+    for enc, out, result in runs:
+        print(f"\n{enc.name} ({enc.tag}, backend {enc.backend}): share of (example, layer, head) maps")
+        print(describe(result["estimator"]))
+        print(table(result))
+        trunc = sum(s["truncated"] for s in result["tasks"].values())
+        if trunc:
+            print(f"note: {trunc} input(s) longer than --max-length {enc.max_length} were truncated")
+        print(f"wrote {out}/census.json, census.csv, heads.csv, census.png, heads.png")
+        results.append(result)
     if len(results) == 2:
         print("\n" + compare(*results)[0])
     return 0

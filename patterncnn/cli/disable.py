@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from .common import add_glue_args, add_model_args, glue_dir, positive_int, progress
 
 
@@ -24,23 +22,18 @@ def register(sub) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace a finished or unfinished run in --out")
     add_model_args(p)
     add_glue_args(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, resumable="heads")
 
 
 def run(args) -> int:
-    from ..experiments.disable import run_disable
     from ..core.glue import get_task, load_split
+    from ..experiments.disable import run_disable
 
     split = load_split(get_task(args.task), "dev", glue_dir(args), limit=args.limit, seed=args.seed)
-    out = args.out or f"runs/disable-{split.task.name}"
-    try:
-        res = run_disable(args.model, split, out, seed=args.seed, max_length=args.max_length,
-                          batch_size=args.batch_size, boot=args.bootstrap, progress=progress(),
-                          overwrite=args.overwrite, layers=not args.no_layers)
-    except KeyboardInterrupt:
-        print(f"interrupted: finished heads are saved under {out}; run the same command again to resume",
-              file=sys.stderr)
-        return 130
+    out = args.out = args.out or f"runs/disable-{split.task.name}"  # main() names it when interrupted
+    res = run_disable(args.model, split, out, seed=args.seed, max_length=args.max_length,
+                      batch_size=args.batch_size, boot=args.bootstrap, progress=progress(),
+                      overwrite=args.overwrite, layers=not args.no_layers)
     b = res["baseline"]
     cells = [c for row in res["heads"] for c in row]
     print(f"{res['tag']} on {res['task']} ({res['examples']} dev examples): baseline {res['metric']} "

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from .common import add_glue_args, glue_dir, positive_int, progress
 
 
@@ -23,22 +21,17 @@ def register(sub) -> None:
     p.add_argument("--out", default="runs/drift", help="output folder (default: %(default)s)")
     p.add_argument("--overwrite", action="store_true", help="replace a finished or unfinished run in --out")
     add_glue_args(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, resumable="windows")
 
 
 def run(args) -> int:
-    from ..experiments.drift import run_drift
-    from ..encoders.load import load_encoder
     from ..core.glue import expand_tasks, load_split
+    from ..encoders.load import load_encoder
+    from ..experiments.drift import run_drift
 
     splits = [load_split(t, "dev", glue_dir(args), limit=args.limit, seed=args.seed) for t in expand_tasks(args.task)]
     a, b = (load_encoder(m, max_length=args.max_length) for m in (args.model_a, args.model_b))
-    try:
-        res = run_drift(a, b, splits, args.out, args.seed, args.limit, args.batch_size, progress(), args.overwrite)
-    except KeyboardInterrupt:
-        print(f"interrupted: finished windows are saved under {args.out}; run the same command again to resume",
-              file=sys.stderr)
-        return 130
+    res = run_drift(a, b, splits, args.out, args.seed, args.limit, args.batch_size, progress(), args.overwrite)
     print(f"drift {a.tag} vs {b.tag}: mean cosine similarity of the maps per layer (1 = unchanged)")
     for task, s in res["tasks"].items():
         layers = " ".join(f"{v:.3f}" for v in s["layer_mean"])

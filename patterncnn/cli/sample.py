@@ -1,4 +1,4 @@
-"""``patterncnn sample`` (alias ``export``): sample maps from GLUE inputs for annotation."""
+"""``patterncnn sample``: sample maps from GLUE inputs for annotation."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ log = logging.getLogger("patterncnn")
 
 
 def register(sub) -> None:
-    p = sub.add_parser("sample", aliases=["export"],
+    p = sub.add_parser("sample",
                        help="sample attention maps from GLUE inputs for annotation (map store + PNGs)",
                        description="Sample random (example, layer, head) maps from GLUE inputs, stratified so "
                                    "every layer is represented; write a map store and one PNG per map.")
@@ -31,8 +31,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..encoders.load import load_encoder
     from ..core.glue import get_task, load_split
+    from ..encoders.load import load_encoder
     from ..labelling.sample import sample_maps
 
     tasks = [get_task(t) for t in args.task]  # fail on a bad name before loading anything

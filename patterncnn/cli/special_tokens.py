@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from .common import add_glue_args, add_model_args, glue_dir, positive_int, progress
 
@@ -32,24 +31,19 @@ def register(sub) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace a finished or unfinished run in --out")
     add_model_args(p)
     add_glue_args(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, resumable="windows")
 
 
 def run(args) -> int:
-    from ..encoders.load import load_encoder
     from ..core.glue import expand_tasks, load_split
+    from ..encoders.load import load_encoder
     from ..experiments.special_tokens import TokenClasses, run_special_tokens
 
     splits = [load_split(t, "dev", glue_dir(args), limit=args.limit, seed=args.seed) for t in expand_tasks(args.task)]
     enc = load_encoder(args.model, max_length=args.max_length)
     classes = TokenClasses.for_tokenizer(enc.tokenizer, dict(args.token_class))
-    try:
-        res = run_special_tokens(enc, splits, classes, args.out, args.seed, args.limit, args.batch_size, progress(),
-                                 args.overwrite)
-    except KeyboardInterrupt:
-        print(f"interrupted: finished windows are saved under {args.out}; run the same command again to resume",
-              file=sys.stderr)
-        return 130
+    res = run_special_tokens(enc, splits, classes, args.out, args.seed, args.limit, args.batch_size, progress(),
+                             args.overwrite)
     print(f"{enc.tag}: attention given to each class, over T, mean per layer ({', '.join(classes.names)})")
     for task, s in res["tasks"].items():
         print(f"  {task} ({s['examples']} ex.):")

@@ -45,9 +45,10 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..training.evaluate import EvalConfig
     from ..classifier.model import CNNConfig
-    from ..training.train import TrainConfig, train_and_export
+    from ..training.evaluate import EvalConfig
+    from ..training.fit import TrainConfig
+    from ..training.train import summary, train_and_export
 
     cfg = CNNConfig(grid=args.grid, representation=args.representation,
                     segment_channel=not args.no_segment_channel, structure_channels=not args.no_structure_channels,
@@ -57,62 +58,6 @@ def run(args) -> int:
     ecfg = EvalConfig(soft_labels=not args.no_soft_labels, leave_one_encoder_out=not args.no_leave_one_encoder_out,
                       loeo_max_epochs=args.loeo_max_epochs, loeo_seeds=args.loeo_seeds)
     m = train_and_export(args.annotations, args.out, cfg, tcfg, compare=args.compare, progress=progress(), ecfg=ecfg)
-    cv = m["cv"]
-    print(f"{m['data']['maps']} maps, {tcfg.folds}-fold grouped CV: macro-F1 {cv['macro_f1']:.3f} (folds "
-          f"{cv['fold_macro_f1_mean']:.3f} ± {cv['fold_macro_f1_std']:.3f}), weighted-F1 {cv['weighted_f1']:.3f}")
-    for name, b in m["baselines"].items():
-        print(f"  baseline {name}: macro-F1 {b['macro_f1']:.3f}")
-    print(("CNN beats" if m["cnn_beats_best_baseline"] else "CNN does NOT beat") + f" the best baseline "
-          f"({m['best_baseline']}); ONNX parity max |dp| {m['onnx_parity_max_abs_diff']:.1e}")
-    print(evaluation_summary(m["evaluation"]))
-    print(estimator_summary(m["calibration"], m["validation"]))
+    print(summary(m))
     print(f"wrote {args.out}/patterncnn.pt, patterncnn.onnx, metrics.json, README.md")
     return 0
-
-
-def evaluation_summary(e: dict) -> str:
-    """Per encoder family, agreed maps, CNN vs baselines, soft vs hard labels, leave one encoder out: a few lines."""
-    from ..training.evaluate import CNN
-
-    lines = [f"annotator votes: {e['votes']['maps_with_several_votes']} maps with two or more, "
-             f"{e['votes']['agreed_maps']} where two annotators agree"]
-    for fam, r in e["per_encoder"].items():
-        cnn, best = r["methods"][CNN], r["best_baseline"]
-        agreed = f"{cnn['agreed']['macro_f1']:.3f} on {r['agreed_maps']} agreed" if cnn["agreed"] else "no agreed maps"
-        lines.append(f"  {fam}: CNN macro-F1 {cnn['all']['macro_f1']:.3f} on {r['maps']} maps, {agreed}; best baseline "
-                     f"{best} {r['methods'][best]['all']['macro_f1']:.3f}: CNN "
-                     f"{'beats it' if r['cnn_beats_best_baseline'] else 'does NOT beat it'}")
-    s = e["soft_labels"]
-    lines.append(f"soft vs hard labels: macro-F1 {s['soft']['all']['macro_f1']:.3f} vs "
-                 f"{s['hard']['all']['macro_f1']:.3f}"
-                 if s["run"] else f"soft labels not trained: {s['reason']}")
-    lo = e["leave_one_encoder_out"]
-    for p in lo["pairs"]:
-        f1, acc = p["cnn_over_seeds"]["macro_f1"], p["cnn_over_seeds"]["accuracy"]
-        spread = (f" +- {f1['sd']:.3f} ({f1['min']:.3f}-{f1['max']:.3f} over {f1['n']} seeds)" if f1["n"] > 1
-                  else " (one seed: no spread measured)")
-        lines.append(f"leave one encoder out, train {p['train']} -> test {p['test']}: macro-F1 {f1['mean']:.3f}"
-                     f"{spread}, accuracy {acc['mean']:.3f} ({p['methods'][CNN]['all']['maps']} maps)")
-    if not lo["run"]:
-        lines.append(f"leave one encoder out not run: {lo['reason']}")
-    return "\n".join(lines)
-
-
-def estimator_summary(c: dict, v: dict | None) -> str:
-    """The calibration and the validated default estimator (overall and per encoder)."""
-    from ..shares.estimate import best_result
-
-    lines = [f"calibration for the census: {len(c['rows']['ids'])} out-of-fold rows ({c['uniform_rows']} drawn "
-             f"uniformly), temperature {c['temperature']:.2f}"]
-    if not v:
-        return "\n".join(lines + ["share estimators not validated: the labelled set has no maps drawn with "
-                                   "`sample --design uniform`"])
-    b = best_result(v["results"])
-    lines.append(f"share estimators validated on {v['maps']} uniformly drawn maps: default {b['estimator']}"
-                 f"{'/' + b['scope'] if b['scope'] else ''}, worst encoder "
-                 f"{100 * b['worst_encoder_mean_abs_error']:.1f} "
-                 f"points per pattern, intervals hold the hand share in {100 * b['coverage']:.0f}% of cells")
-    for enc, d in v.get("best_per_encoder", {}).items():
-        lines.append(f"  census default for {enc}: {d['estimator']}{'/' + d['scope'] if d['scope'] else ''} "
-                     f"({100 * d['mean_abs_error']:.1f} points per pattern, {100 * d['coverage']:.0f}% covered)")
-    return "\n".join(lines)

@@ -30,6 +30,7 @@ from typing import IO
 
 import numpy as np
 
+from .errors import PatternCNNError
 
 NPY_MAGIC = b"\x93NUMPY"
 ZIP_MAGIC = b"PK"
@@ -54,7 +55,7 @@ class ReadLimits:
 FILE_LIMITS = ReadLimits()  # files given to the CLI: maps up to 8192 × 8192 (256 MB in float32), read one at a time
 
 
-class MapFormatError(ValueError):
+class MapFormatError(PatternCNNError, ValueError):
     """A file or folder is not a readable set of maps; the message says what is wrong."""
 
 

@@ -23,12 +23,14 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import PatternCNNError
+
 log = logging.getLogger(__name__)
 
 HF_DATASET = "nyu-mll/glue"
 
 
-class GlueDataError(RuntimeError):
+class GlueDataError(PatternCNNError, RuntimeError):
     """A GLUE split could not be found or read; the message says how to fix it."""
 
 

@@ -30,17 +30,20 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from pathlib import Path
 from typing import Iterable, Iterator
 
 import numpy as np
 
-from .. import __version__
 from .arrayfile import MapFormatError, NpzMaps
 from .fileio import atomic_open, write_bytes, write_json
+from .glue import TASKS
+from .version import __version__
 
 FORMAT = "patterncnn-maps"
 FORMAT_VERSION = 1
+_DIGEST = re.compile(r"-[0-9a-f]{8}$")  # an encoder tag ends with 8 hex digits of its weights' digest
 
 
 def map_id(tag: str, task: str, split: str, example: int, layer: int, head: int) -> str:
@@ -51,6 +54,30 @@ def map_id(tag: str, task: str, split: str, example: int, layer: int, head: int)
 def tag_of(map_id_: str) -> str:
     """The encoder tag a map id starts with (an encoder tag holds no ``_``): ``minilm-53aa5117``."""
     return map_id_.split("_", 1)[0]
+
+
+def encoder_family(map_id: str) -> str:
+    """The base encoder of a map (or encoder tag): the unit that "per encoder" reports group by.
+
+    A map id starts with its encoder tag (``minilm-53aa5117_…``, :func:`patterncnn.core.maps.tag_of`): the
+    encoder's name, then 8 hex digits of its weights' digest. Fine-tunes are named ``<base>-<task>``
+    (``minilm-sst2-0633eb25``), so the family is the name with the digest and a trailing GLUE task
+    removed: ``minilm-53aa5117`` and ``minilm-sst2-0633eb25`` are ``minilm``, ``mpnet-78c0197b`` is
+    ``mpnet``. A tag without a digest (or an id without a tag) is its own family.
+    """
+    name = _DIGEST.sub("", map_id.split("_", 1)[0])
+    base, _, last = name.rpartition("-")
+    return base if base and last.lower() in TASKS else name
+
+
+def is_fine_tune(map_id: str) -> bool:
+    """Whether a map (or encoder tag) is of a fine-tune, not its family's base encoder (:func:`encoder_family`)."""
+    return _DIGEST.sub("", map_id.split("_", 1)[0]) != encoder_family(map_id)
+
+
+def families(ids) -> np.ndarray:
+    """(N,) the family of each map id."""
+    return np.array([encoder_family(i) for i in ids], dtype=str)
 
 
 def map_record(encoder, task: str, split: str, ea, layer: int, head: int) -> dict:

@@ -16,6 +16,7 @@ Usage::
     ids = segment_ids(t, seps)         # (T,) int: the segment of each token
     is_pair(t, seps)                   # two segments or more
     boundaries(t, seps)                # [b]: first token of each segment after the first
+    rule_out_block(probs, seps)        # (N, 5): block set to 0 for single-segment inputs (the guide's rule 4)
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+
+from .labels import LABELS
+
+BLOCK = LABELS.index("block")
 
 
 def valid_seps(t: int | None, seps: Sequence[int] | None) -> list[int]:
@@ -74,3 +79,30 @@ def same_segment(t: int, seps: Sequence[int] | None) -> np.ndarray:
     """(T, T) bool: query and key token in the same segment (the block squares; all True for one)."""
     ids = segment_ids(t, seps)
     return ids[:, None] == ids[None, :]
+
+
+def rule_out_block(probs: np.ndarray, seps: list[list[int] | None]) -> np.ndarray:
+    """A single-segment input never gets ``block`` (ANNOTATION_GUIDE.md, rule 4): the segment rule.
+
+    Its block probability is set to 0 and the rest renormalised, in place. Maps without separator
+    information (``None``, e.g. from a plain .npz) are left as the CNN scored them.
+
+    Args:
+        probs: (N, 5) probabilities, LABELS order; changed in place and returned.
+        seps: N separator lists (or None).
+    """
+    # The census passes one separator list per example, repeated for its L*H maps: decide each list once.
+    decided: dict[int, bool] = {}
+
+    def is_single(s) -> bool:
+        if s is None:
+            return False
+        if id(s) not in decided:
+            decided[id(s)] = not is_pair(None, s)
+        return decided[id(s)]
+
+    single = np.fromiter((is_single(s) for s in seps), dtype=bool, count=len(seps))
+    if single.any():
+        probs[single, BLOCK] = 0.0
+        probs[single] /= probs[single].sum(1, keepdims=True)
+    return probs

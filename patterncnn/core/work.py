@@ -1,9 +1,10 @@
-"""Resumable work for the experiments (drift, special tokens, disable): a stamped work folder of finished parts.
+"""Resumable work for the census and the experiments: a stamped work folder of finished parts, one output writer.
 
 Usage::
 
     work = work_dir(out, "rte", params)                 # out/.work/rte, refuses other arguments' leftovers
     parts = run_parts(work, names, compute, progress)   # compute(name) -> dict of arrays, saved as name.npz
+    write_result(out, "drift.json", result, tables={"drift.csv": (header, rows)}, figures={"drift.png": png})
 
 A part counts as done once its ``.npz`` lands (written atomically), so an interrupted run resumes
 where it stopped and a resumed result equals an uninterrupted one. Every result file records what
@@ -12,6 +13,7 @@ produced it with :func:`provenance`.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import io
 import json
@@ -21,12 +23,13 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from .. import __version__
-from .fileio import write_bytes, write_json
+from .errors import PatternCNNError
+from .fileio import write_bytes, write_json, write_text
+from .version import __version__
 
 
-class RunError(RuntimeError):
-    """An experiment cannot start as asked (output exists, arguments changed); the message says what to do."""
+class RunError(PatternCNNError, RuntimeError):
+    """A resumable run (census or experiment) cannot start as asked (output exists, arguments changed); the message says what to do."""
 
 
 def run_key(params: dict) -> str:
@@ -34,12 +37,13 @@ def run_key(params: dict) -> str:
 
 
 def prepare_out(out: str | Path, result_name: str, overwrite: bool) -> Path:
-    """Check ``out`` before a run: a finished result there needs ``overwrite`` (which also drops leftovers)."""
+    """Check ``out`` before a run: a finished result there needs ``overwrite`` (which drops it and any leftovers)."""
     out = Path(out)
     if (out / result_name).exists() and not overwrite:
         raise RunError(f"{out} already holds a finished {result_name}; pass --overwrite or choose another --out")
     if overwrite:
         shutil.rmtree(out / ".work", ignore_errors=True)
+        (out / result_name).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     return out
 
@@ -56,6 +60,27 @@ def work_dir(out: Path, task: str, params: dict) -> Path:
     else:
         write_json(stamp, {"key": run_key(params), "params": params})
     return work
+
+
+def write_result(out: Path, name: str, result: dict, tables: dict[str, tuple[list, Iterable[list]]] | None = None,
+                 figures: dict[str, bytes] | None = None) -> None:
+    """Write a finished run into ``out``: CSV tables, figures, then the JSON result ``name`` last (its presence
+    marks the run finished). Every file is written atomically.
+
+    Args:
+        tables: {file name: (header, rows)}; each row a list of values, written by :mod:`csv` with ``\\n`` endings.
+        figures: {file name: PNG bytes}.
+    """
+    out = Path(out)
+    for fname, (header, rows) in (tables or {}).items():
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows)
+        write_text(out / fname, buf.getvalue())
+    for fname, png in (figures or {}).items():
+        write_bytes(out / fname, png)
+    write_json(out / name, result)
 
 
 def save_part(path: Path, arrays: dict) -> None:

@@ -30,6 +30,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from ..core.errors import PatternCNNError
+from ..core.labels import LABELS
+from .embedded import cache_root
+
 if TYPE_CHECKING:
     import numpy as np
     import torch
@@ -40,7 +44,7 @@ Runner = Callable[[dict], "torch.Tensor"]  # encoder inputs -> attentions (B, L,
 PARITY = 1e-4  # largest |torch - onnxruntime| attention difference accepted right after export
 
 
-class BackendError(RuntimeError):
+class BackendError(PatternCNNError, RuntimeError):
     """A backend cannot run this model here; the message says which one to use instead."""
 
 
@@ -119,8 +123,6 @@ def _onnx(model, tag: str = "model", threads: int = 2, cache: Path | None = None
     import onnxruntime as ort
     import torch
 
-    from .embedded import cache_root
-
     names = ("input_ids", "attention_mask") + (("token_type_ids",) if _uses_token_types(model) else ())
     path = Path(cache or cache_root() / "onnx") / f"{tag}-attn-torch{torch.__version__.split('+')[0]}.onnx"
     if not path.is_file():
@@ -196,8 +198,6 @@ def drift(ref: list[np.ndarray], other: list[np.ndarray], ref_labels: np.ndarray
         difference in percentage points, "shares": {class: points}}.
     """
     import numpy as np
-
-    from ..core.labels import LABELS
 
     diffs = np.concatenate([np.abs(a - b).ravel() for a, b in zip(ref, other)])
     share = {name: 100 * abs(float((labels == k).mean() - (ref_labels == k).mean())) for k, name in enumerate(LABELS)}

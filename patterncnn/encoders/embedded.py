@@ -29,12 +29,13 @@ import zlib
 from pathlib import Path
 from typing import Iterator
 
+from ..core.errors import PatternCNNError
 from ..core.fileio import sha256_file
 
 log = logging.getLogger(__name__)
 
 
-class EmbeddedModelError(RuntimeError):
+class EmbeddedModelError(PatternCNNError, RuntimeError):
     """An embedded encoder is not installed or its files are damaged; the message says how to fix it."""
 
 

@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import __version__
-from .load import EncoderError, load_encoder, resolve_model
 from ..core.fileio import write_json
 from ..core.glue import GlueTask, get_task, load_split
+from ..core.version import __version__
+from .load import EncoderError, load_encoder, resolve_model
 
 log = logging.getLogger(__name__)
 

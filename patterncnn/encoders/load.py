@@ -25,11 +25,12 @@ from typing import Iterable, Iterator
 import numpy as np
 import torch
 
-from .backends import BACKENDS, BackendError, make_backend
-from .embedded import REGISTRY, EmbeddedModelError, embedded_folder, lookup
+from ..core.errors import PatternCNNError
 from ..core.fileio import sha256_file
 from ..core.glue import Example
 from ..core.segments import segment_ids
+from .backends import BACKENDS, BackendError, make_backend
+from .embedded import REGISTRY, EmbeddedModelError, embedded_folder, lookup
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ _OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "mpnet")
 _NOT_ENCODERS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "Seq2SeqLM")
 
 
-class EncoderError(RuntimeError):
+class EncoderError(PatternCNNError, RuntimeError):
     """The model could not be loaded as an encoder, or an input does not fit it; says how to fix it."""
 
 

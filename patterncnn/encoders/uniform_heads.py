@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import torch
 
+from ..core.errors import PatternCNNError
+
 STYLES = {"bert": "context", "mpnet": "probs"}  # model_type -> where the hook goes (see the module docstring)
 
 
-class DisableError(RuntimeError):
+class DisableError(PatternCNNError, RuntimeError):
     """The model cannot have heads disabled as asked; the message says what to do."""
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..encoders.load import Encoder
 from ..core.glue import Example
 from ..core.labels import LABELS, SHORT
+from ..encoders.load import Encoder
 
 
 def analyze(encoder: Encoder, classifier, texts: tuple[str, ...]) -> dict:

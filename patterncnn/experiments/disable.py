@@ -6,10 +6,12 @@ Usage (what ``patterncnn disable`` runs)::
     result["heads"][4][2]   # {"metric": 0.58, "change": -0.011, "ci95": [-0.036, 0.014], "outside": False}
     result["layers"][4]     # the same for all heads of layer 4 at once
 
-Disabling is the paper's (:mod:`patterncnn.encoders.uniform_heads`): the head attends with 1/L to each real token.
-Each unit (a head, or a layer's heads together) is one evaluation of the split, replaying only the
-layers from the unit's layer up (:mod:`patterncnn.experiments.layercache`); its predictions are saved as they
-finish, so an interrupted run resumes. The change of the task's own metric against the undisabled
+Disabling is the paper's (:mod:`patterncnn.encoders.uniform_heads`): the head attends with 1/L to each
+real token. Each unit (a head, or a layer's heads together) is one evaluation of the split. Disabling a
+head of layer l cannot change what the layers below l compute, so :class:`CachedClassifier` records the
+inputs of every layer once (pre-hooks on the layer modules, checked against a full pass at start) and
+replays only the layers from the unit's layer up: a head of the last layer costs one layer, a head of
+the first layer a full pass. Each unit's predictions are saved as they finish, so an interrupted run resumes. The change of the task's own metric against the undisabled
 model gets a paired bootstrap 95% interval over examples (the same resamples for every unit), so a
 0.3-point gain on 277 examples is not read as real: ``outside`` marks intervals that exclude 0.
 """
@@ -22,15 +24,109 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import torch
 
 from ..core.glue import GlueSplit, GlueTask
-from ..encoders.uniform_heads import UniformHeads
-from ..core.work import finish, prepare_out, provenance, public_fingerprint, run_parts, work_dir
+from ..core.plots import disable_figure
+from ..core.work import finish, prepare_out, provenance, public_fingerprint, run_parts, work_dir, write_result
+from ..encoders.load import EncoderError, load_encoder, resolve_model
+from ..encoders.uniform_heads import DisableError, UniformHeads, encoder_layers
 
 log = logging.getLogger(__name__)
 
 PRIMARY = {"accuracy": "accuracy", "f1": "f1", "mcc": "mcc", "corr": "pearson"}
 RESULT = "disable.json"
+
+
+# Replaying only the layers at and above a disabled head (the layer cache).
+
+def _logits_from_sequence(model, seq: torch.Tensor) -> torch.Tensor:
+    """The task head of a BERT or MPNet sequence classifier applied to the last layer's output (B, T, D)."""
+    kind = model.config.model_type
+    if kind == "bert":
+        pooled = model.bert.pooler(seq) if model.bert.pooler is not None else seq[:, 0]
+        return model.classifier(model.dropout(pooled))
+    if kind == "mpnet":
+        return model.classifier(seq)
+    raise DisableError(f"no task head replay for model type {kind!r}; supported: bert, mpnet")
+
+
+class CachedClassifier:
+    """A sequence classifier run once over fixed, length-sorted batches, with every layer's inputs cached.
+
+    Args:
+        model: ``AutoModelForSequenceClassification`` (BERT or MPNet, eager attention, eval mode).
+        tokenizer: its tokenizer.
+        texts: one tuple of 1 or 2 strings per example.
+        max_length: truncation, as in fine-tuning.
+        batch_size: examples per forward pass.
+    """
+
+    def __init__(self, model, tokenizer, texts: list[tuple[str, ...]], max_length: int = 128, batch_size: int = 32):
+        self.model = model
+        self.layers = encoder_layers(model)
+        lengths = [len(tokenizer(*t, truncation=True, max_length=max_length)["input_ids"]) for t in texts]
+        self.order = sorted(range(len(texts)), key=lambda i: lengths[i])  # length bucketing
+        self.batches = []
+        for s in range(0, len(texts), batch_size):
+            idx = self.order[s : s + batch_size]
+            cols = list(zip(*(texts[i] for i in idx)))
+            self.batches.append(tokenizer(*cols, truncation=True, max_length=max_length, padding=True,
+                                          return_tensors="pt"))
+        self.cache: list[list[tuple]] = [[] for _ in self.layers]  # layer -> per batch (args, kwargs)
+        self.baseline = self._full_pass(record=True)
+        check = self.run(0)
+        if not torch.allclose(check, self.baseline, atol=1e-4):
+            raise DisableError("replaying the cached layers does not reproduce the model's own output; this model's "
+                               "layers take inputs the cache does not know (report it)")
+
+    def _full_pass(self, record: bool) -> torch.Tensor:
+        handles = []
+        if record:
+            for k, layer in enumerate(self.layers):
+                handles.append(layer.register_forward_pre_hook(self._recorder(k), with_kwargs=True))
+        try:
+            with torch.inference_mode():
+                out = [self.model(**batch).logits for batch in self.batches]
+        finally:
+            for h in handles:
+                h.remove()
+        return self._unsort(out)
+
+    def _recorder(self, k: int):
+        def hook(module, args, kwargs):
+            self.cache[k].append((args, dict(kwargs)))
+
+        return hook
+
+    def _unsort(self, per_batch: list[torch.Tensor]) -> torch.Tensor:
+        logits = torch.cat(per_batch)
+        out = torch.empty_like(logits)
+        out[torch.tensor(self.order)] = logits
+        return out
+
+    def run(self, from_layer: int, heads_off=None) -> torch.Tensor:
+        """Logits (N, C) in example order, recomputing layers ``from_layer``.. from their cached inputs.
+
+        Args:
+            heads_off: the active :class:`patterncnn.encoders.uniform_heads.UniformHeads`, told each batch's padding mask.
+        """
+        out = []
+        with torch.inference_mode():
+            for b, batch in enumerate(self.batches):
+                args, kwargs = self.cache[from_layer][b]
+                if heads_off is not None:
+                    heads_off.key_mask = batch["attention_mask"]
+                hidden = args[0]
+                for layer in self.layers[from_layer:]:
+                    res = layer(hidden, *args[1:], **kwargs)
+                    hidden = res[0] if isinstance(res, tuple) else res
+                out.append(_logits_from_sequence(self.model, hidden))
+        return self._unsort(out)
+
+    def full(self) -> torch.Tensor:
+        """Logits (N, C) of a full forward pass with whatever hooks are active (no cache): the reference."""
+        return self._full_pass(record=False)
 
 
 def primary_metric(task: GlueTask) -> str:
@@ -83,8 +179,6 @@ def load_classifier(name: str, max_length: int = 128):
     """(encoder record, sequence classifier, tokenizer) of a fine-tuned model folder (``patterncnn finetune``)."""
     from transformers import AutoModelForSequenceClassification
 
-    from ..encoders.load import EncoderError, load_encoder, resolve_model
-
     enc = load_encoder(name, max_length=max_length)  # validates, fingerprints, caps max_length
     archs = enc.model.config.architectures or []
     if not any(a.endswith("ForSequenceClassification") for a in archs):
@@ -130,7 +224,6 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
     Returns:
         The result written to ``out/disable.json`` (also ``disable.csv``, ``disable.png``).
     """
-    from .layercache import CachedClassifier
 
     out = prepare_out(out, RESULT, overwrite)
     task = split.task
@@ -170,21 +263,11 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
 
 
 def write_outputs(out: Path, result: dict) -> None:
-    import csv
-    import io
-
-    from ..core.fileio import write_bytes, write_json, write_text
-    from ..core.plots import disable_figure
-
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["task", "unit", "layer", "head", "metric", "change", "ci95_low", "ci95_high", "outside",
-                "changed_predictions", "baseline"])
-    rows = [(l, h, c) for l, row in enumerate(result["heads"]) for h, c in enumerate(row)]
-    rows += [(l, "all", c) for l, c in enumerate(result["layers"])]
-    for l, h, c in rows:
-        w.writerow([result["task"], f"L{l}H{h}" if h != "all" else f"L{l}", l, h, c["metric"], c["change"],
-                    *c["ci95"], int(c["outside"]), c["changed_predictions"], result["baseline"]["metric"]])
-    write_text(out / "disable.csv", buf.getvalue())
-    write_bytes(out / "disable.png", disable_figure(result))
-    write_json(out / RESULT, result)  # last: its presence marks a finished run
+    """disable.csv (one row per head and per layer), disable.png, then disable.json."""
+    units = [(l, h, c) for l, row in enumerate(result["heads"]) for h, c in enumerate(row)]
+    units += [(l, "all", c) for l, c in enumerate(result["layers"])]
+    rows = [[result["task"], f"L{l}H{h}" if h != "all" else f"L{l}", l, h, c["metric"], c["change"], *c["ci95"],
+             int(c["outside"]), c["changed_predictions"], result["baseline"]["metric"]] for l, h, c in units]
+    write_result(out, RESULT, result, tables={"disable.csv": (
+        ["task", "unit", "layer", "head", "metric", "change", "ci95_low", "ci95_high", "outside", "changed_predictions",
+         "baseline"], rows)}, figures={"disable.png": disable_figure(result)})

@@ -19,9 +19,20 @@ from typing import Callable
 
 import numpy as np
 
-from ..encoders.load import Encoder, EncoderError
 from ..core.glue import GlueSplit
-from ..core.work import finish, prepare_out, provenance, public_fingerprint, public_source, run_parts, windows, work_dir
+from ..core.plots import grid_figure
+from ..core.work import (
+    finish,
+    prepare_out,
+    provenance,
+    public_fingerprint,
+    public_source,
+    run_parts,
+    windows,
+    work_dir,
+    write_result,
+)
+from ..encoders.load import Encoder, EncoderError
 
 WINDOW = 64
 RESULT = "drift.json"
@@ -99,23 +110,12 @@ def run_drift(enc_a: Encoder, enc_b: Encoder, splits: list[GlueSplit], out: str 
 
 
 def write_outputs(out: Path, result: dict) -> None:
-    import csv
-    import io
-
-    from ..core.fileio import write_bytes, write_json, write_text
-    from ..core.plots import grid_figure
-
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["task", "layer", "head", "cosine", "std", "examples"])
-    for task, s in result["tasks"].items():
-        for l, row in enumerate(s["cosine"]):
-            for h, c in enumerate(row):
-                w.writerow([task, l, h, c, s["std"][l][h], s["examples"]])
-    write_text(out / "drift.csv", buf.getvalue())
+    """drift.csv (one row per task, layer and head), drift.png, then drift.json."""
+    rows = [[task, l, h, c, s["std"][l][h], s["examples"]]
+            for task, s in result["tasks"].items() for l, row in enumerate(s["cosine"]) for h, c in enumerate(row)]
     panels = [(f"{t} ({s['examples']} ex.)", np.array(s["cosine"])) for t, s in result["tasks"].items()]
     lo = min(float(p.min()) for _, p in panels)
-    write_bytes(out / "drift.png", grid_figure(
-        panels, f"drift: cosine similarity of maps, {result['tag_a']} vs {result['tag_b']} (1 = unchanged)",
-        "viridis", lo, 1.0))
-    write_json(out / RESULT, result)
+    png = grid_figure(panels, f"drift: cosine similarity of maps, {result['tag_a']} vs {result['tag_b']} (1 = unchanged)",
+                      "viridis", lo, 1.0)
+    write_result(out, RESULT, result, tables={"drift.csv": (["task", "layer", "head", "cosine", "std", "examples"], rows)},
+                 figures={"drift.png": png})

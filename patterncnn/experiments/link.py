@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from ..core.labels import LABELS
-from ..core.work import RunError, provenance
+from ..core.plots import link_figure
+from ..core.work import RunError, provenance, write_result
 
 
 def _load(path: str | Path, name: str) -> dict:
@@ -87,9 +88,6 @@ def head_table(census: dict, drift: dict | None, disable: dict, task: str) -> li
 def run_link(census_path, drift_path, disable_path, task: str, out: str | Path, perms: int = 10000,
              seed: int = 0) -> dict:
     """Join census, drift and disable per head for ``task``; test the paper's hypothesis; write link.*."""
-    from ..core.fileio import write_bytes, write_json, write_text
-    from ..core.plots import link_figure
-
     census, disable = _load(census_path, "census.json"), _load(disable_path, "disable.json")
     drift = _load(drift_path, "drift.json") if drift_path else None
     if disable["task"] != task:
@@ -109,10 +107,7 @@ def run_link(census_path, drift_path, disable_path, task: str, out: str | Path, 
         if drift else None,
         by_majority={k: {"heads": int((majority == k).sum()), "mean_drop": float(drop[majority == k].mean())}
                      for k in LABELS if (majority == k).any()}, heads=rows)
-    out = Path(out)
     keys = list(rows[0])
-    write_text(out / "link.csv", ",".join(keys) + "\n" + "".join(",".join(str(r[k]) for k in keys) + "\n"
-                                                                 for r in rows))
-    write_bytes(out / "link.png", link_figure(result))
-    write_json(out / "link.json", result)
+    write_result(out, "link.json", result, tables={"link.csv": (keys, [[str(r[k]) for k in keys] for r in rows])},
+                 figures={"link.png": link_figure(result)})
     return result

@@ -26,9 +26,20 @@ from typing import Callable
 
 import numpy as np
 
-from ..encoders.load import Encoder
 from ..core.glue import GlueSplit
-from ..core.work import finish, prepare_out, provenance, public_fingerprint, public_source, run_parts, windows, work_dir
+from ..core.plots import cls_row_figure, grid_figure
+from ..core.work import (
+    finish,
+    prepare_out,
+    provenance,
+    public_fingerprint,
+    public_source,
+    run_parts,
+    windows,
+    work_dir,
+    write_result,
+)
+from ..encoders.load import Encoder
 
 WINDOW = 64
 RESULT = "special_tokens.json"
@@ -161,27 +172,18 @@ def run_special_tokens(enc: Encoder, splits: list[GlueSplit], classes: TokenClas
 
 
 def write_outputs(out: Path, result: dict) -> None:
-    import csv
-    import io
-
-    from ..core.fileio import write_bytes, write_json, write_text
-    from ..core.plots import cls_row_figure, grid_figure
-
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    """special_tokens.csv (one row per task, layer and head), special-<task>.png, cls-row.png, then the JSON."""
     names = result["classes"]["order"]
-    w.writerow(["task", "layer", "head", *names])
-    for task, s in result["tasks"].items():
-        for l in range(result["layers"]):
-            for h in range(result["heads"]):
-                w.writerow([task, l, h, *(s["share"][k][l][h] for k in names)])
-    write_text(out / "special_tokens.csv", buf.getvalue())
+    rows = [[task, l, h, *(s["share"][k][l][h] for k in names)]
+            for task, s in result["tasks"].items() for l in range(result["layers"]) for h in range(result["heads"])]
+    figures = {}
     for task, s in result["tasks"].items():
         panels = [(f"{k} (tokens: {100 * s['token_fraction'][k]:.0f}%)", np.array(s["share"][k]))
                   for k in names if k != "other"]
-        write_bytes(out / f"special-{task}.png", grid_figure(
+        figures[f"special-{task}.png"] = grid_figure(
             panels, f"attention given to each token class, over T — {result['tag']} on {task} "
                     f"({s['examples']} dev examples)", "viridis", 0.0, max(float(v.max()) for _, v in panels),
-            cols=len(panels)))
-    write_bytes(out / "cls-row.png", cls_row_figure(result))
-    write_json(out / RESULT, result)
+            cols=len(panels))
+    figures["cls-row.png"] = cls_row_figure(result)
+    write_result(out, RESULT, result, tables={"special_tokens.csv": (["task", "layer", "head", *names], rows)},
+                 figures=figures)

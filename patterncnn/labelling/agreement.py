@@ -38,6 +38,8 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..core.labels import LABELS
+from ..core.maps import encoder_family
+from ..core.scores import subset_scores
 
 METHODS = ("majority", "dawid-skene", "majority-dawid-skene")
 # majority-dawid-skene: a map's label is its raters' majority where one label has the most votes, and
@@ -251,8 +253,7 @@ def held_out_rater(votes: dict[str, dict[str, Vote]]) -> list[tuple[str, str, st
 
 def _scores(mine: Sequence[str], ref: Sequence[str]) -> dict | None:
     """Labels against reference labels: agree, kappa, macro-F1 over the classes the references hold
-    (:func:`patterncnn.training.evaluate.subset_scores`), per-class F1 and the confusion (rows: reference); None if empty."""
-    from ..training.evaluate import subset_scores
+    (:func:`patterncnn.core.scores.subset_scores`), per-class F1 and the confusion (rows: reference); None if empty."""
 
     if not ref:
         return None
@@ -268,7 +269,7 @@ def held_out_scores(pairs: list[tuple[str, str, str]], labels: Sequence[str] | N
 
     Returns:
         {"pairs", "maps", "agree", "kappa", "macro_f1" (over the classes the references hold, as
-        :func:`patterncnn.training.evaluate.subset_scores`), "per_class_f1"}; None without pairs.
+        :func:`patterncnn.core.scores.subset_scores`), "per_class_f1"}; None without pairs.
     """
     if not pairs:
         return None
@@ -335,9 +336,8 @@ def agreement_by_encoder(annotation_rows: list[dict], label_rows: list[dict] | N
 
     Returns:
         {"all": report, "by_encoder": {family: report}}; the family of a map is
-        :func:`patterncnn.training.evaluate.encoder_family` of its id (fine-tunes count with their base encoder).
+        :func:`patterncnn.core.maps.encoder_family` of its id (fine-tunes count with their base encoder).
     """
-    from ..training.evaluate import encoder_family
 
     groups: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
     for r in annotation_rows:
@@ -408,7 +408,6 @@ def between_sets(votes: dict[str, dict[str, Vote]], resolved: dict[str, str], re
         that rater's label against the reference's}, "methods": {name: {"vs_reference", "vs_second"}}}}, scores as
         :func:`_scores` (rows of each confusion: the reference).
     """
-    from ..training.evaluate import encoder_family
 
     family = {m: encoder_family(m) for m in resolved}
     total = Counter(family.values())

@@ -17,11 +17,12 @@ import dataclasses
 import time
 from typing import Any, Callable
 
+from ..core.errors import PatternCNNError
 
 MAX_TITLE = 50  # Label Studio's limit on a project title
 
 
-class AnnotateError(RuntimeError):
+class AnnotateError(PatternCNNError, RuntimeError):
     """A Label Studio step failed; the message names the cause and the fix, in one line."""
 
 

@@ -25,13 +25,13 @@ import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from .. import __version__
+from ..core.labels import LABELS
+from ..core.maps import MapStore, MultiStore
+from ..core.version import __version__
 from .agreement import METHODS, rater_votes, resolve_votes
+from .labelstudio import AnnotateError, Connection
 from .push import FROM_NAME, UNCERTAIN
 from .sets import Tables, check_maps, export_name, label_counts, merge_rows, read_tables, text, write_labelled_set
-from ..core.labels import LABELS
-from .labelstudio import AnnotateError, Connection
-from ..core.maps import MapStore, MultiStore
 
 META = ("model", "task", "split", "example", "layer", "head", "T")
 
@@ -146,7 +146,7 @@ def flatten(export: list[dict], names: dict[int, str] | None = None, backends: d
 
 def learn_names(export: list[dict], tables: Tables) -> dict[int, str]:
     """User id -> e-mail as far as an existing labelled set tells: its annotation rows, and (for sets
-    written before annotations.csv existed) its label rows' annotation ids matched to the export."""
+    written before the votes were kept) its label rows' annotation ids matched to the export."""
     names = {int(r["annotator_id"]): r["annotator"] for r in tables.annotations.values()
              if r.get("annotator_id", "").isdigit() and not r["annotator"].startswith("user ")}
     by_annotation = {r["ls_annotation_id"]: r["annotator"] for r in tables.labels.values()

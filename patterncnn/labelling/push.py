@@ -30,9 +30,9 @@ from typing import Protocol
 import numpy as np
 
 from ..classifier.features import rule_scores
+from ..classifier.render import render_png
 from ..core.labels import LABELS
 from .labelstudio import AnnotateError, Connection
-from ..classifier.render import render_png
 
 log = logging.getLogger(__name__)
 

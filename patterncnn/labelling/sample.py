@@ -22,12 +22,12 @@ from typing import Callable
 
 import numpy as np
 
-from .. import __version__
-from ..encoders.load import Encoder
+from ..classifier.render import render_png
 from ..core.fileio import write_bytes
 from ..core.glue import GlueSplit
 from ..core.maps import MapStore, map_record
-from ..classifier.render import render_png
+from ..core.version import __version__
+from ..encoders.load import Encoder
 
 log = logging.getLogger(__name__)
 

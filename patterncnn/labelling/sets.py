@@ -4,7 +4,8 @@ Layout::
 
     labels.csv          one row per labelled map (LABEL_COLUMNS): the resolved label, how it was resolved,
                         the pre-annotation and its source, Label Studio ids, ... joined to the map metadata
-    annotations.csv     one row per annotation (ANNOTATION_COLUMNS): every annotator's label of every map
+    votes.csv           one row per annotation (ANNOTATION_COLUMNS): every annotator's label of every map
+                        (older sets call it annotations.csv: read alike, renamed at the next pull)
     predictions.csv     one row per pre-annotation (PREDICTION_COLUMNS): source (push / ml-backend / other),
                         model version, label, score
     maps/               a map store (patterncnn.core.maps) holding exactly the labelled maps
@@ -42,8 +43,8 @@ import numpy as np
 
 from ..core.fileio import write_bytes, write_json, write_text
 from ..core.labels import LABELS, label_index
-from .labelstudio import AnnotateError
 from ..core.maps import MapStore
+from .labelstudio import AnnotateError
 
 LABEL_COLUMNS = ("map_id", "label", "uncertain", "annotator", "pre_label", "pre_score", "pre_model", "lead_time",
                  "n_annotations", "disagreement", "labels_seen", "model", "task", "split", "example", "layer", "head",
@@ -54,8 +55,9 @@ ANNOTATION_COLUMNS = ("map_id", "annotator", "annotator_id", "label", "uncertain
                       "export")
 PREDICTION_COLUMNS = ("map_id", "source", "backend", "model_version", "label", "score", "created_at", "ls_project",
                       "ls_task_id", "ls_prediction_id", "export")
-TABLES = {"labels": ("labels.csv", LABEL_COLUMNS), "annotations": ("annotations.csv", ANNOTATION_COLUMNS),
+TABLES = {"labels": ("labels.csv", LABEL_COLUMNS), "annotations": ("votes.csv", ANNOTATION_COLUMNS),
           "predictions": ("predictions.csv", PREDICTION_COLUMNS)}
+LEGACY = {"annotations": "annotations.csv"}  # the votes' earlier file name: read if votes.csv is absent, then replaced
 
 
 def text(value) -> str:
@@ -98,6 +100,8 @@ def read_tables(root: str | Path) -> Tables:
     tables = Tables()
     for name, (filename, _) in TABLES.items():
         path = Path(root) / filename
+        if not path.is_file() and name in LEGACY:
+            path = Path(root) / LEGACY[name]
         if path.is_file():
             with open(path, encoding="utf-8", newline="") as f:
                 setattr(tables, name, {row_key(name, r): r for r in csv.DictReader(f)})
@@ -184,6 +188,8 @@ def write_labelled_set(out, tables: Tables, maps=None, export: tuple[str, bytes]
             os.replace(stage / filename, out / filename)
         if write_maps and not grows:
             _swap_maps(out, stage)
+        for filename in LEGACY.values():  # its rows are in the new file now
+            (out / filename).unlink(missing_ok=True)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
-from .. import __version__
-from . import ml_backend as labelstudio, routes
+from ..core.version import __version__
+from . import ml_backend as labelstudio
+from . import routes
 from .errors import error_responses, invalid_request
 from .middleware import BodyGuard, CatchAll, TokenAuth
 from .state import Parts, ServeSettings

@@ -15,9 +15,9 @@ import dataclasses
 
 import numpy as np
 import pydantic_core
-from pydantic import ValidationError
 from fastapi import Request
 from fastapi.routing import APIRoute
+from pydantic import ValidationError
 
 from ..core.arrayfile import NPY_MAGIC, ZIP_MAGIC, ArrayFileError, read_npy, read_npz
 from ..core.maps import check_map

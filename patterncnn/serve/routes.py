@@ -5,13 +5,24 @@ from __future__ import annotations
 import numpy as np
 from fastapi import APIRouter, Depends, Request
 
-from .. import __version__
 from ..classifier.classify import result_record
 from ..core.labels import LABELS
+from ..core.version import __version__
+from ..experiments import analyze as analysis
 from .decode import BINARY, JSON, JsonRoute, classify_batch, media_type
 from .errors import BadInput, error_responses
-from .schemas import (AnalyzeRequest, AnalyzeResponse, ClassifierInfo, ClassifyRequest, ClassifyResponse,
-                      EncoderShape, Health, Labels, Limits, ModelInfo)
+from .schemas import (
+    AnalyzeRequest,
+    AnalyzeResponse,
+    ClassifierInfo,
+    ClassifyRequest,
+    ClassifyResponse,
+    EncoderShape,
+    Health,
+    Labels,
+    Limits,
+    ModelInfo,
+)
 from .state import Parts, get_parts
 
 open_router = APIRouter()  # no token needed
@@ -75,14 +86,12 @@ async def analyze(req: AnalyzeRequest, parts: Parts = Depends(get_parts)) -> Ana
 
 
 def _analyze(parts: Parts, texts: tuple[str, ...]) -> AnalyzeResponse:
-    from ..experiments.analyze import analyze
-
     enc = parts.encoder
     # Counted without truncation, as the encoder counts: a fast tokenizer must not switch its
     # truncation setting while another worker thread is encoding with it.
     if len(enc.tokenizer(*texts, truncation=False, verbose=False)["input_ids"]) > enc.max_length:
         raise BadInput(f"the input is longer than the encoder's limit of {enc.max_length} tokens; shorten it")
-    res = analyze(enc, parts.classifier, texts)
+    res = analysis.analyze(enc, parts.classifier, texts)
     return AnalyzeResponse(tokens=res["tokens"], seps=res["seps"], labels=res["labels"],
                            probs=np.round(res["probs"], 5).tolist(), label_order=list(LABELS),
                            encoder=enc.fingerprint["model"], model_version=parts.classifier.model_version)

@@ -9,8 +9,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Optional
 
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidatorFunctionWrapHandler, WrapValidator,
-                      field_validator, model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 # Separator positions are token indices; the bound keeps them machine integers.

@@ -14,8 +14,8 @@ from ..core.arrayfile import ReadLimits
 from .errors import BadInput
 
 if TYPE_CHECKING:
-    from ..encoders.load import Encoder
     from ..classifier.onnx import OnnxClassifier
+    from ..encoders.load import Encoder
 
 MAX_PROJECTS = 1000  # Label Studio projects whose label names /setup remembers
 

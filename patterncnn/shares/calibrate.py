@@ -28,7 +28,10 @@ import dataclasses
 
 import numpy as np
 
+from ..core.errors import ClassifierError
 from ..core.labels import LABELS, label_index
+from ..core.maps import tag_of
+from ..core.segments import is_pair, rule_out_block
 
 CAL_BOOTSTRAP = 200  # calibration refits for its interval part
 TEMPERATURES = np.geomspace(0.1, 10.0, 321)  # grid searched for T: steps of 1.45 %
@@ -78,11 +81,8 @@ class Rows:
 
 def map_rows(ids, y, probs: np.ndarray, fold, meta: list[dict], seps: list) -> Rows:
     """Rows for maps scored by a classifier: ``probs`` (M, 5) gets the segment rule, as in the census."""
-    from ..classifier.onnx import OnnxClassifier
-    from ..core.maps import tag_of
-    from ..core.segments import is_pair
 
-    probs = OnnxClassifier.apply_segment_rule(np.array(probs, dtype=np.float64), seps)
+    probs = rule_out_block(np.array(probs, dtype=np.float64), seps)
     return Rows(np.array(ids, dtype=str), np.asarray(y, dtype=int), probs, np.asarray(fold, dtype=int),
                 np.array([tag_of(m["id"]) for m in meta], dtype=str),
                 np.array([str(m.get("task")) for m in meta], dtype=str),
@@ -223,3 +223,16 @@ def stored_rows(metadata: dict) -> Rows | None:
     """The rows stored with a classifier (its ONNX metadata or checkpoint), or None for an older one."""
     cal = metadata.get("calibration")
     return Rows.from_dict(cal["rows"]) if cal else None
+
+
+def stored_labels(metadata: dict, name: str = "this classifier") -> dict[str, str]:
+    """The out-of-fold label (argmax of the stored rows) of every map a classifier was trained on, by map id.
+
+    Raises:
+        ClassifierError: the classifier stores no rows (an older export).
+    """
+    rows = stored_rows(metadata)
+    if rows is None:
+        raise ClassifierError(f"{name} stores no out-of-fold predictions (an older export): retrain it with "
+                              f"`patterncnn train`")
+    return {m: LABELS[int(k)] for m, k in zip(rows.ids.tolist(), rows.probs.argmax(1))}

@@ -32,8 +32,10 @@ from typing import Callable
 
 import numpy as np
 
-from .calibrate import CAL_BOOTSTRAP, Calibration, Rows, fit_calibration, scope_mask, stored_rows, temper
+from ..core.errors import ClassifierError
 from ..core.labels import LABELS
+from ..core.maps import encoder_family, is_fine_tune
+from .calibrate import CAL_BOOTSTRAP, Calibration, Rows, fit_calibration, scope_mask, stored_rows, temper
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +141,6 @@ def validated_error(validation: dict | None, estimator: str, scope: str | None, 
         if res["estimator"] == estimator and res["scope"] in (scope, None):
             if encoder in res["encoders"]:
                 return {"encoder": encoder, **res["encoders"][encoder]}
-            from ..training.evaluate import encoder_family
 
             encs = list(res["encoders"].values())
             family = encoder_family(encoder)
@@ -239,7 +240,6 @@ def plan_for(metadata: dict, estimator: str | None, scope: str | None, encoder: 
         return Plan("count", None, None, chosen_by, validated_error(validation, "count", None, encoder))
     rows: Rows | None = stored_rows(metadata)
     if rows is None:
-        from ..classifier.onnx import ClassifierError
 
         raise ClassifierError(f"the {estimator} estimator needs the classifier's calibration, which this classifier "
                               f"lacks; {RETRAIN}, or use --estimator count")
@@ -257,7 +257,6 @@ def plan_for(metadata: dict, estimator: str | None, scope: str | None, encoder: 
 def _validated_default(validation: dict | None, encoder: str) -> tuple[str | None, dict | None]:
     """(validated encoder, its best_per_encoder entry) for ``encoder``: itself, else one of its family, the
     pretrained base (tag ``family-hash``) before its validated fine-tunes (``family-task-hash``)."""
-    from ..training.evaluate import encoder_family, is_fine_tune
 
     per = (validation or {}).get("best_per_encoder") or {}
     if encoder in per:

@@ -7,11 +7,11 @@ Usage::
     report["per_encoder"]["mpnet"]["methods"]["CNN"]["agreed"]["macro_f1"]
     encoder_family("minilm-sst2-0633eb25_sst2_dev_00012_L03_H07")       # "minilm"
 
-Reports, all on the folds of :func:`patterncnn.training.train.folds` (grouped by input example, stratified):
+Reports, all on the folds of :func:`patterncnn.training.fit.folds` (grouped by input example, stratified):
 
 - **per encoder family** (:func:`encoder_family`): the out-of-fold macro-F1 of the CNN and of the feature
   baselines on the family's maps, on all of them and on those where at least two annotators gave the
-  same label (``annotations.csv``). No second CV: the out-of-fold predictions are sliced.
+  same label (the set's ``votes.csv``). No second CV: the out-of-fold predictions are sliced.
 - **against one annotator** (:func:`annotator_yardstick`): every method and one blind annotator on the same
   pairs: a map and one of its annotators, wherever the other annotators (two or more) agree; the annotator's
   label and each method's prediction are scored against the others' shared label. The annotators' score is
@@ -30,10 +30,8 @@ A macro-F1 on a subset averages the F1 of the classes that subset's labels hold 
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import logging
-import re
 import time
 from pathlib import Path
 
@@ -41,13 +39,17 @@ import numpy as np
 
 from ..classifier.features import map_features, rule_scores
 from ..core.labels import LABELS
+from ..core.maps import families
+from ..core.scores import classification_report, macro_f1, spread, subset_scores
+from ..labelling.agreement import held_out_rater, held_out_scores, rater_votes
+from ..labelling.sets import read_tables
+from .fit import fit_members, folds, median_epoch, out_of_fold, predict_proba
 
 log = logging.getLogger(__name__)
 
 CNN, SOFT = "CNN", "CNN (soft labels)"
 TRAINED_BASELINES = ("features+logreg", "features+gboost")
 RULE = "rule (pre-annotator, untrained)"
-_DIGEST = re.compile(r"-[0-9a-f]{8}$")
 
 
 @dataclasses.dataclass
@@ -62,32 +64,6 @@ class EvalConfig:
     def __post_init__(self):
         if self.loeo_seeds < 1:
             raise ValueError(f"--loeo-seeds must be at least 1 (got {self.loeo_seeds})")
-
-
-def encoder_family(map_id: str) -> str:
-    """The base encoder of a map (or encoder tag): the unit that "per encoder" reports group by.
-
-    A map id starts with its encoder tag (``minilm-53aa5117_…``, :func:`patterncnn.core.maps.tag_of`): the
-    encoder's name, then 8 hex digits of its weights' digest. Fine-tunes are named ``<base>-<task>``
-    (``minilm-sst2-0633eb25``), so the family is the name with the digest and a trailing GLUE task
-    removed: ``minilm-53aa5117`` and ``minilm-sst2-0633eb25`` are ``minilm``, ``mpnet-78c0197b`` is
-    ``mpnet``. A tag without a digest (or an id without a tag) is its own family.
-    """
-    from ..core.glue import TASKS
-
-    name = _DIGEST.sub("", map_id.split("_", 1)[0])
-    base, _, last = name.rpartition("-")
-    return base if base and last.lower() in TASKS else name
-
-
-def is_fine_tune(map_id: str) -> bool:
-    """Whether a map (or encoder tag) is of a fine-tune, not its family's base encoder (:func:`encoder_family`)."""
-    return _DIGEST.sub("", map_id.split("_", 1)[0]) != encoder_family(map_id)
-
-
-def families(ids) -> np.ndarray:
-    """(N,) the family of each map id."""
-    return np.array([encoder_family(i) for i in ids], dtype=str)
 
 
 @dataclasses.dataclass
@@ -106,14 +82,9 @@ class Votes:
 
 
 def load_votes(annotations: str | Path, ids: list[str], y: np.ndarray) -> Votes:
-    """The votes of ``annotations.csv`` for the maps ``ids`` (labels ``y``); no file: one vote, the label."""
-    from ..labelling.agreement import rater_votes
+    """The votes of the set's ``votes.csv`` for the maps ``ids`` (labels ``y``); no file: one vote, the label."""
 
-    path = Path(annotations) / "annotations.csv"
-    rows = []
-    if path.is_file():
-        with open(path, encoding="utf-8", newline="") as f:
-            rows = list(csv.DictReader(f))
+    rows = list(read_tables(annotations).annotations.values())
     wanted = set(ids)
     votes = {m: v for m, v in rater_votes(rows).items() if m in wanted}
     shares = np.eye(len(LABELS))[y]
@@ -129,20 +100,6 @@ def load_votes(annotations: str | Path, ids: list[str], y: np.ndarray) -> Votes:
     return Votes(shares, n, top, votes)
 
 
-def subset_scores(y: np.ndarray, pred: np.ndarray, mask: np.ndarray) -> dict | None:
-    """Macro-F1 (over the classes the subset's labels hold), accuracy and per-class F1 of ``mask``; None if empty."""
-    from sklearn.metrics import f1_score
-
-    if not mask.any():
-        return None
-    yt, yp = y[mask], pred[mask]
-    present = sorted(set(yt.tolist()))
-    f1 = f1_score(yt, yp, labels=range(len(LABELS)), average=None, zero_division=0)
-    return {"maps": int(mask.sum()), "macro_f1": float(np.mean(f1[present])), "accuracy": float(np.mean(yt == yp)),
-            "per_class_f1": {name: (float(f1[k]) if k in present else None) for k, name in enumerate(LABELS)},
-            "classes": [LABELS[k] for k in present]}
-
-
 def annotator_yardstick(votes: Votes, ids: list[str], fams: np.ndarray, preds: dict[str, np.ndarray]) -> dict:
     """One blind annotator against the others, and every method on the very same pairs, per family and over all.
 
@@ -156,7 +113,6 @@ def annotator_yardstick(votes: Votes, ids: list[str], fams: np.ndarray, preds: d
         :func:`patterncnn.labelling.agreement.held_out_scores` (pairs, maps, agree, kappa, macro_f1, per_class_f1); a family
         without pairs is left out; {} when no map has three or more annotators who leave a pair.
     """
-    from ..labelling.agreement import held_out_rater, held_out_scores
 
     index = {m: i for i, m in enumerate(ids)}
     pairs = held_out_rater(votes.by_map)  # votes: :func:`load_votes` of these ``ids``
@@ -190,12 +146,11 @@ def _makers(seed: int) -> dict:
 
 
 def baseline_predictions(data, tcfg, feats: np.ndarray | None = None) -> tuple[dict, dict]:
-    """Out-of-fold predictions of the feature baselines on :func:`patterncnn.training.train.folds`, and the rule's.
+    """Out-of-fold predictions of the feature baselines on :func:`patterncnn.training.fit.folds`, and the rule's.
 
     Returns:
         ({name: (N,) predicted label indices}, {name: per-fold macro-F1}).
     """
-    from .train import folds, macro_f1
 
     feats = feature_matrix(data) if feats is None else feats
     preds, fold_f1 = {}, {}
@@ -212,7 +167,6 @@ def baseline_predictions(data, tcfg, feats: np.ndarray | None = None) -> tuple[d
 
 def baselines(data, tcfg, preds: tuple[dict, dict] | None = None) -> dict:
     """Hand-crafted features -> logistic regression / gradient boosting on the same folds; and the rule."""
-    from .train import classification_report
 
     preds, fold_f1 = preds or baseline_predictions(data, tcfg)
     return {name: {**classification_report(data.y, p), **({"fold_macro_f1": fold_f1[name]} if name in fold_f1 else {})}
@@ -241,7 +195,6 @@ def soft_vs_hard(data, votes: Votes, hard_probs: np.ndarray, cfg, tcfg,
     Returns:
         (report, soft out-of-fold probabilities (N, 5) or None when it was not run).
     """
-    from .train import out_of_fold
 
     voted = int((votes.n >= 2).sum())
     if not voted:
@@ -269,13 +222,6 @@ def _split_train(data, pool: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndar
     return pool[itr], pool[iva]
 
 
-def spread(values) -> dict:
-    """Mean, standard deviation (ddof 1; 0 for one value), min and max of a few scores."""
-    v = np.asarray(values, dtype=float)
-    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if len(v) > 1 else 0.0,
-            "min": float(v.min()), "max": float(v.max()), "n": int(len(v))}
-
-
 def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.ndarray, cfg, tcfg,
                           max_epochs: int, seeds: int = 1) -> list[dict]:
     """Train on one family, test on another, each ordered pair; CNN and the trained feature baselines.
@@ -287,7 +233,6 @@ def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.
     pair reports the spread over the fits (``cnn_over_seeds``) and each fit (``seeds``); ``methods`` holds the
     first seed's fit beside the baselines (fitted once: they use the whole training family, no split).
     """
-    from .train import fit_members, median_epoch, predict_proba
 
     names = sorted(set(fams.tolist()))
     out = []
@@ -331,8 +276,8 @@ def evaluate(data, annotations, oof, cfg, tcfg, ecfg: EvalConfig, progress=None)
     """Every report of the module docstring, plus the baselines' classification reports (key ``baselines``).
 
     Args:
-        data: the :class:`patterncnn.labelling.sets.Labelled` set; annotations: its folder (for ``annotations.csv``).
-        oof: train's :class:`patterncnn.training.train.OutOfFold` on :func:`patterncnn.training.train.folds` with ``tcfg``.
+        data: the :class:`patterncnn.labelling.sets.Labelled` set; annotations: its folder (for its votes).
+        oof: train's :class:`patterncnn.training.fit.OutOfFold` on :func:`patterncnn.training.fit.folds` with ``tcfg``.
     """
     fams = families(data.ids)
     votes = load_votes(annotations, data.ids, data.y)

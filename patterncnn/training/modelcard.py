@@ -12,8 +12,10 @@ from __future__ import annotations
 import string
 from importlib import resources
 
-from ..core.labels import LABELS
 from ..classifier.model import MEMBER_SEED_STEP
+from ..core.labels import LABELS
+from ..core.scores import spread
+from .validate import markdown_table
 
 
 def _f(x: float) -> str:
@@ -46,7 +48,6 @@ NOT_VALIDATED = ("**Not validated.** The labelled set holds no maps drawn unifor
 
 def _calibration(m: dict) -> dict[str, str]:
     """The fields of the calibration and validation sections."""
-    from .validate import markdown_table
 
     c = m["calibration"]
     return {"temperature": f"{c['temperature']:.2f}", "nll_at_1": f"{c['nll_at_1']:.3f}", "nll": f"{c['nll']:.3f}",
@@ -108,13 +109,11 @@ def seed_runs(p: dict) -> list[dict]:
 
 
 def mean_sd(s: dict) -> str:
-    """A :func:`patterncnn.training.evaluate.spread` as "mean ± sd", or "mean (one fit)" when there is nothing to spread."""
+    """A :func:`patterncnn.core.scores.spread` as "mean ± sd", or "mean (one fit)" when there is nothing to spread."""
     return f"{_f(s['mean'])} ± {_f(s['sd'])}" if s["n"] > 1 else f"{_f(s['mean'])} (one fit)"
 
 
 def _loeo(e: dict, members: int = 1) -> str:
-    from .evaluate import spread
-
     lo = e["leave_one_encoder_out"]
     if not lo["run"]:
         return f"**Not measured**: {lo['reason']}."

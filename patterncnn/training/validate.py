@@ -42,10 +42,27 @@ from typing import Callable
 
 import numpy as np
 
-from ..shares.calibrate import CAL_BOOTSTRAP, SCOPES, Rows, fit_calibration, map_rows, scope_mask
-from ..shares.estimate import (ESTIMATORS, TARGET_COVERAGE, TARGET_ERROR, best_by_encoder, best_result, example_sums,
-                       shares_with_intervals)
+from ..core.errors import ClassifierError
+from ..core.fileio import sha256_file, write_json, write_text
 from ..core.labels import LABELS
+from ..core.maps import families, tag_of
+from ..core.scores import classification_report, subset_scores
+from ..core.version import __version__
+from ..labelling.sets import load_labelled
+from ..shares.calibrate import CAL_BOOTSTRAP, SCOPES, Rows, fit_calibration, map_rows, scope_mask, stored_rows
+from ..shares.estimate import (
+    ESTIMATORS,
+    RETRAIN,
+    TARGET_COVERAGE,
+    TARGET_ERROR,
+    best_by_encoder,
+    best_result,
+    bias_band,
+    example_sums,
+    shares_with_intervals,
+    validated_error,
+)
+from .evaluate import annotator_yardstick, load_votes
 
 UNIFORM_HELP = ("label maps drawn with `patterncnn sample --design uniform` (their metadata says \"sampling\": "
                 "\"uniform\"), pull them into the labelled set and retrain with `patterncnn train`")
@@ -192,7 +209,6 @@ def encoder_maps(cells: dict) -> int:
 
 def _validate(pool: Rows, test: Rows, mode: str, seed: int, stored: dict | None = None) -> dict:
     """``stored``: the classifier's own validation, whose bands widen count's intervals on independent maps."""
-    from ..shares.estimate import bias_band, validated_error
 
     half = halves(test.fold) if mode == "cross-validated" else np.zeros(len(test), dtype=int)
     vectors, calibrated = score(pool, test, half if mode == "cross-validated" else None, seed)
@@ -242,7 +258,6 @@ def validate_independent(pool: Rows, test: Rows, seed: int = 0, stored: dict | N
 def predict_labelled(classifier, annotations: str | Path):
     """(the labelled set, ``classifier``'s probabilities for its maps); ``classifier``: an
     :class:`patterncnn.classifier.onnx.OnnxClassifier`."""
-    from ..labelling.sets import load_labelled
 
     data = load_labelled(annotations)
     return data, classifier.predict(data.maps, data.seps)
@@ -260,16 +275,12 @@ def label_scores(data, probs: np.ndarray, annotations: str | Path) -> dict:
         {"maps", "votes": maps with two or more annotator votes, "report": per class precision/recall/F1/support,
         the confusion matrix and Cohen's kappa (None when the labels hold one class), "groups": {"all" |
         "family F" | "encoder E": {"all": scores, "agreed": scores}}}, where scores are
-        :func:`patterncnn.training.evaluate.subset_scores` (macro-F1 over the classes the subset's labels hold) and
+        :func:`patterncnn.core.scores.subset_scores` (macro-F1 over the classes the subset's labels hold) and
         "agreed" keeps the maps where at least two annotators gave the same label (None without votes), and
         "against_one_annotator": :func:`patterncnn.training.evaluate.annotator_yardstick` with the classifier as its one
         method ({} without three annotators per map).
     """
     from sklearn.metrics import cohen_kappa_score
-
-    from .evaluate import annotator_yardstick, families, load_votes, subset_scores
-    from ..core.maps import tag_of
-    from .train import classification_report
 
     pred = probs.argmax(1)
     votes = load_votes(annotations, data.ids, data.y)
@@ -340,7 +351,7 @@ def labels_table(lab: dict) -> str:
                   + ". A macro-F1 averages the classes the maps' labels hold (\"—\": a class no map is labelled"
                   + (f"; the classifier still predicted {', '.join(wrong)}, all wrong" if wrong else "")
                   + "); \"agreed\": at least two annotators gave the same label"
-                  + (" (no map of this set has two annotator votes in annotations.csv, so none is measured)."
+                  + (" (no map of this set has two annotator votes in votes.csv, so none is measured)."
                      if not lab.get("votes") else "."), "",
               "| label \\ prediction | " + " | ".join(LABELS) + " |", "| --- |" + " --- |" * len(LABELS)]
     lines += [f"| {name} | " + " | ".join(str(c) for c in row) + " |" for name, row in zip(LABELS, cm)]
@@ -375,11 +386,6 @@ def run_validation(classifier, out: str | Path, annotations: str | Path | None =
         annotations: an independent labelled set; None validates cross-validated on the stored rows. Its
             labels are scored too (:func:`label_scores`); without uniformly drawn maps, only they are.
     """
-    from .. import __version__
-    from ..shares.calibrate import stored_rows
-    from ..shares.estimate import RETRAIN
-    from ..core.fileio import sha256_file, write_json, write_text
-    from ..classifier.onnx import ClassifierError
 
     rows = stored_rows(classifier.metadata)
     if rows is None:

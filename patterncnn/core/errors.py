@@ -1,0 +1,15 @@
+"""The errors patterncnn raises on purpose. Each message is one line that names the fix.
+
+Every module's own error derives from :class:`PatternCNNError`, so the command line catches them once
+(:func:`patterncnn.cli.main`) and a library user can catch them all with one ``except``.
+"""
+
+from __future__ import annotations
+
+
+class PatternCNNError(Exception):
+    """Base class: a step cannot go on as asked; the message says what to do instead."""
+
+
+class ClassifierError(PatternCNNError, RuntimeError):
+    """The classifier file is missing or unusable, or lacks what a step needs (its calibration); says how to fix it."""

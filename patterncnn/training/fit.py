@@ -1,0 +1,243 @@
+"""The CNN's fitting machinery: grouped, stratified folds, early-stopped fits, out-of-fold predictions.
+
+Usage::
+
+    tcfg = TrainConfig()
+    oof = out_of_fold(data, CNNConfig(), tcfg)                     # every map scored by a fold model not trained on it
+    report = cv_report(data, oof)                                  # honest, out-of-fold metrics
+    model = fit_final(data, CNNConfig(), tcfg, epochs=report["median_best_epoch"])
+
+Honesty rules: folds are grouped by input example (the maps of one sentence or pair never sit on
+both sides of a split) and stratified by label; early stopping watches a validation split carved
+out of the *training* part of each fold, never the test fold; the final model is trained on all
+data for the median early-stopped epoch count. Augmentation only preserves labels: resampling the
+map to another length T (nearest) and a gamma jitter of the intensities; no transposes or flips (a
+transpose turns vertical into horizontal).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..classifier.model import MEMBER_SEED_STEP, CNNConfig, PatternCNN, build_model, member_config, preprocess
+from ..core.labels import LABELS
+from ..core.scores import classification_report, macro_f1
+from ..labelling.sets import Labelled
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    folds: int = 5
+    seed: int = 0
+    max_epochs: int = 80
+    patience: int = 15
+    batch_size: int = 16
+    lr: float = 3e-3
+    weight_decay: float = 1e-4
+    resample_p: float = 0.5  # probability of resampling T in augmentation
+    resample_range: tuple[float, float] = (0.7, 1.4)
+    gamma_range: tuple[float, float] = (0.8, 1.25)
+    label_smoothing: float = 0.05
+    # Class weights (n / (K * count)) ** power: 1 balances the classes fully, 0 not at all. With a class of a
+    # handful of maps (block: 6 of 1,075) full balancing weighs each of its maps ~85x a vertical one, and the
+    # model then calls vertical maps block; the square root keeps the rare classes heard without that.
+    class_weight_power: float = 0.5
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """Run the block with torch on ``n`` threads, then restore the caller's setting (a library call must not
+    change the process's thread count for good)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def model_inputs(maps, seps, idx, cfg: CNNConfig, rng: np.random.Generator | None = None,
+                 tcfg: TrainConfig | None = None) -> torch.Tensor:
+    """Preprocess maps ``idx`` one by one (their T differ); with ``rng``, augment."""
+    out = []
+    for i in idx:
+        t = maps[i].shape[0]
+        resample = None
+        if rng is not None and rng.random() < tcfg.resample_p:
+            resample = max(4, int(round(t * rng.uniform(*tcfg.resample_range))))
+        x = preprocess(torch.from_numpy(maps[i])[None], [seps[i]], cfg, resample_to=resample)
+        if rng is not None:
+            x[:, 0] = x[:, 0] ** float(rng.uniform(*tcfg.gamma_range))
+        out.append(x)
+    return torch.cat(out)
+
+
+def fit(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, seed: int,
+        epochs: int | None = None, tick: Callable | None = None, targets: np.ndarray | None = None
+        ) -> tuple[PatternCNN, int, list]:
+    """Train one model. With ``val_idx``, early-stop on its macro-F1; else run ``epochs`` epochs.
+
+    ``targets`` (N, 5), e.g. annotator vote shares, replace the hard labels as cross-entropy targets
+    (class weights and early stopping still use the hard labels).
+
+    Returns:
+        (model with the best weights, best epoch (1-based), per-epoch history).
+    """
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model = PatternCNN(member_config(cfg))  # one CNN, also when it is a member of an ensemble
+    opt = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
+    n_epochs = epochs or tcfg.max_epochs
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=n_epochs)
+    y = torch.as_tensor(data.y if targets is None else np.asarray(targets, dtype=np.float32))
+    counts = np.bincount(data.y[train_idx], minlength=len(LABELS)).astype(np.float64)
+    weights = torch.tensor((len(train_idx) / (len(LABELS) * np.maximum(counts, 1))) ** tcfg.class_weight_power,
+                           dtype=torch.float32)
+    x_val = model_inputs(data.maps, data.seps, val_idx, cfg) if val_idx is not None and len(val_idx) else None
+    best = (-1.0, 0, None)
+    history, stale = [], 0
+    for epoch in range(1, n_epochs + 1):
+        model.train()
+        order = rng.permutation(train_idx)
+        x_all = model_inputs(data.maps, data.seps, order, cfg, rng, tcfg)
+        total = 0.0
+        for s in range(0, len(order), tcfg.batch_size):
+            xb, yb = x_all[s : s + tcfg.batch_size], y[order[s : s + tcfg.batch_size]]
+            if len(yb) < 2:
+                continue  # BatchNorm needs two samples
+            loss = F.cross_entropy(model(xb), yb, weight=weights, label_smoothing=tcfg.label_smoothing)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += loss.item() * len(yb)
+        sched.step()
+        rec = {"epoch": epoch, "loss": total / len(order)}
+        if x_val is not None:
+            model.eval()
+            with torch.inference_mode():
+                pred = model(x_val).argmax(1).numpy()
+            rec["val_macro_f1"] = macro_f1(data.y[val_idx], pred)
+            if rec["val_macro_f1"] > best[0]:
+                best, stale = (rec["val_macro_f1"], epoch, copy.deepcopy(model.state_dict())), 0
+            else:
+                stale += 1
+        history.append(rec)
+        if tick:
+            tick()
+        if x_val is not None and stale >= tcfg.patience:
+            break
+    if x_val is not None:
+        model.load_state_dict(best[2])
+        return model.eval(), best[1], history
+    return model.eval(), n_epochs, history
+
+
+def fit_members(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, seed: int,
+                epochs: int | None = None, tick: Callable | None = None, targets: np.ndarray | None = None
+                ) -> tuple[nn.Module, list[int]]:
+    """The classifier ``cfg`` describes, fitted: ``cfg.members`` CNNs by :func:`fit`, each with its own seed.
+
+    Returns:
+        (one :class:`PatternCNN`, or a :class:`PatternEnsemble` of the members; each member's best epoch).
+    """
+    fits = [fit(data, train_idx, val_idx, cfg, tcfg, seed=seed + MEMBER_SEED_STEP * s, epochs=epochs, tick=tick,
+                targets=targets) for s in range(cfg.members)]
+    return build_model(cfg, [f[0] for f in fits]).eval(), [f[1] for f in fits]
+
+
+def median_epoch(epochs) -> int:
+    """The epoch count a fit without early stopping runs: the median of early-stopped ones, rounded down."""
+    return int(np.median(epochs))
+
+
+def predict_proba(model: nn.Module, data: Labelled, idx, cfg: CNNConfig) -> np.ndarray:
+    with torch.inference_mode():
+        return torch.softmax(model(model_inputs(data.maps, data.seps, idx, cfg)), dim=1).numpy()
+
+
+def folds(data: Labelled, tcfg: TrainConfig) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(train, val, test) index arrays per outer fold: grouped by example, stratified by label."""
+    from sklearn.model_selection import StratifiedGroupKFold
+
+    outer = StratifiedGroupKFold(n_splits=tcfg.folds, shuffle=True, random_state=tcfg.seed)
+    out = []
+    for k, (tr, te) in enumerate(outer.split(np.zeros(len(data.y)), data.y, data.groups)):
+        inner = StratifiedGroupKFold(n_splits=5, shuffle=True, random_state=tcfg.seed + 100 + k)
+        itr, iva = next(inner.split(np.zeros(len(tr)), data.y[tr], data.groups[tr]))
+        out.append((tr[itr], tr[iva], te))
+    return out
+
+
+@dataclasses.dataclass
+class OutOfFold:
+    """Out-of-fold CNN predictions: every map scored by the fold model that did not train on it."""
+
+    probs: np.ndarray  # (N, 5) softmax probabilities
+    fold: np.ndarray  # (N,) the outer fold of each map
+    fold_macro_f1: list[float]
+    best_epochs: list[int]  # per fold; fold-major, one per member, for an ensemble
+    seconds: float
+
+
+def out_of_fold(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, progress=None,
+                targets: np.ndarray | None = None) -> OutOfFold:
+    """Train one model per grouped stratified fold and score its test fold (``targets``: see :func:`fit`)."""
+    oof = np.zeros((len(data.y), len(LABELS)), dtype=np.float32)
+    fold_of = np.full(len(data.y), -1)
+    fold_f1, best_epochs = [], []
+    bar = progress(total=tcfg.folds * tcfg.max_epochs * cfg.members, desc=f"CV {cfg.representation}-{cfg.grid}",
+                   unit="ep") if progress else None
+    t0 = time.time()
+    for k, (tr, va, te) in enumerate(folds(data, tcfg)):
+        model, epochs = fit_members(data, tr, va, cfg, tcfg, seed=tcfg.seed + k, tick=bar.update if bar else None,
+                                    targets=targets)
+        oof[te] = predict_proba(model, data, te, cfg)
+        fold_of[te] = k
+        fold_f1.append(macro_f1(data.y[te], oof[te].argmax(1)))
+        best_epochs.extend(epochs)
+    if bar:
+        bar.close()
+    return OutOfFold(oof, fold_of, fold_f1, best_epochs, round(time.time() - t0, 1))
+
+
+def cv_report(data: Labelled, oof: OutOfFold) -> dict:
+    """The classification report of out-of-fold predictions, with the per-fold figures."""
+    rep = classification_report(data.y, oof.probs.argmax(1))
+    rep.update({"fold_macro_f1": oof.fold_macro_f1, "fold_macro_f1_mean": float(np.mean(oof.fold_macro_f1)),
+                "fold_macro_f1_std": float(np.std(oof.fold_macro_f1)), "best_epochs": oof.best_epochs,
+                "median_best_epoch": median_epoch(oof.best_epochs), "seconds": oof.seconds,
+                "certain_only_macro_f1": macro_f1(data.y[~data.uncertain], oof.probs[~data.uncertain].argmax(1))})
+    return rep
+
+
+def cross_validate(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, progress=None) -> dict:
+    """Out-of-fold CNN predictions over the grouped stratified folds, with the report."""
+    return cv_report(data, out_of_fold(data, cfg, tcfg, progress))
+
+
+def fit_final(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, epochs: int) -> nn.Module:
+    """Train on all labelled maps for a fixed number of epochs (chosen by CV early stopping); every member alike."""
+    idx = np.arange(len(data.y))
+    model, _ = fit_members(data, idx, None, cfg, tcfg, seed=tcfg.seed, epochs=max(1, epochs))
+    return model
+
+
+def throughput(cfg: CNNConfig, t: int = 64, n: int = 512, threads: int = 2) -> float:
+    """Maps/s of preprocessing + forward pass in torch eager for one batch of (n, t, t) maps."""
+    model = build_model(cfg).eval()
+    maps = torch.softmax(torch.randn(n, t, t), dim=-1)
+    seps = [[t // 2, t - 1]] * n
+    with torch_threads(threads), torch.inference_mode():
+        model(preprocess(maps[:8], seps[:8], cfg))
+        t0 = time.perf_counter()
+        model(preprocess(maps, seps, cfg))
+        return n / (time.perf_counter() - t0)

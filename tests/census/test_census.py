@@ -1,0 +1,160 @@
+"""The census on the tiny BERT and a tiny classifier: outputs, resume, overwrite protection, analyze."""
+
+import json
+
+import pytest
+
+from patterncnn.census.run import CensusError, compare, run_census
+from patterncnn.classifier.onnx import OnnxClassifier
+from patterncnn.cli import main
+from patterncnn.core.glue import load_split
+from patterncnn.core.labels import LABELS
+from patterncnn.encoders.load import load_encoder
+
+
+@pytest.fixture()
+def setup(tiny_bert, tiny_classifier, glue_dir):
+    enc = load_encoder(str(tiny_bert), max_length=48)
+    clf = OnnxClassifier(tiny_classifier[1])
+    return enc, clf, glue_dir
+
+
+def test_census_outputs(setup, tmp_path):
+    enc, clf, glue = setup
+    splits = [load_split("rte", "dev", glue, limit=30, seed=1), load_split("sst2", "dev", glue, limit=20)]
+    res = run_census(enc, clf, splits, tmp_path / "c", limit=30, seed=1)
+    for task, n in (("rte", 30), ("sst2", 20)):
+        s = res["tasks"][task]
+        assert s["examples"] == n and s["maps"] == n * 3 * 4
+        assert sum(s["shares"].values()) == pytest.approx(1.0)
+        assert all(lo <= s["shares"][k] <= hi for k, (lo, hi) in s["ci95"].items())
+        assert len(s["heads"]) == 3 and len(s["heads"][0]) == 4
+    assert res["tasks"]["sst2"]["shares"]["block"] == 0.0  # single sentences never get block
+    for f in ("census.json", "census.csv", "heads.csv", "census.png", "heads.png"):
+        assert (tmp_path / "c" / f).stat().st_size > 0
+    assert not (tmp_path / "c" / ".work").exists()
+    saved = json.loads((tmp_path / "c" / "census.json").read_text())
+    assert saved["encoder"]["sha256"] and saved["classifier"]["sha256"] and saved["limit"] == 30
+    with pytest.raises(CensusError, match="--overwrite"):
+        run_census(enc, clf, splits, tmp_path / "c", limit=30, seed=1)
+
+
+def test_save_maps(setup, tmp_path):
+    from patterncnn.core.maps import MapStore
+
+    enc, clf, glue = setup
+    run_census(enc, clf, [load_split("rte", "dev", glue, limit=5, seed=1)], tmp_path / "c", limit=5, seed=1,
+               save_maps=True)
+    store = MapStore(tmp_path / "c" / "maps" / "rte")
+    assert len(store) == 5 * 3 * 4 and {m["layer"] for m in store.meta} == {0, 1, 2}
+    meta, arr = next(iter(store))
+    assert arr.shape == (meta["T"], meta["T"]) and meta["tokens"][0] == "[CLS]"
+
+
+class Boom:
+    """A progress bar that interrupts the run after a number of examples, like Ctrl-C."""
+
+    def __init__(self, after):
+        self.after = after
+
+    def __call__(self, **kw):
+        return self
+
+    def update(self, n=1):
+        self.after -= n
+        if self.after < 0:
+            raise KeyboardInterrupt
+
+    def close(self):
+        pass
+
+
+def test_interrupted_census_resumes_to_the_same_result(setup, tmp_path):
+    enc, clf, glue = setup
+    split = load_split("rte", "dev", glue, limit=150, seed=2)
+    whole = run_census(enc, clf, [split], tmp_path / "whole", limit=150, seed=2)
+    with pytest.raises(KeyboardInterrupt):
+        run_census(enc, clf, [split], tmp_path / "cut", limit=150, seed=2, progress=Boom(100))
+    done = sorted((tmp_path / "cut" / ".work" / "rte").glob("window-*.npz"))
+    assert len(done) == 1  # 64 examples finished; the second window was cut mid-way and not saved
+    resumed = run_census(enc, clf, [split], tmp_path / "cut", limit=150, seed=2)
+    assert resumed["tasks"]["rte"]["counts"] == whole["tasks"]["rte"]["counts"]
+    assert resumed["tasks"]["rte"]["heads"] == whole["tasks"]["rte"]["heads"]
+
+
+def test_unfinished_census_with_other_arguments_is_not_mixed(setup, tmp_path):
+    enc, clf, glue = setup
+    with pytest.raises(KeyboardInterrupt):
+        run_census(enc, clf, [load_split("rte", "dev", glue, limit=100, seed=2)], tmp_path / "c", limit=100, seed=2,
+                   progress=Boom(80))
+    with pytest.raises(CensusError, match="other arguments"):
+        run_census(enc, clf, [load_split("rte", "dev", glue, limit=100, seed=3)], tmp_path / "c", limit=100, seed=3)
+
+
+def test_census_cli_and_compare(tiny_bert, tiny_classifier, glue_dir, tmp_path, capsys):
+    args = ["census", "--task", "RTE", "--model", str(tiny_bert), "--limit", "12", "--glue-dir", str(glue_dir),
+            "--classifier", str(tiny_classifier[1])]
+    assert main(args + ["--out", str(tmp_path / "a")]) == 0
+    out = capsys.readouterr().out
+    assert "rte" in out and "vertical" in out and "census.png" in out
+    assert main(args + ["--out", str(tmp_path / "a")]) == 2
+    assert "already holds a finished census" in capsys.readouterr().err
+    assert main(args + ["--out", str(tmp_path / "b"), "--seed", "5"]) == 0
+    capsys.readouterr()
+    assert main(["census", "--compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    assert "B - A" in capsys.readouterr().out
+    assert main(args[:-2] + ["--limit", "0", "--out", str(tmp_path / "z")]) == 2
+    assert "--limit must be at least 1" in capsys.readouterr().err
+    assert main(["census", "--out", str(tmp_path / "y")]) == 2
+    assert "pass --task" in capsys.readouterr().err
+
+
+def test_compare_reports_differences():
+    def res(v):
+        return {"encoder": {"model": "m"}, "tasks": {"rte": {
+            "shares": {k: (v if k == "vertical" else (1 - v) / 4) for k in LABELS},
+            "ci95": {k: [0.0, 1.0] for k in LABELS}}}}
+    text, diff = compare(res(0.4), res(0.6))
+    assert diff["rte"]["difference"]["vertical"] == pytest.approx(0.2)
+
+
+def test_compare_marks_only_what_each_interval_can_say():
+    def res(v, calibration):
+        ci = {k: [v - 0.01, v + 0.01] for k in LABELS}  # narrow: apart from the other census's
+        total = {k: [v - 0.15, v + 0.15] for k in LABELS} if calibration else ci  # wide with a calibration part
+        err = {k: 0.03 for k in LABELS}
+        return {"encoder": {"model": "m"}, "estimator": {
+            "name": "adjusted" if calibration else "count", "calibration": {"rows": 100} if calibration else None,
+            "validated_share_error": {"encoder": "m", "mean_abs_error": 0.03, "abs_error": err}},
+            "tasks": {"rte": {"shares": {k: v for k in LABELS}, "ci95": total,
+                              "ci95_parts": {"examples": ci, "classifier": total}}}}
+
+    text, diff = compare(res(0.2, False), res(0.3, False))  # count: no calibration part
+    assert diff["rte"]["separated_examples"]["vertical"] and diff["rte"]["separated_total"]["vertical"] is None
+    assert "+10.0*!" in text and "**" not in text.split("\n")[2] and "** not checked" in text
+    text, diff = compare(res(0.2, True), res(0.3, True))  # the classifier's part overlaps: one star only
+    assert diff["rte"]["separated_total"]["vertical"] is False and "+10.0*!" in text
+    text, diff = compare(res(0.2, True), res(0.6, True))
+    assert diff["rte"]["separated_total"]["vertical"] is True and "+40.0**!" in text
+    banded = [res(v, False) for v in (0.2, 0.3)]  # count with its validated band: a classifier part to check
+    for r in banded:
+        r["estimator"]["validated_share_error"]["bias_band"] = {k: 0.14 for k in LABELS}
+        r["tasks"]["rte"]["ci95"] = {k: [r["tasks"]["rte"]["shares"][k] - 0.14, r["tasks"]["rte"]["shares"][k] + 0.14]
+                                     for k in LABELS}
+    text, diff = compare(*banded)
+    assert diff["rte"]["separated_total"]["vertical"] is False and "not checked" not in text
+    far = res(0.5, False)
+    far["estimator"]["validated_share_error"]["bias_band"] = {k: 0.14 for k in LABELS}
+    far["tasks"]["rte"]["ci95"] = {k: [0.36, 0.64] for k in LABELS}
+    text, diff = compare(banded[0], far)  # banded intervals apart: the difference survives the classifier's band
+    assert diff["rte"]["separated_total"]["vertical"] is True and "+30.0**!" in text
+    text, diff = compare(banded[0], res(0.5, False))  # one census without a band: ** cannot be checked
+    assert diff["rte"]["separated_total"]["vertical"] is None and "** not checked: the intervals of B" in text
+
+
+def test_analyze_cli(tiny_bert, tiny_classifier, tmp_path, capsys):
+    assert main(["analyze", "The cat sat.", "A cat was sitting.", "--model", str(tiny_bert), "--classifier",
+                 str(tiny_classifier[1]), "--out", str(tmp_path / "g.png")]) == 0
+    out = capsys.readouterr().out
+    assert "layer\\head" in out and len([l for l in out.splitlines() if l.strip().startswith(("0 ", "1 ", "2 "))]) == 3
+    assert (tmp_path / "g.png").read_bytes()[:4] == b"\x89PNG"

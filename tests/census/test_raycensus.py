@@ -1,0 +1,118 @@
+"""The census on a local Ray instance (2 CPUs, 2 workers) against the local census: equal, after a killed worker,
+and after an interruption."""
+
+import logging
+import os
+import signal
+
+import psutil
+import pytest
+import ray
+
+from patterncnn.census.ray import run_ray_censuses
+from patterncnn.census.run import run_census
+from patterncnn.classifier.onnx import OnnxClassifier
+from patterncnn.core.glue import load_split
+from patterncnn.encoders.load import load_encoder
+
+SEED = 2
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
+             runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}})
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def local(tiny_bert, tiny_classifier, glue_dir, tmp_path_factory):
+    """The local census of two tasks (RTE: 3 windows; SST-2: its 64 excerpt rows, 1 window); Ray must equal it."""
+    splits = [load_split(task, "dev", glue_dir, limit=150, seed=SEED) for task in ("rte", "sst2")]
+    clf = OnnxClassifier(tiny_classifier[1], threads=1)
+    enc = load_encoder(str(tiny_bert), max_length=48, threads=1)
+    out = tmp_path_factory.mktemp("local")
+    return splits, clf, run_census(enc, clf, splits, out, limit=150, seed=SEED), out
+
+
+def on_ray(tiny_bert, local, out, progress=None):
+    splits, clf, _, _ = local
+    runs = run_ray_censuses([str(tiny_bert)], splits, clf, out, limit=150, seed=SEED, max_length=48, workers=2,
+                            threads=1, progress=progress)
+    return [result for _, _, result in runs][0]
+
+
+def assert_identical(a, b):
+    assert a["tasks"].keys() == b["tasks"].keys() == {"rte", "sst2"}
+    for task in a["tasks"]:
+        x, y = a["tasks"][task], b["tasks"][task]
+        assert x["counts"] == y["counts"] and x["heads"] == y["heads"]
+        assert x["shares"] == y["shares"] and x["ci95"] == y["ci95"] and x["ci95_parts"] == y["ci95_parts"]
+        assert x["mean_probability"] == y["mean_probability"]
+
+
+def test_ray_census_equals_local(cluster, tiny_bert, local, tmp_path):
+    result = on_ray(tiny_bert, local, tmp_path / "ray")
+    assert_identical(local[2], result)
+    for f in ("census.csv", "heads.csv"):
+        assert (tmp_path / "ray" / f).read_text() == (local[3] / f).read_text()
+    assert not (tmp_path / "ray" / ".work").exists()
+
+
+class Bar:
+    """A progress bar that acts after the first finished window: kills a worker process, or interrupts."""
+
+    def __init__(self, action):
+        self.action, self.updates = action, 0
+
+    def __call__(self, **kw):
+        return self
+
+    def update(self, n=1):
+        self.updates += 1
+        if self.updates == 1:
+            self.action()
+
+    def close(self):
+        pass
+
+
+def kill_a_worker():
+    workers = [p for p in psutil.process_iter(["cmdline"]) if "ray::Worker" in " ".join(p.info["cmdline"] or [])]
+    assert workers, "no Ray worker process found"
+    os.kill(workers[0].pid, signal.SIGKILL)
+
+
+def test_killed_worker_still_gives_the_identical_result(cluster, tiny_bert, local, tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="patterncnn.census.ray"):
+        result = on_ray(tiny_bert, local, tmp_path / "ray", Bar(kill_a_worker))
+    assert "a Ray worker died" in caplog.text
+    assert_identical(local[2], result)
+
+
+def test_interrupted_ray_census_resumes(cluster, tiny_bert, local, tmp_path):
+    def interrupt():
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        on_ray(tiny_bert, local, tmp_path / "ray", Bar(interrupt))
+    saved = sorted((tmp_path / "ray" / ".work").glob("*/window-*.npz"))
+    assert 1 <= len(saved) < 4  # interrupted after the first of four windows landed
+    bar = Bar(lambda: None)
+    assert_identical(local[2], on_ray(tiny_bert, local, tmp_path / "ray", bar))
+    assert bar.updates == 4 - len(saved)  # only the missing windows ran
+
+
+def test_census_cli_on_ray(cluster, tiny_bert, tiny_classifier, glue_dir, local, tmp_path, capsys):
+    from patterncnn.cli import main
+
+    args = ["census", "--task", "rte", "--task", "sst2", "--model", str(tiny_bert), "--limit", "150", "--seed",
+            str(SEED), "--max-length", "48", "--glue-dir", str(glue_dir), "--classifier", str(tiny_classifier[1]),
+            "--backend", "torch", "--threads", "1"]
+    assert main(args + ["--ray", "auto", "--workers", "2", "--out", str(tmp_path / "a")]) == 0
+    assert "backend torch" in capsys.readouterr().out
+    for f in ("census.csv", "heads.csv"):
+        assert (tmp_path / "a" / f).read_text() == (local[3] / f).read_text()
+    assert main(args + ["--ray", "auto", "--save-maps", "--out", str(tmp_path / "b")]) == 2
+    assert "--save-maps is not available with --ray" in capsys.readouterr().err

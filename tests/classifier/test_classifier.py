@@ -1,0 +1,225 @@
+"""The CNN, its preprocessing, training folds, ONNX parity and `patterncnn classify`."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from synthetic import pattern_map
+
+from patterncnn.classifier.model import CNNConfig, PatternCNN, count_conv_layers, preprocess
+from patterncnn.classifier.onnx import OnnxClassifier, parity_check
+from patterncnn.cli import main
+from patterncnn.core.labels import LABELS
+from patterncnn.labelling.sets import load_labelled
+from patterncnn.training.evaluate import baselines
+from patterncnn.training.fit import TrainConfig, cross_validate, folds
+
+
+def test_cnn_has_exactly_eight_conv_layers_with_relu():
+    model = PatternCNN(CNNConfig())
+    assert count_conv_layers(model) == 8
+    assert sum(isinstance(m, torch.nn.ReLU) for m in model.modules()) == 8
+    assert model(torch.zeros(3, model.cfg.in_channels, 32, 32)).shape == (3, len(LABELS))
+    with pytest.raises(ValueError, match="8 convolutional layers"):
+        CNNConfig(widths=(8,) * 7)
+
+
+@pytest.mark.parametrize("rep", ["area", "bilinear"])
+@pytest.mark.parametrize("t", [5, 32, 77, 300])
+def test_preprocess_shapes_and_scaling(rep, t):
+    cfg = CNNConfig(grid=32, representation=rep, mass_channel=False)
+    x = preprocess(torch.as_tensor(pattern_map("diagonal", t))[None], [[t // 2, t - 1]], cfg)
+    assert x.shape == (1, cfg.in_channels, 32, 32) == (1, 4, 32, 32)
+    assert float(x[0, 0].max()) == pytest.approx(1.0)  # scaled by the map's own maximum
+    band, cols = x[0, 2], x[0, 3]
+    assert float(band[16, 16]) > 0 and float(band[0, 31]) == pytest.approx(0.0, abs=1e-6)
+    assert float(cols[10, 0]) > 0  # the [CLS] column
+    if t >= 32:
+        assert float(cols[10, 12]) == pytest.approx(0.0, abs=1e-6)
+    seg = x[0, 1]
+    assert float(seg[0, -1]) == pytest.approx(0.0, abs=1e-6)
+    assert float(seg[0, 0]) == pytest.approx(1.0) and float(seg[-1, -1]) == pytest.approx(1.0)
+
+
+def test_mass_channel_tells_concentrated_from_faint():
+    """Channel 1 is log2(T * a) / 4: 0 for uniform mass, high where a row's mass piles up."""
+    t = 40
+    uniform = torch.full((1, t, t), 1.0 / t)
+    column = torch.full((1, t, t), 0.1 / (t - 1))
+    column[:, :, 0] = 0.9
+    cfg = CNNConfig()
+    xu, xc = preprocess(uniform, [None], cfg), preprocess(column, [None], cfg)
+    assert xu.shape[1] == cfg.in_channels == 5
+    # Max-scaling alone makes both maps' brightest cells 1.0; the mass channel tells them apart.
+    assert float(xu[0, 0].max()) == float(xc[0, 0].max()) == pytest.approx(1.0)
+    assert torch.allclose(xu[0, 1], torch.zeros(16, 16), atol=1e-5)
+    assert float(xc[0, 1, :, 0].min()) > 0.75 and float(xc[0, 1, :, 5].max()) < 0
+    assert CNNConfig(mass_channel=False).in_channels == 4
+
+
+def test_shared_and_per_map_seps_give_the_same_input():
+    maps = torch.stack([torch.as_tensor(pattern_map(k, 20, 9)) for k in ("diagonal", "block", "vertical")])
+    cfg = CNNConfig()
+    shared = preprocess(maps, [[9, 19]] * 3, cfg)
+    one_by_one = torch.cat([preprocess(maps[i : i + 1], [[9, 19]], cfg) for i in range(3)])
+    assert torch.allclose(shared, one_by_one)
+    mixed = preprocess(maps, [[9, 19], [19], None], cfg)
+    s = 1 + int(cfg.mass_channel)  # the segment channel
+    assert float(mixed[1, s].min()) == 1.0 and float(mixed[0, s].min()) == 0.0  # single segment: all ones
+
+
+def test_area_pooling_keeps_a_one_token_diagonal_visible():
+    # 300 tokens onto 32 cells: the diagonal must stay the brightest structure in every row.
+    x = preprocess(torch.eye(300)[None], [None], CNNConfig(grid=32, representation="area"))[0, 0]
+    assert all(int(x[i].argmax()) == i for i in range(32))
+    assert float(x.diagonal().min()) > 5 * float(x.mean())
+
+
+def test_folds_are_grouped_and_stratified(labelled_set):
+    data = load_labelled(labelled_set)
+    for tr, va, te in folds(data, TrainConfig()):
+        assert not set(data.groups[te]) & set(data.groups[np.concatenate([tr, va])])
+        assert not set(tr) & set(va)
+        assert set(data.y[te]) == set(range(len(LABELS)))
+
+
+def test_cross_validation_learns_clear_patterns(labelled_set):
+    data = load_labelled(labelled_set)
+    cfg = CNNConfig(grid=16, widths=(4, 4, 8, 8, 8, 8, 16, 16))
+    rep = cross_validate(data, cfg, TrainConfig(folds=3, max_epochs=20, patience=8, batch_size=8))
+    assert rep["macro_f1"] > 0.5  # five balanced classes: chance is 0.2
+    assert np.array(rep["confusion_matrix"]).sum() == len(data.y)
+    base = baselines(data, TrainConfig())
+    assert set(base) == {"features+logreg", "features+gboost", "rule (pre-annotator, untrained)"}
+
+
+def test_onnx_parity_and_metadata(tiny_classifier, labelled_set):
+    model, path = tiny_classifier
+    data = load_labelled(labelled_set)
+    assert parity_check(model, path, data.maps, data.seps) <= 1e-4
+    clf = OnnxClassifier(path)
+    assert clf.labels == LABELS and clf.cfg.grid == 16
+
+
+def test_single_segment_never_block(tiny_classifier):
+    _, path = tiny_classifier
+    clf = OnnxClassifier(path)
+    block = pattern_map("block", 20, 9)
+    pair, single = clf.predict([block, block], [[9, 19], [19]])
+    assert single[LABELS.index("block")] == 0.0 and single.sum() == pytest.approx(1.0, abs=1e-5)
+    assert pair[LABELS.index("block")] > 0
+
+
+def test_classify_cli_good_and_bad_maps(tiny_classifier, tmp_path, capsys):
+    _, path = tiny_classifier
+    good = pattern_map("diagonal", 20)
+    np.savez(tmp_path / "m.npz", **{
+        "good": good, "scaled": good * 2, "nonsquare": np.ones((3, 4)), "nan": np.full((4, 4), np.nan),
+        "negative": -good})
+    assert main(["classify", str(tmp_path / "m.npz"), "--out", str(tmp_path / "p.jsonl"),
+                 "--classifier", str(path)]) == 0
+    recs = {r["id"]: r for r in map(json.loads, (tmp_path / "p.jsonl").read_text().splitlines())}
+    assert set(recs) == {"good", "scaled", "nonsquare", "nan", "negative"}
+    assert recs["good"]["label"] in LABELS and sum(recs["good"]["probs"].values()) == pytest.approx(1.0, abs=1e-4)
+    assert "warning" in recs["scaled"] and recs["scaled"]["label"] == recs["good"]["label"]
+    assert "square" in recs["nonsquare"]["error"] and "NaN" in recs["nan"]["error"]
+    assert "negative" in recs["negative"]["error"]
+    err = capsys.readouterr().err
+    assert "nonsquare: skipped" in err
+
+
+def test_classify_cli_on_a_map_store(tiny_classifier, labelled_set, tmp_path):
+    _, path = tiny_classifier
+    assert main(["classify", str(labelled_set / "maps"), "--out", str(tmp_path / "p.jsonl"),
+                 "--classifier", str(path)]) == 0
+    assert len((tmp_path / "p.jsonl").read_text().splitlines()) == 60
+
+
+def test_missing_classifier_says_how_to_get_one(tmp_path, capsys):
+    np.savez(tmp_path / "m.npz", **{"a": pattern_map("diagonal", 8)})
+    assert main(["classify", str(tmp_path / "m.npz"), "--out", str(tmp_path / "p.jsonl"),
+                 "--classifier", str(tmp_path / "none.onnx")]) == 2
+    assert "patterncnn train" in capsys.readouterr().err
+
+
+def test_ensemble_is_the_mean_of_its_members_in_torch_onnx_and_the_checkpoint(labelled_set, tmp_path):
+    from patterncnn.classifier.model import (
+        MEMBER_SEED_STEP,
+        PatternEnsemble,
+        build_model,
+        load_checkpoint,
+        model_config_dict,
+    )
+    from patterncnn.classifier.onnx import export_onnx
+    from patterncnn.training.fit import fit, fit_final, model_inputs
+
+    with pytest.raises(ValueError, match="members must be a whole number >= 1"):
+        CNNConfig(members=0)
+    data = load_labelled(labelled_set)
+    cfg = CNNConfig(widths=(4, 4, 8, 8, 8, 8, 16, 16), members=2)
+    tcfg = TrainConfig(batch_size=8, seed=3)
+    ens = fit_final(data, cfg, tcfg, epochs=3)
+    assert isinstance(ens, PatternEnsemble) and len(ens.members) == 2 and count_conv_layers(ens) == 8
+    # member s is the single CNN's fit with seed + 1000 s: member 0 is exactly what members=1 ships
+    idx = np.arange(len(data.y))
+    for s, member in enumerate(ens.members):
+        alone, _, _ = fit(data, idx, None, cfg, tcfg, seed=3 + MEMBER_SEED_STEP * s, epochs=3)
+        for a, b in zip(alone.state_dict().values(), member.state_dict().values()):
+            assert torch.equal(a, b)
+    assert not torch.equal(ens.members[0].features[0].weight, ens.members[1].features[0].weight)
+    x = model_inputs(data.maps, data.seps, range(6), cfg)
+    with torch.inference_mode():
+        mean = torch.stack([torch.softmax(m(x), 1) for m in ens.members]).mean(0)
+        assert torch.allclose(torch.softmax(ens(x), 1), mean, atol=1e-6)
+    path = tmp_path / "ens.onnx"
+    export_onnx(ens, path, {"data_hash": data.data_hash})
+    clf = OnnxClassifier(path)
+    assert clf.cfg.members == 2 and parity_check(ens, path, data.maps, data.seps) <= 1e-4
+    assert np.allclose(clf.run(x), mean.numpy(), atol=1e-5)
+    torch.save({"state_dict": ens.state_dict(), "model_config": model_config_dict(cfg)}, tmp_path / "ens.pt")
+    back, _ = load_checkpoint(tmp_path / "ens.pt")
+    with torch.inference_mode():
+        assert torch.allclose(back(x), ens(x))
+    assert isinstance(build_model(CNNConfig()), PatternCNN)
+
+
+def test_an_ensemble_has_its_own_version_and_an_old_single_cnn_checkpoint_still_loads(tmp_path):
+    from patterncnn.classifier.model import PatternEnsemble, build_model, load_checkpoint, model_config_dict
+    from patterncnn.classifier.onnx import export_onnx
+
+    torch.manual_seed(0)
+    versions = {}
+    for k in (1, 2):
+        path = tmp_path / f"m{k}.onnx"
+        export_onnx(build_model(CNNConfig(members=k)).eval(), path, {"data_hash": "ab" * 32})
+        versions[k] = OnnxClassifier(path).model_version
+    assert versions[1].endswith("-abababab") and versions[2] == versions[1] + "-x2"
+    # a checkpoint written before ensembles existed has no "members" in its config: one CNN
+    single = PatternCNN(CNNConfig()).eval()
+    old_config = model_config_dict(single.cfg)
+    del old_config["members"]
+    torch.save({"state_dict": single.state_dict(), "model_config": old_config}, tmp_path / "old.pt")
+    back, _ = load_checkpoint(tmp_path / "old.pt")
+    assert isinstance(back, PatternCNN) and back.cfg.members == 1
+    # members must be single CNNs of the ensemble's config
+    with pytest.raises(ValueError, match="every member must be a single CNN"):
+        PatternEnsemble(CNNConfig(members=2), [PatternCNN(CNNConfig(grid=32)), PatternCNN(CNNConfig(grid=32))])
+    # finite output even when every member is certain (log of a mean softmax would give -inf)
+    ens = PatternEnsemble(CNNConfig(members=2)).eval()
+    for m in ens.members:
+        torch.nn.init.constant_(m.head[1].bias, 0.0)
+        m.head[1].bias.data[0] = 500.0
+    with torch.inference_mode():
+        out = ens(torch.zeros(2, ens.cfg.in_channels, 16, 16))
+    assert torch.isfinite(out).all() and torch.allclose(torch.softmax(out, 1)[:, 0], torch.ones(2))
+
+
+def test_segment_rule_decides_each_separator_list_once_and_each_map_right():
+    pair, single = [5, 11], [7]
+    seps = [pair] * 3 + [single] * 3 + [None, [5, 11], [7], [2, 3, 9]]  # repeated objects, equal copies, MPNet-like
+    probs = np.full((len(seps), len(LABELS)), 0.2)
+    out = OnnxClassifier.apply_segment_rule(probs.copy(), seps)
+    block = LABELS.index("block")
+    assert out[:, block].tolist() == pytest.approx([0.2] * 3 + [0.0] * 3 + [0.2, 0.2, 0.0, 0.2])
+    assert np.allclose(out.sum(1), 1.0)

@@ -1,0 +1,124 @@
+"""GLUE parsing: the full real files (../shared/glue, when present), their excerpts in tests/fixtures/glue, and
+QQP/MNLI parser fixtures in their real format."""
+
+from collections import Counter
+
+import pytest
+from repo import FIXTURES  # noqa: E402
+
+from patterncnn.core.glue import TASKS, GlueDataError, get_task, load_split
+
+FIXTURE_GLUE = FIXTURES / "glue"
+
+
+@pytest.mark.parametrize("task,split,rows", [
+    ("cola", "dev", 1043), ("sst2", "dev", 872), ("mrpc", "dev", 408), ("stsb", "dev", 1500),
+    ("qnli", "dev", 5463), ("rte", "dev", 277), ("wnli", "dev", 71), ("cola", "train", 8551),
+    ("mrpc", "train", 3668), ("stsb", "train", 5749), ("rte", "train", 2490), ("wnli", "train", 635),
+    ("sst2", "train", 67349),
+])
+def test_real_files_parse_every_row(shared_glue, task, split, rows):
+    s = load_split(task, split, shared_glue)
+    assert s.total == rows == len(s.examples)
+    assert s.skipped == 0
+    assert [e.index for e in s.examples] == list(range(rows))
+    assert all(len(e.texts) == (2 if s.task.is_pair else 1) and all(e.texts) for e in s.examples)
+
+
+def test_label_counts_match_sources(shared_glue):
+    # Counts from shared/glue/SOURCES.md: a wrong column or label map would change them.
+    assert Counter(e.label for e in load_split("mrpc", "dev", shared_glue).examples) == {1: 279, 0: 129}
+    assert Counter(e.label for e in load_split("cola", "dev", shared_glue).examples) == {1: 721, 0: 322}
+    assert Counter(e.label for e in load_split("rte", "dev", shared_glue).examples) == {0: 146, 1: 131}
+    assert Counter(e.label for e in load_split("qnli", "dev", shared_glue).examples) == {0: 2702, 1: 2761}
+    scores = [e.label for e in load_split("stsb", "dev", shared_glue).examples]
+    assert min(scores) == 0.0 and max(scores) == 5.0 and scores[0] == 5.0
+
+
+def test_excerpts_are_the_first_rows_of_the_full_files(shared_glue, glue_dir):
+    excerpts = sorted(p.relative_to(glue_dir) for p in glue_dir.glob("*/*.tsv") if p.parts[-2] not in ("QQP", "MNLI"))
+    assert len(excerpts) == 13
+    for rel in excerpts:
+        part, full = (glue_dir / rel).read_bytes(), (shared_glue / rel).read_bytes()
+        assert full.startswith(part) and part.endswith(b"\n"), rel
+
+
+def test_mrpc_bom_header_and_cola_headerless(glue_dir):
+    mrpc = load_split("mrpc", "dev", glue_dir).examples[0]
+    assert mrpc.texts[0].startswith("He said the foodservice pie business")
+    assert mrpc.texts[1].startswith('"The foodservice pie business')  # quoting off: the quote is text
+    assert mrpc.label == 1
+    cola = load_split("cola", "dev", glue_dir).examples[0]
+    assert cola.texts == ("The sailors rode the breeze clear of the rocks.",) and cola.label == 1
+
+
+def test_qnli_keeps_leading_quotes(shared_glue):
+    ex = load_split("qnli", "dev", shared_glue).examples[694]
+    assert any(t.startswith('"') for t in ex.texts)
+
+
+def test_qqp_fixture_skips_and_counts_malformed_rows():
+    s = load_split("qqp", "dev", FIXTURE_GLUE)
+    assert s.skipped == 2  # one 4-column row, one 7-column row
+    assert len(s.examples) == 4 and s.total == 4
+    assert s.examples[2].texts == ("Is there a reason why we should travel alone?",
+                                   "What are some reasons to travel alone?")
+    assert [e.label for e in s.examples] == [0, 0, 1, 1]
+    assert s.examples[3].texts[0] == '"How do I lose weight?'
+
+
+def test_mnli_matched_and_mismatched_fixtures():
+    m = load_split("MNLI", "dev", FIXTURE_GLUE)
+    mm = load_split("mnli-mm", "dev", FIXTURE_GLUE)
+    assert m.source.endswith("dev_matched.tsv") and mm.source.endswith("dev_mismatched.tsv")
+    assert [e.label for e in m.examples] == [1, 2]  # neutral, contradiction (gold_label, not label1)
+    assert [e.label for e in mm.examples] == [2, 2, 0]
+    assert m.examples[0].texts == ("The new rights are nice enough", "Everyone really likes the newest benefits ")
+
+
+@pytest.mark.parametrize("spelling,name", [
+    ("SST-2", "sst2"), ("sst2", "sst2"), ("STS-B", "stsb"), ("stsb", "stsb"), ("CoLA", "cola"),
+    ("MNLI-mm", "mnli-mm"), ("mnli_matched", "mnli"), ("QQP", "qqp"), (" rte ", "rte"),
+])
+def test_task_spellings(spelling, name):
+    assert get_task(spelling).name == name
+
+
+def test_unknown_task_lists_valid_names():
+    with pytest.raises(GlueDataError) as e:
+        get_task("sst3")
+    for name in TASKS:
+        assert name in str(e.value)
+
+
+def test_sampling_is_deterministic_and_keeps_file_order(glue_dir):
+    a = [e.index for e in load_split("sst2", "dev", glue_dir, limit=20, seed=7).examples]
+    b = [e.index for e in load_split("sst2", "dev", glue_dir, limit=20, seed=7).examples]
+    c = [e.index for e in load_split("sst2", "dev", glue_dir, limit=20, seed=8).examples]
+    assert a == b and a != c
+    assert len(set(a)) == 20 and a == sorted(a)
+    assert len(load_split("rte", "dev", glue_dir, limit=1000).examples) == 160  # limit above size: all
+
+
+def test_bad_inputs_name_the_fix(glue_dir, tmp_path):
+    with pytest.raises(GlueDataError, match="--limit must be at least 1"):
+        load_split("rte", "dev", glue_dir, limit=0)
+    with pytest.raises(GlueDataError, match="does not exist.*--glue-dir"):
+        load_split("rte", "dev", tmp_path / "nowhere")
+    with pytest.raises(GlueDataError, match="has no QNLI/train.tsv"):
+        load_split("qnli", "train", glue_dir)
+    (tmp_path / "RTE").mkdir()
+    (tmp_path / "RTE" / "dev.tsv").write_text("")
+    with pytest.raises(GlueDataError, match="empty"):
+        load_split("rte", "dev", tmp_path)
+    (tmp_path / "RTE" / "dev.tsv").write_text("a\tb\n1\t2\n")
+    with pytest.raises(GlueDataError, match="header lacks"):
+        load_split("rte", "dev", tmp_path)
+    with pytest.raises(GlueDataError, match="unknown split"):
+        load_split("rte", "test", glue_dir)
+
+
+def test_no_folder_and_no_hub_says_how_to_get_data():
+    # conftest sets HF_DATASETS_OFFLINE=1: `datasets` cannot fetch, and must not fall back to anything.
+    with pytest.raises(GlueDataError, match="pass --glue-dir"):
+        load_split("sst2", "dev", None)

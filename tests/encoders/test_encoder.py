@@ -1,0 +1,77 @@
+"""Attention extraction on a tiny random BERT built in the test, and on the embedded MiniLM."""
+
+import numpy as np
+import pytest
+
+from patterncnn.core.glue import Example
+from patterncnn.encoders.load import EncoderError, load_encoder
+
+
+def ex(i, *texts):
+    return Example("rte", "dev", i, texts, 0)
+
+
+def test_shapes_rows_and_tokens(tiny_bert):
+    enc = load_encoder(str(tiny_bert), max_length=64)
+    assert (enc.num_layers, enc.num_heads) == (3, 4)  # from the config, not hard-coded
+    out = list(enc.iter_attentions([ex(0, "a cat sat.", "it did."), ex(1, "hello world")], batch_size=2))
+    assert sorted(o.example.index for o in out) == [0, 1]
+    for o in out:
+        t = len(o.tokens)
+        assert o.maps.shape == (3, 4, t, t) and o.maps.dtype == np.float32
+        np.testing.assert_allclose(o.maps.sum(-1), 1.0, atol=1e-5)
+        assert o.tokens[0] == "[CLS]" and o.tokens[-1] == "[SEP]"
+        assert all(o.tokens[s] == "[SEP]" for s in o.seps)
+    pair = next(o for o in out if o.example.index == 0)
+    assert len(pair.seps) == 2  # [CLS] A [SEP] B [SEP]
+
+
+def test_padding_is_cropped_away(tiny_bert):
+    # The same example alone and in a batch with a much longer one must give the same maps.
+    enc = load_encoder(str(tiny_bert), max_length=64)
+    short = ex(0, "ab", "cd")
+    alone = next(enc.iter_attentions([short])).maps
+    batched = {o.example.index: o for o in enc.iter_attentions(
+        [short, ex(1, "a much longer sentence here", "and another one")], batch_size=2)}
+    assert batched[0].maps.shape == alone.shape
+    np.testing.assert_allclose(batched[0].maps, alone, atol=1e-5)
+    assert batched[1].maps.shape[-1] > alone.shape[-1]
+
+
+def test_truncation_is_counted(tiny_bert):
+    enc = load_encoder(str(tiny_bert), max_length=16)
+    out = list(enc.iter_attentions([ex(0, "x" * 40, "y" * 40), ex(1, "ok")]))
+    long = next(o for o in out if o.example.index == 0)
+    assert long.truncated and long.maps.shape[-1] == 16 and long.tokens[-1] == "[SEP]"
+    assert enc.truncations == 1
+
+
+def test_streams_many_examples_in_bucketed_batches(tiny_bert):
+    enc = load_encoder(str(tiny_bert), max_length=64)
+    gen = (ex(i, "w" * (i % 17 + 1)) for i in range(50))  # a generator: never materialised by the caller
+    seen = [o.example.index for o in enc.iter_attentions(gen, batch_size=4, window=16)]
+    assert sorted(seen) == list(range(50))
+
+
+def test_max_length_capped_by_model(tiny_bert):
+    assert load_encoder(str(tiny_bert), max_length=10_000).max_length == 64
+
+
+def test_not_an_encoder(tmp_path):
+    with pytest.raises(EncoderError, match="cannot load .* as a Hugging Face encoder"):
+        load_encoder(str(tmp_path))
+    from transformers import GPT2Config
+
+    GPT2Config(n_layer=1, n_head=2, n_embd=8, architectures=["GPT2LMHeadModel"]).save_pretrained(tmp_path / "gpt")
+    with pytest.raises(EncoderError, match="not a bidirectional encoder"):
+        load_encoder(str(tmp_path / "gpt"))
+
+
+def test_embedded_minilm():
+    enc = load_encoder("minilm")
+    assert (enc.num_layers, enc.num_heads) == (6, 12)
+    assert enc.fingerprint["sha256"] and enc.tag.startswith("minilm-")
+    o = next(enc.iter_attentions([ex(0, "The cat sat on the mat.", "A cat was sitting.")]))
+    assert o.tokens[:3] == ["[CLS]", "the", "cat"]
+    assert o.maps.shape[:2] == (6, 12)
+    np.testing.assert_allclose(o.maps.sum(-1), 1.0, atol=1e-5)

@@ -1,0 +1,96 @@
+"""`patterncnn drift`: a model against itself is 1.0 everywhere, against another model below; cosines by hand."""
+
+import json
+
+import numpy as np
+import pytest
+
+from patterncnn.experiments.drift import map_cosines, summarize
+
+
+def test_map_cosines_by_hand():
+    a = np.zeros((1, 2, 2, 2))
+    b = np.zeros((1, 2, 2, 2))
+    a[0, 0] = [[1, 0], [0, 1]]
+    b[0, 0] = [[1, 0], [1, 0]]  # flattened: (1,0,0,1) . (1,0,1,0) = 1, norms sqrt2 * sqrt2
+    a[0, 1] = [[0.5, 0.5], [0.5, 0.5]]
+    b[0, 1] = [[0.5, 0.5], [0.5, 0.5]]
+    assert map_cosines(a, b) == pytest.approx(np.array([[0.5, 1.0]]))
+
+
+def test_summary_flags_the_last_two_layers():
+    s = np.array([[0.9, 0.9], [0.95, 0.97], [0.5, 0.6], [0.4, 0.7]])
+    res = summarize([{"sum": 2 * s, "sumsq": 2 * s**2, "n": np.array(2)}])
+    assert res["examples"] == 2 and res["lowest_two_layers"] == [2, 3] and res["last_two_change_most"]
+    assert np.allclose(res["std"], 0, atol=1e-6)
+    res = summarize([{"sum": s[::-1], "sumsq": s[::-1] ** 2, "n": np.array(1)}])
+    assert not res["last_two_change_most"]
+
+
+def test_drift_of_a_model_with_itself_is_one(tiny_bert, glue_dir, tmp_path, capsys):
+    from patterncnn.cli import main
+
+    out = tmp_path / "self"
+    assert main(["drift", str(tiny_bert), str(tiny_bert), "--task", "rte", "--task", "sst2", "--glue-dir",
+                 str(glue_dir), "--limit", "10", "--out", str(out)]) == 0
+    res = json.loads((out / "drift.json").read_text())
+    for task in ("rte", "sst2"):
+        cos = np.array(res["tasks"][task]["cosine"])
+        assert cos.shape == (3, 4) and np.allclose(cos, 1.0, atol=1e-6)
+        assert res["tasks"][task]["examples"] == 10
+    assert len((out / "drift.csv").read_text().splitlines()) == 1 + 2 * 12
+    assert (out / "drift.png").stat().st_size > 1000 and not (out / ".work").exists()
+    assert "/" not in res["model_a"]["path"]  # no absolute paths in a result meant to be committed
+    assert "last two change most" in capsys.readouterr().out
+
+
+def test_drift_against_another_model_is_below_one(tiny_bert, tmp_path, glue_dir):
+    import torch
+    from transformers import BertModel
+
+    from patterncnn.core.glue import load_split
+    from patterncnn.encoders.load import load_encoder
+    from patterncnn.experiments.drift import run_drift
+
+    other = tmp_path / "other"
+    model = BertModel.from_pretrained(str(tiny_bert))
+    with torch.no_grad():
+        model.encoder.layer[2].attention.self.query.weight.mul_(20.0)  # only the last layer's maps change
+    model.save_pretrained(other)
+    for f in tiny_bert.glob("*.txt"):
+        (other / f.name).write_text(f.read_text())
+    for f in tiny_bert.glob("*token*.json"):
+        (other / f.name).write_text(f.read_text())
+    a, b = load_encoder(str(tiny_bert), 64), load_encoder(str(other), 64)
+    res = run_drift(a, b, [load_split("rte", "dev", glue_dir, limit=8)], tmp_path / "out")
+    cos = np.array(res["tasks"]["rte"]["cosine"])
+    assert np.allclose(cos[:2], 1.0, atol=1e-6) and (cos[2] < 1 - 1e-4).all()
+    assert res["tasks"]["rte"]["lowest_two_layers"][-1] == 2
+
+
+def test_drift_resumes_from_saved_windows(tiny_bert, glue_dir, tmp_path, monkeypatch):
+    from patterncnn.core.glue import load_split
+    from patterncnn.encoders.load import load_encoder
+    from patterncnn.experiments import drift as drift_mod
+
+    monkeypatch.setattr(drift_mod, "WINDOW", 4)
+    enc = load_encoder(str(tiny_bert), 64)
+    split = load_split("rte", "dev", glue_dir, limit=10)
+    calls = []
+    real = drift_mod.drift_window
+
+    def failing(a, b, window, batch_size=16, on_example=None):
+        calls.append(len(window))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(a, b, window, batch_size)
+
+    monkeypatch.setattr(drift_mod, "drift_window", failing)
+    with pytest.raises(KeyboardInterrupt):
+        drift_mod.run_drift(enc, enc, [split], tmp_path / "r")
+    assert len(list((tmp_path / "r" / ".work" / "rte").glob("window-*.npz"))) == 1
+    calls.clear()
+    monkeypatch.setattr(drift_mod, "drift_window",
+                        lambda a, b, w, bs=16, on_example=None: calls.append(1) or real(a, b, w, bs))
+    res = drift_mod.run_drift(enc, enc, [split], tmp_path / "r")
+    assert len(calls) == 2 and res["tasks"]["rte"]["examples"] == 10  # the first window was not recomputed

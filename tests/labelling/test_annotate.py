@@ -1,0 +1,205 @@
+"""Label Studio config, tasks, export -> rows, merging into a labelled set, pull from a file; no server."""
+
+import base64
+import csv
+import io
+import json
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from PIL import Image
+from repo import REPO
+from synthetic import pattern_map, pattern_store
+
+from patterncnn.cli import main
+from patterncnn.core.labels import LABELS
+from patterncnn.core.maps import MapStore
+from patterncnn.labelling.labelstudio import AnnotateError
+from patterncnn.labelling.pull import flatten, label_rows
+from patterncnn.labelling.push import RulePredictor, label_config, make_task
+from patterncnn.labelling.sets import Tables, load_labelled, merge_rows, write_labelled_set
+
+
+def ann(label, i, when, uncertain=False, cancelled=False, who=1):
+    result = [] if label is None else [{"from_name": "pattern", "to_name": "map", "type": "choices",
+                                        "value": {"choices": [label]}}]
+    if uncertain:
+        result.append({"from_name": "uncertain", "to_name": "map", "type": "choices",
+                       "value": {"choices": ["uncertain"]}})
+    return {"id": i, "result": result, "was_cancelled": cancelled, "created_at": when, "updated_at": when,
+            "completed_by": who, "lead_time": 2.5, "unique_id": f"uuid-{i}"}
+
+
+def export_for(labels, predictions=None):
+    """A Label Studio export: one task per map id, with these annotations (and full predictions)."""
+    tasks = []
+    for i, (map_id, anns) in enumerate(labels.items()):
+        tasks.append({"id": i + 1, "project": 7, "created_at": "2026-01-01T00:00:00Z",
+                      "data": {"map_id": map_id, "pre_label": "diagonal", "pre_scores": {n: 0.2 for n in LABELS},
+                               "pre_model": "rule-v1", "layer": 1},
+                      "annotations": anns, "predictions": (predictions or {}).get(map_id, [i + 100])})
+    return tasks
+
+
+def test_guide_is_in_the_repository():
+    guide = REPO / "annotations" / "ANNOTATION_GUIDE.md"
+    assert guide.is_file() and "## Rules for the hard cases" in guide.read_text()
+    shared = REPO.parent / "shared" / "ANNOTATION_GUIDE.md"
+    if not shared.is_file():
+        pytest.skip(f"{shared} is not beside this clone: nothing to compare the copy with")
+    assert guide.read_bytes() == shared.read_bytes(), "annotations/ANNOTATION_GUIDE.md differs from ../shared"
+
+
+def test_label_config_has_the_five_labels_in_order_above_the_map():
+    root = ET.fromstring(label_config())
+    pattern = root.find("./Choices[@name='pattern']")
+    assert [c.get("value") for c in pattern] == list(LABELS)
+    assert pattern.get("choice") == "single-radio" and pattern.get("toName") == "map"
+    assert [c.get("value") for c in root.find("./Choices[@name='uncertain']")] == ["uncertain"]
+    assert root.find("./Image").get("value") == "$image"
+    tags = [el.get("name") for el in root]
+    assert tags.index("pattern") < tags.index("uncertain") < tags.index("map")
+
+
+def test_make_task_embeds_png_and_prediction():
+    arr = pattern_map("diagonal", 24)
+    probs = RulePredictor().predict([arr], [None])[0]
+    task = make_task({"id": "m1", "task": "sst2", "layer": 2, "head": 5, "tokens": None}, arr, probs, "rule-v1")
+    head, b64 = task["data"]["image"].split(",", 1)
+    assert head == "data:image/png;base64"
+    assert Image.open(io.BytesIO(base64.b64decode(b64))).format == "PNG"
+    assert task["data"]["map_id"] == "m1" and task["data"]["layer"] == 2
+    assert task["data"]["pre_label"] == "diagonal" == task["predictions"][0]["result"][0]["value"]["choices"][0]
+    assert set(task["data"]["pre_scores"]) == set(LABELS)
+
+
+def test_rule_pre_annotates_clear_synthetic_patterns():
+    sep = 11
+    for kind in LABELS:
+        probs = RulePredictor().predict([pattern_map(kind, 24, sep)], [[sep, 23]])[0]
+        assert LABELS[int(np.argmax(probs))] == kind, (kind, probs)
+        assert probs.sum() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_flatten_keeps_every_annotation_and_prediction():
+    backend = {"id": 900, "model_version": "patterncnn-cnn", "score": 0.7, "created_at": "2026-01-02T00:00:00Z",
+               "result": [{"from_name": "pattern", "to_name": "map", "type": "choices",
+                           "value": {"choices": ["block"]}}]}
+    export = export_for({"a": [ann("diagonal", 1, "t1", who={"id": 4, "email": "x@e"}), ann("block", 2, "t2", who=5)],
+                         "b": [ann(None, 3, "t1", cancelled=True)]},
+                        predictions={"a": [backend, 101], "b": [102]})
+    flat = flatten(export, names={5: "y@e"}, backends={"patterncnn-cnn": "http://127.0.0.1:9090"}, export_file="e")
+    assert [(r["map_id"], r["annotator"], r["label"], r["skipped"]) for r in flat.annotations] == [
+        ("a", "x@e", "diagonal", False), ("a", "y@e", "block", False), ("b", "user 1", None, True)]
+    assert flat.report["cancelled"] == 1 and flat.report["unknown_annotators"] == ["1"]
+    by = {(p["map_id"], p["source"]): p for p in flat.predictions}
+    assert by["a", "ml-backend"]["label"] == "block" and by["a", "ml-backend"]["backend"] == "http://127.0.0.1:9090"
+    assert by["a", "push"]["label"] == "diagonal" and by["a", "push"]["score"] == 0.2  # from the task data
+    assert flat.report["predictions_without_content"] == 0  # 101 and 102 are the pushed ones
+    with pytest.raises(AnnotateError, match="not one of"):
+        flatten(export_for({"c": [ann("zigzag", 9, "t")]}))
+
+
+def test_label_rows_resolve_by_annotator_and_record_the_method():
+    export = export_for({"m": [ann("vertical", 1, "t1", who=1), ann("block", 2, "t3", who=2),
+                               ann("vertical", 3, "t2", who=3), ann("block", 4, "t4", who=1, uncertain=True)]})
+    flat = flatten(export, names={1: "a@e", 2: "b@e", 3: "c@e"})
+    tables = Tables.of(annotations=flat.annotations, predictions=flat.predictions)
+    row = label_rows(tables.annotations, tables.predictions, {"m": {"layer": 1}})["m"]
+    # a@e changed their mind (their latest is block): block 2 votes, vertical 1.
+    assert row["label"] == "block" and row["uncertain"] == "True" and row["annotator"] == "a@e"
+    assert row["n_annotators"] == "3" and row["n_annotations"] == "4" and row["disagreement"] == "True"
+    assert row["resolution"] == "majority" and float(row["resolution_p"]) == pytest.approx(2 / 3, abs=1e-4)
+    assert row["pre_label"] == "diagonal" and row["pre_source"] == "push" and row["pre_model"] == "rule-v1"
+    assert label_rows(tables.annotations, tables.predictions, {}, "dawid-skene")["m"]["resolution"] == "dawid-skene"
+
+
+def test_merge_rows_adds_updates_keeps_and_drops_only_when_asked():
+    old = {"a": {"x": "1"}, "b": {"x": "2"}}
+    merged, c = merge_rows(old, {"b": {"x": "3"}, "c": {"x": "4"}})
+    assert merged == {"a": {"x": "1"}, "b": {"x": "3"}, "c": {"x": "4"}}
+    assert c == {"added": ["c"], "updated": ["b"], "kept": 1, "dropped": []}
+    merged, c = merge_rows(old, {"b": {"x": "2"}}, replace=True)
+    assert merged == {"b": {"x": "2"}} and c["dropped"] == ["a"] and c["updated"] == []
+
+
+def test_failed_write_leaves_the_set_untouched(tmp_path):
+    store = pattern_store(tmp_path / "maps", ["diagonal"])
+    out = tmp_path / "ann"
+    out.mkdir()
+    (out / "labels.csv").write_text("precious\n")
+    tables = Tables.of(labels=[{"map_id": "not-in-store", "label": "diagonal"}])
+    with pytest.raises(AnnotateError, match="not in the given map store"):
+        write_labelled_set(out, tables, store, ("exports/x.json.gz", b"[]"))
+    assert (out / "labels.csv").read_text() == "precious\n"
+    assert sorted(p.name for p in out.iterdir()) == ["labels.csv"]
+
+
+def test_pull_from_file_twice_merges(tmp_path, capsys):
+    store = pattern_store(tmp_path / "maps", ["diagonal", "vertical", "block"])
+    a, b, c = store.ids
+    first = export_for({a: [ann("diagonal", 1, "t1")], b: [ann("vertical", 2, "t1")]})
+    (tmp_path / "e1.json").write_text(json.dumps(first))
+    out = tmp_path / "ann"
+    pull = ["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out)]
+    assert main([*pull, "--from-file", str(tmp_path / "e1.json"), "--annotator", "1=me@example.com"]) == 0
+    assert "2 labelled map(s)" in capsys.readouterr().out
+    # The second export (a later pull of the same project): b relabelled, c new, a still there.
+    second = export_for({b: [{**ann("block", 2, "t2"), "unique_id": "uuid-2"}], c: [ann("block", 3, "t2")]})
+    (tmp_path / "e2.json").write_text(json.dumps(second))
+    assert main([*pull, "--from-file", str(tmp_path / "e2.json")]) == 0
+    out_text = capsys.readouterr().out
+    assert "+1 new, 1 updated, 1 kept" in out_text and "3 labelled map(s)" in out_text and "1 relabelled" in out_text
+    rows = {r["map_id"]: r for r in csv.DictReader(open(out / "labels.csv"))}
+    assert {m: r["label"] for m, r in rows.items()} == {a: "diagonal", b: "block", c: "block"}
+    # The annotator named once by --annotator stays named: the set remembers user 1.
+    assert {r["annotator"] for r in rows.values()} == {"me@example.com"}
+    assert sorted(MapStore(out / "maps").ids) == sorted(store.ids)
+    assert len(list((out / "exports").glob("*.json.gz"))) == 2
+    assert len((out / "pulls.jsonl").read_text().splitlines()) == 2
+    # What the pull stored reads back as exports (gzipped); the older one does not undo the newer label.
+    for stored in sorted((out / "exports").glob("*.json.gz")):
+        assert main([*pull, "--from-file", str(stored), "--dry-run"]) == 0
+        assert "annotations +0 new, 0 updated" in capsys.readouterr().out
+    assert load_labelled(out).y.tolist() == [LABELS.index(x) for x in ("diagonal", "block", "block")]
+
+
+def test_pull_from_file_errors_are_one_line(tmp_path, capsys):
+    (tmp_path / "bad.json").write_text("id,label\n")
+    assert main(["annotate", "pull", "--from-file", str(tmp_path / "bad.json"), "--out", str(tmp_path / "b")]) == 2
+    assert "not JSON" in capsys.readouterr().err
+    (tmp_path / "e.json").write_text(json.dumps(export_for({"x": [ann("diagonal", 1, "t")]})))
+    assert main(["annotate", "pull", "--from-file", str(tmp_path / "e.json"), "--annotator", "one=me",
+                 "--out", str(tmp_path / "b")]) == 2
+    assert "ID=EMAIL" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
+def test_agreement_command_on_the_shipped_set(tmp_path, capsys):
+    assert main(["annotate", "agreement", str(REPO / "annotations"), "--by-encoder",
+                 "--out", str(tmp_path / "agreement.json")]) == 0
+    out = capsys.readouterr().out
+    assert "Fleiss' kappa 0.830 over 1505 maps" in out  # the datasheet's figures
+    assert "\nencoder minilm\n" in out and "Fleiss' kappa 0.854 over 855 maps" in out
+    assert "\nencoder mpnet\n" in out and "Fleiss' kappa 0.792 over 650 maps" in out
+    report = json.loads((tmp_path / "agreement.json").read_text())
+    assert set(report["by_encoder"]) == {"minilm", "mpnet"}
+    assert sum(r["fleiss"]["maps"] for r in report["by_encoder"].values()) == report["all"]["fleiss"]["maps"]
+    assert json.loads((REPO / "annotations" / "agreement.json").read_text()) == report  # the shipped report is current
+    assert main(["annotate", "agreement", str(REPO / "annotations" / "legacy-single-annotator"), "--raters", "pass",
+                 "--out", str(tmp_path / "agreement.json")]) == 0
+    out = capsys.readouterr().out
+    assert "#1 vs annotator@patterncnn.local #2: 515 maps, 77.5% agree, Cohen's kappa 0.690" in out
+    assert json.loads((tmp_path / "agreement.json").read_text())["raters_are"] == "pass"
+    assert main(["annotate", "agreement", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "votes.csv not found" in err and err.count("\n") == 1
+
+
+def test_a_project_title_over_label_studios_limit_is_refused_before_any_call():
+    from patterncnn.labelling.labelstudio import MAX_TITLE, AnnotateError, Connection
+
+    ls = Connection(url="http://localhost:1", client=None)  # no server: the check comes first
+    with pytest.raises(AnnotateError, match=rf"at most {MAX_TITLE} characters.*shorten --project"):
+        ls.ensure_project("r" * (MAX_TITLE + 1), label_config())

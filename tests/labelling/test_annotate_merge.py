@@ -1,0 +1,320 @@
+"""Pulling into a copy of the shipped labelled set (1,505 maps, 3 annotators each) never loses a label."""
+
+import csv
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from repo import REPO  # noqa: E402
+from synthetic import pattern_store
+
+from patterncnn.cli import main
+from patterncnn.core.maps import MapStore
+from patterncnn.labelling.agreement import agreement_report
+from patterncnn.labelling.sets import load_labelled, read_tables
+
+SHIPPED = REPO / "annotations"
+LEGACY = SHIPPED / "legacy-single-annotator"
+N_MAPS, N_ANNOTATIONS = 1505, 4515
+ROUNDS = {"abc": 1075, "def": 250, "ghi": 180}  # three fresh annotators per round, maps per round
+N_PULLS = len(ROUNDS)  # the shipped set was pulled once per round, each export kept
+ANNOTATORS = ["ann1@example.com", "ann2@example.com", "ann3@example.com"]
+
+
+def rows(path):
+    with open(path, newline="", encoding="utf-8") as f:
+        return {r["map_id"]: r for r in csv.DictReader(f)}
+
+
+def kept(table: dict, ids) -> dict:
+    """The rows of ``ids`` without ``resolution_p``: a Dawid-Skene posterior is fitted on the whole set, so it
+    moves a little when maps are added; every other column of an earlier row must stay as it was."""
+    return {m: {k: v for k, v in table[m].items() if k != "resolution_p"} for m in ids}
+
+
+def choice(label):
+    return [{"from_name": "pattern", "to_name": "map", "type": "choices", "value": {"choices": [label]}}]
+
+
+def three_annotator_export(labels: dict[str, list[str]], first_id: int, when: str) -> list[dict]:
+    """An export (as `pull` gets it from a server) where three annotators labelled each map."""
+    tasks = []
+    for t, (map_id, votes) in enumerate(labels.items()):
+        anns = [{"id": first_id + 3 * t + j, "unique_id": f"u-{map_id}-{j}", "result": choice(label),
+                 "was_cancelled": False, "created_at": when, "updated_at": when, "lead_time": 3.0,
+                 "completed_by": {"id": 10 + j, "email": ANNOTATORS[j]}} for j, label in enumerate(votes)]
+        backend = {"id": 5000 + t, "model_version": "patterncnn-0.1.0-abcdef12", "score": 0.61, "created_at": when,
+                   "result": choice(votes[0])}
+        tasks.append({"id": 9000 + t, "project": 42, "created_at": "2027-01-01T00:00:00Z", "annotations": anns,
+                      "predictions": [backend],
+                      "data": {"map_id": map_id, "pre_label": "vertical", "pre_model": "rule-v1",
+                               "pre_scores": {"vertical": 0.9}}})
+    return tasks
+
+
+@pytest.fixture()
+def shipped_copy(tmp_path):
+    out = tmp_path / "annotations"
+    shutil.copytree(SHIPPED, out)
+    return out
+
+
+def test_shipped_set_records_every_annotation_and_its_agreement():
+    tables = read_tables(SHIPPED)
+    assert len(tables.labels) == N_MAPS and len(tables.annotations) == N_ANNOTATIONS
+    assert len(tables.predictions) == N_MAPS
+    assert {r["annotator"] for r in tables.annotations.values()} == {
+        f"annotator-{x}@patterncnn.local" for x in "".join(ROUNDS)}
+    per_map = {}
+    for r in tables.annotations.values():
+        per_map.setdefault(r["map_id"], set()).add(r["annotator"])
+    assert set(per_map) == set(tables.labels)
+    rounds = [next(k for k in ROUNDS if v == {f"annotator-{x}@patterncnn.local" for x in k}) for v in per_map.values()]
+    assert {k: rounds.count(k) for k in ROUNDS} == ROUNDS  # every map has exactly one round's three annotators
+    assert {r["resolution"] for r in tables.labels.values()} == {"dawid-skene"}
+    assert {r["pre_source"] for r in tables.labels.values()} == {"push"}
+    report = agreement_report(list(tables.annotations.values()), list(tables.labels.values()))
+    assert round(report["fleiss"]["kappa"], 3) == 0.830 and report["fleiss"]["maps"] == N_MAPS
+    pre = report["pre_vs_resolved"]["push patterncnn-0.1.0-e98a51cd"]  # round 1's pre-annotation
+    assert pre["n"] == ROUNDS["abc"] and round(pre["agree"], 3) == 0.703 and round(pre["kappa"], 3) == 0.586
+    pre = report["pre_vs_resolved"]["push patterncnn-0.1.0-c19ac0b8"]  # rounds 2 and 3: maps it never saw
+    assert pre["n"] == ROUNDS["def"] + ROUNDS["ghi"]
+    assert round(pre["agree"], 3) == 0.777 and round(pre["kappa"], 3) == 0.652
+
+
+def test_legacy_single_annotator_set_keeps_its_agreement():
+    tables = read_tables(LEGACY)
+    assert len(tables.labels) == 515 and len(tables.annotations) == 1146 and len(tables.predictions) == 515
+    assert {r["annotator"] for r in tables.annotations.values()} == {"annotator@patterncnn.local"}
+    assert set(tables.labels) <= set(MapStore(SHIPPED / "maps").ids)  # its maps are the shipped maps
+    # The datasheet's figures, recomputed from votes.csv: blind pass 1 vs pass 2, and pre vs final.
+    report = agreement_report(list(tables.annotations.values()), list(tables.labels.values()), raters="pass")
+    first = next(p for p in report["pairs"] if p["a"].endswith("#1") and p["b"].endswith("#2"))
+    assert first["n"] == 515 and round(first["agree"], 3) == 0.775 and round(first["kappa"], 2) == 0.69
+    pre = report["pre_vs_resolved"]["all"]
+    assert pre["n"] == 515 and round(pre["agree"], 3) == 0.520 and round(pre["kappa"], 2) == 0.33
+
+
+def test_pull_twice_into_the_shipped_set_loses_nothing(shipped_copy, tmp_path, capsys):
+    shipped = rows(SHIPPED / "labels.csv")
+    store = pattern_store(tmp_path / "round1", ["diagonal", "block", "vertical", "heterogeneous"])
+    a, b, c, d = store.ids
+    first = three_annotator_export({a: ["diagonal"] * 3, b: ["vertical", "vertical", "heterogeneous"],
+                                    c: ["vertical", "vertical+diagonal", "vertical"]}, 70001, "2027-01-01T10:00:00Z")
+    (tmp_path / "e1.json").write_text(json.dumps(first))
+    pull = ["annotate", "pull", "--maps", str(tmp_path / "round1"), "--out", str(shipped_copy)]
+    assert main([*pull, "--from-file", str(tmp_path / "e1.json")]) == 0
+    assert f"{N_MAPS + 3} labelled map(s)" in capsys.readouterr().out
+    after1 = rows(shipped_copy / "labels.csv")
+    assert kept(after1, shipped) == kept(shipped, shipped)  # every shipped row, every column, unchanged
+    assert [after1[m]["label"] for m in (a, b, c)] == ["diagonal", "vertical", "vertical"]
+    assert after1[b]["labels_seen"] == '{"heterogeneous": 1, "vertical": 2}'
+    assert after1[b]["n_annotators"] == "3" and after1[b]["disagreement"] == "True"
+    assert after1[a]["pre_label"] == "diagonal" and after1[a]["pre_source"] == "other"  # most recent prediction
+    ann1 = read_tables(shipped_copy).annotations
+    assert len(ann1) == N_ANNOTATIONS + 9
+    assert sorted(r["annotator"] for r in ann1.values() if r["map_id"] == b) == ANNOTATORS
+    preds = [p for p in read_tables(shipped_copy).predictions.values() if p["map_id"] == a]
+    assert sorted(p["source"] for p in preds) == ["other", "push"]
+
+    # Second pull: ann3 edits their annotation of b, and a new map d comes in.
+    second = three_annotator_export({b: ["vertical"] * 3, d: ["heterogeneous"] * 3}, 70101,
+                                    "2027-01-02T10:00:00Z")
+    second[0]["annotations"] = second[0]["annotations"][2:]  # only ann3's (edited) annotation of b
+    second[0]["annotations"][0].update(id=70005, unique_id=f"u-{b}-2")
+    (tmp_path / "e2.json").write_text(json.dumps(second))
+    assert main([*pull, "--from-file", str(tmp_path / "e2.json")]) == 0
+    msg = capsys.readouterr().out
+    assert f"annotations +3 new, 1 updated, {N_ANNOTATIONS + 8} kept" in msg and f"{N_MAPS + 4} labelled map(s)" in msg
+    after2 = rows(shipped_copy / "labels.csv")
+    assert kept(after2, shipped) == kept(shipped, shipped)
+    assert after2[b]["labels_seen"] == '{"vertical": 3}' and after2[b]["disagreement"] == "False"
+    assert after2[d]["label"] == "heterogeneous"
+    ann2 = read_tables(shipped_copy).annotations
+    assert set(ann1) <= set(ann2) and len(ann2) == N_ANNOTATIONS + 12
+    assert len(MapStore(shipped_copy / "maps").ids) == N_MAPS + 4
+    data = load_labelled(shipped_copy)  # what `patterncnn train --annotations` reads
+    assert len(data.ids) == N_MAPS + 4 and data.y.shape == (N_MAPS + 4,)
+    pulls = [json.loads(line) for line in (shipped_copy / "pulls.jsonl").read_text().splitlines()]
+    assert len(pulls) == N_PULLS + 2  # the shipped pulls + 2
+    assert [p["resolution"] for p in pulls] == ["dawid-skene"] * (N_PULLS + 2)  # no --resolve: the set's own method
+    assert len(list((shipped_copy / "exports").glob("*.json.gz"))) == N_PULLS + 2
+
+
+def test_replace_shows_what_it_drops(shipped_copy, tmp_path, capsys):
+    store = pattern_store(tmp_path / "round1", ["diagonal"])
+    (tmp_path / "e.json").write_text(json.dumps(three_annotator_export({store.ids[0]: ["diagonal"] * 3}, 80001,
+                                                                        "2027-01-01T10:00:00Z")))
+    before = (shipped_copy / "labels.csv").read_bytes()
+    pull = ["annotate", "pull", "--from-file", str(tmp_path / "e.json"), "--maps", str(tmp_path / "round1"),
+            "--out", str(shipped_copy), "--replace"]
+    assert main([*pull, "--dry-run"]) == 0
+    msg = capsys.readouterr().out
+    assert f"{N_MAPS} dropped" in msg and "dropped (--replace): minilm-" in msg and "dry run: nothing written" in msg
+    assert (shipped_copy / "labels.csv").read_bytes() == before
+    assert len(list((shipped_copy / "exports").iterdir())) == N_PULLS
+    assert main(pull) == 0
+    assert "1 labelled map(s)" in capsys.readouterr().out
+    assert list(rows(shipped_copy / "labels.csv")) == store.ids and MapStore(shipped_copy / "maps").ids == store.ids
+
+
+def test_dawid_skene_resolution_is_recorded(shipped_copy, tmp_path, capsys):
+    shipped = rows(SHIPPED / "labels.csv")
+    store = pattern_store(tmp_path / "round1", ["diagonal", "block"])
+    a, b = store.ids
+    export = three_annotator_export({a: ["diagonal"] * 3, b: ["vertical", "vertical", "heterogeneous"]},
+                                    90001, "2027-01-01T10:00:00Z")
+    (tmp_path / "e.json").write_text(json.dumps(export))
+    assert main(["annotate", "pull", "--from-file", str(tmp_path / "e.json"), "--maps", str(tmp_path / "round1"),
+                 "--out", str(shipped_copy), "--resolve", "dawid-skene"]) == 0
+    assert "resolved by dawid-skene" in capsys.readouterr().out
+    labels = rows(shipped_copy / "labels.csv")
+    assert (labels[a]["label"], labels[b]["label"]) == ("diagonal", "vertical")
+    assert labels[a]["resolution"] == labels[b]["resolution"] == "dawid-skene"
+    # The shipped maps' three votes are resolved again with the new ones: every label stays.
+    assert all(labels[m]["label"] == r["label"] and labels[m]["resolution"] == "dawid-skene" for m, r in shipped.items())
+    assert all(0 < float(r["resolution_p"]) <= 1 for r in labels.values())
+    assert json.loads((shipped_copy / "pulls.jsonl").read_text().splitlines()[-1])["resolution"] == "dawid-skene"
+
+
+def test_an_explicit_resolve_overrides_the_sets_method(shipped_copy, tmp_path, capsys):
+    store = pattern_store(tmp_path / "round1", ["diagonal"])
+    (tmp_path / "e.json").write_text(json.dumps(three_annotator_export({store.ids[0]: ["diagonal"] * 3}, 95001,
+                                                                        "2027-01-01T10:00:00Z")))
+    assert main(["annotate", "pull", "--from-file", str(tmp_path / "e.json"), "--maps", str(tmp_path / "round1"),
+                 "--out", str(shipped_copy), "--resolve", "majority"]) == 0
+    assert "resolved by majority" in capsys.readouterr().out
+    assert {r["resolution"] for r in rows(shipped_copy / "labels.csv").values()} == {"majority"}
+    with open(shipped_copy / "pulls.jsonl", "a", encoding="utf-8") as f:
+        f.write("{not json\n")
+    assert main(["annotate", "pull", "--from-file", str(tmp_path / "e.json"), "--out", str(shipped_copy)]) == 2
+    err = capsys.readouterr().err
+    assert "pulls.jsonl: the last line is not a JSON object" in err and "--resolve" in err
+
+
+def three_annotators_each(held: Path, maps: int, letters: str):
+    """The tables of a held-out round: ``maps`` maps, each labelled once by each of its three annotators."""
+    tables = read_tables(held)
+    assert len(tables.labels) == maps and len(tables.annotations) == 3 * maps
+    per_map = {}
+    for r in tables.annotations.values():
+        per_map.setdefault(r["map_id"], set()).add(r["annotator"])
+    assert all(v == {f"annotator-{x}@patterncnn.local" for x in letters} for v in per_map.values())
+    return tables
+
+
+def test_round4_block_candidates_are_a_labelled_set_of_their_own_held_out_of_training():
+    held = SHIPPED / "round4-block-candidates"
+    tables = three_annotators_each(held, 108, "jkl")
+    # the majority wherever there is one; Dawid-Skene only on the two three-way splits
+    assert Counter(r["resolution"] for r in tables.labels.values()) == {"majority": 106, "dawid-skene": 2}
+    assert Counter(r["label"] for r in tables.labels.values())["block"] == 23
+    assert not set(MapStore(held / "maps").ids) & set(MapStore(SHIPPED / "maps").ids)
+    assert len(load_labelled(SHIPPED).ids) == N_MAPS  # `train --annotations annotations` does not read it
+
+
+def test_round5_is_a_held_out_uniform_test_set_scored_by_validate(tmp_path, capsys):
+    """240 maps drawn uniformly from GLUE *train* inputs (no example of the training set), three new annotators;
+    `validate --annotations` scores the shipped classifier on them, and agrees with the recorded pre-annotation."""
+    held = SHIPPED / "round5-heldout-uniform"
+    tables = three_annotators_each(held, 240, "mno")
+    assert Counter(r["resolution"] for r in tables.labels.values()) == {"majority": 240}
+    test = load_labelled(held)
+    assert {m["sampling"] for m in test.meta} == {"uniform"} and {m["split"] for m in test.meta} == {"train"}
+    assert Counter(i.split("_")[0] for i in test.ids) == {"minilm-53aa5117": 120, "mpnet-78c0197b": 120}
+    # the training set is all dev inputs, so no input example of this train-split set is in it
+    assert {m["split"] for m in load_labelled(SHIPPED).meta} == {"dev"}
+    assert main(["validate", "--annotations", str(held), "--out", str(tmp_path / "v")]) == 0
+    v = json.loads((tmp_path / "v" / "validation.json").read_text())
+    pre = [r["pre_label"] == r["label"] for r in tables.labels.values()]
+    assert {r["pre_model"] for r in tables.labels.values()} == {v["classifier"]["version"]}
+    assert v["labels"]["groups"]["all"]["all"]["accuracy"] == pytest.approx(sum(pre) / len(pre))
+    # the figures the README and the datasheet publish
+    assert round(v["labels"]["groups"]["all"]["all"]["accuracy"], 3) == 0.842
+    assert round(v["labels"]["groups"]["family mpnet"]["all"]["macro_f1"], 3) == 0.718
+    assert round(v["labels"]["groups"]["family minilm"]["all"]["accuracy"], 3) == 0.883
+    count = next(r for r in v["results"] if r["estimator"] == "count")["encoders"]
+    assert [round(count[e]["mean_abs_error"], 3) for e in ("minilm-53aa5117", "mpnet-78c0197b")] == [0.017, 0.027]
+
+
+def test_round6_block_candidates_a_second_triad_held_out_of_training():
+    held = SHIPPED / "round6-block-candidates"
+    tables = three_annotators_each(held, 80, "pqr")
+    assert Counter(r["resolution"] for r in tables.labels.values()) == {"majority": 80}
+    block = [m for m, r in tables.labels.items() if r["label"] == "block"]
+    assert len(block) == 2 and all(m.startswith("minilm-stsb-") for m in block)  # no MPNet map this time
+    ids = set(MapStore(held / "maps").ids)
+    for other in (SHIPPED, SHIPPED / "round4-block-candidates", SHIPPED / "round5-heldout-uniform"):
+        assert not ids & set(MapStore(other / "maps").ids)  # the pools skipped every labelled map
+
+
+def test_round7_a_second_triad_relabels_240_training_maps_and_agrees_on_84_percent(tmp_path, capsys):
+    """Round 7: 240 maps of the training set, drawn per family, labelled again by a new triad (s, t, u) with one
+    order each; `annotate agreement --against` gives the figures the datasheet and the README publish."""
+    held = SHIPPED / "round7-retest"
+    tables = three_annotators_each(held, 240, "stu")
+    assert Counter(r["resolution"] for r in tables.labels.values()) == {"majority": 240}
+    ids = set(MapStore(held / "maps").ids)
+    assert ids <= set(MapStore(SHIPPED / "maps").ids)  # a relabelling of training maps, not new maps
+    assert Counter(i.split("-")[0] for i in ids) == {"minilm": 120, "mpnet": 120}
+    assert len(load_labelled(SHIPPED).ids) == N_MAPS  # its labels are not merged into the training set
+    out = tmp_path / "against.json"
+    assert main(["annotate", "agreement", str(held), "--against", str(SHIPPED), "--classifier",
+                 str(SHIPPED.parent / "models" / "patterncnn.onnx"), "--out", str(out)]) == 0
+    assert "this set's resolved label vs the reference's: 240 maps, 83.8% agree, kappa 0.751" in capsys.readouterr().out
+    r = json.loads(out.read_text())["by_family"]
+    assert json.loads((held / "against-main.json").read_text())["by_family"] == r  # the committed report
+
+    def fig(s):
+        return round(s["agree"], 3), round(s["kappa"], 3), round(s["macro_f1"], 3)
+
+    assert [fig(r[f]["resolved"]) for f in ("minilm", "mpnet", "all")] == [
+        (0.85, 0.777, 0.784), (0.825, 0.715, 0.614), (0.838, 0.751, 0.749)]
+    assert [round(r[f]["both_agreed"]["macro_f1"], 3) for f in ("minilm", "mpnet", "all")] == [0.789, 0.614, 0.752]
+    (cnn,) = r["all"]["methods"].values()
+    assert fig(cnn["vs_reference"]) == (0.754, 0.629, 0.578) and fig(cnn["vs_second"]) == (0.796, 0.684, 0.742)
+    # in-sample for the shipped classifier: validate refuses it as an independent test set
+    assert main(["validate", "--annotations", str(held), "--out", str(tmp_path / "v")]) == 2
+    assert "trained and calibrated this classifier" in capsys.readouterr().err
+
+
+def write_set(root: Path, labels: dict[str, str]) -> Path:
+    """A labelled set of two tables only: one resolved label and one annotation per map."""
+    root.mkdir(parents=True)
+    with open(root / "labels.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, ["map_id", "label"])
+        w.writeheader()
+        w.writerows({"map_id": m, "label": lab} for m, lab in labels.items())
+    with open(root / "votes.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, ["map_id", "annotator", "label", "skipped", "created_at", "ls_annotation_id"])
+        w.writeheader()
+        w.writerows({"map_id": m, "annotator": "a@x", "label": lab, "skipped": "False", "created_at": "2026",
+                     "ls_annotation_id": str(i)} for i, (m, lab) in enumerate(labels.items()))
+    return root
+
+
+def test_agreement_against_says_what_is_wrong(tmp_path, capsys):
+    a = write_set(tmp_path / "a", {"minilm-aaaaaaaa_x_1": "vertical"})
+    b = write_set(tmp_path / "b", {"minilm-aaaaaaaa_x_2": "vertical"})
+    assert main(["annotate", "agreement", str(a), "--against", str(b)]) == 2
+    assert "share no map" in capsys.readouterr().err
+    assert main(["annotate", "agreement", str(a), "--classifier", "models/patterncnn.onnx"]) == 2
+    assert "give --against too" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["annotate", "agreement", str(a), "--against", str(tmp_path / "empty")]) == 2
+    assert "labels.csv not found" in capsys.readouterr().err
+    c = write_set(tmp_path / "c", {"minilm-aaaaaaaa_x_1": "diagonal"})
+    assert main(["annotate", "agreement", str(a), "--against", str(c)]) == 0
+    assert "1 maps, 0.0% agree" in capsys.readouterr().out
+    (c / "votes.csv").unlink()
+    assert main(["annotate", "agreement", str(a), "--against", str(c)]) == 0
+    assert "has no votes.csv, so none of its maps counts as agreed" in capsys.readouterr().out
+
+
+def test_agreement_against_refuses_a_classifier_without_out_of_fold_predictions(tiny_classifier, tmp_path, capsys):
+    a = write_set(tmp_path / "a", {"minilm-aaaaaaaa_x_1": "vertical"})
+    b = write_set(tmp_path / "b", {"minilm-aaaaaaaa_x_1": "vertical"})
+    assert main(["annotate", "agreement", str(a), "--against", str(b), "--classifier", str(tiny_classifier[1])]) == 2
+    assert "stores no out-of-fold predictions" in capsys.readouterr().err

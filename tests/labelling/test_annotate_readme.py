@@ -1,0 +1,102 @@
+"""The README's *Annotating in Label Studio* section, run as written from a fresh copy of the repository.
+
+The suite's Label Studio is started by that section's start block (tests/labelstudio_server.py);
+this test runs the section's other bash blocks in order, in a copy of the repository's files, in a
+shell that keeps their exports from block to block, with the server's HOME (where the start block
+put the token) and ``patterncnn`` running this copy's code. The one change to the blocks: port 8080
+becomes the suite server's port. The install block is not run: ``~/ls-venv`` is the Label Studio
+that tests/setup-label-studio.sh installed. Where the section says to label in the UI, three
+annotators (the admin and two who sign up through the printed link) label through the label stream.
+"""
+
+import csv
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from labelstudio_server import label_stream, on_port, readme_blocks
+from repo import REPO
+
+from patterncnn.classifier.onnx import OnnxClassifier
+from patterncnn.labelling.labelstudio import connect
+from patterncnn.labelling.sets import load_labelled, read_tables
+
+
+def fresh_copy(dest: Path) -> Path:
+    """The repository's files (as in a clone, with this worktree's changes) copied to ``dest``."""
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        if (REPO / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, dest / name)
+    return dest
+
+
+class Terminal:
+    """A shell session: each block runs in bash, and the variables it exports carry over to the next."""
+
+    def __init__(self, cwd: Path, env: dict, state: Path):
+        self.cwd, self.env, self.state = cwd, env, state
+
+    def run(self, block: str) -> str:
+        script = f"[ -f {self.state} ] && . {self.state}\nset -e\n{block}\nexport -p > {self.state}\n"
+        done = subprocess.run(["bash", "-c", script], cwd=self.cwd, env=self.env, capture_output=True, text=True,
+                              timeout=1800)
+        assert done.returncode == 0, (f"README block failed:\n{block}\n--- stdout\n{done.stdout}\n"
+                                      f"--- stderr\n{done.stderr}")
+        return done.stdout
+
+
+def test_readme_label_studio_section_end_to_end(label_studio, glue_dir, tmp_path):
+    blocks = [on_port(b, label_studio.port) for b in readme_blocks()]
+    assert len(blocks) == 5 and "pip install" in blocks[0] and "label-studio start" in blocks[1]
+    assert f"Label Studio API token: {label_studio.token}" in label_studio.log.read_text()  # the start block printed it
+    repo = fresh_copy(tmp_path / "repo")
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "glue").symlink_to(glue_dir)  # the README's ../shared/glue (its excerpts)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "patterncnn").write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import sys; from patterncnn.cli "
+                                        f"import main; sys.exit(main())' \"$@\"\n")
+    (bin_dir / "patterncnn").chmod(0o755)
+    env = {**label_studio.env(), "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(repo)}
+    terminal = Terminal(repo, env, tmp_path / "exports.sh")
+    shipped = {r["map_id"]: r for r in csv.DictReader(open(repo / "annotations" / "labels.csv"))}
+    shipped_annotations = set(read_tables(repo / "annotations").annotations)
+
+    pushed = terminal.run(blocks[2])  # sample and push two rounds
+    assert re.findall(r"pushed (\d+) map\(s\)", pushed) == ["20", "10"]
+    setup = terminal.run(blocks[3])  # three annotators per task
+    link = re.search(r"(http\S+/user/signup/\?token=\S+)", setup).group(1)
+    tokens = [label_studio.token] + [label_studio.sign_up(link, f"reader{i}@example.com") for i in (1, 2)]
+    project = connect(label_studio.url, label_studio.token).find_project("attention patterns")
+    for k, token in enumerate(tokens):  # the third annotator calls every rule-"vertical" map heterogeneous
+        served = label_stream(label_studio.url, project.id, token,
+                              lambda d, k=k: "heterogeneous" if k == 2 and d["pre_label"] == "vertical"
+                              else d["pre_label"])
+        assert len(served) == 30
+
+    pulled = terminal.run(blocks[4])  # pull, agreement
+    assert "Fleiss' kappa" in pulled and "reader1@example.com vs reader2@example.com: 30 maps" in pulled
+    out = repo / "annotations"
+    labels = {r["map_id"]: r for r in csv.DictReader(open(out / "labels.csv"))}
+    tables = read_tables(out)
+    new = set(labels) - set(shipped)
+    assert len(new) == 30 and len(labels) == len(shipped) + 30
+    relabelled_in_ls = {tables.annotations[k]["map_id"] for k in set(tables.annotations) - shipped_annotations}
+    assert new <= relabelled_in_ls
+    for m, row in shipped.items():  # the old labels, together with the new ones
+        if m not in relabelled_in_ls:  # a Dawid-Skene posterior is refitted on the whole set: it may move a little
+            assert abs(float(labels[m].pop("resolution_p")) - float(row["resolution_p"])) < 0.05
+            assert labels[m] == {k: v for k, v in row.items() if k != "resolution_p"}
+    assert shipped_annotations <= set(tables.annotations)
+    for m in new:
+        assert labels[m]["n_annotators"] == "3" and labels[m]["pre_source"] == "push"
+        assert labels[m]["label"] == labels[m]["pre_label"]  # two of three gave the pre-annotation's label
+    cnn = OnnxClassifier(repo / "models" / "patterncnn.onnx").model_version  # round 2's pre-annotations
+    assert {labels[m]["pre_model"] for m in new} == {"rule-v1", cnn}
+    assert len(load_labelled(out).ids) == len(shipped) + 30  # `patterncnn train --annotations annotations` reads both

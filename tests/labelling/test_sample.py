@@ -1,0 +1,89 @@
+"""`patterncnn sample` (alias `export`) end to end on excerpts of the real RTE/SST-2 dev files with the tiny BERT."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from patterncnn.cli import main
+from patterncnn.core.maps import MapStore
+from patterncnn.labelling.sample import plan_samples
+
+
+def test_plan_samples_stratified_and_distinct():
+    rng = np.random.default_rng(0)
+    triples = plan_samples(n_examples=20, num_layers=6, num_heads=12, n=50, rng=rng)
+    assert len(triples) == len(set(triples)) == 50
+    per_layer = Counter(layer for _, layer, _ in triples)
+    assert set(per_layer) == set(range(6)) and max(per_layer.values()) - min(per_layer.values()) <= 1
+    # Small splits: more maps than examples still works, triples stay distinct.
+    assert len(set(plan_samples(2, 2, 2, 8, np.random.default_rng(1)))) == 8
+    with pytest.raises(ValueError, match="exceeds"):
+        plan_samples(2, 2, 2, 9, np.random.default_rng(1))
+
+
+def test_sample_cli(tiny_bert, glue_dir, tmp_path, capsys):
+    args = ["sample", "--task", "rte", "--task", "SST-2", "--per-task", "7", "--model", str(tiny_bert),
+            "--glue-dir", str(glue_dir), "--seed", "3"]
+    assert main(args + ["--out", str(tmp_path / "a")]) == 0
+    assert "wrote 14 maps" in capsys.readouterr().out
+    store = MapStore(tmp_path / "a")
+    assert len(store) == 14
+    assert store.header["model"]["sha256"] and store.header["seed"] == 3
+    for task in ("rte", "sst2"):
+        metas = [m for m in store.meta if m["task"] == task]
+        assert len(metas) == 7
+        assert {m["layer"] for m in metas} == {0, 1, 2}  # every layer of the 3-layer model
+    for meta, arr in store:
+        assert arr.shape == (meta["T"], meta["T"]) == (len(meta["tokens"]),) * 2
+        np.testing.assert_allclose(arr.sum(1), 1.0, atol=1e-5)
+        assert meta["model_sha256"] and meta["split"] == "dev"
+        assert (tmp_path / "a" / "png" / f"{meta['id']}.png").read_bytes()[:4] == b"\x89PNG"
+    # Same seed, same sample.
+    assert main(args + ["--out", str(tmp_path / "b"), "--no-png"]) == 0
+    assert MapStore(tmp_path / "b").ids == store.ids
+    np.testing.assert_array_equal(MapStore(tmp_path / "b").get(store.ids[0]), store.get(store.ids[0]))
+
+
+def test_sample_errors(tiny_bert, glue_dir, tmp_path, capsys):
+    base = ["sample", "--per-task", "2", "--model", str(tiny_bert), "--glue-dir", str(glue_dir)]
+    assert main(base + ["--task", "nope", "--out", str(tmp_path / "x")]) == 2
+    assert "valid tasks are: cola, sst2" in capsys.readouterr().err
+    assert main(base + ["--task", "rte", "--out", str(tmp_path / "y")]) == 0
+    assert main(base + ["--task", "rte", "--out", str(tmp_path / "y")]) == 2
+    assert "already holds a map store" in capsys.readouterr().err
+    assert main(base + ["--task", "qnli", "--split", "train", "--out", str(tmp_path / "z")]) == 2
+    assert "has no QNLI/train.tsv" in capsys.readouterr().err
+    assert main(["sample", "--task", "rte", "--per-task", "2", "--model", str(tmp_path), "--glue-dir",
+                 str(glue_dir), "--out", str(tmp_path / "w")]) == 2
+    assert "cannot load" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["sample", "finetune"])
+def test_help(command, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([command, "--help"])
+    assert e.value.code == 0 and "usage: patterncnn" in capsys.readouterr().out
+
+
+def test_uniform_samples_cover_all_triples_evenly():
+    from patterncnn.labelling.sample import uniform_samples
+
+    triples = uniform_samples(n_examples=50, num_layers=4, num_heads=3, n=600, rng=np.random.default_rng(0))
+    assert len(set(triples)) == 600 and all(0 <= e < 50 and 0 <= l < 4 and 0 <= h < 3 for e, l, h in triples)
+    # Without stratification each layer's count is hypergeometric around 150 (sd ~ 9.5): not dealt out evenly.
+    per_layer = Counter(l for _, l, _ in triples)
+    assert all(115 < c < 185 for c in per_layer.values())
+    assert len(uniform_samples(2, 2, 2, 8, np.random.default_rng(1))) == 8  # all of them
+    with pytest.raises(ValueError, match="exceeds"):
+        uniform_samples(2, 2, 2, 9, np.random.default_rng(1))
+
+
+def test_sample_records_its_design(tiny_bert, glue_dir, tmp_path):
+    args = ["sample", "--task", "rte", "--per-task", "5", "--model", str(tiny_bert), "--glue-dir", str(glue_dir),
+            "--no-png", "--design", "uniform", "--out", str(tmp_path / "u")]
+    assert main(args) == 0
+    store = MapStore(tmp_path / "u")
+    assert store.header["design"] == "uniform" and {m["sampling"] for m in store.meta} == {"uniform"}
+    assert all(set(m) >= {"id", "model", "task", "example", "layer", "head", "tokens", "seps", "texts"}
+               for m in store.meta)

@@ -1,0 +1,150 @@
+"""The HTTP service through its HTTP interface: every endpoint, every bad input, auth, size limits."""
+
+import base64
+import io
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from synthetic import pattern_map
+
+from patterncnn.classifier.onnx import OnnxClassifier
+from patterncnn.core.labels import LABELS
+from patterncnn.encoders.load import load_encoder
+from patterncnn.serve import ServeSettings, create_app
+
+
+@pytest.fixture(scope="module")
+def app_parts(tiny_bert, tiny_classifier):
+    return OnnxClassifier(tiny_classifier[1]), load_encoder(str(tiny_bert), max_length=32)
+
+
+@pytest.fixture()
+def client(app_parts):
+    clf, enc = app_parts
+    return TestClient(create_app(ServeSettings(max_t=64, max_batch=8, max_body_bytes=200_000,
+                                               max_json_bytes=100_000), clf, enc), raise_server_exceptions=False)
+
+
+def npy(a) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, a)
+    return buf.getvalue()
+
+
+def test_health_labels_model(client):
+    assert client.get("/health").json()["status"] == "UP"
+    assert client.get("/v1/labels").json() == {"labels": list(LABELS)}
+    m = client.get("/v1/model").json()
+    assert m["encoder_shape"] == {"layers": 3, "heads": 4, "max_length": 32} and m["limits"]["max_t"] == 64
+    spec = client.get("/openapi.json").json()
+    assert {"/v1/classify", "/v1/analyze", "/predict", "/setup", "/health"} <= set(spec["paths"])
+
+
+def test_classify_json_npy_npz(client):
+    d, v = pattern_map("diagonal", 12), pattern_map("vertical", 20)
+    r = client.post("/v1/classify", json={"maps": [d.tolist(), v.tolist()], "ids": ["a", "b"],
+                                          "seps": [[5, 11], [9, 19]]})
+    assert r.status_code == 200, r.text
+    res = r.json()["results"]
+    assert [x["id"] for x in res] == ["a", "b"] and all(x["label"] in LABELS for x in res)
+    assert sum(res[0]["probs"].values()) == pytest.approx(1.0, abs=1e-4)
+    one = client.post("/v1/classify", json={"map": d.tolist(), "seps": [[5, 11]]}).json()["results"]
+    assert len(one) == 1 and one[0]["probs"] == pytest.approx(res[0]["probs"], abs=1e-5)
+    batch = np.stack([d, d * 1.0])
+    r = client.post("/v1/classify", content=npy(batch), headers={"content-type": "application/octet-stream"})
+    assert r.status_code == 200 and len(r.json()["results"]) == 2
+    buf = io.BytesIO()
+    np.savez(buf, first=d, second=v)
+    r = client.post("/v1/classify", content=buf.getvalue(), headers={"content-type": "application/octet-stream"})
+    assert [x["id"] for x in r.json()["results"]] == ["first", "second"]
+    r = client.post("/v1/classify", json={"map": (d * 3).tolist()})
+    assert "rows do not sum to 1" in r.json()["results"][0]["warning"]
+
+
+@pytest.mark.parametrize("body,ctype,status,phrase", [
+    ({"maps": [np.ones((3, 4)).tolist()]}, "json", 422, "square"),
+    ({"maps": [[]]}, "json", 422, "square"),
+    (b'{"map": [[NaN, 1.0], [0.5, 0.5]]}', "application/json", 422, "NaN"),
+    (b'{"map": [[Infinity, 1.0], [0.5, 0.5]]}', "application/json", 422, "NaN or inf"),
+    ({"map": [[-0.5, 1.5], [0.5, 0.5]]}, "json", 422, "negative"),
+    ({"map": np.full((65, 65), 1 / 65).tolist()}, "json", 422, "T <= 64"),
+    ({"maps": [np.eye(4).tolist()] * 9}, "json", 413, "limit is 8"),
+    ({"maps": [[["a", "b"], ["c", "d"]]]}, "json", 422, "not a rectangular list of numbers"),
+    ({"maps": [[[1, 0], [0]]]}, "json", 422, "not a rectangular"),
+    ({"wrong": 1}, "json", 422, '"maps"'),
+    (b"{not json", "application/json", 400, "malformed JSON"),
+    (b"garbage", "application/octet-stream", 415, "neither .npy nor .npz"),
+    (npy(np.array([["a", "b"], ["c", "d"]])), "application/octet-stream", 422, "dtype"),
+    (npy(np.ones((3, 3), dtype=complex)), "application/octet-stream", 422, "dtype"),
+    (npy(np.ones((2, 2, 2, 2))), "application/octet-stream", 422, "shape"),
+    (b"PK\x03\x04broken", "application/octet-stream", 400, "unreadable .npz"),
+    (b"x", "text/plain", 415, "unsupported content type"),
+])
+def test_classify_bad_inputs(client, body, ctype, status, phrase):
+    if ctype == "json":
+        r = client.post("/v1/classify", json=body)
+    else:
+        r = client.post("/v1/classify", content=body, headers={"content-type": ctype})
+    assert r.status_code == status, r.text
+    assert phrase in r.json()["detail"] and "Traceback" not in r.text
+
+
+def test_body_limit_before_parsing(client):
+    big = b"\x93NUMPY" + b"0" * 300_000
+    r = client.post("/v1/classify", content=big, headers={"content-type": "application/octet-stream"})
+    assert r.status_code == 413 and "exceeds the limit" in r.json()["detail"]
+    r = client.post("/v1/classify", content=b"{" + b" " * 150_000 + b"}", headers={"content-type": "application/json"})
+    assert r.status_code == 413
+
+
+def test_analyze(client):
+    r = client.post("/v1/analyze", json={"text": "the cat sat.", "text_pair": "a cat sits."})
+    assert r.status_code == 200, r.text
+    j = r.json()
+    assert len(j["labels"]) == 3 and len(j["labels"][0]) == 4 and j["tokens"][0] == "[CLS]"
+    assert np.array(j["probs"]).shape == (3, 4, 5)
+    assert client.post("/v1/analyze", json={"text": "x" * 100}).status_code == 422
+    assert "longer than the encoder's limit" in client.post("/v1/analyze", json={"text": "x" * 100}).json()["detail"]
+    assert client.post("/v1/analyze", json={"text": ""}).status_code == 422
+    assert client.post("/v1/analyze", json=["text"]).status_code == 422
+
+
+def test_token_required_everywhere_but_health(app_parts):
+    clf, enc = app_parts
+    c = TestClient(create_app(ServeSettings(api_token="s3cret"), clf, enc), raise_server_exceptions=False)
+    assert c.get("/health").status_code == 200
+    for method, path in (("get", "/v1/labels"), ("get", "/v1/model"), ("post", "/v1/classify"),
+                         ("post", "/v1/analyze"), ("post", "/setup"), ("post", "/predict")):
+        r = getattr(c, method)(path)
+        assert r.status_code == 401 and "API token" in r.json()["detail"], path
+    assert c.get("/v1/labels", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert c.get("/v1/labels", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    basic = base64.b64encode(b"labelstudio:s3cret").decode()
+    assert c.get("/v1/labels", headers={"Authorization": f"Basic {basic}"}).status_code == 200
+
+
+def test_cors_off_unless_asked(app_parts):
+    clf, enc = app_parts
+    plain = TestClient(create_app(ServeSettings(), clf, enc))
+    assert "access-control-allow-origin" not in plain.get("/health", headers={"Origin": "http://x.test"}).headers
+    cors = TestClient(create_app(ServeSettings(cors_origins=("http://x.test",)), clf, enc))
+    assert cors.get("/health", headers={"Origin": "http://x.test"}).headers["access-control-allow-origin"] == \
+        "http://x.test"
+
+
+def test_label_studio_protocol(client):
+    from patterncnn.labelling.push import label_config, make_task
+
+    arr = pattern_map("diagonal", 16)
+    task = {"id": 7, **make_task({"id": "m1", "seps": [7, 15]}, arr)}
+    assert client.post("/setup", json={"project": "1.0", "schema": label_config()}).json()["model_version"]
+    r = client.post("/predict", json={"tasks": [task], "project": "1.0", "label_config": label_config()})
+    assert r.status_code == 200, r.text
+    res = r.json()["results"][0]
+    assert res["result"][0]["from_name"] == "pattern" and res["result"][0]["value"]["choices"][0] in LABELS
+    bad = client.post("/setup", json={"project": "2", "schema": "<View><Choices name='x' toName='y'>"
+                                                                "<Choice value='cat'/></Choices></View>"})
+    assert bad.status_code == 422 and "five pattern labels" in bad.json()["detail"]
+    r = client.post("/predict", json={"tasks": [{"id": 1, "data": {"image": "x"}}]})
+    assert r.status_code == 422 and "carries no map" in r.json()["detail"]

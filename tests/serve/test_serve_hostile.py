@@ -1,0 +1,258 @@
+"""Regression tests for the hostile probe of `patterncnn serve` (issue 14): every case gets a 4xx naming the fix.
+
+Also: the zip bomb is refused on its declared sizes (time and RSS bounded, /health answering during
+it), slow clients are cut off, and an unexpected error is a JSON 500 with one log line.
+"""
+
+import json
+import logging
+import socket
+import threading
+import time
+
+import httpx
+import psutil
+import pytest
+from fastapi.testclient import TestClient
+from hostile import corrupt_deflate_npz, npy_header, truncated, unparsable_header_npy, zip_bomb, zip_of
+from live import live_server
+from synthetic import pattern_map
+
+from patterncnn.classifier.onnx import OnnxClassifier
+from patterncnn.encoders.load import load_encoder
+from patterncnn.labelling.push import label_config, make_task
+from patterncnn.serve import ServeSettings, create_app
+
+JSON = {"content-type": "application/json"}
+BINARY = {"content-type": "application/octet-stream"}
+
+
+@pytest.fixture(scope="module")
+def parts(tiny_bert, tiny_classifier):
+    return OnnxClassifier(tiny_classifier[1]), load_encoder(str(tiny_bert), max_length=32)
+
+
+@pytest.fixture()
+def client(parts):
+    return TestClient(create_app(ServeSettings(max_t=64, max_batch=8), *parts), raise_server_exceptions=False)
+
+
+def refused(r, status: int, phrase: str) -> None:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/json" and "Traceback" not in r.text
+    assert phrase in r.json()["detail"], r.json()["detail"]
+
+
+def a_task(**data) -> dict:
+    task = {"id": 7, **make_task({"id": "m1", "seps": [7, 15]}, pattern_map("diagonal", 16))}
+    task["data"].update(data)
+    return task
+
+
+@pytest.mark.parametrize("body,status,phrase", [
+    (b"[" * 100_000, 400, "nest at most 200 levels"),
+    (b'{"maps": ' * 100_000, 400, "nest at most 200 levels"),
+    (b'{"map": [[' + b"1" * 400 + b"]]}", 422, "not a rectangular list of numbers"),
+    (b'{"map": [[1]], "seps": [[' + b"1" * 400 + b"]]}", 422, "less than or equal to 2147483647 at seps.0.0"),
+    (b'{"map": [[1]], "ids": [' + b"1" * 400 + b"]}", 422, "at ids.0"),
+    (b'{"map": [[1]], "ids": 5}', 422, "valid list at ids"),
+    (b'{"map": [[1]], "seps": ["a"]}', 422, "valid list at seps.0"),
+    (b'{"map": [[1]], "seps": [5]}', 422, "valid list at seps.0"),
+    (b'{"map": [[1]], "seps": [[1.5]]}', 422, "valid integer at seps.0.0"),
+    (b'{"map": [[1]], "seps": [[null]]}', 422, "valid integer at seps.0.0"),
+    (b'{"map": [[1]], "seps": [[[1]]]}', 422, "valid integer at seps.0.0"),
+    (b'{"maps": []}', 422, "non-empty list"),
+    (b'{"map": [[1e39]]}', 422, "NaN or inf"),  # finite as a float64, inf as the float32 the classifier gets
+    (b'{"maps": [[[3.4e38, 3.4e38, 3.4e38], [0, 0, 0], [0, 0, 0]]]}', 422, "too large for the classifier"),
+])
+def test_classify_json_cases(client, body, status, phrase):
+    refused(client.post("/v1/classify", content=body, headers=JSON), status, phrase)
+
+
+@pytest.mark.parametrize("body,status,phrase", [
+    (zip_of({"notes.txt": b"hello"}), 422, "'notes.txt', which is not an .npy array"),
+    (corrupt_deflate_npz(), 400, "unreadable"),
+    (npy_header((2**21, 2**21)), 422, "over the limit T <= 64"),  # 128 bytes that declare 32 TiB
+    (zip_of({"a.npy": npy_header((2**21, 2**21))}), 422, "over the limit T <= 64"),
+    (npy_header((9, 64, 64)), 413, "the limit is 8"),
+    (npy_header((4, 4)), 400, "truncated"),
+    (truncated(zip_of({"a.npy": npy_header((4, 4)) + bytes(128)})), 400, "unreadable .npz"),
+    (zip_of({}), 422, "holds no maps"),  # an empty .npz, like an empty JSON list
+    (zip_of({f"m{i}.npy": b"" for i in range(9)}), 413, "the limit is 8"),
+    (npy_header((3, 3), "|O"), 422, "no pickles"),
+    (unparsable_header_npy(), 400, "unreadable .npy"),  # found by the fuzzer: numpy raised TokenError
+    (zip_of({"a.npy": unparsable_header_npy()}), 400, "unreadable"),
+])
+def test_classify_array_cases(client, body, status, phrase):
+    refused(client.post("/v1/classify", content=body, headers=BINARY), status, phrase)
+
+
+def test_media_types_are_case_insensitive_and_exact(client):
+    body = json.dumps({"map": pattern_map("diagonal", 8).tolist()})
+    assert client.post("/v1/classify", content=body, headers={"content-type": "Application/JSON"}).status_code == 200
+    assert client.post("/v1/classify", content=body,
+                       headers={"content-type": "application/json; charset=UTF-8"}).status_code == 200
+    refused(client.post("/v1/classify", content=body, headers={"content-type": "application/jsonfoo"}), 415,
+            "send application/json")
+
+
+@pytest.mark.parametrize("path", ["/v1/analyze", "/setup", "/predict"])
+@pytest.mark.parametrize("ctype", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data", ""])
+def test_json_routes_refuse_what_a_browser_form_can_send(client, path, ctype):
+    # A page in a local browser can POST these without a CORS preflight: they must not be accepted.
+    r = client.post(path, content=b'{"text": "a cat", "tasks": []}', headers={"content-type": ctype})
+    refused(r, 415, "Content-Type: application/json")
+
+
+@pytest.mark.parametrize("path,body,status,phrase", [
+    ("/setup", [], 422, "the body must be a JSON object"),
+    ("/setup", {"schema": 5}, 422, "valid string at schema"),
+    ("/setup", {"project": "x" * 300}, 422, "at most 256 characters at project"),
+    ("/setup", {"schema": label_config().replace('name="pattern"', f'name="{"p" * 300}"')}, 422,
+     "longer than 256 characters"),
+    ("/predict", {"tasks": [1]}, 422, "at tasks.0"),
+    ("/predict", {"tasks": [a_task(map_npy="!!!")]}, 422, "not a base64 .npy"),
+    ("/predict", {"tasks": [a_task(seps=["a"])]}, 422, "at tasks.0.data.seps.0"),
+    ("/predict", {"tasks": [a_task(seps=[[1]])]}, 422, "at tasks.0.data.seps.0"),
+    ("/predict", {"tasks": [a_task()], "label_config": 5}, 422, "valid string at label_config"),
+    ("/predict", {"tasks": 5}, 422, "valid list at tasks"),
+    ("/v1/analyze", {"text": "a", "text_pair": 5}, 422, "valid string at text_pair"),
+    ("/v1/analyze", {"text": 5}, 422, "valid string at text"),
+])
+def test_label_studio_and_analyze_cases(client, path, body, status, phrase):
+    refused(client.post(path, json=body), status, phrase)
+
+
+def test_predict_task_map_over_the_limits(client):
+    import base64
+
+    for declared, phrase in (((2**21, 2**21), "over the limit T <= 64"), ((4, 4), "truncated")):
+        task = a_task(map_npy=base64.b64encode(npy_header(declared)).decode())
+        refused(client.post("/predict", json={"tasks": [task]}), 422 if "limit" in phrase else 400, phrase)
+
+
+def test_lone_surrogate(client):
+    refused(client.post("/v1/analyze", content=b'{"text": "\\ud800 x"}', headers=JSON), 400, "malformed JSON")
+    assert client.post("/v1/analyze", content=b'{"text": "\\ud83d\\ude00 x"}', headers=JSON).status_code == 200
+
+
+def test_no_docs_pages_and_the_spec_needs_the_token(parts):
+    open_ = TestClient(create_app(ServeSettings(), *parts))
+    assert open_.get("/docs").status_code == 404 and open_.get("/redoc").status_code == 404
+    assert "/v1/classify" in open_.get("/openapi.json").json()["paths"]
+    locked = TestClient(create_app(ServeSettings(api_token="s3cret"), *parts))
+    r = locked.get("/openapi.json")
+    assert r.status_code == 401 and r.headers.get_list("www-authenticate")[0] == "Bearer"
+    assert any(h.startswith("Basic") for h in r.headers.get_list("www-authenticate"))  # a browser can log in
+    assert locked.get("/openapi.json", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    assert locked.get("/health").status_code == 200
+
+
+def test_unexpected_error_is_one_log_line_and_a_json_500(parts, caplog):
+    class Broken:
+        model_version = "broken"
+
+        def predict(self, maps, seps):
+            raise RuntimeError("boom " + "x" * 10_000)
+
+    c = TestClient(create_app(ServeSettings(), Broken(), parts[1]), raise_server_exceptions=False)
+    with caplog.at_level(logging.ERROR, logger="patterncnn.serve"):
+        r = c.post("/v1/classify", json={"map": pattern_map("diagonal", 8).tolist()})
+    assert r.status_code == 500 and r.json() == {"detail": "internal error; the server log has one line about it"}
+    lines = [rec for rec in caplog.records if rec.name == "patterncnn.serve"]
+    assert len(lines) == 1 and "RuntimeError" in lines[0].getMessage() and lines[0].exc_info is None
+    assert len(lines[0].getMessage()) < 500
+
+
+def test_setup_remembers_a_bounded_number_of_projects(parts):
+    from patterncnn.serve.state import MAX_PROJECTS
+
+    c = TestClient(create_app(ServeSettings(), *parts))
+    for project in range(MAX_PROJECTS + 5):
+        assert c.post("/setup", json={"project": project, "schema": label_config()}).status_code == 200
+    remembered = c.app.state.parts.projects
+    assert len(remembered) == MAX_PROJECTS and "0" not in remembered and str(MAX_PROJECTS + 4) in remembered
+
+
+def test_settings_refuse_nonsense(parts):
+    for bad in ({"workers": 0}, {"max_body_bytes": -1}, {"max_t": 0}, {"body_timeout": 0}):
+        with pytest.raises(ValueError, match="must be positive"):
+            ServeSettings(**bad)
+
+
+@pytest.fixture()
+def live(parts):
+    """A real uvicorn server in a thread (1 s header and body deadlines); yields its port."""
+    settings = ServeSettings(max_t=512, header_timeout=1.0, body_timeout=1.0)
+    with live_server(create_app(settings, parts[0]), settings) as url:
+        yield int(url.rsplit(":", 1)[1])
+
+
+def read_all(sock: socket.socket, within: float) -> bytes:
+    sock.settimeout(within)
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+def test_slow_headers_are_cut_off(live):
+    with socket.create_connection(("127.0.0.1", live)) as sock:
+        sock.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\n")  # and never the rest
+        t0 = time.monotonic()
+        assert read_all(sock, within=10) == b""  # closed by the server (a timeout would raise)
+        assert time.monotonic() - t0 < 8
+
+
+def test_stalled_body_gets_408(live):
+    with socket.create_connection(("127.0.0.1", live)) as sock:
+        sock.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000\r\n\r\n{\"map\": ")
+        reply = read_all(sock, within=10)
+    assert reply.startswith(b"HTTP/1.1 408") and b"did not arrive within 1 s" in reply
+
+
+def test_zip_bomb_is_refused_fast_with_bounded_memory_while_health_answers(live):
+    bomb = zip_bomb(members=3, side=8192)  # 0.8 MB that inflate to 768 MiB
+    url = f"http://127.0.0.1:{live}"
+    health, stop, polling = [], threading.Event(), threading.Event()
+
+    def poll():
+        with httpx.Client(base_url=url, timeout=30) as c:
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                health.append((c.get("/health").status_code, time.perf_counter() - t0))
+                polling.set()
+                time.sleep(0.01)
+
+    httpx.post(f"{url}/v1/classify", content=bomb, headers=BINARY, timeout=60)  # worker threads exist from here
+    rss0 = psutil.Process().memory_info().rss
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        assert polling.wait(30), "/health did not answer before the bombs"  # on a loaded machine it can start late
+        with httpx.Client(base_url=url, timeout=60) as c:
+            for _ in range(8):
+                t0 = time.perf_counter()
+                r = c.post("/v1/classify", content=bomb, headers=BINARY)
+                took = time.perf_counter() - t0
+                refused(r, 413, "uncompressed, over the limit")
+                assert took < 5, f"refused in {took:.1f} s"  # generous for a loaded machine: the old server took 13 s
+    finally:
+        stop.set()
+        poller.join(30)
+    growth = psutil.Process().memory_info().rss - rss0
+    assert growth < 100 * 2**20, f"RSS grew {growth / 2**20:.0f} MB"  # inflating it would take 768 MiB
+    assert health and all(status == 200 for status, _ in health), health
+    assert max(took for _, took in health) < 5, health
+
+
+def test_bomb_under_the_byte_limit_is_refused_at_its_header(client):
+    bomb = zip_bomb(members=1, side=4096)  # declares 64 MiB, under max_decoded_bytes: its .npy header stops it
+    refused(client.post("/v1/classify", content=bomb, headers=BINARY), 422, "over the limit T <= 64")
+
+
+def test_member_longer_than_its_header_is_not_inflated_past_it(client):
+    # The header declares a 4 x 4 map and 64 MiB of zeros follow: reading stops one byte past the map.
+    bomb = zip_of({"a.npy": npy_header((4, 4), "<f4") + bytes(64 << 20)})
+    refused(client.post("/v1/classify", content=bomb, headers=BINARY), 400, "more data than its header declares")

@@ -1,0 +1,203 @@
+"""Share estimators and their intervals on synthetic classifier outputs with a known confusion matrix."""
+
+import numpy as np
+import pytest
+from synthetic import concat_rows
+from synthetic import simulated_rows as simulate
+
+from patterncnn.classifier.onnx import ClassifierError
+from patterncnn.core.labels import LABELS
+from patterncnn.shares.calibrate import (
+    MIN_ROWS,
+    calibration_record,
+    fit_calibration,
+    fit_temperature,
+    scope_mask,
+    stored_rows,
+    temper,
+)
+from patterncnn.shares.estimate import describe, example_sums, plan_for, shares_with_intervals
+
+
+def estimate(name, rows, cal, seed=0):
+    sums = example_sums(name, rows.probs[:, None], rows.probs.argmax(1)[:, None], rows.single, cal)
+    return shares_with_intervals(sums, seed)
+
+
+def test_adjusted_recovers_the_shares_that_count_gets_wrong():
+    rng = np.random.default_rng(0)
+    cal = fit_calibration(simulate(np.full(5, 0.2), 4000, rng), reps=100)
+    true = np.array([0.55, 0.10, 0.20, 0.05, 0.10])
+    census = simulate(true, 20000, rng)
+    hand = np.bincount(census.y, minlength=5) / len(census)
+    count = np.array(list(estimate("count", census, None)["shares"].values()))
+    adjusted = estimate("adjusted", census, cal)
+    adj = np.array(list(adjusted["shares"].values()))
+    assert np.abs(count - hand).max() > 0.04  # counting is biased toward the over-called classes
+    assert np.abs(adj - hand).max() < 0.02
+    assert all(lo <= hand[i] <= hi for i, (lo, hi) in enumerate(adjusted["ci95"].values()))
+    assert not all(lo <= hand[i] <= hi for i, (lo, hi) in enumerate(estimate("count", census, None)["ci95"].values()))
+
+
+def test_adjusted_gives_single_segment_inputs_no_block():
+    rng = np.random.default_rng(1)
+    train = simulate(np.full(5, 0.2), 2000, rng)
+    single = simulate(np.array([0.5, 0.2, 0.2, 0.0, 0.1]), 2000, rng, single=True)
+    from patterncnn.classifier.onnx import OnnxClassifier
+
+    single.probs = OnnxClassifier.apply_segment_rule(single.probs, [[5]] * len(single))  # what the census sees
+    cal = fit_calibration(concat_rows(train, single))
+    assert cal.adjust[0, 0, LABELS.index("block")].max() == 0  # single-segment matrix never yields block
+    out = estimate("adjusted", single, cal)
+    assert out["shares"]["block"] == 0.0
+    assert out["shares"]["vertical"] == pytest.approx(0.5, abs=0.03)
+
+
+def test_temperature_fit_recovers_the_true_temperature():
+    rng = np.random.default_rng(2)
+    logits = rng.normal(0, 3, size=(6000, 5))
+    true = np.exp(logits / 2.0)
+    true /= true.sum(1, keepdims=True)  # the labels follow softmax(z / 2): the model is overconfident
+    y = np.array([rng.choice(5, p=p) for p in true])
+    probs = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    t = fit_temperature(probs, y, np.ones((1, len(y))))[0]
+    assert t == pytest.approx(2.0, rel=0.08)
+    assert np.allclose(temper(probs, t), true, atol=0.03)
+
+
+def test_temper_keeps_ruled_out_classes_at_zero():
+    p = np.array([[0.5, 0.3, 0.2, 0.0, 0.0], [0.2, 0.2, 0.2, 0.2, 0.2]])
+    q = temper(p, 3.0)
+    assert q[0, 3] == 0 and q[0, 4] == 0 and np.allclose(q.sum(1), 1)
+    assert np.allclose(q[1], 0.2) and q[0, 0] < 0.5  # higher temperature flattens
+
+
+def test_interval_parts():
+    rng = np.random.default_rng(3)
+    rows = simulate(np.full(5, 0.2), 600, rng)
+    census = simulate(np.array([0.4, 0.2, 0.2, 0.1, 0.1]), 3000, rng)
+    count = estimate("count", census, None)
+    assert count["ci95"] == count["ci95_parts"]["examples"]
+    assert all(lo == hi for lo, hi in count["ci95_parts"]["classifier"].values())  # no calibration, no width
+    adj = estimate("adjusted", census, fit_calibration(rows, reps=200))
+    width = {part: np.mean([hi - lo for lo, hi in ci.values()]) for part, ci in
+             (("examples", adj["ci95_parts"]["examples"]), ("classifier", adj["ci95_parts"]["classifier"]),
+              ("total", adj["ci95"]))}
+    assert width["classifier"] > width["examples"] > 0  # 600 calibration rows vs 3000 examples
+    assert width["total"] >= width["classifier"]
+    assert all(lo <= adj["shares"][k] <= hi for k, (lo, hi) in adj["ci95"].items())
+
+
+def test_count_interval_widens_by_the_validated_band():
+    rng = np.random.default_rng(7)
+    census = simulate(np.array([0.4, 0.2, 0.2, 0.1, 0.1]), 3000, rng)
+    sums = example_sums("count", census.probs[:, None], census.probs.argmax(1)[:, None], census.single, None)
+    plain = shares_with_intervals(sums)
+    band = np.array([0.05, 0.0, 0.02, 0.3, 0.01])
+    wide = shares_with_intervals(sums, band=band)
+    assert wide["shares"] == plain["shares"] and wide["ci95_parts"]["examples"] == plain["ci95"]
+    for k, name in enumerate(LABELS):
+        p, (lo, hi), (elo, ehi) = wide["shares"][name], wide["ci95"][name], plain["ci95"][name]
+        assert lo <= elo and hi >= ehi  # never narrower than the examples' interval
+        assert hi - lo >= min(2 * band[k], 1.0) * 0.999 or lo == 0.0  # at least the band on each side, unless clipped
+        clo, chi = wide["ci95_parts"]["classifier"][name]
+        assert chi == pytest.approx(min(p + band[k], 1.0)) and clo == pytest.approx(max(p - band[k], 0.0))
+    assert wide["ci95"]["diagonal"] == pytest.approx(plain["ci95"]["diagonal"])  # a zero band adds nothing
+    assert wide["ci95"]["block"][0] == 0.0  # clipped at 0
+    p, (elo, ehi) = wide["shares"]["vertical"], plain["ci95"]["vertical"]
+    assert wide["ci95"]["vertical"] == pytest.approx([p - np.hypot(p - elo, 0.05), p + np.hypot(ehi - p, 0.05)])
+    top = shares_with_intervals(sums, band=np.full(5, 0.7))
+    assert all(0.0 <= lo <= hi <= 1.0 for lo, hi in top["ci95"].values())  # clipped at 1 as well
+    assert top["ci95"]["vertical"][1] == 1.0
+
+
+def test_calibration_bootstrap_resamples_whole_examples():
+    rng = np.random.default_rng(4)
+    rows = simulate(np.full(5, 0.2), 200, rng)
+    rows.group = np.array([f"g{i // 4}" for i in range(len(rows))])  # four maps per input example
+    cal = fit_calibration(rows, reps=50)
+    per_rep = cal.confusion.sum((1, 2, 3))
+    assert per_rep[0] == 200 and np.all(per_rep % 4 == 0)  # resampled four maps at a time
+
+
+def test_scope_widens_when_an_encoder_has_too_few_rows():
+    rng = np.random.default_rng(5)
+    a = simulate(np.full(5, 0.2), MIN_ROWS + 10, rng, encoder="a-11111111")
+    b = simulate(np.full(5, 0.2), 10, rng, encoder="b-22222222")
+    c = simulate(np.full(5, 0.2), 40, rng, encoder="a-11111111", uniform=False, start=1000)
+    rows = concat_rows(a, b, c)
+    mask, used = scope_mask(rows, "encoder", "a-11111111")
+    assert used == "encoder" and mask.sum() == MIN_ROWS + 10
+    mask, used = scope_mask(rows, "encoder", "b-22222222")
+    assert used == "uniform" and mask.sum() == MIN_ROWS + 20
+    assert scope_mask(rows, "all", "b-22222222")[0].all()
+    with pytest.raises(ValueError, match="calibration scope"):
+        scope_mask(rows, "everything", "a")
+
+
+def test_rows_round_trip_through_the_stored_record():
+    rows = simulate(np.full(5, 0.2), 30, np.random.default_rng(6))
+    record = calibration_record(rows)
+    back = stored_rows({"calibration": record})
+    assert back.ids.tolist() == rows.ids.tolist() and (back.y == rows.y).all()
+    assert np.allclose(back.probs, rows.probs, rtol=1e-4) and (back.fold == rows.fold).all()
+    assert sum(map(sum, record["confusion_two_segments"])) == 30 and record["nll"] <= record["nll_at_1"]
+
+
+def test_old_classifier_counts_and_refuses_the_corrected_estimators():
+    plan = plan_for({}, None, None, "minilm-53aa5117")
+    assert plan.estimator == "count" and "without validation" in plan.chosen_by
+    assert "unknown" in plan.describe()["validated_share_error"]
+    for name in ("probs", "adjusted"):
+        with pytest.raises(ClassifierError, match="retrain it with `patterncnn train`"):
+            plan_for({}, name, None, "minilm-53aa5117")
+    with pytest.raises(ValueError, match="choose one of count, probs, adjusted"):
+        plan_for({}, "median", None, "minilm-53aa5117")
+
+
+def test_the_shipped_classifier_is_calibrated_and_validated_per_encoder():
+    from patterncnn.classifier.onnx import OnnxClassifier
+
+    meta = OnnxClassifier().metadata
+    best = meta["validation"]["best_per_encoder"]
+    # the encoders with uniformly drawn labelled maps: both pretrained, and one fine-tune of each
+    assert set(best) == {"minilm-53aa5117", "minilm-sst2-24e77125", "mpnet-78c0197b", "mpnet-stsb-b9324d55"}
+    for encoder, choice in best.items():
+        plan = plan_for(meta, None, None, encoder)
+        assert (plan.estimator, plan.scope) == (choice["estimator"], choice["scope"])
+        assert plan.validated["encoder"] == encoder and plan.validated["mean_abs_error"] == choice["mean_abs_error"]
+    plan = plan_for(meta, "adjusted", None, "mpnet-78c0197b")  # the calibration ships with the model
+    assert plan.calibration is not None and plan.calibration.replicates > 1
+    fine_tune = plan_for(meta, None, None, "mpnet-sst2-d16d7a85")  # no validated maps of its own
+    assert "not validated on mpnet-sst2-d16d7a85" in fine_tune.validated["encoder"]
+    assert "warning" not in fine_tune.validated  # a validated family: no warning about unseen ones
+
+
+def test_an_unvalidated_fine_tune_takes_its_pretrained_base_choice_not_another_fine_tunes():
+    entry = lambda e, s: {"estimator": e, "scope": s, "mean_abs_error": 0.02, "coverage": 0.95}  # noqa: E731
+    rows = simulate(np.full(5, 0.2), 300, np.random.default_rng(3))
+    # the fine-tune's tag sorts before the base's ("cola" < "f1"), so picking by name alone would take it
+    validation = {"best_per_encoder": {"minilm-f1a2b3c4": entry("count", None),
+                                       "minilm-cola-0badcafe": entry("adjusted", "uniform")}, "results": []}
+    plan = plan_for({"calibration": calibration_record(rows), "validation": validation}, None, None,
+                    "minilm-sst2-12345678")
+    assert plan.estimator == "count"
+
+
+def test_plan_follows_the_validated_best():
+    rng = np.random.default_rng(7)
+    rows = simulate(np.full(5, 0.2), 300, rng)
+    res = lambda e, s, err, cov: {"estimator": e, "scope": s, "worst_encoder_mean_abs_error": err,  # noqa: E731
+                                  "coverage": cov, "encoders": {"enc-aaaa1111": {"mean_abs_error": err,
+                                                                                 "coverage": cov}}}
+    validation = {"best": {"estimator": "adjusted", "scope": "uniform"},
+                  "results": [res("count", None, 0.05, 0.3), res("adjusted", "uniform", 0.02, 0.95),
+                              res("adjusted", "encoder", 0.01, 0.5), res("probs", "all", 0.03, 0.92)]}
+    meta = {"calibration": calibration_record(rows), "validation": validation}
+    plan = plan_for(meta, None, None, "enc-aaaa1111")
+    assert (plan.estimator, plan.scope) == ("adjusted", "uniform")  # "encoder" errs less but its intervals lie
+    assert plan.validated["mean_abs_error"] == 0.02 and plan.calibration.replicates > 1
+    plan = plan_for(meta, "probs", None, "other-bbbb2222")
+    assert plan.scope == "all" and "not validated on other-bbbb2222" in plan.validated["encoder"]
+    assert plan.validated["warning"].startswith("the encoder family other is none the classifier was validated on")
+    assert f"\nwarning: {plan.validated['warning']}" in describe(plan.describe())

@@ -1,0 +1,95 @@
+"""Synthetic attention maps with a known pattern, for tests that need maps but no encoder."""
+
+import numpy as np
+
+from patterncnn.core.labels import LABELS
+from patterncnn.shares.calibrate import Rows
+
+
+def pattern_map(kind: str, t: int = 12, sep: int | None = None, seed: int = 0) -> np.ndarray:
+    """A (t, t) row-stochastic map of the given pattern, with a little noise."""
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(0.0, 0.02, size=(t, t))
+    if kind in ("vertical", "vertical+diagonal"):
+        a[:, 0] += 1.0
+    if kind in ("diagonal", "vertical+diagonal"):
+        a[np.arange(t), np.arange(t)] += 1.0
+    if kind == "block":
+        b = sep + 1
+        a[:b, :b] += rng.uniform(0.2, 0.4, size=(b, b))
+        a[b:, b:] += rng.uniform(0.2, 0.4, size=(t - b, t - b))
+    if kind == "heterogeneous":
+        a += rng.uniform(0, 1, size=(t, t)) ** 8
+    return (a / a.sum(1, keepdims=True)).astype(np.float32)
+
+
+def pattern_store(path, kinds, t: int = 12):
+    """A map store with one map per kind; returns the store."""
+    from patterncnn.core.maps import MapStore
+
+    store = MapStore.create(path, info={"synthetic": True})
+    sep = t // 2 - 1
+    recs = []
+    for i, kind in enumerate(kinds):
+        tokens = (["[CLS]"] + [f"w{j}" for j in range(1, sep)] + ["[SEP]"] + [f"v{j}" for j in range(sep + 1, t - 1)]
+                  + ["[SEP]"])
+        meta = {"id": f"syn_{i:03d}_{kind}", "model": "synthetic", "task": "rte", "split": "dev", "example": i,
+                "layer": i % 3, "head": i % 4, "T": t, "tokens": tokens, "seps": [sep, t - 1]}
+        recs.append((meta, pattern_map(kind, t, sep, seed=i)))
+    store.append(recs)
+    return store
+
+
+def write_labelled_set(root, records, rows):
+    """A labelled set in the `annotate pull` layout: ``maps/`` from (meta, map) records, ``labels.csv`` from rows."""
+    import csv
+
+    from patterncnn.core.maps import MapStore
+
+    MapStore.create(root / "maps").append(records)
+    with open(root / "labels.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["map_id", "label", "uncertain"])
+        w.writeheader()
+        w.writerows(rows)
+    return root
+
+
+# P(predicted j | label i): the classifier over-calls vertical+diagonal and heterogeneous, misses block.
+CONFUSION = np.array([[.80, .04, .10, .01, .05],
+                      [.05, .70, .15, .00, .10],
+                      [.15, .10, .65, .00, .10],
+                      [.05, .05, .00, .55, .35],
+                      [.10, .10, .05, .10, .65]])
+
+
+def write_votes(root, votes: dict, extra: list | None = None):
+    """``root/votes.csv`` with annotators a, b, c, ... voting ``votes[map_id]`` (a tuple of labels, one per
+    annotator) on each map, in creation order; ``extra``: more rows (map_id, annotator, label)."""
+    import csv
+
+    rows = [(m, who, lab) for m, labs in votes.items() for who, lab in zip("abcdefgh", labs)] + (extra or [])
+    with open(root / "votes.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["map_id", "annotator", "label", "skipped", "created_at", "ls_annotation_id"])
+        w.writerows([(m, who, lab, "False", f"2026-11-23T10:{i // 60:02d}:{i % 60:02d}Z", i)
+                     for i, (m, who, lab) in enumerate(rows)])
+
+
+def simulated_rows(shares, n, rng, encoder="enc-aaaa1111", single=False, uniform=True, fold=None,
+                   task="rte", start=0) -> Rows:
+    """Rows whose argmax follows CONFUSION: label ~ shares, prediction ~ CONFUSION[label]."""
+    y = rng.choice(len(LABELS), size=n, p=shares)
+    pred = np.array([rng.choice(len(LABELS), p=CONFUSION[i]) for i in y])
+    probs = rng.dirichlet(np.ones(len(LABELS)), size=n) * 0.3
+    probs[np.arange(n), pred] += 0.7
+    ex = np.arange(start, start + n)
+    return Rows(np.array([f"{encoder}_{task}_dev_{i:05d}_L00_H00" for i in ex]), y, probs,
+                ex % 5 if fold is None else np.full(n, fold), np.full(n, encoder), np.full(n, task),
+                np.array([f"{task}/dev/{i}" for i in ex]), np.full(n, uniform), np.full(n, single))
+
+
+def concat_rows(*parts):
+    """Several Rows as one."""
+    from patterncnn.shares.calibrate import FIELDS, Rows
+
+    return Rows(*(np.concatenate([getattr(p, f) for p in parts]) for f in FIELDS))

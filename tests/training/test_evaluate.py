@@ -1,0 +1,283 @@
+"""Per-encoder reports of `patterncnn train` (patterncnn.training.evaluate) and the per-encoder default estimator."""
+
+import csv
+import dataclasses
+
+import numpy as np
+import pytest
+from synthetic import pattern_map, simulated_rows, write_labelled_set, write_votes
+
+from patterncnn.core.labels import LABELS
+from patterncnn.training import evaluate as ev
+
+TINY = dict(grid=16, widths=(4, 4, 8, 8, 8, 8, 16, 16))
+ANNOTATORS = ("annotator-a@patterncnn.local", "annotator-b@patterncnn.local", "annotator-c@patterncnn.local")
+
+
+def two_encoder_set(root, per_class=6, shared=2):
+    """Maps of two encoder families (minilm incl. a fine-tune, mpnet), 3 annotators each; returns the root.
+
+    The first ``shared`` examples of each class are seen by both families (the same input example).
+    Annotator c disagrees on every third map; on every fifth map all three disagree.
+    """
+    recs, rows, anns = [], [], []
+    tags = ("minilm-53aa5117", "minilm-sst2-0633eb25", "mpnet-78c0197b")
+    for k, kind in enumerate(LABELS):
+        for fam, tag_pair in (("minilm", tags[:2]), ("mpnet", tags[2:])):
+            for i in range(per_class):
+                tag = tag_pair[i % len(tag_pair)]
+                ex = 1000 * k + i if i < shared else 1000 * k + i + (500 if fam == "mpnet" else 0)
+                t = 12 + (i * 5) % 20
+                sep = t // 2 - 1
+                mid = f"{tag}_rte_dev_{ex:05d}_L{i % 3:02d}_H{i % 4:02d}"
+                recs.append(({"id": mid, "task": "rte", "split": "dev", "example": ex, "layer": i % 3,
+                              "head": i % 4, "T": t, "seps": [sep, t - 1]}, pattern_map(kind, t, sep, seed=7 * k + i)))
+                rows.append({"map_id": mid, "label": kind, "uncertain": "False"})
+                n = len(recs)
+                other = LABELS[(k + 1) % len(LABELS)]
+                votes = [kind, kind, other if n % 3 == 0 else kind]
+                if n % 5 == 0:
+                    votes = [kind, other, LABELS[(k + 2) % len(LABELS)]]
+                for a, (who, lab) in enumerate(zip(ANNOTATORS, votes)):
+                    anns.append({"map_id": mid, "annotator": who, "label": lab, "skipped": "False",
+                                 "created_at": f"2026-11-23T10:00:{a:02d}Z", "ls_annotation_id": str(10 * n + a)})
+    write_labelled_set(root, recs, rows)
+    with open(root / "votes.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(anns[0]))
+        w.writeheader()
+        w.writerows(anns)
+    return root
+
+
+@pytest.fixture(scope="module")
+def two_encoders(tmp_path_factory):
+    return two_encoder_set(tmp_path_factory.mktemp("two-encoders"))
+
+
+def test_encoder_family_groups_fine_tunes_with_their_base():
+    from patterncnn.core.maps import encoder_family, is_fine_tune
+
+    assert encoder_family("minilm-53aa5117_cola_dev_00028_L00_H09") == "minilm"
+    assert encoder_family("minilm-sst2-0633eb25_sst2_dev_00012_L03_H07") == "minilm"
+    assert encoder_family("mpnet-78c0197b") == "mpnet"
+    assert encoder_family("mpnet-rte-0123abcd") == "mpnet"
+    assert encoder_family("all-MiniLM-L6-v2-deadbeef") == "all-MiniLM-L6-v2"
+    assert encoder_family("syn_001_block") == "syn"  # no tag digest: its own family
+    assert encoder_family("bert-base-uncased-1a2b3c4d") == "bert-base-uncased"  # "uncased" is not a task
+    assert not is_fine_tune("bert-base-uncased-1a2b3c4d") and not is_fine_tune("minilm-f1a2b3c4")
+    assert is_fine_tune("minilm-sst2-0633eb25_sst2_dev_00012_L03_H07") and is_fine_tune("minilm-cola-0badcafe")
+
+
+def test_votes_latest_per_annotator_skips_ignored(tmp_path):
+    ids = ["m1", "m2", "m3"]
+    rows = [("m1", "a", "block", "False", "1"), ("m1", "b", "block", "False", "2"),
+            ("m1", "c", "diagonal", "False", "3"),
+            ("m2", "a", "vertical", "False", "4"), ("m2", "a", "diagonal", "False", "5"),  # a relabels: latest counts
+            ("m2", "b", "vertical", "True", "6")]  # skipped: no vote
+    with open(tmp_path / "votes.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["map_id", "annotator", "label", "skipped", "created_at", "ls_annotation_id"])
+        w.writerows([(m, a, lab, sk, f"2026-11-23T10:00:0{i}Z", i) for m, a, lab, sk, i in rows])
+    y = np.array([LABELS.index("block"), LABELS.index("diagonal"), LABELS.index("heterogeneous")])
+    v = ev.load_votes(tmp_path, ids, y)
+    assert v.n.tolist() == [3, 1, 0]
+    assert v.shares[0].tolist() == pytest.approx([0, 1 / 3, 0, 2 / 3, 0])
+    assert v.shares[1].tolist() == [0, 1, 0, 0, 0]
+    assert v.shares[2].tolist() == [0, 0, 0, 0, 1]  # no votes: the resolved label
+    assert v.agreed.tolist() == [True, False, False]
+
+
+def test_annotator_yardstick_scores_methods_on_the_annotators_pairs(tmp_path):
+    from patterncnn.training.modelcard import _yardstick
+
+    ids = ["minilm-1a2b3c4d_m1", "minilm-1a2b3c4d_m2", "mpnet-1a2b3c4d_m3", "mpnet-1a2b3c4d_m4", "syn-1a2b3c4d_m5"]
+    votes = {"minilm-1a2b3c4d_m1": ("vertical",) * 3, "minilm-1a2b3c4d_m2": ("diagonal", "diagonal", "vertical"),
+             "mpnet-1a2b3c4d_m3": ("block", "vertical", "heterogeneous"), "mpnet-1a2b3c4d_m4": ("heterogeneous",) * 3,
+             "syn-1a2b3c4d_m5": ("vertical", "diagonal", "block"),  # a family of splits only: no pair, left out
+             "mpnet-1a2b3c4d_m6": ("vertical",) * 3}  # annotated but not in the labelled set: left out
+    # a fourth rater on m4 with a label outside the five: no vote, so m4 still has three unanimous pairs
+    write_votes(tmp_path, votes, extra=[("mpnet-1a2b3c4d_m4", "d", "unclear")])
+    pred = np.array([LABELS.index(x) for x in ("vertical", "vertical", "block", "vertical", "block")])
+    y = ev.annotator_yardstick(ev.load_votes(tmp_path, ids, pred), ids, ev.families(ids), {ev.CNN: pred})
+    assert list(y) == ["minilm", "mpnet", "all"]
+    # minilm: m1 three pairs (vertical), m2 one (the dissenter's vertical against diagonal)
+    assert y["minilm"]["pairs"] == 4 and y["minilm"]["maps"] == 2
+    assert y["minilm"]["annotator"]["agree"] == pytest.approx(3 / 4)
+    assert y["minilm"]["methods"][ev.CNN]["agree"] == pytest.approx(3 / 4)  # m1 right 3 times, m2 wrong once
+    # mpnet: the split m3 gives no pair; m4 three pairs, all heterogeneous; the CNN says vertical
+    assert y["mpnet"]["pairs"] == 3 and y["mpnet"]["maps"] == 1
+    assert y["mpnet"]["annotator"]["agree"] == 1 and y["mpnet"]["methods"][ev.CNN]["agree"] == 0
+    assert y["all"]["pairs"] == 7 and y["all"]["methods"][ev.CNN]["agree"] == pytest.approx(3 / 7)
+    # weighted per pair, not per map: per map the CNN would be right on 1 of 3
+    card = _yardstick({"annotator_yardstick": y})
+    assert "| mpnet (1 maps) | **one annotator** | 1.000 / 1.000 (3) |" in card
+    assert "| minilm (2 maps) | **CNN** | " in card and "| syn" not in card
+    # a labelled set without votes.csv (one label per map) has no yardstick, and the card says why
+    none = ev.load_votes(tmp_path / "none", ids, pred)
+    assert ev.annotator_yardstick(none, ids, ev.families(ids), {ev.CNN: pred}) == {}
+    assert "no map has three or more annotators" in _yardstick({"annotator_yardstick": {}})
+    assert "trained before" in _yardstick({})
+
+
+def test_subset_macro_f1_averages_only_the_classes_present():
+    y = np.array([0, 0, 1, 1, 3])
+    pred = np.array([0, 0, 1, 0, 3])
+    s = ev.subset_scores(y, pred, np.array([True, True, True, True, False]))
+    assert s["classes"] == [LABELS[0], LABELS[1]] and s["per_class_f1"]["block"] is None
+    assert s["macro_f1"] == pytest.approx((0.8 + 2 / 3) / 2) and s["accuracy"] == pytest.approx(0.75)
+    assert ev.subset_scores(y, pred, np.zeros(5, dtype=bool)) is None
+
+
+def test_per_encoder_says_when_the_cnn_does_not_beat_a_baseline():
+    from patterncnn.training.modelcard import _per_encoder
+
+    y = np.array([0, 1, 2, 3, 4] * 4)
+    fams = np.array(["minilm"] * 10 + ["mpnet"] * 10)
+    good, bad = y.copy(), y.copy()
+    bad[10:] = 0  # the CNN is wrong on every mpnet map but the first
+    rep = ev.per_encoder(y, fams, np.ones(20, dtype=bool), {ev.CNN: bad, "features+logreg": good})
+    assert rep["minilm"]["cnn_beats_best_baseline"] is False  # a tie does not beat
+    assert rep["mpnet"]["methods"][ev.CNN]["all"]["macro_f1"] < rep["mpnet"]["methods"]["features+logreg"]["all"][
+        "macro_f1"] and not rep["mpnet"]["cnn_beats_best_baseline"]
+    assert rep["all"]["maps"] == 20
+    card = _per_encoder({"per_encoder": rep, "votes": {"maps_with_several_votes": 0, "agreed_maps": 20,
+                                                       "annotators_per_map": {"1": 20}}})
+    verdicts = card["per_encoder_verdicts"]
+    assert "**mpnet**: the CNN (" in verdicts and "**does not beat**" in verdicts
+
+
+def test_leave_one_encoder_out_keeps_test_examples_out_of_training(two_encoders, monkeypatch):
+    import patterncnn.training.fit as train
+    from patterncnn.classifier.model import CNNConfig
+    from patterncnn.labelling.sets import load_labelled
+
+    data = load_labelled(two_encoders)
+    seen = []
+    real_fit = train.fit
+
+    def spy(data_, tr, va, cfg, tcfg, seed, **kw):
+        seen.append((tr, va, tcfg.max_epochs, seed))
+        return real_fit(data_, tr, va, cfg, tcfg, seed, **kw)
+
+    monkeypatch.setattr(train, "fit", spy)
+    fams = ev.families(data.ids)
+    votes = ev.load_votes(two_encoders, data.ids, data.y)
+    tcfg = train.TrainConfig(folds=3, max_epochs=30, batch_size=8)
+    pairs = ev.leave_one_encoder_out(data, fams, votes.agreed, ev.feature_matrix(data), CNNConfig(**TINY), tcfg, 2,
+                                     seeds=2)
+    assert [(p["train"], p["test"]) for p in pairs] == [("minilm", "mpnet"), ("mpnet", "minilm")]
+    assert len(seen) == 4  # two seeds per direction
+    for p in pairs:  # each seed's fit is reported, and the spread over them
+        assert [r["seed"] for r in p["seeds"]] == [0, 1]
+        f1 = [r["all"]["macro_f1"] for r in p["seeds"]]
+        assert p["cnn_over_seeds"]["macro_f1"] == pytest.approx(
+            {"mean": np.mean(f1), "sd": np.std(f1, ddof=1), "min": min(f1), "max": max(f1), "n": 2})
+        assert p["methods"][ev.CNN] == {"all": p["seeds"][0]["all"], "agreed": p["seeds"][0]["agreed"]}
+    assert [s[3] for s in seen] == [0, 1, 0, 1]  # each fit its own seed
+    for (tr, va, epochs, _), p in zip(seen[::2] + seen[1::2], pairs + pairs):  # every fit, both seeds
+        test_groups = set(data.groups[fams == p["test"]])
+        assert epochs == 2 and set(fams[np.concatenate([tr, va])]) == {p["train"]}
+        assert not test_groups & set(data.groups[np.concatenate([tr, va])])
+        assert p["dropped_shared_examples"] == 2 * len(LABELS)  # the shared examples of every class
+        assert p["methods"][ev.CNN]["all"]["maps"] == (fams == p["test"]).sum() == 30
+        assert set(p["methods"]) == {ev.CNN, *ev.TRAINED_BASELINES}
+
+
+def test_soft_labels_train_on_vote_shares_on_the_same_folds(two_encoders, monkeypatch):
+    import patterncnn.training.fit as train
+    from patterncnn.classifier.model import CNNConfig
+    from patterncnn.labelling.sets import load_labelled
+
+    data = load_labelled(two_encoders)
+    votes = ev.load_votes(two_encoders, data.ids, data.y)
+    got = {}
+    real = train.out_of_fold
+
+    def spy(data_, cfg, tcfg, progress=None, targets=None):
+        got["targets"] = targets
+        return real(data_, cfg, tcfg, progress, targets=targets)
+
+    monkeypatch.setattr(ev, "out_of_fold", spy)
+    cfg, tcfg = CNNConfig(**TINY), train.TrainConfig(folds=3, max_epochs=2, batch_size=8)
+    hard = real(data, cfg, tcfg)
+    rep, soft = ev.soft_vs_hard(data, votes, hard.probs, cfg, tcfg)
+    assert got["targets"] is votes.shares and soft.shape == (len(data.y), len(LABELS))
+    assert rep["run"] and rep["maps_with_several_votes"] == len(data.y)
+    assert rep["hard"]["agreed"]["maps"] == int(votes.agreed.sum()) < len(data.y)  # three-way splits are not agreed
+    assert np.allclose(votes.shares.sum(1), 1) and (votes.shares.max(1) < 1).any()
+    one = dataclasses.replace(votes, n=np.ones_like(votes.n))
+    assert ev.soft_vs_hard(data, one, hard.probs, cfg, tcfg)[1] is None  # one vote per map: nothing to learn
+
+
+def test_census_defaults_to_the_estimator_validated_on_its_encoder():
+    from synthetic import concat_rows
+
+    from patterncnn.shares.calibrate import calibration_record
+    from patterncnn.shares.estimate import best_by_encoder, plan_for
+
+    rng = np.random.default_rng(0)
+    shares = [0.3, 0.2, 0.2, 0.1, 0.2]
+    rows = concat_rows(simulated_rows(shares, 120, rng, encoder="minilm-53aa5117"),
+                       simulated_rows(shares, 120, rng, encoder="mpnet-78c0197b", start=1000))
+    enc = lambda err, cov: {"mean_abs_error": err, "coverage": cov}
+    results = [{"estimator": "count", "scope": None, "coverage": 0.5, "worst_encoder_mean_abs_error": 0.06,
+                "encoders": {"minilm-53aa5117": enc(0.01, 0.95), "mpnet-78c0197b": enc(0.06, 0.5)}},
+               {"estimator": "adjusted", "scope": "encoder", "coverage": 0.95, "worst_encoder_mean_abs_error": 0.04,
+                "encoders": {"minilm-53aa5117": enc(0.04, 0.95), "mpnet-78c0197b": enc(0.02, 0.95)}},
+               {"estimator": "probs", "scope": "all", "coverage": 0.92, "worst_encoder_mean_abs_error": 0.05,
+                "encoders": {"minilm-53aa5117": enc(0.005, 0.80), "mpnet-78c0197b": enc(0.05, 0.92)}}]
+    per = best_by_encoder(results)
+    assert per["minilm-53aa5117"]["estimator"] == "count"  # probs errs less but its intervals cover too little
+    assert per["mpnet-78c0197b"] == {"estimator": "adjusted", "scope": "encoder", "mean_abs_error": 0.02,
+                                     "coverage": 0.95, "meets_targets": True}
+    meta = {"calibration": calibration_record(rows), "validation": {
+        "best": {"estimator": "adjusted", "scope": "encoder"}, "best_per_encoder": per, "results": results}}
+    assert plan_for(meta, None, None, "minilm-53aa5117").estimator == "count"
+    plan = plan_for(meta, None, None, "mpnet-78c0197b")
+    assert (plan.estimator, plan.scope) == ("adjusted", "encoder") and "mpnet-78c0197b" in plan.chosen_by
+    tuned = plan_for(meta, None, None, "minilm-sst2-0633eb25")  # a fine-tune takes its base encoder's default
+    assert tuned.estimator == "count" and "minilm-53aa5117" in tuned.chosen_by
+    assert plan_for(meta, None, None, "bert-1a2b3c4d").estimator == "adjusted"  # unvalidated family: overall best
+    assert plan_for(meta, "probs", None, "minilm-53aa5117").estimator == "probs"  # given beats the default
+
+
+def test_train_reports_per_encoder_in_metrics_and_card(two_encoders, tmp_path, capsys):
+    import json
+
+    from patterncnn.cli import main
+
+    out = tmp_path / "m"
+    args = ["train", "--annotations", str(two_encoders), "--out", str(out), "--folds", "3", "--max-epochs", "2",
+            "--loeo-max-epochs", "2"]
+    assert main(args + ["--loeo-seeds", "0"]) == 2
+    assert "--loeo-seeds must be at least 1" in capsys.readouterr().err
+    rc = main(args + ["--loeo-seeds", "2"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "leave one encoder out, train minilm -> test mpnet: macro-F1" in printed and "over 2 seeds" in printed
+    assert "soft vs hard labels: macro-F1" in printed and "  mpnet: CNN macro-F1" in printed
+    m = json.loads((out / "metrics.json").read_text())
+    e = m["evaluation"]
+    assert e["families"] == {"minilm": 30, "mpnet": 30} and e["soft_labels"]["run"]
+    assert len(e["leave_one_encoder_out"]["pairs"]) == 2
+    for fam in ("minilm", "mpnet"):  # the per-family slices add up to the out-of-fold confusion matrix
+        assert e["per_encoder"][fam]["methods"][ev.CNN]["all"]["maps"] == 30
+    acc = np.mean([e["per_encoder"][f]["methods"][ev.CNN]["all"]["accuracy"] for f in ("minilm", "mpnet")])
+    assert acc == pytest.approx(m["cv"]["accuracy"])
+    assert m["baselines"]["features+logreg"]["macro_f1"] == pytest.approx(
+        e["per_encoder"]["all"]["methods"]["features+logreg"]["all"]["macro_f1"])
+    card = (out / "README.md").read_text()
+    assert "## Leave one encoder out" in card and "| minilm (" in card and "## Soft labels against hard labels" in card
+    assert "| CNN (seed 0) |" in card and "2 seeds) |" in card
+    assert "## Against one annotator" in card and "| **one annotator** |" in card
+    y = e["annotator_yardstick"]  # each map of the synthetic set has three annotators
+    # 60 maps: every fifth a three-way split (no pair), every other third a two-of-three map (one pair, its
+    # dissenter), the other 32 unanimous (three pairs each)
+    assert y["all"]["pairs"] == 3 * 32 + 16 and y["all"]["annotator"]["agree"] == pytest.approx(96 / 112)
+    assert y["all"]["methods"][ev.CNN]["pairs"] == 112
+    from patterncnn.training.modelcard import model_card
+
+    for p in e["leave_one_encoder_out"]["pairs"]:  # a metrics.json from before fits per seed were kept
+        del p["seeds"], p["cnn_over_seeds"]
+    assert "| CNN (one fit) |" in model_card(m) and " (one fit)** (" in model_card(m)
+    assert "$" not in card.replace("$$", "") and "**Not measured**" not in card
