@@ -120,3 +120,10 @@ def tiny_classifier(labelled_set, tmp_path_factory):
     path = tmp_path_factory.mktemp("clf") / "tiny.onnx"
     export_onnx(model, path, {"data_hash": data.data_hash})
     return model, path
+
+
+def pytest_collection_modifyitems(items):
+    """Every test that uses the real Label Studio server is marked ``labelstudio`` (deselect: -m "not labelstudio")."""
+    for item in items:
+        if "label_studio" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.labelstudio)

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ..core.errors import PatternCNNError
-from ..core.fileio import sha256_file
+from ..core.fileio import public_fingerprint, public_path, public_source, sha256_file
 from ..core.glue import GlueSplit
 from ..core.labels import LABELS
 from ..core.maps import MapStore, map_record
@@ -147,10 +147,10 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
     out = prepare_out(out, RESULT, overwrite)
     plan = plan_for(getattr(classifier, "metadata", {}), estimator, scope, encoder.tag, seed)
     clf_file = Path(classifier.path)
-    result = {"created_by": f"patterncnn {__version__}", "encoder": encoder.fingerprint,
+    result = {"created_by": f"patterncnn {__version__}", "encoder": public_fingerprint(encoder.fingerprint),
               "backend": encoder.backend, "layers": encoder.num_layers, "heads": encoder.num_heads,
               "max_length": encoder.max_length,
-              "classifier": {"path": str(clf_file), "sha256": sha256_file(clf_file),
+              "classifier": {"path": public_path(clf_file), "sha256": sha256_file(clf_file),
                              "version": classifier.model_version}, "limit": limit, "seed": seed,
               "estimator": plan.describe(), "labels": list(LABELS), "tasks": {}}
     t0 = time.time()
@@ -161,7 +161,7 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
         summary = summarize(raw["labels"], encoder.num_layers, encoder.num_heads)
         single = np.full(len(raw["labels"]), not split.task.is_pair)
         summary.update(plan.estimate(raw["probs"], raw["labels"], single, seed))
-        summary.update({"source": split.source, "split": split.split, "of": split.total,
+        summary.update({"source": public_source(split.source), "split": split.split, "of": split.total,
                         "truncated": raw["truncated"], "seconds": round(time.time() - ts, 1),
                         "mean_probability": {name: float(v) for name, v in zip(LABELS, raw["probs"].mean((0, 1)))}})
         result["tasks"][split.task.name] = summary

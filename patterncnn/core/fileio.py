@@ -69,3 +69,23 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def public_path(value) -> str | None:
+    """A path fit for a file that may be shared or committed: an absolute path is reduced to its last part (a folder
+    or file name); anything else (a hub id such as ``org/model``, a relative path, a short name) is kept as it is.
+    The file's identity is its content hash, recorded beside it."""
+    if value is None:
+        return None
+    text = str(value)
+    return Path(text).name if os.path.isabs(text) else text
+
+
+def public_fingerprint(fp: dict) -> dict:
+    """An encoder fingerprint fit for a shared file: its ``model`` and weights ``path`` as :func:`public_path`."""
+    return {**fp, **{k: public_path(fp[k]) for k in ("model", "path") if fp.get(k)}}
+
+
+def public_source(source: str) -> str:
+    """A data source fit for a shared file: ``RTE/dev.tsv`` for a GLUE file, a ``datasets:`` name as it is."""
+    return source if source.startswith("datasets:") else "/".join(Path(source).parts[-2:])

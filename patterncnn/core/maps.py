@@ -37,7 +37,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from .arrayfile import MapFormatError, NpzMaps
-from .fileio import atomic_open, write_bytes, write_json
+from .fileio import atomic_open, public_path, write_bytes, write_json
 from .glue import TASKS
 from .version import __version__
 
@@ -88,7 +88,7 @@ def map_record(encoder, task: str, split: str, ea, layer: int, head: int) -> dic
         ea: the example's :class:`patterncnn.encoders.load.ExampleAttention`.
     """
     fp = encoder.fingerprint
-    return {"id": map_id(encoder.tag, task, split, ea.example.index, layer, head), "model": encoder.name,
+    return {"id": map_id(encoder.tag, task, split, ea.example.index, layer, head), "model": public_path(encoder.name),
             "model_sha256": fp.get("sha256"), "model_revision": fp.get("revision"), "task": task, "split": split,
             "example": ea.example.index, "layer": layer, "head": head, "T": len(ea.tokens), "tokens": ea.tokens,
             "seps": ea.seps, "truncated": ea.truncated, "texts": list(ea.example.texts)}

@@ -113,16 +113,6 @@ def provenance(**fields) -> dict:
     return {"created_by": f"patterncnn {__version__}", **fields}
 
 
-def public_fingerprint(fp: dict) -> dict:
-    """An encoder fingerprint fit for a committed file: paths (model and weights folder) reduced to folder names."""
-    return {**fp, **{k: Path(str(fp[k])).name for k in ("model", "path") if fp.get(k) and "/" in str(fp[k])}}
-
-
-def public_source(source: str) -> str:
-    """A data source fit for a committed file: ``RTE/dev.tsv`` for a GLUE file, a ``datasets:`` name as it is."""
-    return source if source.startswith("datasets:") else "/".join(Path(source).parts[-2:])
-
-
 def windows(items: list, size: int) -> list[list]:
     return [items[s : s + size] for s in range(0, len(items), size)]
 

@@ -26,9 +26,10 @@ from typing import Callable
 import numpy as np
 import torch
 
+from ..core.fileio import public_fingerprint
 from ..core.glue import GlueSplit, GlueTask
 from ..core.plots import disable_figure
-from ..core.work import finish, prepare_out, provenance, public_fingerprint, run_parts, work_dir, write_result
+from ..core.work import finish, prepare_out, provenance, run_parts, work_dir, write_result
 from ..encoders.load import EncoderError, load_encoder, resolve_model
 from ..encoders.uniform_heads import DisableError, UniformHeads, encoder_layers
 

@@ -19,14 +19,13 @@ from typing import Callable
 
 import numpy as np
 
+from ..core.fileio import public_fingerprint, public_source
 from ..core.glue import GlueSplit
 from ..core.plots import grid_figure
 from ..core.work import (
     finish,
     prepare_out,
     provenance,
-    public_fingerprint,
-    public_source,
     run_parts,
     windows,
     work_dir,

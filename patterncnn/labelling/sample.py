@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 
 from ..classifier.render import render_png
-from ..core.fileio import write_bytes
+from ..core.fileio import public_fingerprint, public_source, write_bytes
 from ..core.glue import GlueSplit
 from ..core.maps import MapStore, map_record
 from ..core.version import __version__
@@ -106,9 +106,9 @@ def sample_maps(
     """
     out = Path(out)
     store = MapStore.create(out, info={
-        "model": encoder.fingerprint, "max_length": encoder.max_length, "seed": seed, "per_task": per_task,
+        "model": public_fingerprint(encoder.fingerprint), "max_length": encoder.max_length, "seed": seed, "per_task": per_task,
         "design": design,
-        "tasks": {s.task.name: {"split": s.split, "source": s.source, "examples": s.total} for s in splits},
+        "tasks": {s.task.name: {"split": s.split, "source": public_source(s.source), "examples": s.total} for s in splits},
         "layers": encoder.num_layers, "heads": encoder.num_heads,
     })
     summary = {"store": str(out), "tasks": {}, "truncated": 0, "patterncnn": __version__}

@@ -258,5 +258,5 @@ def model_card(m: dict) -> str:
         "parity": f"{m['onnx_parity_max_abs_diff']:.2e}", "block_count": data["labels"].get("block"),
         "limits_data": _limits(m), **_rows(m), **_calibration(m), **_evaluation(m),
     }
-    template = resources.files("patterncnn").joinpath("templates/model_card.md").read_text(encoding="utf-8")
+    template = resources.files(__package__).joinpath("templates/model_card.md").read_text(encoding="utf-8")
     return string.Template(template).substitute(fields)

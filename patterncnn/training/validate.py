@@ -43,7 +43,7 @@ from typing import Callable
 import numpy as np
 
 from ..core.errors import ClassifierError
-from ..core.fileio import sha256_file, write_json, write_text
+from ..core.fileio import public_path, sha256_file, write_json, write_text
 from ..core.labels import LABELS
 from ..core.maps import families, tag_of
 from ..core.scores import classification_report, subset_scores
@@ -403,7 +403,7 @@ def run_validation(classifier, out: str | Path, annotations: str | Path | None =
                  "shares_skipped": f"no map of {annotations} was drawn uniformly at random; {UNIFORM_HELP}"}
         v["labels"] = label_scores(data, probs, annotations)
     v = {"created_by": f"patterncnn {__version__}", "classifier": {
-        "path": str(classifier.path), "sha256": sha256_file(classifier.path), "version": classifier.model_version},
+        "path": public_path(classifier.path), "sha256": sha256_file(classifier.path), "version": classifier.model_version},
         "annotations": None if annotations is None else str(annotations), **v}
     out = Path(out)
     write_json(out / "validation.json", v)

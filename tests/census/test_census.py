@@ -4,11 +4,12 @@ import json
 
 import pytest
 
-from patterncnn.census.run import CensusError, compare, run_census
+from patterncnn.census.run import compare, run_census
 from patterncnn.classifier.onnx import OnnxClassifier
 from patterncnn.cli import main
 from patterncnn.core.glue import load_split
 from patterncnn.core.labels import LABELS
+from patterncnn.core.work import RunError
 from patterncnn.encoders.load import load_encoder
 
 
@@ -35,7 +36,7 @@ def test_census_outputs(setup, tmp_path):
     assert not (tmp_path / "c" / ".work").exists()
     saved = json.loads((tmp_path / "c" / "census.json").read_text())
     assert saved["encoder"]["sha256"] and saved["classifier"]["sha256"] and saved["limit"] == 30
-    with pytest.raises(CensusError, match="--overwrite"):
+    with pytest.raises(RunError, match="--overwrite"):
         run_census(enc, clf, splits, tmp_path / "c", limit=30, seed=1)
 
 
@@ -87,7 +88,7 @@ def test_unfinished_census_with_other_arguments_is_not_mixed(setup, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         run_census(enc, clf, [load_split("rte", "dev", glue, limit=100, seed=2)], tmp_path / "c", limit=100, seed=2,
                    progress=Boom(80))
-    with pytest.raises(CensusError, match="other arguments"):
+    with pytest.raises(RunError, match="other arguments"):
         run_census(enc, clf, [load_split("rte", "dev", glue, limit=100, seed=3)], tmp_path / "c", limit=100, seed=3)
 
 

@@ -3,7 +3,7 @@
 import json
 
 import numpy as np
-from conftest import REPO
+from repo import REPO
 
 from patterncnn.classifier.model import load_checkpoint
 from patterncnn.classifier.onnx import OnnxClassifier, parity_check
@@ -13,6 +13,16 @@ from patterncnn.encoders.load import load_encoder
 from patterncnn.labelling.sets import load_labelled
 
 MODELS = REPO / "models"
+MEASUREMENTS = REPO / "docs" / "pages" / "classifier.md"  # the published figures of the classifier
+
+
+def table_row(text: str, first_cell: str) -> list[str]:
+    """The cells after the first of the Markdown table row whose first cell is ``first_cell`` (bold marks dropped)."""
+    for line in text.splitlines():
+        cells = [c.strip().replace("**", "") for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] == first_cell:
+            return cells[1:]
+    raise AssertionError(f"{MEASUREMENTS} has no table row {first_cell!r}")
 
 
 def test_artifacts_are_complete_and_consistent():
@@ -31,10 +41,11 @@ def test_artifacts_are_complete_and_consistent():
     assert metrics["onnx_parity_max_abs_diff"] <= 1e-4
 
 
-def test_readme_yardstick_is_the_shipped_models():
-    """The README's one-annotator table quotes the shipped metrics (annotator and CNN on the same pairs)."""
+def test_published_yardstick_is_the_shipped_models():
+    """The one-annotator table of docs/pages/classifier.md quotes the shipped metrics (annotator and CNN on the same
+    pairs)."""
     y = json.loads((MODELS / "metrics.json").read_text())["evaluation"]["annotator_yardstick"]
-    readme = (REPO / "README.md").read_text()
+    page = MEASUREMENTS.read_text(encoding="utf-8")
 
     def cells(who, bold=""):
         return " | ".join(f"{bold}{s['macro_f1']:.3f} / {s['agree']:.3f}{bold}"
@@ -42,10 +53,10 @@ def test_readme_yardstick_is_the_shipped_models():
                                     for r in (y["minilm"], y["mpnet"], y["all"])))
 
     assert [y[f]["pairs"] for f in ("minilm", "mpnet", "all")] == [2317, 1688, 4005]
-    assert f"| one blind annotator | {cells('annotator', '**')} |" in readme
-    assert f"| the CNN (shipped), cross-validated | {cells('CNN')} |" in readme
-    assert f"| features + gradient boosting, same folds | {cells('features+gboost')} |" in readme
-    assert f"| the CNN with soft labels (vote shares), cross-validated | {cells('CNN (soft labels)')} |" in readme
+    assert f"| one blind annotator | {cells('annotator', '**')} |" in page
+    assert f"| the CNN (shipped), cross-validated | {cells('CNN')} |" in page
+    assert f"| features + gradient boosting, same folds | {cells('features+gboost')} |" in page
+    assert f"| the CNN with soft labels (vote shares), cross-validated | {cells('CNN (soft labels)')} |" in page
 
 
 def test_onnx_matches_torch_on_real_minilm_maps(glue_dir):
@@ -76,8 +87,22 @@ def test_the_opt_in_ensemble_is_two_cnns_trained_on_the_shipped_annotations(tmp_
     assert clf.model_version == OnnxClassifier(MODELS / "patterncnn.onnx").model_version + "-x2"
     assert parity_check(model, ensemble / "patterncnn.onnx", data.maps[:300], data.seps[:300]) <= 1e-4
     assert "the mean of 2 such CNNs' probabilities" in (ensemble / "README.md").read_text()
-    # the figures the README publishes for it: cross-validated, and on the held-out round 5
+    # the figures docs/pages/classifier.md publishes for it, beside the single CNN's: cross-validated, against one
+    # annotator, and on the held-out round 5
+    page = MEASUREMENTS.read_text(encoding="utf-8")
+    shipped = json.loads((MODELS / "metrics.json").read_text())
+
+    def pair(s, second="accuracy"):
+        return f"{s['macro_f1']:.3f} / {s[second]:.3f}"
+
+    def yardstick(m):
+        return m["evaluation"]["annotator_yardstick"]["all"]["methods"]["CNN"]
+
     assert [round(metrics["cv"][k], 3) for k in ("macro_f1", "accuracy")] == [0.665, 0.805]
+    assert table_row(page, "cross-validated macro-F1 / accuracy, all maps") == [pair(shipped["cv"]),
+                                                                               pair(metrics["cv"])]
+    assert table_row(page, "against one annotator (cross-validated, 4,005 pairs; one annotator 0.868 / 0.941)") == [
+        pair(yardstick(shipped), "agree"), pair(yardstick(metrics), "agree")]
     held = REPO / "annotations" / "round5-heldout-uniform"
     assert main(["validate", "--classifier", str(ensemble / "patterncnn.onnx"), "--annotations", str(held),
                  "--out", str(tmp_path / "v")]) == 0
@@ -86,3 +111,13 @@ def test_the_opt_in_ensemble_is_two_cnns_trained_on_the_shipped_annotations(tmp_
     assert round(v["labels"]["groups"]["all"]["all"]["accuracy"], 3) == 0.846
     count = next(r for r in v["results"] if r["estimator"] == "count")["encoders"]
     assert [round(count[e]["mean_abs_error"], 3) for e in ("minilm-53aa5117", "mpnet-78c0197b")] == [0.007, 0.020]
+    groups = v["labels"]["groups"]
+    assert table_row(page, "held-out round 5: macro-F1 / accuracy / κ (240 maps)")[1].startswith(
+        pair(groups["all"]["all"]) + " / ")
+    assert table_row(page, "round 5 accuracy, MiniLM / MPNet")[1] == " / ".join(
+        f"{groups[f'family {f}']['all']['accuracy']:.3f}" for f in ("minilm", "mpnet"))
+    one = v["labels"]["against_one_annotator"]["all"]["methods"]["classifier"]
+    assert table_row(page, "round 5 against one annotator, 666 pairs (one annotator 0.939 / 0.959)")[1] == pair(
+        one, "agree")
+    assert table_row(page, "round 5 census share error (`count`), MiniLM / MPNet, points")[1] == " / ".join(
+        f"{100 * count[e]['mean_abs_error']:.1f}" for e in ("minilm-53aa5117", "mpnet-78c0197b"))

@@ -1,4 +1,5 @@
-"""A wheel (not the editable install the tests run from) carries the shipped classifier and classifies a map."""
+"""A wheel (not the editable install the tests run from) carries every subpackage and the shipped classifier, and its
+command classifies, runs a census and serves."""
 
 import json
 import shutil
@@ -7,12 +8,14 @@ import sys
 import sysconfig
 import zipfile
 
+import httpx
 import numpy as np
-from conftest import REPO
+from labelstudio_server import free_port
+from repo import REPO
 from synthetic import pattern_map
 
 
-def test_wheel_installs_into_a_fresh_venv_and_classifies(tmp_path):
+def test_wheel_installs_into_a_fresh_venv_and_classifies_censuses_and_serves(tmp_path, tiny_bert, glue_dir):
     src = tmp_path / "src"  # build from a copy: the clone stays clean
     shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".venv", ".git", "runs", "build", "*.egg-info",
                                                               "annotations", "tests", "benchmarks", "__pycache__"))
@@ -20,7 +23,9 @@ def test_wheel_installs_into_a_fresh_venv_and_classifies(tmp_path):
                     str(tmp_path / "dist"), str(src)], check=True, capture_output=True)
     wheel = next((tmp_path / "dist").glob("patterncnn-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    assert "patterncnn/shipped/patterncnn.onnx" in names and "patterncnn/templates/model_card.md" in names
+    assert "patterncnn/shipped/patterncnn.onnx" in names and "patterncnn/training/templates/model_card.md" in names
+    packages = {str(d.relative_to(REPO)) for d in (REPO / "patterncnn").rglob("__init__.py")}
+    assert {f"{d}" for d in packages} <= set(names)  # every subpackage is in the wheel
 
     # A fresh venv that borrows the heavy dependencies (torch, ...) from the test venv, not patterncnn itself.
     venv = tmp_path / "venv"
@@ -44,3 +49,29 @@ def test_wheel_installs_into_a_fresh_venv_and_classifies(tmp_path):
     assert run.returncode == 0, run.stderr
     rec = json.loads((work / "p.jsonl").read_text())
     assert rec["id"] == "d" and abs(sum(rec["probs"].values()) - 1) < 1e-3
+
+    env = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    census = subprocess.run([venv / "bin" / "patterncnn", "census", "--task", "rte", "--limit", "4", "--model",
+                             str(tiny_bert), "--glue-dir", str(glue_dir), "--out", "census"], cwd=work,
+                            capture_output=True, text=True, env=env)
+    assert census.returncode == 0, census.stderr
+    result = json.loads((work / "census" / "census.json").read_text())
+    assert result["tasks"]["rte"]["examples"] == 4 and result["classifier"]["version"].startswith("patterncnn-")
+
+    port = free_port()
+    server = subprocess.Popen([venv / "bin" / "patterncnn", "serve", "--no-encoder", "--port", str(port)], cwd=work,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert server.poll() is None, server.stdout.read()
+            subprocess.run(["sleep", "0.1"])
+        model = httpx.get(f"http://127.0.0.1:{port}/v1/model", timeout=10).json()
+        assert model["classifier"]["model_version"] == result["classifier"]["version"]
+    finally:
+        server.terminate()
+        server.wait(30)

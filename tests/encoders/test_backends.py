@@ -9,7 +9,7 @@ from patterncnn.core.glue import load_split
 from patterncnn.encoders.backends import BACKENDS, DEFAULT_BACKEND, VETTED, drift
 from patterncnn.encoders.load import EncoderError, load_encoder
 
-# The gate every vetted backend passes (README, "Faster census").
+# The gate every vetted backend passes (docs/pages/commands/census.md, "Faster census").
 MAX_SHARE_POINTS, MAX_MAP_MAD = 0.5, 1e-3
 
 

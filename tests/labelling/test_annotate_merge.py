@@ -231,7 +231,7 @@ def test_round5_is_a_held_out_uniform_test_set_scored_by_validate(tmp_path, caps
     pre = [r["pre_label"] == r["label"] for r in tables.labels.values()]
     assert {r["pre_model"] for r in tables.labels.values()} == {v["classifier"]["version"]}
     assert v["labels"]["groups"]["all"]["all"]["accuracy"] == pytest.approx(sum(pre) / len(pre))
-    # the figures the README and the datasheet publish
+    # the figures docs/pages/classifier.md and the datasheet publish
     assert round(v["labels"]["groups"]["all"]["all"]["accuracy"], 3) == 0.842
     assert round(v["labels"]["groups"]["family mpnet"]["all"]["macro_f1"], 3) == 0.718
     assert round(v["labels"]["groups"]["family minilm"]["all"]["accuracy"], 3) == 0.883
@@ -252,7 +252,7 @@ def test_round6_block_candidates_a_second_triad_held_out_of_training():
 
 def test_round7_a_second_triad_relabels_240_training_maps_and_agrees_on_84_percent(tmp_path, capsys):
     """Round 7: 240 maps of the training set, drawn per family, labelled again by a new triad (s, t, u) with one
-    order each; `annotate agreement --against` gives the figures the datasheet and the README publish."""
+    order each; `annotate agreement --against` gives the figures the datasheet and docs/pages/classifier.md publish."""
     held = SHIPPED / "round7-retest"
     tables = three_annotators_each(held, 240, "stu")
     assert Counter(r["resolution"] for r in tables.labels.values()) == {"majority": 240}

@@ -1,6 +1,7 @@
-"""The README's *Annotating in Label Studio* section, run as written from a fresh copy of the repository.
+"""The documentation's *Annotating in Label Studio* section (docs/pages/commands/annotate.md), run as written
+from a fresh copy of the repository.
 
-The suite's Label Studio is started by that section's start block (tests/labelstudio_server.py);
+The suite's Label Studio is started by that section's start block (tests/support/labelstudio_server.py);
 this test runs the section's other bash blocks in order, in a copy of the repository's files, in a
 shell that keeps their exports from block to block, with the server's HOME (where the start block
 put the token) and ``patterncnn`` running this copy's code. The one change to the blocks: port 8080
@@ -46,7 +47,7 @@ class Terminal:
         script = f"[ -f {self.state} ] && . {self.state}\nset -e\n{block}\nexport -p > {self.state}\n"
         done = subprocess.run(["bash", "-c", script], cwd=self.cwd, env=self.env, capture_output=True, text=True,
                               timeout=1800)
-        assert done.returncode == 0, (f"README block failed:\n{block}\n--- stdout\n{done.stdout}\n"
+        assert done.returncode == 0, (f"docs block failed:\n{block}\n--- stdout\n{done.stdout}\n"
                                       f"--- stderr\n{done.stderr}")
         return done.stdout
 
@@ -57,7 +58,7 @@ def test_readme_label_studio_section_end_to_end(label_studio, glue_dir, tmp_path
     assert f"Label Studio API token: {label_studio.token}" in label_studio.log.read_text()  # the start block printed it
     repo = fresh_copy(tmp_path / "repo")
     (tmp_path / "shared").mkdir()
-    (tmp_path / "shared" / "glue").symlink_to(glue_dir)  # the README's ../shared/glue (its excerpts)
+    (tmp_path / "shared" / "glue").symlink_to(glue_dir)  # the page's ../shared/glue (its excerpts)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "patterncnn").write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import sys; from patterncnn.cli "

@@ -1,9 +1,10 @@
-"""A real Label Studio for the tests, started with the README's own start command.
+"""A real Label Studio for the tests, started with the documentation's own start command.
 
-The README's *Annotating in Label Studio* section is the set-up users follow, so the tests start the
-server from its start block, verbatim but for the port (a free one instead of 8080), with HOME set
-to a fresh folder where ``~/ls-venv`` links to the Label Studio that tests/setup-label-studio.sh
-installed. The API token, the network switch for ML backends and the rest come from the README.
+The *Annotating in Label Studio* section of the annotate page (docs/pages/commands/annotate.md) is the
+set-up users follow, so the tests start the server from its start block, verbatim but for the port (a
+free one instead of 8080), with HOME set to a fresh folder where ``~/ls-venv`` links to the Label Studio
+that tests/setup-label-studio.sh installed. The API token, the network switch for ML backends and the
+rest come from that page.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def readme_blocks(readme: Path = REPO / "README.md") -> list[str]:
-    """The fenced bash blocks of the README's Label Studio section, in order, dedented."""
-    text = readme.read_text(encoding="utf-8")
+def readme_blocks(page: Path = REPO / "docs" / "pages" / "commands" / "annotate.md") -> list[str]:
+    """The fenced bash blocks of the annotate page's Label Studio section (``SECTION`` up to the next ``## ``
+    heading), in order, dedented: the commands users run, which the tests run as written."""
+    text = page.read_text(encoding="utf-8")
     start = text.index(SECTION)
     end = text.find("\n## ", start + len(SECTION))
     section = text[start:end if end > 0 else None]
@@ -51,12 +53,13 @@ def on_port(block: str, port: int) -> str:
 def start_block(blocks: list[str]) -> str:
     found = [b for b in blocks if "label-studio start" in b]
     if len(found) != 1:
-        raise RuntimeError(f"the README's {SECTION!r} section must have one block that runs `label-studio start`")
+        raise RuntimeError(f"the annotate page's {SECTION!r} section must have one block that runs "
+                           "`label-studio start`")
     return found[0]
 
 
 class LabelStudioServer:
-    """A Label Studio process started by the README's start block, in its own HOME."""
+    """A Label Studio process started by the annotate page's start block, in its own HOME."""
 
     def __init__(self, data_dir: Path):
         venv = Path(os.environ.get("PATTERNCNN_LS_VENV", DEFAULT_VENV))
