@@ -163,14 +163,15 @@ def test_unexpected_error_is_one_log_line_and_a_json_500(parts, caplog):
     assert len(lines[0].getMessage()) < 500
 
 
-def test_setup_remembers_a_bounded_number_of_projects(parts):
-    from patterncnn.serve.state import MAX_PROJECTS
+def test_setup_remembers_a_bounded_number_of_projects(parts, monkeypatch):
+    import patterncnn.serve.state as state
 
+    monkeypatch.setattr(state, "MAX_PROJECTS", 20)  # the same bound logic as the shipped 1000, in 25 requests
     c = TestClient(create_app(ServeSettings(), *parts))
-    for project in range(MAX_PROJECTS + 5):
+    for project in range(state.MAX_PROJECTS + 5):
         assert c.post("/setup", json={"project": project, "schema": label_config()}).status_code == 200
     remembered = c.app.state.parts.projects
-    assert len(remembered) == MAX_PROJECTS and "0" not in remembered and str(MAX_PROJECTS + 4) in remembered
+    assert len(remembered) == state.MAX_PROJECTS and "0" not in remembered and str(state.MAX_PROJECTS + 4) in remembered
 
 
 def test_settings_refuse_nonsense(parts):
