@@ -15,6 +15,7 @@ from patterncnn.classifier.onnx import OnnxClassifier
 from patterncnn.core.glue import load_split
 from patterncnn.encoders.load import load_encoder
 
+pytestmark = pytest.mark.slow  # each test starts Ray workers
 SEED = 2
 
 

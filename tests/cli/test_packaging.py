@@ -2,10 +2,10 @@
 command classifies, runs a census and serves."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import zipfile
 
 import httpx
@@ -33,8 +33,8 @@ def test_wheel_installs_into_a_fresh_venv_and_classifies_censuses_and_serves(tmp
     py = venv / "bin" / "python"
     site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True,
                           capture_output=True, text=True).stdout.strip()
-    (tmp_path / "venv" / site.split(str(venv) + "/", 1)[1] / "deps.pth").write_text(
-        sysconfig.get_paths()["purelib"] + "\n")
+    borrowed = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]  # this interpreter's site dirs
+    (tmp_path / "venv" / site.split(str(venv) + "/", 1)[1] / "deps.pth").write_text("\n".join(borrowed) + "\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "-q", str(wheel)],
                    check=True, capture_output=True)
 

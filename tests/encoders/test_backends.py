@@ -35,7 +35,8 @@ def gate(ref, other) -> list[dict]:
     return [drift(ref[t][0], other[t][0], ref[t][1], other[t][1]) for t in ref]
 
 
-@pytest.mark.parametrize("backend", [b for b in VETTED if b != "torch"])
+@pytest.mark.parametrize("backend", [pytest.param(b, marks=pytest.mark.slow) if b == "compile" else b
+                                     for b in VETTED if b != "torch"])  # compile: ~20 s of compiling
 def test_vetted_backends_keep_the_census_of_fp32(backend, minilm_reference, tmp_path, monkeypatch):
     monkeypatch.setenv("PATTERNCNN_CACHE", str(tmp_path))  # a fresh ONNX export, checked against torch
     clf, splits, ref = minilm_reference

@@ -99,6 +99,7 @@ def test_pooling_folds_calibrated_on_each_other_would_hide_the_error(rows):
     assert np.abs(finish(sums[0].sum(0)) - hand).max() < 0.005 < np.abs(count - hand).max()
 
 
+@pytest.mark.slow
 def test_validation_needs_uniform_maps_and_independent_maps(rows):
     with pytest.raises(ValueError, match="sample --design uniform"):
         validate_rows(rows.subset(~rows.uniform))
@@ -140,6 +141,7 @@ def write_labelled(root, per_cell=10, first=0, designs=("uniform", "uniform", "s
     return write_labelled_set(root, recs, rows)
 
 
+@pytest.mark.slow
 def test_train_validate_census_end_to_end(tmp_path, tiny_bert, tiny_classifier, glue_dir, capsys):
     from patterncnn.classifier.onnx import OnnxClassifier
 
