@@ -4,13 +4,17 @@
 
 One full evaluation = tokenized, length-bucketed batches through the whole classifier (what the
 baseline costs). Per head, two ways of scoring the model with that head attending uniformly:
-(a) naive: a full forward pass with the hook on; (b) what `disable` does: the layers below the head
-are read from the cache and only the head's layer and those above are re-run. The variants
+(a) naive: a full forward pass inside ``UniformHeads``; (b) what `disable` does: the layers below the
+head are read from the cache and only the head's layer and those above are re-run. And, to price the
+mechanism itself (transformers' attention interface with the registered uniform-heads function, the
+switch of ``attn_implementation`` in and out, the per-layer check): (c) the same replay as (b) with
+no head disabled, on the model's own eager attention; (b)/(c) is its overhead. The variants
 alternate, one head per layer, ``--rounds`` times, in one process; the ratio is each variant's mean
 time per head over the mean time of one full evaluation measured in the same rounds. The one-off
 cost of filling the cache (a full pass with recording hooks) is printed too, amortised over all
 units of a run. Target: (b) <= 3x one full evaluation per head.
-Without --model, MiniLM gets a fresh 2-class head (timing does not depend on the head's weights).
+Without --model, MiniLM gets a fresh 2-class head (timing does not depend on the head's weights);
+--model also takes a fine-tuned folder of any family `disable` supports.
 """
 
 import argparse
@@ -46,28 +50,35 @@ def main() -> None:
     runner = CachedClassifier(model, tok, texts, max_length=128, batch_size=32)
     fill = time.perf_counter() - t0  # tokenize + recording pass + the replay self-check
     layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
-    full, naive, cached = [], [], []
+    full, naive, cached, plain = [], [], [], []
     for r in range(args.rounds):
         for layer in range(layers):
             head = (layer + r) % heads
             t0 = time.perf_counter()
             runner.full()
             full.append(time.perf_counter() - t0)
-            with UniformHeads(model, {layer: [head]}) as off:
+            with UniformHeads(model, {layer: [head]}):
                 t0 = time.perf_counter()
                 a = runner.full()
                 naive.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                b = runner.run(layer, off)
-                cached.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            with UniformHeads(model, {layer: [head]}):  # as `disable` scores a unit: switch in, replay, switch back
+                b = runner.run(layer)
+            cached.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            runner.run(layer)
+            plain.append(time.perf_counter() - t0)
             assert torch.allclose(a, b, atol=1e-4), "the cached replay differs from the full pass"
     f = float(np.mean(full))
     units = layers * heads + layers
-    print(f"model {args.model or 'minilm (fresh head)'}; {len(texts)} RTE dev examples; {layers}x{heads} heads; "
+    print(f"model {args.model or 'minilm (fresh head)'} ({model.config.model_type}); {len(texts)} RTE dev examples; "
+          f"{layers}x{heads} heads; "
           f"{args.rounds} rounds x {layers} heads (one per layer), variants alternating; torch threads {args.threads}")
     print(f"one full evaluation:             {f:.3f} s (mean of {len(full)})")
     print(f"per head, naive full pass:       {np.mean(naive):.3f} s = {np.mean(naive) / f:.2f}x one full evaluation")
     print(f"per head, cached lower layers:   {np.mean(cached):.3f} s = {np.mean(cached) / f:.2f}x one full evaluation")
+    print(f"same replay, nothing disabled:   {np.mean(plain):.3f} s (model's eager attention); uniform-heads "
+          f"mechanism overhead {np.mean(cached) / np.mean(plain):.3f}x")
     print(f"cache fill (once per run):       {fill:.3f} s = {fill / f:.2f}x; amortised over {units} units: "
           f"{fill / f / units:.3f}x per unit")
     print(f"per head incl. amortised fill:   {(np.mean(cached) + fill / units) / f:.2f}x one full evaluation "

@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny randomly initialised BERT and MPNet (built here, offline) and the real GLUE files."""
+"""Shared fixtures: a tiny randomly initialised BERT, MPNet, RoBERTa and DistilBERT (built here, offline) and the real
+GLUE files."""
 
 import os
 
@@ -64,6 +65,30 @@ def build_tiny_mpnet(path: Path, layers: int = 2, heads: int = 4, max_pos: int =
                        pad_token_id=1, bos_token_id=0, eos_token_id=2)
 
 
+def build_tiny_distilbert(path: Path, layers: int = 2, heads: int = 4, max_pos: int = 64) -> Path:
+    """A tiny random DistilBertModel (its own layer and head layout, no token types); BERT's WordPiece layout."""
+    return _write_tiny(path, "DistilBert", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], layers, heads, max_pos,
+                       hidden_dim=37)
+
+
+def build_tiny_roberta(path: Path, layers: int = 2, heads: int = 4, max_pos: int = 66) -> Path:
+    """A tiny random RobertaModel + character-level byte-BPE ``RobertaTokenizer``; pairs read ``<s> A </s></s> B </s>``."""
+    import torch
+    import transformers
+
+    path.mkdir(parents=True, exist_ok=True)
+    vocab = ["<s>", "<pad>", "</s>", "<unk>", "<mask>", "\u0120", *_CHARS]  # \u0120: byte-level BPE's space
+    tok = transformers.RobertaTokenizer(vocab={w: i for i, w in enumerate(vocab)}, merges=[])
+    torch.manual_seed(0)
+    cfg = transformers.RobertaConfig(
+        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=layers, num_attention_heads=heads,
+        intermediate_size=37, max_position_embeddings=max_pos, type_vocab_size=1, pad_token_id=1, bos_token_id=0,
+        eos_token_id=2, architectures=["RobertaModel"])
+    transformers.RobertaModel(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> Path:
     return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
@@ -72,6 +97,16 @@ def tiny_bert(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_mpnet(tmp_path_factory) -> Path:
     return build_tiny_mpnet(tmp_path_factory.mktemp("tiny-mpnet"))
+
+
+@pytest.fixture(scope="session")
+def tiny_distilbert(tmp_path_factory) -> Path:
+    return build_tiny_distilbert(tmp_path_factory.mktemp("tiny-distilbert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta(tmp_path_factory) -> Path:
+    return build_tiny_roberta(tmp_path_factory.mktemp("tiny-roberta"))
 
 
 @pytest.fixture(scope="session")

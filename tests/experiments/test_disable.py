@@ -1,6 +1,8 @@
-"""Uniform-attention disabling on a tiny BERT and a tiny MPNet: exactly the chosen head changes, its rows are
-1/L over the real tokens, the other heads are bit-identical; the layer cache replays the full pass; the
-bootstrap metrics match sklearn; `patterncnn disable` runs end to end and resumes."""
+"""Uniform-attention disabling on tiny sequence classifiers of four families (BERT and MPNet, RoBERTa and DistilBERT
+through transformers' attention interface): exactly the chosen head changes, its rows are 1/L over the real tokens,
+the other heads are bit-identical; the layer cache replays the full pass, and a model it cannot replay is refused;
+the bootstrap metrics match sklearn; `patterncnn disable` runs end to end (and resumes) on BERT, RoBERTa and
+DistilBERT. The attention function itself against an independent reference: tests/encoders/test_uniform_heads.py."""
 
 import json
 
@@ -8,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from patterncnn.core.glue import get_task
+from patterncnn.core.glue import get_task, load_split
 from patterncnn.encoders.uniform_heads import DisableError, UniformHeads
 from patterncnn.experiments.disable import (
     CachedClassifier,
@@ -36,28 +38,31 @@ def _classifier(folder, tmp_path, name):
     return model, tok, out
 
 
-@pytest.fixture(params=["bert", "mpnet"])
-def clf(request, tiny_bert, tiny_mpnet, tmp_path):
-    folder = tiny_bert if request.param == "bert" else tiny_mpnet
-    return _classifier(folder, tmp_path, request.param)
+FAMILIES = ["bert", "mpnet", "roberta", "distilbert"]
+
+
+@pytest.fixture(params=FAMILIES)
+def clf(request, tmp_path):
+    return _classifier(request.getfixturevalue(f"tiny_{request.param}"), tmp_path, request.param)
 
 
 def _attentions(model, tok, heads=None):
+    """(attentions (B, L, H, T, T), attention mask (B, T), the last layer's output (B, T, D)) of PAIRS."""
     batch = tok([a for a, _ in PAIRS], [b for _, b in PAIRS], padding=True, return_tensors="pt")
     with torch.inference_mode():
         if heads is None:
-            out = model(**batch, output_attentions=True)
+            out = model(**batch, output_attentions=True, output_hidden_states=True)
         else:
             with UniformHeads(model, heads):
-                out = model(**batch, output_attentions=True)
-    return torch.stack(out.attentions, 1), batch["attention_mask"], out.logits  # (B, L, H, T, T)
+                out = model(**batch, output_attentions=True, output_hidden_states=True)
+    return torch.stack(out.attentions, 1), batch["attention_mask"], out.hidden_states[-1]
 
 
 def test_only_the_chosen_head_changes_and_it_is_uniform_over_real_tokens(clf):
     model, tok, _ = clf
-    base, mask, logits = _attentions(model, tok)
+    base, mask, last = _attentions(model, tok)
     layer, head = 1, 2
-    off, _, logits_off = _attentions(model, tok, {layer: [head]})
+    off, _, last_off = _attentions(model, tok, {layer: [head]})
     # Layers below and the other heads of the same layer: bit-identical.
     assert torch.equal(off[:, :layer], base[:, :layer])
     others = [h for h in range(base.shape[2]) if h != head]
@@ -69,32 +74,51 @@ def test_only_the_chosen_head_changes_and_it_is_uniform_over_real_tokens(clf):
         assert torch.allclose(rows.sum(-1), torch.ones(rows.shape[0]))
         assert torch.allclose(rows[:, :n], torch.full((rows.shape[0], n), 1.0 / n))
         assert torch.all(rows[:, n:] == 0)  # padding gets nothing
-    assert not torch.allclose(logits_off, logits)  # the change reaches the output
-    # The hooks are gone after the block.
+    assert (last_off - last).abs().max() > 1e-6  # the change reaches the output (random weights: ~1e-4)
+    # The model is back to what it was after the block.
     again, _, _ = _attentions(model, tok)
-    assert torch.equal(again, base)
-
-
-def test_not_head_mask_zeroing(clf):
-    # HF's head_mask zeroes the head's output; uniform attention passes the mean of the values instead.
-    model, tok, _ = clf
-    batch = tok([a for a, _ in PAIRS], [b for _, b in PAIRS], padding=True, return_tensors="pt")
-    with torch.inference_mode(), UniformHeads(model, {0: [0]}):
-        uniform = model(**batch).logits
-    with torch.inference_mode():
-        base = model(**batch).logits
-    assert not torch.allclose(uniform, base)
+    assert torch.equal(again, base) and model.config._attn_implementation == "eager"
 
 
 def test_layer_cache_replays_the_full_pass(clf):
     model, tok, _ = clf
     runner = CachedClassifier(model, tok, PAIRS, max_length=32, batch_size=2)
     for layer in range(model.config.num_hidden_layers):
-        with UniformHeads(model, {layer: [1, 3]}) as off:
-            cached = runner.run(layer, off)
+        with UniformHeads(model, {layer: [1, 3]}):
+            cached = runner.run(layer)
             full = runner.full()
         assert torch.allclose(cached, full, atol=1e-5)
         assert not torch.allclose(cached, runner.baseline)
+
+
+def test_a_cache_recorded_with_sdpa_replays_with_heads_disabled(tiny_bert, tmp_path):
+    # sdpa hands the layers boolean masks (or none): the attention function reads the real tokens from those too.
+    from transformers import AutoModelForSequenceClassification
+
+    _, tok, folder = _classifier(tiny_bert, tmp_path, "bert")
+    model = AutoModelForSequenceClassification.from_pretrained(str(folder), attn_implementation="sdpa").eval()
+    runner = CachedClassifier(model, tok, PAIRS, max_length=32, batch_size=2)
+    with UniformHeads(model, {1: [0, 2]}):
+        cached = runner.run(1)
+        full = runner.full()
+    assert torch.allclose(cached, full, atol=1e-5) and model.config._attn_implementation == "sdpa"
+
+
+def test_a_classifier_the_replay_cannot_reproduce_is_refused(tiny_bert):
+    # ModernBERT goes through the attention interface, but normalises the last layer's output and pools it by the mask
+    # before its head: replaying the layers and a standard head gives other logits, so it is refused, not mis-scored.
+    import transformers
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_bert))
+    cfg = transformers.ModernBertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                        intermediate_size=37, max_position_embeddings=64, pad_token_id=0,
+                                        bos_token_id=2, eos_token_id=3, cls_token_id=2, sep_token_id=3, num_labels=2)
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = transformers.ModernBertForSequenceClassification(cfg).eval()
+    with pytest.raises(DisableError, match="does not reproduce the model's own logits"):
+        CachedClassifier(model, tok, PAIRS, max_length=32, batch_size=2)
 
 
 def test_bad_heads_are_refused(clf):
@@ -137,19 +161,30 @@ def test_units_and_names():
     assert parse_unit("L1H2", 3) == (1, [2]) and parse_unit("L1", 3) == (1, [0, 1, 2])
 
 
-def test_disable_cli_runs_and_resumes(tiny_bert, glue_dir, tmp_path, capsys):
+@pytest.mark.parametrize("family", ["bert", "roberta", "distilbert"])
+def test_disable_cli_runs_and_resumes(family, request, glue_dir, tmp_path, capsys):
     from patterncnn.cli import main
 
-    _, _, folder = _classifier(tiny_bert, tmp_path, "ft")
+    model, tok, folder = _classifier(request.getfixturevalue(f"tiny_{family}"), tmp_path, "ft")
+    layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
     out = tmp_path / "run"
     args = ["disable", "--model", str(folder), "--task", "rte", "--glue-dir", str(glue_dir), "--limit", "12",
             "--out", str(out), "--bootstrap", "200"]
     assert main(args) == 0
     res = json.loads((out / "disable.json").read_text())
-    assert res["examples"] == 12 and res["metric"] == "accuracy" and len(res["heads"]) == 3
-    assert len(res["heads"][0]) == 4 and len(res["layers"]) == 3
+    assert res["examples"] == 12 and res["metric"] == "accuracy" and len(res["heads"]) == layers
+    assert len(res["heads"][0]) == heads and len(res["layers"]) == layers
+    # The cached replay's scores are a full pass's: re-score a head of the last layer and a whole layer without cache.
+    split = load_split(get_task("rte"), "dev", glue_dir, limit=12, seed=0)
+    labels = np.array([ex.label for ex in split.examples])
+    runner = CachedClassifier(model, tok, [ex.texts for ex in split.examples], max_length=res["max_length"])
+    for unit, cell in [(f"L{layers - 1}H1", res["heads"][layers - 1][1]), ("L0", res["layers"][0])]:
+        with UniformHeads(model, dict([parse_unit(unit, heads)])):
+            preds = runner.full().argmax(1).numpy()
+        assert cell["metric"] == pytest.approx(metric(get_task("rte"), preds, labels), abs=1e-5)
+        assert cell["changed_predictions"] == int((preds != runner.baseline.argmax(1).numpy()).sum())
     rows = (out / "disable.csv").read_text().splitlines()
-    assert len(rows) == 1 + 3 * 4 + 3
+    assert len(rows) == 1 + layers * heads + layers
     assert (out / "disable.png").stat().st_size > 1000 and not (out / ".work").exists()
     assert main(args) == 2  # a finished run is not overwritten silently
     assert "--overwrite" in capsys.readouterr().err
