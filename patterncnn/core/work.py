@@ -24,7 +24,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from .errors import PatternCNNError
-from .fileio import write_bytes, write_json, write_text
+from .fileio import output_folder, write_bytes, write_json, write_text
 from .version import __version__
 
 
@@ -37,10 +37,9 @@ def run_key(params: dict) -> str:
 
 
 def prepare_out(out: str | Path, result_name: str, overwrite: bool) -> Path:
-    """Check ``out`` before a run: a finished result there needs ``overwrite`` (which drops it and any leftovers)."""
-    out = Path(out)
-    if (out / result_name).exists() and not overwrite:
-        raise RunError(f"{out} already holds a finished {result_name}; pass --overwrite or choose another --out")
+    """Check ``out`` before a run (:func:`patterncnn.core.fileio.output_folder`): a finished result there needs
+    ``overwrite`` (which drops it and any leftovers); an unfinished run there is resumed."""
+    out = output_folder(out, (result_name,), overwrite)
     if overwrite:
         shutil.rmtree(out / ".work", ignore_errors=True)
         (out / result_name).unlink(missing_ok=True)

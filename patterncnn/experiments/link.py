@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.fileio import output_folder
 from ..core.labels import LABELS
 from ..core.plots import link_figure
 from ..core.work import RunError, provenance, write_result
@@ -86,8 +87,12 @@ def head_table(census: dict, drift: dict | None, disable: dict, task: str) -> li
 
 
 def run_link(census_path, drift_path, disable_path, task: str, out: str | Path, perms: int = 10000,
-             seed: int = 0) -> dict:
-    """Join census, drift and disable per head for ``task``; test the paper's hypothesis; write link.*."""
+             seed: int = 0, overwrite: bool = False) -> dict:
+    """Join census, drift and disable per head for ``task``; test the paper's hypothesis; write link.*.
+
+    An earlier link.json in ``out`` needs ``overwrite`` (:func:`patterncnn.core.fileio.output_folder`).
+    """
+    out = output_folder(out, ("link.json",), overwrite)
     census, disable = _load(census_path, "census.json"), _load(disable_path, "disable.json")
     drift = _load(drift_path, "drift.json") if drift_path else None
     if disable["task"] != task:

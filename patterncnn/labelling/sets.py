@@ -41,7 +41,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..core.fileio import public_path, write_bytes, write_json, write_text
+from ..core.fileio import public_path, replaceable, write_bytes, write_json, write_text
 from ..core.labels import LABELS, label_index
 from ..core.maps import MapStore
 from .labelstudio import AnnotateError
@@ -180,6 +180,8 @@ def write_labelled_set(out, tables: Tables, maps=None, export: tuple[str, bytes]
             store = MapStore.create(stage / "maps", info={"labelled_set": True, "source": public_path(maps.root)})
             store.append((maps.metadata(m), maps.get(m)) for m in ids)
         staged = _stage_files(out, stage, tables, export, report, log_entry)
+        for filename in staged:  # refuse a FIFO or device in the set before anything is moved
+            replaceable(out / filename)
         grows = old_ids is None or old_ids <= set(ids)
         if write_maps and grows:
             _swap_maps(out, stage)
