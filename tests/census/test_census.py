@@ -7,6 +7,7 @@ import pytest
 from patterncnn.census.run import compare, run_census
 from patterncnn.classifier.onnx import OnnxClassifier
 from patterncnn.cli import main
+from patterncnn.core.fileio import OutputError
 from patterncnn.core.glue import load_split
 from patterncnn.core.labels import LABELS
 from patterncnn.core.work import RunError
@@ -36,7 +37,7 @@ def test_census_outputs(setup, tmp_path):
     assert not (tmp_path / "c" / ".work").exists()
     saved = json.loads((tmp_path / "c" / "census.json").read_text())
     assert saved["encoder"]["sha256"] and saved["classifier"]["sha256"] and saved["limit"] == 30
-    with pytest.raises(RunError, match="--overwrite"):
+    with pytest.raises(OutputError, match="already holds census.json; pass --overwrite"):
         run_census(enc, clf, splits, tmp_path / "c", limit=30, seed=1)
 
 
@@ -99,7 +100,7 @@ def test_census_cli_and_compare(tiny_bert, tiny_classifier, glue_dir, tmp_path, 
     out = capsys.readouterr().out
     assert "rte" in out and "vertical" in out and "census.png" in out
     assert main(args + ["--out", str(tmp_path / "a")]) == 2
-    assert "already holds a finished census" in capsys.readouterr().err
+    assert "already holds census.json; pass --overwrite" in capsys.readouterr().err
     assert main(args + ["--out", str(tmp_path / "b"), "--seed", "5"]) == 0
     capsys.readouterr()
     assert main(["census", "--compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0

@@ -168,7 +168,7 @@ def test_pull_from_file_twice_merges(tmp_path, capsys):
 def test_pull_from_file_errors_are_one_line(tmp_path, capsys):
     (tmp_path / "bad.json").write_text("id,label\n")
     assert main(["annotate", "pull", "--from-file", str(tmp_path / "bad.json"), "--out", str(tmp_path / "b")]) == 2
-    assert "not JSON" in capsys.readouterr().err
+    assert "the export is not valid JSON" in capsys.readouterr().err
     (tmp_path / "e.json").write_text(json.dumps(export_for({"x": [ann("diagonal", 1, "t")]})))
     assert main(["annotate", "pull", "--from-file", str(tmp_path / "e.json"), "--annotator", "one=me",
                  "--out", str(tmp_path / "b")]) == 2
@@ -188,7 +188,10 @@ def test_agreement_command_on_the_shipped_set(tmp_path, capsys):
     assert sum(r["fleiss"]["maps"] for r in report["by_encoder"].values()) == report["all"]["fleiss"]["maps"]
     assert json.loads((REPO / "annotations" / "agreement.json").read_text()) == report  # the shipped report is current
     assert main(["annotate", "agreement", str(REPO / "annotations" / "legacy-single-annotator"), "--raters", "pass",
-                 "--out", str(tmp_path / "agreement.json")]) == 0
+                 "--out", str(tmp_path / "agreement.json")]) == 2  # an existing --out needs --overwrite
+    assert "agreement.json already exists; pass --overwrite" in capsys.readouterr().err
+    assert main(["annotate", "agreement", str(REPO / "annotations" / "legacy-single-annotator"), "--raters", "pass",
+                 "--out", str(tmp_path / "agreement.json"), "--overwrite"]) == 0
     out = capsys.readouterr().out
     assert "#1 vs annotator@patterncnn.local #2: 515 maps, 77.5% agree, Cohen's kappa 0.690" in out
     assert json.loads((tmp_path / "agreement.json").read_text())["raters_are"] == "pass"
