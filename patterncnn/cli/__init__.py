@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import traceback
 
@@ -57,10 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
 def _quiet_libraries(verbose: bool) -> None:
     for name in NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.ERROR)
-    from transformers.utils import logging as hf_logging
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
 
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    else:  # importing transformers takes 2 s: a command that never loads it must not pay for it
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 def main(argv: list[str] | None = None) -> int:

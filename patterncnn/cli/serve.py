@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 
-from .common import add_classifier_args, check_text, classifier, port, positive_int, text
+from .common import add_classifier_args, classifier, port, positive_int, text
 
 
 def register(sub) -> None:
@@ -45,20 +45,21 @@ def run(args) -> int:
     if not token and not is_loopback(args.host):
         raise ValueError(f"serving on {args.host} without an API token would let anyone who can reach it use it: "
                          f"pass --api-token (or set PATTERNCNN_API_TOKEN), or serve on 127.0.0.1")
-    if token:
-        check_text(token, "the API token")
-    import torch
-
-    from ..encoders.load import load_encoder
-    from ..serve import ServeSettings, create_app
     from ..serve.server import bind
-    from ..serve.server import run as serve_forever
+    from ..serve.settings import ServeSettings
 
-    torch.set_num_threads(args.threads)  # bounded, like onnxruntime's
+    # Checked before anything slow is loaded: a token no header can carry, a taken port: one line, at once.
     settings = ServeSettings(api_token=token, max_t=args.max_t, max_batch=args.max_batch,
                              max_body_bytes=args.max_body_mb * 1024 * 1024, cors_origins=tuple(args.cors_origin or ()),
                              workers=args.workers, shutdown_grace=args.shutdown_grace)
-    sock = bind(args.host, args.port)  # a taken port is one line of error, before anything is announced or loaded
+    sock = bind(args.host, args.port)
+    import torch
+
+    from ..encoders.load import load_encoder
+    from ..serve import create_app
+    from ..serve.server import run as serve_forever
+
+    torch.set_num_threads(args.threads)  # bounded, like onnxruntime's
     enc = None if args.no_encoder else load_encoder(args.model, max_length=args.max_length)
     app = create_app(settings, classifier(args), enc)
     print(f"patterncnn serving on http://{args.host}:{args.port} (spec: /openapi.json; token "

@@ -128,8 +128,10 @@ def check_meta(meta) -> str | None:
     """What is wrong with one metadata line (an object with a string ``id``, documented fields of their type), or None."""
     if not isinstance(meta, dict):
         return f"a metadata line must be a JSON object, not {type(meta).__name__}"
-    if not isinstance(meta.get("id"), str) or not meta["id"]:
+    if "id" not in meta:
         return 'the line has no "id" (a non-empty string)'
+    if not isinstance(meta["id"], str) or not meta["id"]:
+        return f'"id" must be a non-empty string, not {meta["id"]!r:.40}'
     for field, kinds in FIELDS.items():
         if field in meta and not any(_is(meta[field], k) for k in kinds):
             return f'field "{field}" must be {" or ".join(kinds)} (non-negative for int), not {meta[field]!r:.40}'

@@ -114,6 +114,11 @@ class Encoder:
         digest = self.fingerprint.get("sha256") or self.fingerprint.get("revision") or ""
         return f"{base}-{digest[:8]}" if digest else base
 
+    @property
+    def max_chars(self) -> int:
+        """The characters of one text read at most (:func:`bounded_texts`)."""
+        return CHARS_PER_TOKEN * self.max_length
+
     def tokenize(self, texts: tuple[str, ...]) -> tuple[list[int], bool]:
         """Token ids of one example (one text or a pair), cut to ``max_length``; and whether it was cut.
 

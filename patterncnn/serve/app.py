@@ -10,7 +10,8 @@ from . import ml_backend as labelstudio
 from . import routes
 from .errors import error_responses, invalid_request
 from .middleware import BodyGuard, CatchAll, TokenAuth
-from .state import Parts, ServeSettings
+from .settings import ServeSettings
+from .state import Parts
 
 DESCRIPTION = ("Classify BERT-family self-attention maps into the five patterns of Kovaleva et al. (2019). Also a "
                "Label Studio ML backend. With an API token, every path but /health (this spec included) needs "

@@ -23,7 +23,7 @@ from ..core.arrayfile import NPY_MAGIC, ZIP_MAGIC, ArrayFileError, read_npy, rea
 from ..core.maps import classifier_input
 from .errors import BadInput, describe
 from .schemas import ClassifyRequest, Task
-from .state import ServeSettings
+from .settings import ServeSettings
 
 JSON_MAX_DEPTH = 200  # pydantic-core's parser refuses deeper nesting; no body here needs more than 6
 JSON = "application/json"

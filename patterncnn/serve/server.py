@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import logging
 import socket
+from typing import TYPE_CHECKING
 
 import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..core.errors import PatternCNNError
-from .state import ServeSettings
+
+if TYPE_CHECKING:
+    from .settings import ServeSettings
 
 
 class ServeError(PatternCNNError, RuntimeError):
