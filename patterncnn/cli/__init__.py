@@ -43,8 +43,15 @@ EXIT_REFUSED, EXIT_BUG = 2, 70
 NOISY_LOGGERS = ("transformers", "datasets", "huggingface_hub", "urllib3", "httpx", "filelock", "matplotlib")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, whose errors are one line like every other refusal (the usage is one ``--help`` away)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_REFUSED, f"{self.prog}: error: {message}; see {self.prog} --help\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="patterncnn",
         description="Classify BERT-family self-attention maps into the five patterns of Kovaleva et al. (2019).")
     parser.add_argument("--version", action="version", version=f"patterncnn {__version__}")

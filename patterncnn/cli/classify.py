@@ -24,14 +24,18 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..classifier.classify import classify_maps
     from ..core.fileio import output_file
-    from ..core.maps import open_maps
+    from ..core.maps import MapFormatError, open_maps
 
     out = output_file(args.out, args.overwrite, stream=True)  # before any work: never a FIFO, never silently
     maps = open_maps(args.maps)
     s = classify_maps(maps, classifier(args), sys.stdout if out is None else out)
+    if s["rejected"] and not s["classified"]:
+        map_id, why = s["rejected"][0]
+        raise MapFormatError(f"none of the {len(s['rejected'])} map(s) could be classified (map {map_id!r}: {why}); "
+                             f"{args.out} lists each one's error")
     for map_id, why in s["rejected"]:
         print(f"{map_id}: skipped: {why}", file=sys.stderr)
     counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items())
     print(f"classified {s['classified']} map(s) -> {args.out} ({counts}); {len(s['rejected'])} rejected, "
           f"{s['flagged']} flagged (rows not summing to 1)", file=sys.stderr if out is None else sys.stdout)
-    return 1 if s["rejected"] and not s["classified"] else 0
+    return 0

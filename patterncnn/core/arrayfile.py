@@ -137,7 +137,8 @@ def _read_array(fp: IO[bytes], what: str, budget: _Budget, stacked: bool, room: 
     shape, fortran, dtype = _read_header(fp, what)
     nbytes = budget.take(shape, dtype, what, stacked)
     if room is not None and nbytes > room:
-        raise ArrayFileError(f"{what} declares {nbytes} bytes, more than the {room} it holds; save it with np.save")
+        raise ArrayFileError(f"{what} is truncated: its header declares {nbytes} bytes, it holds {room}; save it "
+                             f"with np.save")
     buf = bytearray(nbytes)
     got = fp.readinto(buf)
     if got != nbytes:

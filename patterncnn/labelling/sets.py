@@ -106,8 +106,8 @@ def read_tables(root: str | Path) -> Tables:
 
     Raises:
         DataError: a table is damaged: a required column missing, a row with too many or too few
-            cells, an unknown label (a vote's may be empty), an annotation id that is not a number,
-            a repeated key; the message names the file and line.
+            cells, a resolved label that is not one of the five, an annotation id that is not a
+            number, a repeated key; the message names the file and line.
     """
     tables = Tables()
     for name, (filename, _) in TABLES.items():
@@ -132,9 +132,8 @@ def _read_table(name: str, path: Path) -> dict[str, dict]:
                 where = f"{path}:{reader.line_num}"
                 if None in r or None in r.values():
                     raise DataError(f"{where}: the row does not have one cell per column; {fix}")
-                label = r["label"]
-                if label not in LABELS and (name == "labels" or label):
-                    raise DataError(f"{where}: label {label[:40]!r} is not one of {', '.join(LABELS)}; {fix}")
+                if name == "labels" and r["label"] not in LABELS:  # a vote outside the five is no vote (evaluate)
+                    raise DataError(f"{where}: label {r['label'][:40]!r} is not one of {', '.join(LABELS)}; {fix}")
                 if not r["map_id"] or name == "annotations" and not (r["ls_annotation_id"] or "0").isdigit():
                     raise DataError(f"{where}: the row has no map_id or Label Studio annotation id; {fix}")
                 key = row_key(name, r)
