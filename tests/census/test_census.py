@@ -214,7 +214,8 @@ def test_a_damaged_work_stamp_starts_the_task_over(setup, tmp_path, caplog):
     (lambda r: r["tasks"]["sst2"]["ci95"].update(block=[0.1]), "tasks.sst2.ci95.block must be two numbers"),
     (lambda r: r["tasks"]["sst2"]["shares"].update(vertical="x"), "tasks.sst2.shares.vertical must be a number"),
     (lambda r: r.update(encoder=None), "encoder.model must be a string"),
-    (lambda r: r["estimator"].update(validated_share_error={"bias_band": 5}), "bias_band must be an object"),
+    (lambda r: r["estimator"].update(validated_share_error={"bias_band": 5}),
+     "estimator.validated_share_error.bias_band must be an object"),
 ])
 def test_compare_refuses_a_damaged_census_naming_the_field(tmp_path, capsys, damage, phrase):
     from repo import REPO

@@ -294,12 +294,16 @@ def test_classify_reads_a_plain_npy(tiny_classifier, tmp_path):
 
 def test_text_that_is_not_utf8_is_one_line(capsys):
     bad = b"\xff\xfe abc".decode("utf-8", "surrogateescape")  # what Python makes of such an argv
-    assert main(["analyze", bad]) == 2
-    one_line_error(capsys, "is not valid UTF-8 text")
+    with pytest.raises(SystemExit) as exit_:
+        main(["analyze", bad])
+    assert exit_.value.code == 2
+    one_line_error(capsys, "argument text: the argument b'\\xff\\xfe abc' is not valid UTF-8 text")
 
 
 def test_argument_errors_are_one_line(capsys):
-    assert main(["classify", "m.npz"]) == 2  # argparse: --out is required
+    with pytest.raises(SystemExit) as exit_:
+        main(["classify", "m.npz"])  # argparse: --out is required
+    assert exit_.value.code == 2
     one_line_error(capsys, "the following arguments are required: --out; see patterncnn classify --help")
 
 

@@ -88,7 +88,7 @@ def test_an_input_is_tokenized_once_and_a_long_text_cut_first(tiny_bert):
     ids, cut = enc.tokenize(("a" * 1_000_000,))
     assert seen == [[CHARS_PER_TOKEN * 16]] and cut and len(ids) <= 16
     seen.clear()
-    assert enc.tokenize(("a cat sat", "on the mat")) == (real("a cat sat", "on the mat")["input_ids"], False)
+    assert enc.tokenize(("ab", "cd")) == (real("ab", "cd")["input_ids"], False)
     assert len(seen) == 1
     seen.clear()
     ids, cut = enc.tokenize(("a " * 40, "b " * 40))  # over max_length in tokens, not in characters

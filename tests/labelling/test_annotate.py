@@ -258,7 +258,7 @@ def test_a_gzip_export_is_inflated_within_a_bound(tmp_path, monkeypatch, capsys)
     ("labels.csv", "map_id,label\nm1,block,extra\n", "labels.csv:2: the row does not have one cell per column"),
     ("labels.csv", "map_id,label\nm1,block\nm1,block\n", "labels.csv:3: the row repeats 'm1'"),
     ("votes.csv", "map_id,annotator,label,ls_annotation_id\nm1,a,block,x1\n", "no map_id or Label Studio annotation id"),
-    ("votes.csv", "map_id,annotator,label,ls_annotation_id\nm1,a,bl\x00ock,1\n", "is not a readable CSV table"),
+    ("labels.csv", "map_id,label\nm1,bl\x00ock\n", "labels.csv:2: label 'bl\\x00ock' is not one of"),
     ("votes.csv", "map_id,annotator,label,ls_annotation_id\nm1,a," + "b" * 200_000 + ",1\n",
      "is not a readable CSV table"),
 ])

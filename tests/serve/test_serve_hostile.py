@@ -275,16 +275,17 @@ def test_a_json_body_over_the_json_limit_is_refused_on_its_content_length(live):
 
 
 def test_a_chunked_json_body_is_cut_off_at_the_json_limit(parts):
-    c = TestClient(create_app(ServeSettings(max_json_bytes=10_000), *parts), raise_server_exceptions=False)
-    sent = []
-
-    def chunks():
-        for _ in range(1000):  # 1 MB in all, if it were all read
-            sent.append(1)
-            yield b" " * 1000
-
-    refused(c.post("/v1/classify", content=chunks(), headers=JSON), 413, "exceeds the limit of 10000 bytes")
-    assert len(sent) < 100
+    # No Content-Length: the bytes are counted as they arrive. 20 kB are sent and then nothing: a server that
+    # waited for the rest would answer 408 after its 1 s body deadline, not 413.
+    settings = ServeSettings(max_json_bytes=10_000, header_timeout=1.0, body_timeout=1.0)
+    with live_server(create_app(settings, parts[0]), settings) as url:
+        with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as sock:
+            sock.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n" + b"3e8\r\n" + b" " * 1000 + b"\r\n")
+            for _ in range(19):
+                sock.sendall(b"3e8\r\n" + b" " * 1000 + b"\r\n")
+            reply = read_all(sock, within=10)
+    assert reply.startswith(b"HTTP/1.1 413") and b"exceeds the limit of 10000 bytes" in reply
 
 
 def test_analyze_refuses_a_long_text_before_tokenizing(parts, monkeypatch):
@@ -310,7 +311,16 @@ def test_analyze_tokenizes_once_and_refuses_a_long_input_before_the_encoder(part
     enc = app.state.parts.encoder
     seen, ran = [], []
     real_tok, real_attend = enc.tokenizer, enc.attend
-    monkeypatch.setattr(enc, "tokenizer", lambda *a, **k: (seen.append(a), real_tok(*a, **k))[1])
+
+    class Counting:  # the tokenizer, counting its calls
+        def __call__(self, *a, **k):
+            seen.append(a)
+            return real_tok(*a, **k)
+
+        def __getattr__(self, name):
+            return getattr(real_tok, name)
+
+    monkeypatch.setattr(enc, "tokenizer", Counting())
     monkeypatch.setattr(enc, "attend", lambda *a: (ran.append(1), real_attend(*a))[1])
     refused(c.post("/v1/analyze", json={"text": "word " * 200}), 422, "longer than the encoder's limit")
     assert len(seen) == 1 and ran == []
