@@ -61,3 +61,21 @@ def unparsable_header_npy() -> bytes:
     data = bytearray(buf.getvalue())
     data[data.index(b"(3, 3)") + 5] = ord(" ")
     return bytes(data)
+
+
+def declared_npz(members: int, side: int, dtype: str = "<f4") -> bytes:
+    """An .npz whose zip headers declare ``members`` maps of side × side while each holds a 4 × 4 map.
+
+    What a reader that trusts nothing but declared sizes sees of :func:`zip_bomb` (12 × 8192² declares
+    3 GiB), built in milliseconds instead of a minute: refused on those sizes, or not refused at all.
+    """
+    small = io.BytesIO()
+    np.save(small, np.zeros((4, 4), dtype=dtype))
+    data = bytearray(zip_of({f"map{i}.npy": small.getvalue() for i in range(members)}))
+    declared = (side * side * np.dtype(dtype).itemsize + 128).to_bytes(4, "little")
+    for signature, offset in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):  # local headers, central directory
+        at = data.find(signature)
+        while at >= 0:
+            data[at + offset : at + offset + 4] = declared
+            at = data.find(signature, at + 4)
+    return bytes(data)

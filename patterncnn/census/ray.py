@@ -31,7 +31,7 @@ from ..core.glue import GlueSplit
 from ..core.work import prepare_out, work_dir
 from ..encoders.load import load_encoder
 from .run import RESULT, CensusError, output_folder, run_census, task_params
-from .windows import classify_window, save_window, split_windows, window_name
+from .windows import classify_window, read_window, save_window, split_windows, window_name
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def plan_units(encoders: list, splits: list[GlueSplit], out, limit, seed, classi
         for split in splits:
             work = work_dir(dest, split.task.name, task_params(enc, split, limit, seed, classifier_sha, batch_size))
             for w, examples in enumerate(split_windows(split.examples)):
-                if (work / window_name(w)).exists():
+                if read_window(work / window_name(w), examples, enc.num_layers * enc.num_heads) is not None:
                     done += len(examples)
                 else:
                     units.append(Unit(enc.name, examples, work / window_name(w)))

@@ -20,8 +20,8 @@ an uninterrupted one. Shares and intervals come from :mod:`patterncnn.shares.est
 
 from __future__ import annotations
 
-import json
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Callable, Iterator, Protocol
@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ..core.errors import PatternCNNError
-from ..core.fileio import public_fingerprint, public_path, public_source, sha256_file
+from ..core.fileio import parse_json, public_fingerprint, public_path, public_source, sha256_file
 from ..core.glue import GlueSplit
 from ..core.labels import LABELS
 from ..core.maps import MapStore, map_record
@@ -39,7 +39,16 @@ from ..core.version import __version__
 from ..core.work import finish, prepare_out, work_dir, write_result
 from ..encoders.load import Encoder, load_encoder
 from ..shares.estimate import bias_band, pattern_errors, plan_for
-from .windows import CNN_BATCH, WINDOW, classify_window, load_windows, save_window, split_windows, window_name  # noqa: F401
+from .windows import (  # noqa: F401
+    CNN_BATCH,
+    WINDOW,
+    classify_window,
+    merge_windows,
+    read_window,
+    save_window,
+    split_windows,
+    window_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +93,13 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
     store = MapStore.create(out / "maps" / split.task.name, info={"model": encoder.fingerprint},
                             exist_ok=True) if save_maps else None
     bar = progress(total=len(split.examples), desc=f"census {split.task.name}", unit="ex") if progress else None
+    n_maps = encoder.num_layers * encoder.num_heads
+    done = []
     for w, window in enumerate(windows):
         part = work / window_name(w)
-        if part.exists():
+        arrays = read_window(part, window, n_maps)  # a damaged window is computed again, with a warning
+        if arrays is not None:
+            done.append(arrays)
             if bar:
                 bar.update(len(window))
             continue
@@ -104,9 +117,10 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
         if store is not None:  # after a crash mid-window some of these may already be saved
             store.append(r for r in records if r[0]["id"] not in store)
         save_window(part, arrays)
+        done.append(arrays)
     if bar:
         bar.close()
-    return load_windows(work, len(windows))
+    return merge_windows(done)
 
 
 def summarize(labels: np.ndarray, num_layers: int, num_heads: int) -> dict:
@@ -191,15 +205,69 @@ def output_folder(out: str | Path, encoder: Encoder, models: int) -> Path:
 
 
 def load_result(path: str | Path) -> dict:
-    """A finished census: its folder or its ``census.json``."""
+    """A finished census (its folder or its ``census.json``), checked to hold what :func:`compare` and
+    :func:`table` read: a damaged or foreign file is refused naming the field at fault."""
     p = Path(path)
     p = p / "census.json" if p.is_dir() else p
     if not p.is_file():
         raise CensusError(f"no finished census at {path} (no census.json); run `patterncnn census --out {path}` first")
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise CensusError(f"{p} is not a census result ({e})") from None
+    fix = f"run `patterncnn census` again to write {p}"
+    result = parse_json(p.read_bytes(), f"{p} (a census result)", fix, CensusError)
+    problem = result_problem(result)
+    if problem:
+        raise CensusError(f"{p} is not a census result: {problem}; {fix}")
+    return result
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _per_label(x, path: str, interval: bool = False) -> str | None:
+    """What is wrong with an object holding a number (or an interval) per pattern, or None."""
+    if not isinstance(x, dict):
+        return f"{path} must be an object with one entry per pattern"
+    for name in LABELS:
+        v = x.get(name)
+        ok = isinstance(v, list) and len(v) == 2 and all(map(_number, v)) if interval else _number(v)
+        if not ok:
+            return f"{path}.{name} must be {'two numbers' if interval else 'a number'}"
+    return None
+
+
+def result_problem(r) -> str | None:
+    """What is wrong with a census result for :func:`compare` and :func:`table`, or None."""
+    if not isinstance(r, dict):
+        return "it must be a JSON object"
+    if not isinstance(r.get("encoder"), dict) or not isinstance(r["encoder"].get("model"), str):
+        return "encoder.model must be a string"
+    if not isinstance(r.get("tasks"), dict) or not r["tasks"]:
+        return "tasks must be an object with one entry per task"
+    for task, s in r["tasks"].items():
+        where = f"tasks.{task}"
+        if not isinstance(s, dict):
+            return f"{where} must be an object"
+        if not isinstance(s.get("examples"), int) or isinstance(s.get("examples"), bool):
+            return f"{where}.examples must be a whole number"
+        problem = _per_label(s.get("shares"), f"{where}.shares") or _per_label(s.get("ci95"), f"{where}.ci95", True)
+        parts = s.get("ci95_parts", {})
+        if not problem and (not isinstance(parts, dict) or "examples" in parts):
+            problem = _per_label(parts.get("examples") if isinstance(parts, dict) else None,
+                                 f"{where}.ci95_parts.examples", True)
+        if problem:
+            return problem
+    e = r.get("estimator", {})
+    if not isinstance(e, dict) or not isinstance(e.get("name", "count"), str):
+        return "estimator must be an object with a name"
+    v = e.get("validated_share_error")
+    if isinstance(v, dict):
+        if v.get("bias_band") is not None and _per_label(v["bias_band"], "estimator.validated_share_error.bias_band"):
+            return _per_label(v["bias_band"], "estimator.validated_share_error.bias_band")
+        if v.get("abs_error"):
+            return _per_label(v["abs_error"], "estimator.validated_share_error.abs_error")
+        if not _number(v.get("mean_abs_error")):
+            return "estimator.validated_share_error.mean_abs_error must be a number"
+    return None
 
 
 def write_outputs(out: Path, result: dict) -> None:

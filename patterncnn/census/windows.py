@@ -4,7 +4,8 @@ Usage::
 
     arrays = classify_window(encoder, classifier, examples)          # CNN overlapped with the encoder
     save_window(work / window_name(0), arrays)                       # atomic: the window is done
-    raw = load_windows(work, count)                                  # all windows, in example order
+    arrays = read_window(work / window_name(0), examples, n_maps)    # None: not done, or damaged
+    raw = merge_windows([arrays, ...])                               # all windows, in example order
 
 The encoder runs in a background thread and hands each example's maps through a bounded queue to
 the calling thread, which preprocesses and classifies them while the encoder computes the next
@@ -26,6 +27,8 @@ import numpy as np
 import torch
 
 from ..core.fileio import write_bytes
+from ..core.labels import LABELS
+from ..core.work import read_part
 
 WINDOW = 64
 CNN_BATCH = 512  # maps per onnxruntime call
@@ -146,9 +149,35 @@ def save_window(path: Path, arrays: dict) -> None:
     write_bytes(path, window_bytes(arrays))
 
 
-def load_windows(work: Path, count: int) -> dict:
-    """Windows 0..count-1 of a task merged in example order (probabilities as float32)."""
-    parts = [np.load(work / window_name(w)) for w in range(count)]
+def read_window(path: Path, examples: list, n_maps: int) -> dict | None:
+    """A finished window read back and checked against what it must hold, or None: not done yet, or damaged (a
+    warning says so, and the census computes it again).
+
+    A window holds exactly its examples' indices, (N, n_maps) labels below 5, (N, n_maps, 5) probabilities and
+    a count of truncated inputs.
+    """
+    want = sorted(ex.index for ex in examples)
+
+    def check(a: dict) -> str | None:
+        n = len(want)
+        shapes = {"index": (n,), "labels": (n, n_maps), "probs": (n, n_maps, len(LABELS)), "truncated": ()}
+        for key, shape in shapes.items():
+            if key not in a or a[key].shape != shape or a[key].dtype.kind not in "iuf":
+                return f"{key} is missing or not of shape {shape}"
+        if sorted(a["index"].tolist()) != want:
+            return "its example indices are not the window's"
+        labels, probs = a["labels"], a["probs"].astype(np.float32)
+        if labels.dtype.kind == "f" or labels.size and (labels.min() < 0 or labels.max() >= len(LABELS)):
+            return "a label is not one of the five"
+        if probs.size and not (np.isfinite(probs).all() and probs.min() >= 0 and probs.max() <= 1):
+            return "a probability is not a number from 0 to 1"
+        return None
+
+    return read_part(path, check)
+
+
+def merge_windows(parts: list[dict]) -> dict:
+    """A task's windows merged in example order (probabilities as float32)."""
     order = np.argsort(np.concatenate([p["index"] for p in parts]), kind="stable")
     return {"index": np.concatenate([p["index"] for p in parts])[order],
             "labels": np.concatenate([p["labels"] for p in parts])[order],  # (N, L*H)

@@ -1,14 +1,18 @@
-"""Classify every map of a map store or plain ``.npz`` into JSON lines (what ``patterncnn classify`` runs).
+"""Classify every map of a map store or plain ``.npz``/``.npy`` into JSON lines (what ``patterncnn classify`` runs).
 
 Usage::
 
     summary = classify_maps(open_maps("annotations/maps"), OnnxClassifier(), "runs/pred.jsonl")
     summary["counts"]     # {"vertical": 120, ...};  summary["rejected"], summary["flagged"]
+    classify_maps(maps, classifier, sys.stdout)                 # a stream instead of a file
 
 One line per map: ``{"id", "label", "probs": {label: p}}``. A map that fails
-:func:`patterncnn.core.maps.check_map` gets ``{"id", "error"}`` (and a log line) while the rest are
-classified (and is listed in the summary); a map whose rows do not sum to ~1 is classified and
-carries a ``"warning"``.
+:func:`patterncnn.core.maps.check_map` (on the float32 the classifier reads, with its separators),
+or whose values are too large for the classifier to score, gets ``{"id", "error"}`` while the rest
+are classified (and is listed in the summary); a map whose rows do not sum to ~1 is classified and
+carries a ``"warning"``. Maps are read one at a time and classified in batches of at most
+``BATCH_MAPS`` maps and ``BATCH_BYTES`` bytes, so memory stays bounded by the largest map (the
+reader's limit) and one batch, whatever the file holds. Nothing but valid JSON is written.
 """
 
 from __future__ import annotations
@@ -16,14 +20,18 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
 from ..core.fileio import atomic_open
 from ..core.labels import LABELS
-from ..core.maps import check_map
+from ..core.maps import classifier_input
 
-CHUNK = 1024  # maps per classifier call
+BATCH_MAPS = 1024  # maps per classifier call at most
+BATCH_BYTES = 64 << 20  # float32 map bytes per classifier call at most (a bigger map is classified alone)
+TOO_LARGE = ("values too large for the classifier to score; send attention weights (rows summing to 1) or scale "
+             "the map down")
 
 
 def result_record(map_id: str, probs: np.ndarray, warning: str | None = None) -> dict:
@@ -35,31 +43,61 @@ def result_record(map_id: str, probs: np.ndarray, warning: str | None = None) ->
     return rec
 
 
-def classify_maps(maps, classifier, out: str | Path) -> dict:
-    """Classify every map of ``maps`` into the JSON-lines file ``out`` (written atomically).
+def scorable(probs: np.ndarray) -> np.ndarray:
+    """(N,) bool: the rows of (N, 5) probabilities the classifier could score (finite; a map near float32's limit
+    overflows inside the preprocessing and comes out NaN)."""
+    return np.isfinite(probs).all(axis=1)
+
+
+def classify_maps(maps, classifier, out: str | Path | IO[str]) -> dict:
+    """Classify every map of ``maps`` into JSON lines: a file ``out`` (written atomically) or an open text stream.
 
     Returns:
         {"counts": {label: n}, "classified": n, "rejected": [(map id, why), ...], "flagged": n}
     """
+    if hasattr(out, "write"):
+        return _classify_into(maps, classifier, out)
+    with atomic_open(out, "w", encoding="utf-8") as f:
+        return _classify_into(maps, classifier, f)
+
+
+def _classify_into(maps, classifier, f: IO[str]) -> dict:
     counts: Counter = Counter()
     rejected, flagged = [], 0
-    with atomic_open(out, "w", encoding="utf-8") as f:
-        for start in range(0, len(maps.meta), CHUNK):
-            ok, arrs = [], []
-            for m in maps.meta[start : start + CHUNK]:
-                arr = maps.get(m["id"])
-                errs, warns = check_map(arr)
-                if errs:
-                    rejected.append((m["id"], errs[0]))
-                    f.write(json.dumps({"id": m["id"], "error": errs[0]}) + "\n")
-                    continue
-                ok.append((m, warns[0] if warns else None))
-                arrs.append(arr.astype(np.float32))
-            probs = classifier.predict(arrs, [m.get("seps") for m, _ in ok]) if arrs else []
-            for (m, warning), p in zip(ok, probs):
-                rec = result_record(m["id"], p, warning)
-                flagged += warning is not None
-                counts[rec["label"]] += 1
-                f.write(json.dumps(rec) + "\n")
+
+    def write(rec: dict) -> None:
+        f.write(json.dumps(rec, allow_nan=False) + "\n")
+
+    def reject(map_id: str, why: str) -> None:
+        rejected.append((map_id, why))
+        write({"id": map_id, "error": why})
+
+    def flush(batch: list) -> None:
+        nonlocal flagged
+        if not batch:
+            return
+        probs = classifier.predict([a for _, a, _ in batch], [m.get("seps") for m, _, _ in batch])
+        for (m, _, warning), p, ok in zip(batch, probs, scorable(probs)):
+            if not ok:
+                reject(m["id"], TOO_LARGE)
+                continue
+            rec = result_record(m["id"], p, warning)
+            flagged += warning is not None
+            counts[rec["label"]] += 1
+            write(rec)
+        batch.clear()
+
+    batch, size = [], 0
+    for m in maps.meta:
+        arr, errs, warns = classifier_input(maps.get(m["id"]), seps=m.get("seps"))
+        if errs:
+            reject(m["id"], errs[0])
+            continue
+        if batch and (len(batch) >= BATCH_MAPS or size + arr.nbytes > BATCH_BYTES):
+            flush(batch)
+            size = 0
+        batch.append((m, arr, warns[0] if warns else None))
+        size += arr.nbytes
+    flush(batch)
     return {"counts": {k: counts.get(k, 0) for k in LABELS}, "classified": sum(counts.values()),
             "rejected": rejected, "flagged": flagged}

@@ -88,15 +88,42 @@ def segment_masks(t: int, seps: list[list[int] | None]) -> torch.Tensor:
     return torch.from_numpy(np.stack([same_segment(t, s) for s in seps])).float()
 
 
-def structure_masks(t: int, seps: list[list[int] | None]) -> torch.Tensor:
-    """(N, 2, T, T): the band |i - j| <= 1, and the columns of [CLS] (0) and every separator."""
-    idx = torch.arange(t)
-    band = ((idx[:, None] - idx[None, :]).abs() <= 1).float().expand(len(seps), t, t)
+def band_mask(t: int) -> torch.Tensor:
+    """(T, T) float: the band |i - j| <= 1 (the diagonal and its two neighbours)."""
+    band = torch.zeros((t, t))
+    for k in (-1, 0, 1):
+        band.diagonal(k).fill_(1.0)
+    return band
+
+
+def column_masks(t: int, seps: list[list[int] | None]) -> torch.Tensor:
+    """(N, T) float: 1 at the column of [CLS] (0) and of every separator."""
     cols = torch.zeros((len(seps), t))
     cols[:, 0] = 1
     for n, s in enumerate(seps):
         cols[n, valid_seps(t, s)] = 1
+    return cols
+
+
+def structure_masks(t: int, seps: list[list[int] | None]) -> torch.Tensor:
+    """(N, 2, T, T): the band |i - j| <= 1, and the columns of [CLS] (0) and every separator."""
+    band = band_mask(t).expand(len(seps), t, t)
+    cols = column_masks(t, seps)
     return torch.stack([band, cols[:, None, :].expand(len(seps), t, t)], dim=1)
+
+
+def _mask_planes(t: int, seps: list[list[int] | None], cfg: "CNNConfig"):
+    """The mask channels of :func:`preprocess`, one at a time, each (n or 1, 1, T, T) (n = len(seps)).
+
+    One channel at a time, and the band once for all maps: a T = 8192 map then needs one T × T
+    mask beside it, not three stacked (2.8 GB peak before). Resizing works per plane, so the
+    result equals resizing the stacked channels, bit for bit.
+    """
+    if cfg.segment_channel:
+        yield segment_masks(t, seps).unsqueeze(1)
+    if cfg.structure_channels:
+        yield band_mask(t)[None, None]
+        yield column_masks(t, seps)[:, None, None, :].expand(len(seps), 1, t, t)
 
 
 def resize(x: torch.Tensor, grid: int, representation: str) -> torch.Tensor:
@@ -128,15 +155,15 @@ def preprocess(maps: torch.Tensor, seps: list[list[int] | None], cfg: CNNConfig,
     # masks once (resizing is per channel, so this equals resizing the stacked channels).
     same = all(s == seps[0] for s in seps)
     masks_for = seps[:1] if same else seps
-    extra = []
-    if cfg.segment_channel:
-        extra.append(segment_masks(t, masks_for).unsqueeze(1))  # (n or 1, 1, T, T)
-    if cfg.structure_channels:
-        extra.append(structure_masks(t, masks_for))  # (n or 1, 2, T, T)
-    m = torch.cat(extra, dim=1) if extra else None
     if resample_to is not None and resample_to != t:
         x = F.interpolate(x, size=(resample_to, resample_to), mode="nearest")
-        m = F.interpolate(m, size=(resample_to, resample_to), mode="nearest") if m is not None else None
+    planes = []
+    for plane in _mask_planes(t, masks_for, cfg):  # (n or 1, 1, T, T) each
+        if resample_to is not None and resample_to != t:
+            plane = F.interpolate(plane, size=(resample_to, resample_to), mode="nearest")
+        planes.append(resize(plane, cfg.grid, cfg.representation).expand(len(masks_for), -1, -1, -1))
+        del plane
+    m = torch.cat(planes, dim=1) if planes else None  # (n or 1, C_masks, G, G)
     x = resize(x, cfg.grid, cfg.representation)  # (N, 1, G, G)
     # log2 of each cell's mass relative to a uniform row (1/T), clipped to [-4, 6] and scaled to ~[-1, 1.5]
     rel = (x * t).clamp_min(2 ** -4).log2().clamp_max(6.0) / 4.0 if cfg.mass_channel else None
@@ -147,7 +174,6 @@ def preprocess(maps: torch.Tensor, seps: list[list[int] | None], cfg: CNNConfig,
         x = torch.cat([x, rel], dim=1)
     if m is None:
         return x.contiguous()
-    m = resize(m, cfg.grid, cfg.representation)
     return torch.cat([x, m.expand(n, -1, -1, -1) if same else m], dim=1).contiguous()
 
 

@@ -140,7 +140,9 @@ class OnnxClassifier:
         by_t: dict[int, list[int]] = {}
         for i, m in enumerate(maps):
             by_t.setdefault(np.asarray(m).shape[0], []).append(i)
-        groups = [(np.stack([np.asarray(maps[i], dtype=np.float32) for i in idx]), [seps[i] for i in idx])
+        # A lone map of its length is a view, not a copy: one 8192 x 8192 map is 256 MB.
+        groups = [(np.asarray(maps[idx[0]], dtype=np.float32)[None] if len(idx) == 1 else
+                   np.stack([np.asarray(maps[i], dtype=np.float32) for i in idx]), [seps[i] for i in idx])
                   for idx in by_t.values()]
         for idx, p in zip(by_t.values(), self.predict_groups(groups)):
             probs[idx] = p

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..core.fileio import write_bytes, write_json
+from ..core.fileio import output_folder, write_bytes, write_json
 from ..core.segments import boundaries
 
 # Token labels stop fitting above this many tokens: they overlap at any readable font size.
@@ -140,23 +140,26 @@ def contact_sheet(maps: list[np.ndarray], seps: list[list[int] | None] | None = 
     return buf.getvalue()
 
 
-def write_sheets(maps, out: str | Path, per_sheet: int = 16, shuffle: int | None = None) -> int:
+def write_sheets(maps, out: str | Path, per_sheet: int = 16, shuffle: int | None = None,
+                 overwrite: bool = False) -> int:
     """Write ``maps`` (a map source) as numbered contact sheets ``sheet-NNN.png`` plus ``index.json``.
 
     Args:
         shuffle: a seed to shuffle the maps with first (so a batch is not seen in store order).
+        overwrite: replace the sheets already in ``out`` (:func:`patterncnn.core.fileio.output_folder`);
+            older sheets past the new count are removed.
 
     Returns:
         The number of sheets written.
     """
     if per_sheet < 1:
         raise ValueError(f"--per-sheet must be at least 1 (got {per_sheet})")
+    out = output_folder(out, ("index.json",), overwrite)
     metas = list(maps.meta)
     if not metas:
         raise ValueError(f"{maps.root} holds no maps; nothing to draw")
     if shuffle is not None:
         random.Random(shuffle).shuffle(metas)
-    out = Path(out)
     index, sheets = [], 0
     for sheets, start in enumerate(range(0, len(metas), per_sheet), start=1):
         chunk = metas[start : start + per_sheet]
@@ -165,4 +168,7 @@ def write_sheets(maps, out: str | Path, per_sheet: int = 16, shuffle: int | None
         write_bytes(out / f"sheet-{sheets - 1:03d}.png", contact_sheet(arrs, [m.get("seps") for m in chunk], captions))
         index += [{"n": start + k, "sheet": sheets - 1, "id": m["id"]} for k, m in enumerate(chunk)]
     write_json(out / "index.json", index)
+    for old in out.glob("sheet-*.png"):  # an earlier, longer set of sheets
+        if old.stem[6:].isdigit() and int(old.stem[6:]) >= sheets:
+            old.unlink()
     return sheets

@@ -6,13 +6,18 @@
 Each module here registers one command (or one group) beside its handler: ``register(sub)`` adds
 the arguments, and the handler parses nothing and calls one library function. Run
 ``patterncnn COMMAND --help`` for each command's options.
+
+Exit codes: 0 done; 2 refused (bad arguments or input: one line on stderr that names the fix);
+130 interrupted; 70 an internal error (a bug: one line, and the traceback with ``-v``).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+import traceback
 
 from ..core.errors import PatternCNNError
 from ..core.version import __version__
@@ -34,11 +39,19 @@ from . import (
 
 COMMANDS = (sample, finetune, annotate, train, validate, classify, census, drift, special_tokens, disable, link,
             analyze, serve)  # in pipeline order
+EXIT_REFUSED, EXIT_BUG = 2, 70
 NOISY_LOGGERS = ("transformers", "datasets", "huggingface_hub", "urllib3", "httpx", "filelock", "matplotlib")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, whose errors are one line like every other refusal (the usage is one ``--help`` away)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_REFUSED, f"{self.prog}: error: {message}; see {self.prog} --help\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="patterncnn",
         description="Classify BERT-family self-attention maps into the five patterns of Kovaleva et al. (2019).")
     parser.add_argument("--version", action="version", version=f"patterncnn {__version__}")
@@ -52,10 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
 def _quiet_libraries(verbose: bool) -> None:
     for name in NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.ERROR)
-    from transformers.utils import logging as hf_logging
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
 
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    else:  # importing transformers takes 2 s: a command that never loads it must not pay for it
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,13 +89,21 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose:
             raise
         print(f"patterncnn {args.command}: error: {describe(e)}", file=sys.stderr)
-        return 2
+        return EXIT_REFUSED
     except KeyboardInterrupt:
         resumable = getattr(args, "resumable", None)
         note = (f": finished {resumable} are saved under {args.out}; run the same command again to resume"
                 if resumable and getattr(args, "out", None) else "")
         print(f"patterncnn {args.command}: interrupted{note}", file=sys.stderr)
         return 130
+    except Exception as e:  # noqa: BLE001 - the last line of defence, as the service's CatchAll: one line, not a traceback
+        if args.verbose:
+            raise
+        frame = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+        where = f" at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}" if frame else ""
+        print(f"patterncnn {args.command}: internal error: {type(e).__name__}: {str(e)[:200]}{where}; this is a "
+              f"bug: run again with -v for the traceback and report it", file=sys.stderr)
+        return EXIT_BUG
 
 
 def describe(e: BaseException) -> str:

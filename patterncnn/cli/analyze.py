@@ -2,28 +2,31 @@
 
 from __future__ import annotations
 
-from .common import add_classifier_args, classifier
+from .common import add_classifier_args, add_overwrite, classifier, text
 
 
 def register(sub) -> None:
     p = sub.add_parser("analyze", help="the layer x head grid of patterns for one sentence or pair",
                        description="Run the encoder on one input and classify every head's map; print the grid "
                                    "(and write it as a figure with --out).")
-    p.add_argument("text", nargs="+", help="a sentence, or two sentences for a pair")
+    p.add_argument("text", nargs="+", type=text, help="a sentence, or two sentences for a pair")
     p.add_argument("--model", default="minilm", help="encoder (default: %(default)s, the embedded all-MiniLM-L6-v2)")
     p.add_argument("--max-length", type=int, default=128, help="(default: %(default)s)")
     add_classifier_args(p)
     p.add_argument("--out", help="write the grid figure to this PNG")
+    add_overwrite(p, "file")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from ..core.fileio import output_file
     from ..encoders.load import load_encoder
     from ..experiments.analyze import analyze, grid_text, shares_text
 
     texts = tuple(t for t in args.text if t)
     if not texts or len(texts) > 2:
         raise ValueError("give one sentence, or two for a pair")
+    out = output_file(args.out, args.overwrite) if args.out else None  # before any work
     clf = classifier(args)
     enc = load_encoder(args.model, max_length=args.max_length)
     res = analyze(enc, clf, texts)
@@ -32,10 +35,10 @@ def run(args) -> int:
         print(f"note: the input was truncated to --max-length {enc.max_length} tokens")
     print(grid_text(res["labels"]))
     print(shares_text(res["labels"]))
-    if args.out:
+    if out:
         from ..core.fileio import write_bytes
         from ..core.plots import analyze_figure
 
-        write_bytes(args.out, analyze_figure(res["probs"], f"{args.model}: pattern per head (shade = confidence)"))
+        write_bytes(out, analyze_figure(res["probs"], f"{args.model}: pattern per head (shade = confidence)"))
         print(f"wrote {args.out}")
     return 0

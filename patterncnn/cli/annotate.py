@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 
 from ..labelling.agreement import METHODS
+from .common import add_overwrite, text
 
 
 def _connection_args(q) -> None:
-    q.add_argument("--url", help="Label Studio URL (default: $LABEL_STUDIO_URL)")
-    q.add_argument("--api-key", help="Label Studio API token (default: $LABEL_STUDIO_API_KEY)")
+    q.add_argument("--url", type=text, help="Label Studio URL (default: $LABEL_STUDIO_URL)")
+    q.add_argument("--api-key", type=text, help="Label Studio API token (default: $LABEL_STUDIO_API_KEY)")
 
 
 def _connect(args):
@@ -33,7 +34,7 @@ def register(sub) -> None:
                                     "tasks; map ids already in the project are skipped. Images are embedded in the "
                                     "tasks as PNG data URIs, so a stock server needs no storage setup.")
     q.add_argument("maps", help="map store folder (from `patterncnn sample`) or a plain .npz")
-    q.add_argument("--project", required=True, help="project title (created if missing) or id")
+    q.add_argument("--project", type=text, required=True, help="project title (created if missing) or id")
     q.add_argument("--pre", choices=("rule", "none"), default="rule",
                    help="pre-annotate with the feature rule, or not at all (default: %(default)s)")
     q.add_argument("--classifier", help="pre-annotate with a trained classifier instead (models/patterncnn.onnx)")
@@ -50,6 +51,7 @@ def register(sub) -> None:
     q.add_argument("--out", required=True, help="folder for sheet-NNN.png and index.json")
     q.add_argument("--per-sheet", type=int, default=16, help="(default: %(default)s)")
     q.add_argument("--shuffle", type=int, metavar="SEED", help="shuffle the maps with this seed first")
+    add_overwrite(q, "sheets")
     q.set_defaults(func=run_sheets)
     _register_annotators(asub)
     _register_pull(asub)
@@ -61,7 +63,7 @@ def _register_annotators(asub) -> None:
                                     "sees another's labels; predictions are hidden too unless --show-predictions. "
                                     "Prints the sign-up link to send to each annotator (one account each) and the "
                                     "current members.")
-    q.add_argument("--project", required=True, help="project title or id")
+    q.add_argument("--project", type=text, required=True, help="project title or id")
     q.add_argument("--per-task", type=int, default=3, help="annotators per task (default: %(default)s)")
     q.add_argument("--show-predictions", action="store_true", help="show the pre-annotations to annotators")
     _connection_args(q)
@@ -86,6 +88,7 @@ def _register_annotators(asub) -> None:
                    help="with --against: also score this classifier's out-of-fold predictions (stored with it by "
                         "`patterncnn train`) against both sets' labels")
     q.add_argument("--out", help="also write the report as JSON")
+    add_overwrite(q, "file")
     q.set_defaults(func=run_agreement)
 
 
@@ -96,7 +99,7 @@ def _register_pull(asub) -> None:
                                     "predictions.csv), each map's label is resolved from all its annotators "
                                     "(labels.csv), and the labelled maps are added to maps/. Nothing already there "
                                     "is dropped unless --replace.")
-    q.add_argument("--project", help="project title or id")
+    q.add_argument("--project", type=text, help="project title or id")
     q.add_argument("--maps", action="append", help="map store(s) the tasks were pushed from (repeatable)")
     q.add_argument("--from-file", help="a JSON export (plain or .json.gz) instead of a server")
     q.add_argument("--out", default="annotations", help="the labelled set to merge into (default: %(default)s)")
@@ -107,7 +110,7 @@ def _register_pull(asub) -> None:
     q.add_argument("--replace", action="store_true",
                    help="make the set exactly this export's labels; prints what is dropped (try with --dry-run)")
     q.add_argument("--dry-run", action="store_true", help="report what the pull would change; write nothing")
-    q.add_argument("--annotator", action="append", default=[], metavar="ID=EMAIL",
+    q.add_argument("--annotator", type=text, action="append", default=[], metavar="ID=EMAIL",
                    help="name a Label Studio user that the export gives only by id (repeatable)")
     _connection_args(q)
     q.set_defaults(func=run_pull)
@@ -144,7 +147,8 @@ def run_sheets(args) -> int:
     from ..classifier.render import write_sheets
     from ..core.maps import MultiStore, open_maps
 
-    n = write_sheets(MultiStore([open_maps(m) for m in args.maps]), args.out, args.per_sheet, args.shuffle)
+    n = write_sheets(MultiStore([open_maps(m) for m in args.maps]), args.out, args.per_sheet, args.shuffle,
+                     args.overwrite)
     print(f"wrote {n} sheet(s) of up to {args.per_sheet} maps to {args.out} (index.json maps #n to map ids)")
     return 0
 
@@ -184,9 +188,11 @@ def _changes(c: dict) -> str:
 
 
 def run_pull(args) -> int:
+    from ..core.fileio import output_folder
     from ..core.maps import MultiStore, open_maps
     from ..labelling.pull import pull
 
+    output_folder(args.out, (), overwrite=True)  # the set it merges into: a folder, or nothing yet
     names = _names(args.annotator)
     maps = MultiStore([open_maps(m) for m in args.maps]) if args.maps else None
     ls = None if args.from_file else _connect(args)
@@ -215,7 +221,14 @@ def run_pull(args) -> int:
     return 0
 
 
-def run_between(args, tables) -> int:
+def _report_out(args):
+    """``annotate agreement --out``, checked before any work (None: not asked for)."""
+    from ..core.fileio import output_file
+
+    return output_file(args.out, args.overwrite) if args.out else None
+
+
+def run_between(args, tables, out) -> int:
     """``annotate agreement SET --against REFERENCE``: the second set of labels of the same maps against the first."""
     from ..core.fileio import write_json
     from ..labelling.agreement import between_sets, format_between, rater_votes
@@ -243,8 +256,8 @@ def run_between(args, tables) -> int:
     report = between_sets(rater_votes(tables.annotations.values(), args.raters), resolved,
                           rater_votes(ref.annotations.values(), args.raters), ref_resolved, methods)
     print(format_between(report, args.against))
-    if args.out:
-        write_json(args.out, {"set": str(args.annotations), "reference": str(args.against), "by_family": report})
+    if out:
+        write_json(out, {"set": str(args.annotations), "reference": str(args.against), "by_family": report})
     return 0
 
 
@@ -253,6 +266,7 @@ def run_agreement(args) -> int:
     from ..labelling.agreement import agreement_by_encoder, agreement_report, format_report
     from ..labelling.sets import read_tables
 
+    out = _report_out(args)
     tables = read_tables(args.annotations)
     if not tables.annotations:
         raise FileNotFoundError(f"{args.annotations}/votes.csv not found or empty: pull the labelled set "
@@ -261,7 +275,7 @@ def run_agreement(args) -> int:
     if args.classifier and not args.against:
         raise ValueError("--classifier scores a classifier against two labelled sets: give --against too")
     if args.against:
-        return run_between(args, tables)
+        return run_between(args, tables, out)
     if args.by_encoder:
         report = agreement_by_encoder(rows, labels, args.raters)
         print("all maps\n" + format_report(report["all"]))
@@ -270,6 +284,6 @@ def run_agreement(args) -> int:
     else:
         report = agreement_report(rows, labels, args.raters)
         print(format_report(report))
-    if args.out:
-        write_json(args.out, report)
+    if out:
+        write_json(out, report)
     return 0

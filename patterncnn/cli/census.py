@@ -7,7 +7,7 @@ import os
 from ..encoders.backends import DEFAULT_BACKEND, VETTED
 from ..shares.calibrate import SCOPES
 from ..shares.estimate import ESTIMATORS, describe
-from .common import add_classifier_args, add_glue_args, classifier, glue_dir, positive_int, progress
+from .common import add_classifier_args, add_glue_args, add_overwrite, classifier, glue_dir, positive_int, progress
 
 
 def register(sub) -> None:
@@ -27,7 +27,7 @@ def register(sub) -> None:
     add_classifier_args(p)
     p.add_argument("--batch-size", type=positive_int, default=16, help="encoder batch size (default: %(default)s)")
     p.add_argument("--save-maps", action="store_true", help="also write every map to OUT/maps/<task> (large)")
-    p.add_argument("--overwrite", action="store_true", help="replace a finished or unfinished census in --out")
+    add_overwrite(p, "finished or unfinished census")
     p.add_argument("--estimator", choices=ESTIMATORS, default=None,
                    help="how shares are estimated: count (argmax counting), probs (mean of temperature-scaled "
                         "probabilities) or adjusted (adjusted classify-and-count); default: the one that validated "

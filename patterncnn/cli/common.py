@@ -17,6 +17,25 @@ def positive_int(text: str) -> int:
     return value
 
 
+def text(value: str) -> str:
+    """argparse type: text (a sentence, a token, a name): valid UTF-8 only (argv and the environment arrive as
+    bytes; bytes that are not UTF-8 reach Python as lone surrogates, which no tokenizer or header can carry)."""
+    try:
+        check_text(value, "the argument")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value
+
+
+def check_text(value: str, what: str) -> None:
+    """Raise ValueError unless ``value`` is valid UTF-8 text."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} {value.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8 text; pass it "
+                         f"UTF-8 encoded") from None
+
+
 def port(text: str) -> int:
     """argparse type: a TCP port, 1-65535."""
     value = int(text) if text.isdigit() else 0
@@ -52,6 +71,13 @@ def add_classifier_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--classifier", default=None, help="ONNX classifier (default: the shipped patterncnn.onnx)")
     p.add_argument("--threads", type=positive_int, default=2,
                    help="onnxruntime (and torch) threads (default: %(default)s)")
+
+
+def add_overwrite(p: argparse.ArgumentParser, what: str = "result") -> None:
+    """``--overwrite``, the same for every command that writes (:func:`patterncnn.core.fileio.output_file`)."""
+    p.add_argument("--overwrite", action="store_true",
+                   help=f"replace the {what} already in --out (without it, an existing output is refused; what is "
+                        f"not a regular file or folder is never replaced)")
 
 
 def glue_dir(args) -> str | None:

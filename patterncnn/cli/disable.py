@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_glue_args, add_model_args, glue_dir, positive_int, progress
+from .common import add_glue_args, add_model_args, add_overwrite, glue_dir, positive_int, progress
 
 
 def register(sub) -> None:
@@ -19,7 +19,7 @@ def register(sub) -> None:
     p.add_argument("--batch-size", type=positive_int, default=32, help="(default: %(default)s)")
     p.add_argument("--bootstrap", type=positive_int, default=1000, help="bootstrap resamples (default: %(default)s)")
     p.add_argument("--no-layers", action="store_true", help="disable single heads only, not whole layers")
-    p.add_argument("--overwrite", action="store_true", help="replace a finished or unfinished run in --out")
+    add_overwrite(p, "finished or unfinished run")
     add_model_args(p)
     add_glue_args(p)
     p.set_defaults(func=run, resumable="heads")

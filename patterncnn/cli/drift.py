@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_glue_args, glue_dir, positive_int, progress
+from .common import add_glue_args, add_overwrite, glue_dir, positive_int, progress
 
 
 def register(sub) -> None:
@@ -19,7 +19,7 @@ def register(sub) -> None:
     p.add_argument("--max-length", type=positive_int, default=128, help="(default: %(default)s)")
     p.add_argument("--batch-size", type=positive_int, default=16, help="encoder batch size (default: %(default)s)")
     p.add_argument("--out", default="runs/drift", help="output folder (default: %(default)s)")
-    p.add_argument("--overwrite", action="store_true", help="replace a finished or unfinished run in --out")
+    add_overwrite(p, "finished or unfinished run")
     add_glue_args(p)
     p.set_defaults(func=run, resumable="windows")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from .common import add_glue_args, add_model_args, glue_dir
+from .common import add_glue_args, add_model_args, add_overwrite, glue_dir
 
 
 def register(sub) -> None:
@@ -13,7 +13,8 @@ def register(sub) -> None:
                                    "(regression for STS-B), report the GLUE dev metric, save a folder --model "
                                    "accepts. Defaults are the paper's: batch 32, 3 epochs, lr 2e-5.")
     p.add_argument("--task", required=True, help="GLUE task, e.g. sst2, rte, stsb")
-    p.add_argument("--out", required=True, help="folder to write the fine-tuned model to (must not exist)")
+    p.add_argument("--out", required=True, help="folder to write the fine-tuned model to")
+    add_overwrite(p, "model")
     p.add_argument("--batch-size", type=int, default=32, help="(default: %(default)s)")
     p.add_argument("--epochs", type=float, default=3.0, help="(default: %(default)s)")
     p.add_argument("--learning-rate", type=float, default=2e-5, help="(default: %(default)s)")
@@ -32,7 +33,7 @@ def run(args) -> int:
                          max_length=args.max_length, max_train_examples=args.max_train_examples,
                          max_dev_examples=args.max_dev_examples, seed=args.seed)
     t0 = time.time()
-    manifest = finetune(args.model, args.task, glue_dir(args), args.out, cfg)
+    manifest = finetune(args.model, args.task, glue_dir(args), args.out, cfg, overwrite=args.overwrite)
     dev = ", ".join(f"{k} {v:.4f}" for k, v in manifest["dev"].items())
     print(f"fine-tuned {args.model} on {manifest['task']} ({manifest['train']['examples']} train examples) in "
           f"{time.time() - t0:.0f}s; dev ({manifest['dev_data']['examples']} examples): {dev}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import positive_int
+from .common import add_overwrite, positive_int
 
 
 def register(sub) -> None:
@@ -18,6 +18,7 @@ def register(sub) -> None:
     p.add_argument("--permutations", type=positive_int, default=10000, help="(default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
     p.add_argument("--out", default="runs/link", help="output folder (default: %(default)s)")
+    add_overwrite(p)
     p.set_defaults(func=run)
 
 
@@ -26,7 +27,8 @@ def run(args) -> int:
     from ..experiments.link import run_link
 
     task = get_task(args.task).name
-    res = run_link(args.census, args.drift, args.disable, task, args.out, args.permutations, args.seed)
+    res = run_link(args.census, args.drift, args.disable, task, args.out, args.permutations, args.seed,
+                   args.overwrite)
     t = res["test"]
     print(f"{task}, {res['disable_model']} ({res['disable_examples']} dev examples, {res['metric']}):")
     for k, v in res["by_majority"].items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 
-from .common import add_glue_args, add_model_args, glue_dir, progress
+from .common import add_glue_args, add_model_args, add_overwrite, glue_dir, progress
 
 log = logging.getLogger("patterncnn")
 
@@ -18,7 +18,8 @@ def register(sub) -> None:
     p.add_argument("--task", action="append", required=True,
                    help="GLUE task (repeat for several): cola, sst2, mrpc, stsb, qqp, mnli, mnli-mm, qnli, rte, wnli")
     p.add_argument("--per-task", type=int, default=50, help="maps per task (default: %(default)s)")
-    p.add_argument("--out", required=True, help="output folder (must not hold a map store yet)")
+    p.add_argument("--out", required=True, help="output folder for the map store")
+    add_overwrite(p, "map store")
     p.add_argument("--split", default="dev", choices=("dev", "train"), help="GLUE split (default: %(default)s)")
     p.add_argument("--batch-size", type=int, default=16, help="encoder batch size (default: %(default)s)")
     p.add_argument("--no-png", action="store_true", help="skip the PNG per map")
@@ -31,18 +32,18 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from ..core.fileio import output_folder
     from ..core.glue import get_task, load_split
     from ..encoders.load import load_encoder
     from ..labelling.sample import sample_maps
 
     tasks = [get_task(t) for t in args.task]  # fail on a bad name before loading anything
-    if os.path.exists(os.path.join(args.out, "store.json")):
-        raise FileExistsError(f"{args.out} already holds a map store; choose another --out or remove it")
+    output_folder(args.out, ("store.json",), args.overwrite)
     splits = [load_split(t, args.split, glue_dir(args)) for t in tasks]
     enc = load_encoder(args.model, max_length=args.max_length)
     log.info("encoder %s: %d layers x %d heads (%s)", args.model, enc.num_layers, enc.num_heads, enc.tag)
     summary = sample_maps(enc, splits, args.per_task, args.seed, args.out, batch_size=args.batch_size,
-                          pngs=not args.no_png, progress=progress(), design=args.design)
+                          pngs=not args.no_png, progress=progress(), design=args.design, overwrite=args.overwrite)
     n = sum(summary["tasks"].values())
     print(f"wrote {n} maps ({', '.join(f'{k}: {v}' for k, v in summary['tasks'].items())}) to {args.out}"
           + ("" if args.no_png else f", PNGs in {os.path.join(args.out, 'png')}"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 
-from .common import add_classifier_args, classifier, port, positive_int
+from .common import add_classifier_args, classifier, port, positive_int, text
 
 
 def register(sub) -> None:
@@ -20,13 +20,16 @@ def register(sub) -> None:
     p.add_argument("--no-encoder", action="store_true", help="serve maps only; do not load an encoder")
     p.add_argument("--max-length", type=positive_int, default=128, help="(default: %(default)s)")
     add_classifier_args(p)
-    p.add_argument("--api-token", default=None, help="require this bearer token (default: $PATTERNCNN_API_TOKEN)")
+    p.add_argument("--api-token", type=text, default=None, help="require this bearer token (default: $PATTERNCNN_API_TOKEN)")
     p.add_argument("--workers", type=positive_int, default=2,
                    help="decoding and inference calls at once (default: %(default)s)")
     p.add_argument("--max-t", type=positive_int, default=512, help="largest map side accepted (default: %(default)s)")
     p.add_argument("--max-batch", type=positive_int, default=1024, help="most maps per request (default: %(default)s)")
     p.add_argument("--max-body-mb", type=positive_int, default=256, help="largest request body (default: %(default)s)")
     p.add_argument("--cors-origin", action="append", help="allow this browser origin (CORS is off by default)")
+    p.add_argument("--shutdown-grace", type=float, default=1.0,
+                   help="seconds running requests get to finish on SIGTERM; the rest are answered 503 "
+                        "(default: %(default)s)")
     p.set_defaults(func=run)
 
 
@@ -42,19 +45,24 @@ def run(args) -> int:
     if not token and not is_loopback(args.host):
         raise ValueError(f"serving on {args.host} without an API token would let anyone who can reach it use it: "
                          f"pass --api-token (or set PATTERNCNN_API_TOKEN), or serve on 127.0.0.1")
+    from ..serve.server import bind
+    from ..serve.settings import ServeSettings
+
+    # Checked before anything slow is loaded: a token no header can carry, a taken port: one line, at once.
+    settings = ServeSettings(api_token=token, max_t=args.max_t, max_batch=args.max_batch,
+                             max_body_bytes=args.max_body_mb * 1024 * 1024, cors_origins=tuple(args.cors_origin or ()),
+                             workers=args.workers, shutdown_grace=args.shutdown_grace)
+    sock = bind(args.host, args.port)
     import torch
 
     from ..encoders.load import load_encoder
-    from ..serve import ServeSettings, create_app
+    from ..serve import create_app
     from ..serve.server import run as serve_forever
 
     torch.set_num_threads(args.threads)  # bounded, like onnxruntime's
-    settings = ServeSettings(api_token=token, max_t=args.max_t, max_batch=args.max_batch,
-                             max_body_bytes=args.max_body_mb * 1024 * 1024, cors_origins=tuple(args.cors_origin or ()),
-                             workers=args.workers)
     enc = None if args.no_encoder else load_encoder(args.model, max_length=args.max_length)
     app = create_app(settings, classifier(args), enc)
     print(f"patterncnn serving on http://{args.host}:{args.port} (spec: /openapi.json; token "
           f"{'required' if token else 'off'})", flush=True)
-    serve_forever(app, args.host, args.port, settings)
+    serve_forever(app, sock, settings)
     return 0

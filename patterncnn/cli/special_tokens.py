@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_glue_args, add_model_args, glue_dir, positive_int, progress
+from .common import add_glue_args, add_model_args, add_overwrite, glue_dir, positive_int, progress, text
 
 
-def token_class(text: str) -> tuple[str, str]:
+def token_class(value: str) -> tuple[str, str]:
     """argparse type: NAME=REGEX."""
-    name, sep, pattern = text.partition("=")
+    name, sep, pattern = text(value).partition("=")
     if not sep or not name or not pattern:
-        raise argparse.ArgumentTypeError(f"expected NAME=REGEX, e.g. digits='\\d+' (got {text!r})")
+        raise argparse.ArgumentTypeError(f"expected NAME=REGEX, e.g. digits='\\d+' (got {value!r})")
     return name, pattern
 
 
@@ -28,7 +28,7 @@ def register(sub) -> None:
     p.add_argument("--limit", type=positive_int, default=1000, help="examples per task (default: %(default)s)")
     p.add_argument("--batch-size", type=positive_int, default=16, help="encoder batch size (default: %(default)s)")
     p.add_argument("--out", default="runs/special-tokens", help="output folder (default: %(default)s)")
-    p.add_argument("--overwrite", action="store_true", help="replace a finished or unfinished run in --out")
+    add_overwrite(p, "finished or unfinished run")
     add_model_args(p)
     add_glue_args(p)
     p.set_defaults(func=run, resumable="windows")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import progress
+from .common import add_overwrite, progress
 
 
 def register(sub) -> None:
@@ -13,6 +13,7 @@ def register(sub) -> None:
     p.add_argument("--annotations", default="annotations",
                    help="labelled set from `annotate pull` (default: %(default)s)")
     p.add_argument("--out", default="models", help="output folder (default: %(default)s)")
+    add_overwrite(p, "classifier")
     p.add_argument("--grid", type=int, default=16, help="input grid size (default: %(default)s)")
     p.add_argument("--representation", choices=("area", "bilinear"), default="area",
                    help="how a TxT map becomes the grid (default: %(default)s)")
@@ -57,7 +58,8 @@ def run(args) -> int:
                        class_weight_power=args.class_weight_power)
     ecfg = EvalConfig(soft_labels=not args.no_soft_labels, leave_one_encoder_out=not args.no_leave_one_encoder_out,
                       loeo_max_epochs=args.loeo_max_epochs, loeo_seeds=args.loeo_seeds)
-    m = train_and_export(args.annotations, args.out, cfg, tcfg, compare=args.compare, progress=progress(), ecfg=ecfg)
+    m = train_and_export(args.annotations, args.out, cfg, tcfg, compare=args.compare, progress=progress(), ecfg=ecfg,
+                         overwrite=args.overwrite)
     print(summary(m))
     print(f"wrote {args.out}/patterncnn.pt, patterncnn.onnx, metrics.json, README.md")
     return 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_classifier_args, classifier
+from .common import add_classifier_args, add_overwrite, classifier
 
 
 def register(sub) -> None:
@@ -22,14 +22,17 @@ def register(sub) -> None:
                         "drawn maps validate the share estimators, and all its maps score the classifier's labels "
                         "(default: cross-validated on the classifier's stored out-of-fold rows)")
     p.add_argument("--out", default="runs/validate", help="output folder (default: %(default)s)")
+    add_overwrite(p)
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..training.validate import markdown_report, run_validation
+    from ..core.fileio import output_folder
+    from ..training.validate import RESULTS, markdown_report, run_validation
 
-    v = run_validation(classifier(args), args.out, args.annotations, args.seed)
+    output_folder(args.out, RESULTS, args.overwrite)  # before any work
+    v = run_validation(classifier(args), args.out, args.annotations, args.seed, args.overwrite)
     print(markdown_report(v))
     print(f"wrote {args.out}/validation.json, validation.md")
     return 0

@@ -9,12 +9,22 @@ is then inflated only up to the size its header declares (one byte more, to reac
 Nothing is ever unpickled. What a map must hold (square, finite, non-negative) is checked after
 reading, by :func:`patterncnn.core.maps.check_map`.
 
+This is the one reader of arrays: the service's bodies (:mod:`patterncnn.serve.decode`), the CLI's
+map files (:mod:`patterncnn.core.maps`: stores, plain ``.npz`` and ``.npy``) and the resumable
+runs' parts (:mod:`patterncnn.core.work`) all go through it, with limits checked before allocation:
+a map side (``max_t``), a count (``max_maps``) and a file's or body's decoded bytes (``max_bytes``,
+on the sizes declared before anything is inflated). Files are read one map at a time, so what the
+CLI holds is bounded by one map (``FILE_LIMITS``: at most 8192 × 8192) plus the batch it
+classifies (:mod:`patterncnn.classifier.classify`).
+
 Usage::
 
     maps = read_npy(body, ReadLimits(max_t=512, max_maps=1024, max_bytes=512 << 20))  # (T, T) or (N, T, T)
     keys, maps = read_npz(body, limits)
     npz = NpzMaps("maps.npz", FILE_LIMITS)      # lazy: one member per get()
     arr = npz.get(npz.keys[0])                  # (T, T) array, as stored
+    npy = NpyMaps("maps.npy")                   # (T, T) or (N, T, T) file, keys "0", "1", ...
+    arrays = read_arrays("part.npz", PART_LIMITS)   # every member of a small .npz of any shapes
 """
 
 from __future__ import annotations
@@ -52,7 +62,11 @@ class ReadLimits:
     max_bytes: int | None = None
 
 
-FILE_LIMITS = ReadLimits()  # files given to the CLI: maps up to 8192 × 8192 (256 MB in float32), read one at a time
+# Files given to the CLI: maps up to 8192 × 8192 (256 MB in float32), read one at a time; a file (a store's part,
+# a plain .npz or .npy) declares at most 1 GiB decoded (a store's writer splits parts at 256 MiB).
+FILE_LIMITS = ReadLimits(max_bytes=1 << 30)
+# The parts of a resumable run (census windows, experiment parts): arrays of any shape, 1 GiB at most per part.
+PART_LIMITS = ReadLimits(max_t=2**31, max_bytes=1 << 30)
 
 
 class MapFormatError(PatternCNNError, ValueError):
@@ -113,10 +127,18 @@ def _read_header(fp: IO[bytes], what: str) -> tuple[tuple, bool, np.dtype]:
     raise ArrayFileError(f"{what}: .npy format version {version} is not supported; save it with np.save")
 
 
-def _read_array(fp: IO[bytes], what: str, budget: _Budget, stacked: bool) -> np.ndarray:
-    """One checked, writable array from an .npy stream: never more bytes than its checked header declares."""
+def _read_array(fp: IO[bytes], what: str, budget: _Budget, stacked: bool, room: int | None = None) -> np.ndarray:
+    """One checked, writable array from an .npy stream: never more bytes than its checked header declares.
+
+    Args:
+        room: the most data bytes the stream can hold (a zip member's declared size); a header that
+            declares more is refused before anything is allocated.
+    """
     shape, fortran, dtype = _read_header(fp, what)
     nbytes = budget.take(shape, dtype, what, stacked)
+    if room is not None and nbytes > room:
+        raise ArrayFileError(f"{what} is truncated: its header declares {nbytes} bytes, it holds {room}; save it "
+                             f"with np.save")
     buf = bytearray(nbytes)
     got = fp.readinto(buf)
     if got != nbytes:
@@ -169,7 +191,7 @@ class NpzMaps:
     def __init__(self, source: str | os.PathLike | IO[bytes], limits: ReadLimits = FILE_LIMITS,
                  name: str | None = None):
         self.name = name or str(source)
-        self._budget = _Budget(limits)
+        self.limits = limits
         try:
             self._zip = zipfile.ZipFile(source)
             infos = self._zip.infolist()
@@ -193,13 +215,78 @@ class NpzMaps:
     def __contains__(self, key: str) -> bool:
         return key in self._members
 
+    def close(self) -> None:
+        self._zip.close()
+
     def get(self, key: str) -> np.ndarray:
-        """The array stored under ``key`` (as stored: any dtype but object, any shape within the limits)."""
+        """The array stored under ``key`` (as stored: any dtype but object, any shape within the limits).
+
+        The file's total was checked on opening, on its members' declared sizes; each member is read
+        within its own declared size, so reading a map again costs nothing against the limits.
+        """
         what = f"map {key!r} of {self.name}"
+        info = self._members[key]
         try:
-            with self._zip.open(self._members[key]) as fp:
-                return _read_array(fp, what, self._budget, stacked=False)
+            with self._zip.open(info) as fp:
+                return _read_array(fp, what, _Budget(self.limits), stacked=False, room=info.file_size)
         except ArrayFileError:
             raise
         except _DECODE_ERRORS as e:
             raise ArrayFileError(f"{what} is unreadable ({e}); save maps with np.savez") from None
+
+
+class NpyMaps:
+    """The maps of an ``.npy`` file, (T, T) or (N, T, T), keyed ``"0"``, ``"1"``, ...: read one at a time.
+
+    The header is checked against ``limits`` on opening (map side, count, the file's decoded bytes)
+    and the file must hold every byte it declares; :meth:`get` then reads only the bytes of one map.
+    """
+
+    def __init__(self, path: str | os.PathLike, limits: ReadLimits = FILE_LIMITS):
+        self.name = str(path)
+        try:
+            with open(path, "rb") as f:
+                shape, fortran, dtype = _read_header(f, self.name)
+                self._offset = f.tell()
+                size = os.fstat(f.fileno()).st_size
+        except ArrayFileError:
+            raise
+        except _DECODE_ERRORS as e:
+            raise ArrayFileError(f"{self.name}: unreadable .npy ({e}); save maps with np.save") from None
+        if len(shape) not in (2, 3):
+            raise ArrayFileError(f"{self.name}: .npy array has shape {shape}; save (T, T) or (N, T, T) maps",
+                                 "invalid")
+        if fortran and len(shape) == 3:
+            raise ArrayFileError(f"{self.name} is stored in Fortran order, so its maps are not contiguous; save it "
+                                 f"with np.save(path, np.ascontiguousarray(maps))", "invalid")
+        nbytes = _Budget(limits).take(shape, dtype, self.name, stacked=len(shape) == 3)
+        if size - self._offset != nbytes:
+            raise ArrayFileError(f"{self.name} holds {size - self._offset} data bytes where its header declares "
+                                 f"{nbytes}: truncated or padded; save it again with np.save")
+        self._path, self._dtype, self._fortran = path, dtype, fortran
+        self._map_shape = tuple(shape[-2:])
+        self.keys = [str(i) for i in range(shape[0])] if len(shape) == 3 else ["0"]
+        self._map_bytes = math.prod(self._map_shape) * dtype.itemsize
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.keys
+
+    def get(self, key: str) -> np.ndarray:
+        """Map ``key`` (its index as a string), as stored."""
+        i = int(key)
+        with open(self._path, "rb") as f:
+            f.seek(self._offset + i * self._map_bytes)
+            buf = bytearray(self._map_bytes)
+            if f.readinto(buf) != self._map_bytes:
+                raise ArrayFileError(f"{self.name} is truncated at map {i}; save it again with np.save")
+        return np.frombuffer(buf, dtype=self._dtype).reshape(self._map_shape, order="F" if self._fortran else "C")
+
+
+def read_arrays(source: str | os.PathLike | IO[bytes], limits: ReadLimits = PART_LIMITS,
+                name: str | None = None) -> dict[str, np.ndarray]:
+    """Every member of a small ``.npz`` (a resumable run's part), each checked against ``limits`` before it is read."""
+    npz = NpzMaps(source, limits, name)
+    try:
+        return {k: npz.get(k) for k in npz.keys}
+    finally:
+        npz.close()

@@ -13,3 +13,7 @@ class PatternCNNError(Exception):
 
 class ClassifierError(PatternCNNError, RuntimeError):
     """The classifier file is missing or unusable, or lacks what a step needs (its calibration); says how to fix it."""
+
+
+class DataError(PatternCNNError, ValueError):
+    """An input file is damaged or is not what it should be; the message names the file and the fix."""

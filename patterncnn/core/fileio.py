@@ -1,4 +1,16 @@
-"""Atomic file writes and content hashes, shared by every module that writes outputs."""
+"""Atomic file writes, the one rule for an existing output, and content hashes: shared by every module that writes.
+
+Usage::
+
+    out = output_file(args.out, args.overwrite, stream=True)    # None: write to standard output ("-")
+    out = output_folder(args.out, ("census.json",), args.overwrite)
+    with atomic_open(out, "w") as f: ...                          # never replaces what is not a regular file
+
+The rule for ``--out`` (every command): a path that exists and is not a regular file (a folder
+where a file is written, a FIFO, a device, a socket) is refused, never replaced; an existing
+output (a file, or a folder holding the command's result) needs ``--overwrite``; ``-`` means
+standard output where the command writes a stream.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +19,121 @@ import hashlib
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterable, Iterator
+
+from .errors import DataError, PatternCNNError
+
+STDOUT = "-"
+
+
+class OutputError(PatternCNNError, ValueError):
+    """An output path that patterncnn will not write (not a regular file, or existing without --overwrite)."""
+
+
+def _kind(mode: int) -> str:
+    """What a stat mode is, in words (``a FIFO``)."""
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    """The stat of what ``path`` names (through symlinks), or None when nothing is there."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        raise OutputError(f"{path}: a parent of it is a file, not a folder; choose another path") from None
+
+
+def replaceable(path: str | os.PathLike) -> Path:
+    """The real path a write to ``path`` replaces (symlinks followed); refuses what is not a regular file.
+
+    Raises:
+        OutputError: ``path`` exists and is a folder, FIFO, device or socket.
+    """
+    path = Path(path)
+    real = Path(os.path.realpath(path)) if path.is_symlink() else path
+    st = _stat(real)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise OutputError(f"{path} is {_kind(st.st_mode)}, not a regular file; patterncnn never replaces it: "
+                          f"give the path of a file to write")
+    return real
+
+
+def output_file(path: str | os.PathLike, overwrite: bool, stream: bool = False, option: str = "--out") -> Path | None:
+    """Check a file output before any work: the rule of the module docstring.
+
+    Args:
+        stream: the command can write its output to standard output (``-``).
+        option: the command-line option that names it, for the messages.
+
+    Returns:
+        The path to write, or None for standard output.
+    """
+    if str(path) == STDOUT:
+        if stream:
+            return None
+        raise OutputError(f"{option} -: this command writes a file, not a stream; give a file path")
+    p = Path(path)
+    st = _stat(p)
+    if st is None:
+        return p
+    if not stat.S_ISREG(st.st_mode):
+        hint = " (or - for standard output)" if stream else ""
+        raise OutputError(f"{option} {p} is {_kind(st.st_mode)}, not a regular file; patterncnn never replaces it: "
+                          f"give the path of a file to write{hint}")
+    if not overwrite:
+        raise OutputError(f"{option} {p} already exists; pass --overwrite to replace it, or choose another {option}")
+    return p
+
+
+def output_folder(path: str | os.PathLike, results: Iterable[str], overwrite: bool, option: str = "--out") -> Path:
+    """Check a folder output before any work: the rule of the module docstring.
+
+    Args:
+        results: the files (or folders) inside it that mark the command's finished output; any of
+            them present needs ``overwrite``. Empty: the folder itself is the output.
+
+    Returns:
+        The folder (not created here).
+    """
+    if str(path) == STDOUT:
+        raise OutputError(f"{option} -: this command writes a folder, not a stream; give a folder path")
+    p = Path(path)
+    st = _stat(p)
+    if st is None:
+        return p
+    if not stat.S_ISDIR(st.st_mode):
+        what = "a file" if stat.S_ISREG(st.st_mode) else _kind(st.st_mode)
+        raise OutputError(f"{option} {p} is {what}, not a folder; give the path of a folder to write into")
+    results = tuple(results)
+    found = [r for r in results if os.path.lexists(p / r)] if results else [p.name]
+    if found and not overwrite:
+        held = f"already holds {found[0]}" if results else "already exists"
+        raise OutputError(f"{option} {p} {held}; pass --overwrite to replace it, or choose another {option}")
+    for r in found if results else ():
+        st = os.lstat(p / r)
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+            raise OutputError(f"{p / r} is {_kind(st.st_mode)}, not a regular file; patterncnn never replaces it: "
+                              f"remove it, or choose another {option}")
+    return p
 
 
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iterator[IO]:
     """Open a temporary file beside ``path``; rename it over ``path`` only if the block succeeds.
 
-    A crash or exception inside the block leaves ``path`` untouched and no temp file behind.
+    A crash or exception inside the block leaves ``path`` untouched and no temp file behind. A
+    symlink is written through (its target is replaced); a folder, FIFO, device or socket at
+    ``path`` is refused (:class:`OutputError`), never replaced.
     """
-    path = Path(path)
+    path = replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = _create_temp(path)
     try:
@@ -25,6 +141,7 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iter
             yield f
             f.flush()
             os.fsync(f.fileno())
+        replaceable(path)  # again: something may have appeared there while the block ran
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -61,6 +178,16 @@ def write_text(path: str | os.PathLike, text: str) -> None:
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     with atomic_open(path, "wb") as f:
         f.write(data)
+
+
+def parse_json(data: str | bytes, where: str, fix: str, error: type[Exception] = DataError) -> Any:
+    """The JSON value of ``data`` (text or UTF-8 bytes), or ``error`` naming ``where`` and ``fix`` (never a traceback:
+    nesting deeper than the interpreter's stack is refused like any other bad JSON)."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+        why = "nested too deeply" if isinstance(e, RecursionError) else str(e)[:120]
+        raise error(f"{where} is not valid JSON ({why}); {fix}") from None
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import re
 from pathlib import Path
 
@@ -197,7 +198,11 @@ def read_tsv(task: GlueTask, path: Path, split: str) -> tuple[list[Example], int
             continue
         label_raw = fields[col[task.label_column]]
         if task.is_regression:
-            label: float | int | None = float(label_raw)
+            label: float | int | None = _score(label_raw)
+            if label is None:
+                skipped += 1
+                log.debug("%s:%d: score %r is not a number; skipped", path, line_no, label_raw[:40])
+                continue
         elif task.label_names is not None and label_raw in task.label_names:
             label = task.label_names.index(label_raw)
         else:
@@ -211,6 +216,15 @@ def read_tsv(task: GlueTask, path: Path, split: str) -> tuple[list[Example], int
     if skipped:
         log.warning("%s: skipped %d malformed row(s) of %d", path, skipped, len(body))
     return examples, skipped
+
+
+def _score(text: str) -> float | None:
+    """A regression label (STS-B's score), or None when it is not a finite number."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _load_hf(task: GlueTask, split: str) -> tuple[list[Example], str]:

@@ -15,7 +15,13 @@ segment ends), ``truncated`` and ``texts``. Every file is written to a temporary
 into place, so a crash never leaves a half-written part.
 
 A **plain npz** file (``maps.npz``) whose every array is a square 2-D map keyed by its id is
-the simplest exchange format; :func:`open_maps` accepts it wherever a store is accepted.
+the simplest exchange format, and a **plain npy** (``maps.npy``, (T, T) or (N, T, T), ids ``0``,
+``1``, ...) the barest; :func:`open_maps` accepts both wherever a store is accepted.
+
+Every file is read through :mod:`patterncnn.core.arrayfile` (limits checked before anything is
+allocated) and checked as it enters: ``store.json`` must be a store header, each metadata line a
+JSON object whose fields have their documented types (:data:`FIELDS`), every id unique and
+present in its part's ``.npz``. A damaged store is refused with the file and line at fault.
 
 Usage::
 
@@ -31,18 +37,28 @@ import io
 import json
 import os
 import re
+from collections import OrderedDict
 from pathlib import Path
 from typing import Iterable, Iterator
 
 import numpy as np
 
-from .arrayfile import MapFormatError, NpzMaps
-from .fileio import atomic_open, public_path, write_bytes, write_json
+from .arrayfile import FILE_LIMITS, MapFormatError, NpyMaps, NpzMaps
+from .fileio import atomic_open, parse_json, public_path, write_bytes, write_json
 from .glue import TASKS
 from .version import __version__
 
 FORMAT = "patterncnn-maps"
 FORMAT_VERSION = 1
+PART_BYTES = 256 << 20  # append() starts a new part past this many float32 bytes (readers refuse > 1 GiB)
+OPEN_PARTS = 8  # parts whose .npz a store keeps open at once
+# The documented fields of a metadata line (docs/pages/map-store.md) and the JSON types each may hold.
+FIELDS: dict[str, tuple[str, ...]] = {
+    "id": ("str",), "model": ("str",), "model_sha256": ("str", "null"), "model_revision": ("str", "null"),
+    "task": ("str",), "split": ("str",), "example": ("int",), "layer": ("int",), "head": ("int",), "T": ("int",),
+    "tokens": ("list[str]",), "seps": ("list[int]", "null"), "truncated": ("bool",), "texts": ("list[str]",),
+    "sampling": ("str",),
+}
 _DIGEST = re.compile(r"-[0-9a-f]{8}$")  # an encoder tag ends with 8 hex digits of its weights' digest
 
 
@@ -94,17 +110,61 @@ def map_record(encoder, task: str, split: str, ea, layer: int, head: int) -> dic
             "seps": ea.seps, "truncated": ea.truncated, "texts": list(ea.example.texts)}
 
 
-def check_map(a: np.ndarray, row_tol: float = 1e-2, max_t: int | None = None) -> tuple[list[str], list[str]]:
+def _is(value, kind: str) -> bool:
+    """Whether a JSON value has one of the FIELDS kinds (a bool is not an int)."""
+    if kind == "null":
+        return value is None
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    if kind == "str":
+        return isinstance(value, str)
+    item = kind[5:-1]  # list[...]
+    return isinstance(value, list) and all(_is(v, item) for v in value)
+
+
+def check_meta(meta) -> str | None:
+    """What is wrong with one metadata line (an object with a string ``id``, documented fields of their type), or None."""
+    if not isinstance(meta, dict):
+        return f"a metadata line must be a JSON object, not {type(meta).__name__}"
+    if "id" not in meta:
+        return 'the line has no "id" (a non-empty string)'
+    if not isinstance(meta["id"], str) or not meta["id"]:
+        return f'"id" must be a non-empty string, not {meta["id"]!r:.40}'
+    for field, kinds in FIELDS.items():
+        if field in meta and not any(_is(meta[field], k) for k in kinds):
+            return f'field "{field}" must be {" or ".join(kinds)} (non-negative for int), not {meta[field]!r:.40}'
+    return None
+
+
+def check_seps(seps, t: int) -> str | None:
+    """What is wrong with a map's separator positions (a list of token positions 0 <= p < T, or None), or None."""
+    if seps is None:
+        return None
+    if not isinstance(seps, (list, tuple)) or not all(isinstance(p, (int, np.integer)) and not isinstance(p, bool)
+                                                       for p in seps):
+        return "seps must be a list of integer token positions (or null)"
+    outside = [int(p) for p in seps if not 0 <= p < t]
+    if outside:
+        return f"separator position {outside[0]} is outside the map (positions run from 0 to T - 1 = {t - 1})"
+    return None
+
+
+def check_map(a: np.ndarray, row_tol: float = 1e-2, max_t: int | None = None,
+              seps=None) -> tuple[list[str], list[str]]:
     """Check one attention map: the one validation every map passes, from JSON, .npy, .npz or a store.
 
     Args:
         a: the map, (T, T).
         max_t: the largest T accepted (None: any).
+        seps: the map's separator positions, if it has any: each must fall inside the map.
 
     Returns:
         (errors, warnings). Errors make the map unusable: not a real number type, not 2-D and
-        square, empty, T over ``max_t``, NaN/inf or negative values. The warning flags rows that
-        do not sum to ~1 (the map is still usable: it may be a rescaled or averaged map).
+        square, empty, T over ``max_t``, separators outside the map, NaN/inf or negative values.
+        The warning flags rows that do not sum to ~1 (the map is still usable: it may be a
+        rescaled or averaged map).
     """
     a = np.asarray(a)
     if a.dtype.kind not in "fiu":
@@ -115,6 +175,9 @@ def check_map(a: np.ndarray, row_tol: float = 1e-2, max_t: int | None = None) ->
         return ["map is empty (T = 0)"], []
     if max_t is not None and a.shape[0] > max_t:
         return [f"T={a.shape[0]} exceeds the limit T <= {max_t}"], []
+    bad_seps = check_seps(seps, a.shape[0])
+    if bad_seps:
+        return [bad_seps], []
     if not np.isfinite(a).all():
         return ["map holds NaN or inf values"], []
     if (a < 0).any():
@@ -123,6 +186,23 @@ def check_map(a: np.ndarray, row_tol: float = 1e-2, max_t: int | None = None) ->
     if np.abs(rows - 1.0).max() > row_tol:
         return [], [f"rows do not sum to 1 (range {rows.min():.3g}..{rows.max():.3g}); is it a softmax map?"]
     return [], []
+
+
+def classifier_input(a: np.ndarray, max_t: int | None = None, seps=None) -> tuple[np.ndarray, list[str], list[str]]:
+    """A map as the classifier reads it (float32), and :func:`check_map`'s verdict on that.
+
+    The check runs on what the classifier gets: a float64 1e39 is inf in float32. Used by
+    ``classify``, the service and the store's writer alike.
+
+    Returns:
+        (the float32 map (a view when it already was float32), errors, warnings).
+    """
+    a = np.asarray(a)
+    if a.dtype.kind in "fiu":
+        with np.errstate(over="ignore", invalid="ignore"):
+            a = a.astype(np.float32, copy=False)
+    errors, warnings = check_map(a, max_t=max_t, seps=seps)
+    return a, errors, warnings
 
 
 class MapSource:
@@ -143,100 +223,150 @@ class MapSource:
 
 
 class MapStore(MapSource):
-    """A folder of maps plus their metadata (see the module docstring for the layout)."""
+    """A folder of maps plus their metadata (see the module docstring for the layout).
+
+    Raises:
+        MapFormatError: the folder is not a store, or a file of it is damaged (named, with the line).
+    """
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
         header = self.root / "store.json"
         if not header.is_file():
             raise MapFormatError(
-                f"{self.root} is not a map store (no store.json); create one with `patterncnn export`, "
+                f"{self.root} is not a map store (no store.json); create one with `patterncnn sample`, "
                 f"or pass a plain .npz of square maps"
             )
-        self.header = json.loads(header.read_text(encoding="utf-8"))
-        if self.header.get("format") != FORMAT:
-            raise MapFormatError(f"{header} is not a {FORMAT} header")
+        self.header = parse_json(header.read_bytes(), str(header), "restore it from the store's source",
+                                 MapFormatError)
+        if not isinstance(self.header, dict) or self.header.get("format") != FORMAT:
+            raise MapFormatError(f'{header} is not a {FORMAT} header (a JSON object with "format": "{FORMAT}"); '
+                                 f"restore it from the store's source")
         self.meta: list[dict] = []
         self._where: dict[str, tuple[Path, int]] = {}
+        self._open: OrderedDict[Path, NpzMaps] = OrderedDict()
         for part in self._parts():
-            with open(part.with_suffix(".jsonl"), encoding="utf-8") as f:
-                for line in f:
-                    m = json.loads(line)
+            npz = NpzMaps(part, FILE_LIMITS)
+            try:
+                for no, m in _metadata_lines(part.with_suffix(".jsonl")):
+                    where = f"{part.with_suffix('.jsonl')}:{no}"
+                    if m["id"] in self._where:
+                        raise MapFormatError(f"{where}: map id {m['id']!r} is already in the store (ids must be "
+                                             f"unique); remove the repeated line")
+                    if m["id"] not in npz:
+                        raise MapFormatError(f"{where}: map {m['id']!r} is not in {part.name}; the part is "
+                                             f"damaged: restore it, or remove both of its files")
                     self._where[m["id"]] = (part, len(self.meta))
                     self.meta.append(m)
-        self._open: dict[Path, NpzMaps] = {}
+            finally:
+                npz.close()
 
     @classmethod
-    def create(cls, root: str | os.PathLike, info: dict | None = None, exist_ok: bool = False) -> "MapStore":
-        """Create an empty store; ``info`` (model, tasks, seed, ...) goes into store.json."""
+    def create(cls, root: str | os.PathLike, info: dict | None = None, exist_ok: bool = False,
+               replace: bool = False) -> "MapStore":
+        """Create an empty store; ``info`` (model, tasks, seed, ...) goes into store.json.
+
+        Args:
+            exist_ok: open the store already there instead (to append to it).
+            replace: remove the store already there (its header and parts) first.
+        """
         root = Path(root)
         if (root / "store.json").exists():
-            if not exist_ok:
-                raise FileExistsError(f"{root} already holds a map store; choose another --out or remove it")
-            return cls(root)
+            if replace:
+                for f in [root / "store.json", *root.glob("part-*.jsonl"), *root.glob("part-*.npz")]:
+                    f.unlink()
+            elif not exist_ok:
+                raise FileExistsError(f"{root} already holds a map store; pass --overwrite, or choose another --out")
+            else:
+                return cls(root)
         write_json(root / "store.json", {"format": FORMAT, "version": FORMAT_VERSION,
                                          "created_by": f"patterncnn {__version__}", **(info or {})})
         return cls(root)
 
     def _parts(self) -> list[Path]:
-        return sorted(p for p in self.root.glob("part-*.npz") if p.with_suffix(".jsonl").is_file())
+        return sorted(p for p in self.root.glob("part-*.npz") if p.is_file() and p.with_suffix(".jsonl").is_file())
 
     def __contains__(self, map_id: str) -> bool:
         return map_id in self._where
 
     def get(self, map_id: str) -> np.ndarray:
-        """The (T, T) float32 array of one map."""
+        """The (T, T) array of one map, as stored (float32 when written by :meth:`append`)."""
         try:
             part, _ = self._where[map_id]
         except KeyError:
             raise KeyError(f"no map {map_id!r} in {self.root}") from None
-        if part not in self._open:
-            self._open[part] = NpzMaps(part)
+        if part in self._open:
+            self._open.move_to_end(part)
+        else:
+            self._open[part] = NpzMaps(part, FILE_LIMITS)
+            while len(self._open) > OPEN_PARTS:  # a census store has many parts: bound the open files
+                self._open.popitem(last=False)[1].close()
         return self._open[part].get(map_id)
 
     def metadata(self, map_id: str) -> dict:
         return self.meta[self._where[map_id][1]]
 
-
     def append(self, records: Iterable[tuple[dict, np.ndarray]]) -> int:
-        """Add maps as one new part, atomically. Returns the number added.
+        """Add maps as new parts, atomically (one part per ``PART_BYTES`` of maps). Returns the number added.
 
         Raises:
-            MapFormatError: a map id is repeated, or a map fails :func:`check_map`.
+            MapFormatError: a map id is repeated, a line breaks :data:`FIELDS`, or a map fails :func:`check_map`.
         """
-        metas, arrays = [], {}
+        batch, size, added, seen = [], 0, 0, set()
         for meta, arr in records:
+            problem = check_meta(meta)
+            if problem:
+                raise MapFormatError(f"map {meta.get('id') if isinstance(meta, dict) else meta!r}: {problem}")
             map_id = meta["id"]
-            if map_id in self._where or map_id in arrays:
+            if map_id in self._where or map_id in seen:
                 raise MapFormatError(f"map id {map_id!r} is already in {self.root}; ids must be unique")
-            errors, _ = check_map(arr)
+            arr, errors, _ = classifier_input(arr, seps=meta.get("seps"))
             if errors:
                 raise MapFormatError(f"map {map_id!r}: {errors[0]}")
-            arrays[map_id] = np.asarray(arr, dtype=np.float32)
-            metas.append(meta)
-        if not metas:
-            return 0
+            seen.add(map_id)
+            if batch and size + arr.nbytes > PART_BYTES:
+                added += self._write_part(batch)
+                batch, size = [], 0
+            batch.append((meta, arr))
+            size += arr.nbytes
+        return added + (self._write_part(batch) if batch else 0)
+
+    def _write_part(self, records: list[tuple[dict, np.ndarray]]) -> int:
         parts = self._parts()
         n = int(parts[-1].stem.split("-")[1]) + 1 if parts else 0
         part = self.root / f"part-{n:05d}.npz"
         with atomic_open(part.with_suffix(".jsonl"), "w", encoding="utf-8") as f:
-            for m in metas:
-                f.write(json.dumps(m, ensure_ascii=False) + "\n")
+            for m, _ in records:
+                f.write(json.dumps(m, ensure_ascii=False, allow_nan=False) + "\n")
         buf = io.BytesIO()
-        np.savez_compressed(buf, **arrays)
+        np.savez_compressed(buf, **{m["id"]: a for m, a in records})
         write_bytes(part, buf.getvalue())  # the .npz lands last: it commits the part
-        for m in metas:
+        for m, _ in records:
             self._where[m["id"]] = (part, len(self.meta))
             self.meta.append(m)
-        return len(metas)
+        return len(records)
+
+
+def _metadata_lines(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, metadata) of each non-blank line of a part's ``.jsonl``, each checked by :func:`check_meta`."""
+    fix = "each line is one JSON object with a string \"id\": repair or remove that line"
+    with open(path, "rb") as f:
+        for no, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            m = parse_json(raw, f"{path}:{no}", fix, MapFormatError)
+            problem = check_meta(m)
+            if problem:
+                raise MapFormatError(f"{path}:{no}: {problem}; {fix}")
+            yield no, m
 
 
 class PlainNpz(MapSource):
-    """A plain .npz of maps keyed by id, read as a store with metadata ``{"id": key}``."""
+    """A plain .npz (or .npy) of maps, read as a store with metadata ``{"id": key}`` (``"0"``, ``"1"``, ... for .npy)."""
 
     def __init__(self, path: str | os.PathLike):
         self.root = Path(path)
-        self._npz = NpzMaps(self.root)
+        self._npz = NpyMaps(self.root) if self.root.suffix == ".npy" else NpzMaps(self.root, FILE_LIMITS)
         self.meta = [{"id": k} for k in self._npz.keys]
         if not self.meta:
             raise MapFormatError(f"{self.root} holds no arrays; put one square 2-D map per key")
@@ -249,7 +379,6 @@ class PlainNpz(MapSource):
 
     def metadata(self, map_id: str) -> dict:
         return {"id": map_id}
-
 
 
 class MultiStore(MapSource):
@@ -282,12 +411,12 @@ class MultiStore(MapSource):
 
 
 def open_maps(path: str | os.PathLike) -> MapStore | PlainNpz:
-    """Open a map store folder or a plain ``.npz`` of square maps."""
+    """Open a map store folder, or a plain ``.npz`` or ``.npy`` of square maps."""
     p = Path(path)
     if p.is_dir():
         return MapStore(p)
-    if p.suffix == ".npz" and p.is_file():
+    if p.suffix in (".npz", ".npy") and p.is_file():
         return PlainNpz(p)
     if not p.exists():
-        raise MapFormatError(f"{p} does not exist; pass a map store folder or a .npz of square maps")
-    raise MapFormatError(f"{p} is neither a map store folder nor a .npz file")
+        raise MapFormatError(f"{p} does not exist; pass a map store folder, or a .npz or .npy of square maps")
+    raise MapFormatError(f"{p} is neither a map store folder nor a .npz or .npy file of maps")

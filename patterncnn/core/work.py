@@ -7,8 +7,10 @@ Usage::
     write_result(out, "drift.json", result, tables={"drift.csv": (header, rows)}, figures={"drift.png": png})
 
 A part counts as done once its ``.npz`` lands (written atomically), so an interrupted run resumes
-where it stopped and a resumed result equals an uninterrupted one. Every result file records what
-produced it with :func:`provenance`.
+where it stopped and a resumed result equals an uninterrupted one. A part is read back through the
+bounded reader (:mod:`patterncnn.core.arrayfile`) and checked; a damaged one (a truncated file, a
+header that lies, arrays that do not fit) is computed again, with a warning, and so is a work folder
+whose stamp is damaged. Every result file records what produced it with :func:`provenance`.
 """
 
 from __future__ import annotations
@@ -17,15 +19,19 @@ import csv
 import hashlib
 import io
 import json
+import logging
 import shutil
 from pathlib import Path
 from typing import Callable, Iterable
 
 import numpy as np
 
-from .errors import PatternCNNError
-from .fileio import write_bytes, write_json, write_text
+from .arrayfile import PART_LIMITS, ArrayFileError, read_arrays
+from .errors import DataError, PatternCNNError
+from .fileio import output_folder, parse_json, write_bytes, write_json, write_text
 from .version import __version__
+
+log = logging.getLogger(__name__)
 
 
 class RunError(PatternCNNError, RuntimeError):
@@ -37,10 +43,9 @@ def run_key(params: dict) -> str:
 
 
 def prepare_out(out: str | Path, result_name: str, overwrite: bool) -> Path:
-    """Check ``out`` before a run: a finished result there needs ``overwrite`` (which drops it and any leftovers)."""
-    out = Path(out)
-    if (out / result_name).exists() and not overwrite:
-        raise RunError(f"{out} already holds a finished {result_name}; pass --overwrite or choose another --out")
+    """Check ``out`` before a run (:func:`patterncnn.core.fileio.output_folder`): a finished result there needs
+    ``overwrite`` (which drops it and any leftovers); an unfinished run there is resumed."""
+    out = output_folder(out, (result_name,), overwrite)
     if overwrite:
         shutil.rmtree(out / ".work", ignore_errors=True)
         (out / result_name).unlink(missing_ok=True)
@@ -53,7 +58,14 @@ def work_dir(out: Path, task: str, params: dict) -> Path:
     work = Path(out) / ".work" / task
     stamp = work / "run.json"
     if stamp.exists():
-        old = json.loads(stamp.read_text())
+        try:
+            old = parse_json(stamp.read_bytes(), str(stamp), "")
+        except (DataError, OSError):
+            old = None
+        if not isinstance(old, dict) or not isinstance(old.get("key"), str):
+            log.warning("%s is damaged; the unfinished run of %s starts over", stamp, task)
+            shutil.rmtree(work)
+            return work_dir(out, task, params)
         if old.get("key") != run_key(params):
             raise RunError(f"{out} holds an unfinished run of {task} with other arguments ({old.get('params')}); "
                            f"re-run with those to resume, or pass --overwrite")
@@ -89,9 +101,38 @@ def save_part(path: Path, arrays: dict) -> None:
     write_bytes(path, buf.getvalue())
 
 
+def read_part(path: Path, check: Callable[[dict], str | None] | None = None) -> dict | None:
+    """A finished part read back (bounded) and checked, or None: not there yet, or damaged (then a warning says so,
+    and the caller computes it again).
+
+    Args:
+        check: what is wrong with the part's arrays, or None when they are what it must hold.
+
+    Raises:
+        RunError: something that is not a regular file stands at ``path``.
+    """
+    if not path.exists():
+        return None
+    if not path.is_file():
+        raise RunError(f"{path} is not a regular file; remove it and run the same command again")
+    try:
+        arrays = read_arrays(path, PART_LIMITS)
+        why = check(arrays) if check else None
+    except ArrayFileError as e:
+        why = str(e)
+    if why is None:
+        return arrays
+    log.warning("%s is damaged (%s); computing it again", path, why)
+    return None
+
+
 def run_parts(work: Path, names: Iterable[str], compute: Callable[[str], dict],
-              on_done: Callable[[str], None] | None = None) -> dict[str, dict]:
-    """Compute each named part once: finished ones are read back from ``work/<name>.npz``.
+              on_done: Callable[[str], None] | None = None,
+              check: Callable[[str, dict], str | None] | None = None) -> dict[str, dict]:
+    """Compute each named part once: finished ones are read back from ``work/<name>.npz`` (:func:`read_part`).
+
+    Args:
+        check: ``check(name, arrays)``: what is wrong with a part read back, or None.
 
     Returns:
         name -> {array name: array}, in the order of ``names``.
@@ -99,10 +140,12 @@ def run_parts(work: Path, names: Iterable[str], compute: Callable[[str], dict],
     parts = {}
     for name in names:
         path = work / f"{name}.npz"
-        if not path.exists():
-            save_part(path, compute(name))
-        with np.load(path) as z:
-            parts[name] = {k: z[k] for k in z.files}
+        arrays = read_part(path, (lambda a, n=name: check(n, a)) if check else None)
+        if arrays is None:
+            arrays = compute(name)
+            save_part(path, arrays)
+            arrays = read_part(path)  # as a resumed run reads it: the same dtypes either way
+        parts[name] = arrays
         if on_done:
             on_done(name)
     return parts

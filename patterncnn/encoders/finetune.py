@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..core.fileio import write_json
+from ..core.fileio import output_folder, write_json
 from ..core.glue import GlueTask, get_task, load_split
 from ..core.version import __version__
-from .load import EncoderError, load_encoder, resolve_model
+from .load import EncoderError, bounded_texts, load_encoder, resolve_model
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class _Encoded(torch.utils.data.Dataset):
     def __init__(self, tokenizer, examples, max_length: int, regression: bool):
         self.items = []
         for ex in examples:
-            enc = tokenizer(*ex.texts, truncation=True, max_length=max_length)
+            enc = tokenizer(*bounded_texts(ex.texts, max_length)[0], truncation=True, max_length=max_length)
             enc["labels"] = float(ex.label) if regression else int(ex.label)
             self.items.append(dict(enc))
 
@@ -100,22 +100,23 @@ def _data_record(split) -> dict:
 
 
 def finetune(model: str, task: str, glue_dir: str | None, out: str | Path, cfg: FinetuneConfig | None = None,
-             progress: bool = True) -> dict:
+             progress: bool = True, overwrite: bool = False) -> dict:
     """Fine-tune ``model`` on ``task``'s train split and score it on the dev split.
 
     Returns:
         The manifest written beside the model (settings, data, dev metrics, times).
 
+    ``out`` is the model's folder: one already there needs ``overwrite`` (it is replaced only once the
+    new model is saved; :func:`patterncnn.core.fileio.output_folder`).
+
     Raises:
-        FileExistsError: ``out`` already exists.
+        OutputError: ``out`` already exists (without ``overwrite``), or is not a folder.
         EncoderError / GlueDataError: bad model or data, with the fix in the message.
     """
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, Trainer
 
     cfg = cfg or FinetuneConfig()
-    out = Path(out)
-    if out.exists():
-        raise FileExistsError(f"{out} already exists; choose another --out or remove it")
+    out = output_folder(out, (), overwrite)
     t = get_task(task)
     train = load_split(t, "train", glue_dir, limit=cfg.max_train_examples, seed=cfg.seed)
     dev = load_split(t, "dev", glue_dir, limit=cfg.max_dev_examples, seed=cfg.seed)
@@ -160,6 +161,8 @@ def finetune(model: str, task: str, glue_dir: str | None, out: str | Path, cfg: 
             "dev_data": {**_data_record(dev), "seconds": round(eval_s, 1)},
         }
         write_json(model_dir / MANIFEST, manifest)
+        if out.exists():  # --overwrite: the old model goes only once the new one is complete
+            out.rename(work / "old-model")
         model_dir.rename(out)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -8,8 +8,10 @@ Usage::
         ea.maps          # (L, H, T, T) float32, cropped to the example's real length T
         ea.tokens        # T wordpiece strings; ea.seps: positions of the separator tokens
 
-Attention comes only from ``output_attentions=True`` with eager attention. Examples are
-tokenized a window at a time, sorted by length within the window (length bucketing), run in
+Attention comes only from ``output_attentions=True`` with eager attention. Each input is
+tokenized once, after its texts are cut to ``CHARS_PER_TOKEN`` characters per token of
+``max_length`` (a tokenizer reads all of a text even when it truncates: a 15 MB word took 35 s),
+so the work per input is bounded whatever it holds. Examples are tokenized a window at a time, sorted by length within the window (length bucketing), run in
 batches under ``torch.inference_mode`` and yielded one by one, so memory stays flat however
 many examples stream through. Layer and head counts come from the model's config.
 """
@@ -37,12 +39,25 @@ log = logging.getLogger(__name__)
 DEFAULT_MODEL = "minilm"
 # Position ids start at padding_idx + 1 in these models, so two positions of the table are never used.
 _OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "mpnet")
+# A text longer than this many characters per token of max_length is cut before tokenizing. No natural text needs
+# more than about 10 characters per token; past 64 only runs of spaces or 100-character words (one [UNK]) get there.
+CHARS_PER_TOKEN = 64
 # Checkpoint classes that are not bidirectional encoders: their maps are not what the guide describes.
 _NOT_ENCODERS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "Seq2SeqLM")
 
 
 class EncoderError(PatternCNNError, RuntimeError):
     """The model could not be loaded as an encoder, or an input does not fit it; says how to fix it."""
+
+
+def bounded_texts(texts: tuple[str, ...], max_length: int) -> tuple[tuple[str, ...], bool]:
+    """The texts of one input cut to ``CHARS_PER_TOKEN * max_length`` characters each, and whether any was cut.
+
+    What every path tokenizes GLUE or user text through (the encoder, fine-tuning, disabling heads):
+    a tokenizer reads all of a text even when it truncates its tokens.
+    """
+    limit = CHARS_PER_TOKEN * max_length
+    return tuple(t[:limit] for t in texts), any(len(t) > limit for t in texts)
 
 
 def resolve_model(name: str) -> str:
@@ -99,15 +114,29 @@ class Encoder:
         digest = self.fingerprint.get("sha256") or self.fingerprint.get("revision") or ""
         return f"{base}-{digest[:8]}" if digest else base
 
+    @property
+    def max_chars(self) -> int:
+        """The characters of one text read at most (:func:`bounded_texts`)."""
+        return CHARS_PER_TOKEN * self.max_length
+
     def tokenize(self, texts: tuple[str, ...]) -> tuple[list[int], bool]:
-        """Token ids of one example (one text or a pair), cut to ``max_length``; and whether it was cut."""
+        """Token ids of one example (one text or a pair), cut to ``max_length``; and whether it was cut.
+
+        Tokenized once: each text is first cut by :func:`bounded_texts` (that counts as a cut), then
+        tokenized with truncation; a fast tokenizer says whether tokens were cut off (``overflowing``).
+        Every call uses the same settings, so threads may share the tokenizer.
+        """
         if not 1 <= len(texts) <= 2:
             raise EncoderError(f"an input is one sentence or a pair, got {len(texts)} texts")
-        full = self.tokenizer(*texts, truncation=False, verbose=False)["input_ids"]
-        if len(full) <= self.max_length:
-            return full, False
-        cut = self.tokenizer(*texts, truncation=True, max_length=self.max_length)["input_ids"]
-        return cut, True
+        texts, cut_chars = bounded_texts(texts, self.max_length)
+        enc = self.tokenizer(*texts, truncation=True, max_length=self.max_length, verbose=False)
+        ids = enc["input_ids"]
+        if enc.encodings:  # fast tokenizer: what truncation cut off is kept as overflowing
+            return ids, cut_chars or bool(enc.encodings[0].overflowing)
+        if len(ids) < self.max_length:  # a slow tokenizer says nothing: count again only when it may have cut
+            return ids, cut_chars
+        full = len(self.tokenizer(*texts, truncation=False, verbose=False)["input_ids"])
+        return ids, cut_chars or full > self.max_length
 
     def attentions(self, batch_ids: list[list[int]]) -> tuple[torch.Tensor, list[int]]:
         """Run one padded batch. Returns attentions (B, L, H, T, T) and the real lengths."""
@@ -163,19 +192,25 @@ class Encoder:
             order = sorted(range(len(chunk)), key=lambda i: len(tokenized[i][0]))
             for start in range(0, len(order), batch_size):
                 idxs = order[start : start + batch_size]
-                att, lengths = self.attentions([tokenized[i][0] for i in idxs])
-                for k, i in enumerate(idxs):
-                    ids, cut = tokenized[i]
-                    n = lengths[k]
-                    self.truncations += cut
-                    yield ExampleAttention(
-                        example=chunk[i],
-                        tokens=self.tokenizer.convert_ids_to_tokens(ids),
-                        seps=self._seps(ids),
-                        maps=att[k, :, :, :n, :n].numpy().copy(),
-                        truncated=cut,
-                    )
-                del att
+                yield from self._batch([(chunk[i], *tokenized[i]) for i in idxs])
+
+    def attend(self, example: Example, ids: list[int], cut: bool) -> ExampleAttention:
+        """The maps of one example already tokenized by :meth:`tokenize` (so a caller can refuse a cut input first)."""
+        return next(self._batch([(example, ids, cut)]))
+
+    def _batch(self, items: list[tuple[Example, list[int], bool]]) -> Iterator[ExampleAttention]:
+        att, lengths = self.attentions([ids for _, ids, _ in items])
+        for k, (example, ids, cut) in enumerate(items):
+            n = lengths[k]
+            self.truncations += cut
+            yield ExampleAttention(
+                example=example,
+                tokens=self.tokenizer.convert_ids_to_tokens(ids),
+                seps=self._seps(ids),
+                maps=att[k, :, :, :n, :n].numpy().copy(),
+                truncated=cut,
+            )
+        del att
 
 
 def _fingerprint(name: str, path: str, model) -> dict:

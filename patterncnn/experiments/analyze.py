@@ -13,19 +13,27 @@ from collections import Counter
 
 from ..core.glue import Example
 from ..core.labels import LABELS, SHORT
-from ..encoders.load import Encoder
+from ..encoders.load import Encoder, EncoderError
 
 
-def analyze(encoder: Encoder, classifier, texts: tuple[str, ...]) -> dict:
-    """Classify every head's map for one input (one sentence or a pair).
+def analyze(encoder: Encoder, classifier, texts: tuple[str, ...], truncate: bool = True) -> dict:
+    """Classify every head's map for one input (one sentence or a pair), tokenized once.
 
     Args:
         classifier: an :class:`patterncnn.classifier.onnx.OnnxClassifier` (``predict_same_length``).
+        truncate: cut an input longer than the encoder's ``max_length`` (the CLI); False refuses it
+            before the encoder runs (the service).
+
+    Raises:
+        EncoderError: ``truncate`` is False and the input is longer than ``max_length`` tokens.
 
     Returns:
         {"tokens", "seps", "truncated", "probs": (L, H, 5) array, "labels": (L, H) label names}.
     """
-    ea = next(encoder.iter_attentions([Example("input", "-", 0, tuple(texts), None)]))
+    ids, cut = encoder.tokenize(tuple(texts))
+    if cut and not truncate:
+        raise EncoderError(f"the input is longer than the encoder's limit of {encoder.max_length} tokens; shorten it")
+    ea = encoder.attend(Example("input", "-", 0, tuple(texts), None), ids, cut)
     L, H, t, _ = ea.maps.shape
     probs = classifier.predict_same_length(ea.maps.reshape(L * H, t, t), [ea.seps] * (L * H)).reshape(L, H, -1)
     return {"tokens": ea.tokens, "seps": ea.seps, "truncated": ea.truncated, "probs": probs,

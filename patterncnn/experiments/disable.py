@@ -35,7 +35,7 @@ from ..core.fileio import public_fingerprint
 from ..core.glue import GlueSplit, GlueTask
 from ..core.plots import disable_figure
 from ..core.work import finish, prepare_out, provenance, run_parts, work_dir, write_result
-from ..encoders.load import EncoderError, load_encoder, resolve_model
+from ..encoders.load import EncoderError, bounded_texts, load_encoder, resolve_model
 from ..encoders.uniform_heads import DisableError, UniformHeads, encoder_layers
 
 log = logging.getLogger(__name__)
@@ -79,6 +79,7 @@ class CachedClassifier:
     def __init__(self, model, tokenizer, texts: list[tuple[str, ...]], max_length: int = 128, batch_size: int = 32):
         self.model = model
         self.layers = encoder_layers(model)
+        texts = [bounded_texts(t, max_length)[0] for t in texts]
         lengths = [len(tokenizer(*t, truncation=True, max_length=max_length)["input_ids"]) for t in texts]
         self.order = sorted(range(len(texts)), key=lambda i: lengths[i])  # length bucketing
         self.batches = []

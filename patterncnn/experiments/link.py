@@ -15,11 +15,11 @@ heterogeneous share and its drop (also with a permutation p-value) uses every he
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
+from ..core.fileio import output_folder, parse_json
 from ..core.labels import LABELS
 from ..core.plots import link_figure
 from ..core.work import RunError, provenance, write_result
@@ -30,7 +30,10 @@ def _load(path: str | Path, name: str) -> dict:
     p = p / name if p.is_dir() else p
     if not p.is_file():
         raise RunError(f"no {name} at {path}; run the matching command first (its --out folder holds {name})")
-    return json.loads(p.read_text(encoding="utf-8"))
+    result = parse_json(p.read_bytes(), str(p), f"run the command that writes {name} again", RunError)
+    if not isinstance(result, dict):
+        raise RunError(f"{p} is not a result of that command (not a JSON object); run it again")
+    return result
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:
@@ -86,8 +89,12 @@ def head_table(census: dict, drift: dict | None, disable: dict, task: str) -> li
 
 
 def run_link(census_path, drift_path, disable_path, task: str, out: str | Path, perms: int = 10000,
-             seed: int = 0) -> dict:
-    """Join census, drift and disable per head for ``task``; test the paper's hypothesis; write link.*."""
+             seed: int = 0, overwrite: bool = False) -> dict:
+    """Join census, drift and disable per head for ``task``; test the paper's hypothesis; write link.*.
+
+    An earlier link.json in ``out`` needs ``overwrite`` (:func:`patterncnn.core.fileio.output_folder`).
+    """
+    out = output_folder(out, ("link.json",), overwrite)
     census, disable = _load(census_path, "census.json"), _load(disable_path, "disable.json")
     drift = _load(drift_path, "drift.json") if drift_path else None
     if disable["task"] != task:

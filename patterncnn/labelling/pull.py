@@ -11,6 +11,10 @@ and one per prediction, and merges them by key into the set already in ``out``: 
 lost unless ``replace`` is asked for. Then each map's label is resolved from all its annotators'
 labels (:mod:`patterncnn.labelling.agreement`: majority or Dawid–Skene), and the method is recorded.
 
+An export enters through :func:`read_export`, which inflates at most ``MAX_EXPORT_BYTES`` and
+checks the shape of every task it reads (:func:`check_export`), so a damaged or foreign export is
+refused naming the task and field, never half-merged.
+
 A prediction's source is ``push`` (stored by ``patterncnn annotate push``: the task data names its
 model), ``ml-backend`` (a model version that the project's ML backend, e.g. ``patterncnn serve``,
 reported) or ``other``. Skipped tasks have no label and are counted.
@@ -20,11 +24,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import gzip
-import json
+import zlib
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from ..core.errors import DataError
+from ..core.fileio import parse_json
 from ..core.labels import LABELS
 from ..core.maps import MapStore, MultiStore
 from ..core.version import __version__
@@ -34,6 +39,78 @@ from .push import FROM_NAME, UNCERTAIN
 from .sets import Tables, check_maps, export_name, label_counts, merge_rows, read_tables, text, write_labelled_set
 
 META = ("model", "task", "split", "example", "layer", "head", "T")
+MAX_EXPORT_BYTES = 512 << 20  # an export (inflated) read at most: its JSON is parsed whole
+_SCALAR = (str, int, float, type(None))
+
+
+def _expect(obj: dict, key: str, types: tuple, where: str, what: str) -> None:
+    if not isinstance(obj.get(key), types) or isinstance(obj.get(key), bool) and bool not in types:
+        raise AnnotateError(f"the export is not a Label Studio JSON export of patterncnn tasks: {where}.{key} must be "
+                            f"{what} (it is {type(obj.get(key)).__name__}); export the project as JSON again")
+
+
+def _check_result(item, where: str) -> None:
+    if not isinstance(item, dict):
+        raise AnnotateError(f"the export is not a Label Studio JSON export: {where} must be an object; export the "
+                            f"project as JSON again")
+    _expect(item, "result", (list, type(None)), where, "a list")
+    for k, r in enumerate(item.get("result") or []):
+        if not isinstance(r, dict):
+            raise AnnotateError(f"the export is not a Label Studio JSON export: {where}.result[{k}] must be an "
+                                f"object; export the project as JSON again")
+        _expect(r, "from_name", (str, type(None)), f"{where}.result[{k}]", "a string")
+        _expect(r, "value", (dict, type(None)), f"{where}.result[{k}]", "an object")
+        choices = (r.get("value") or {}).get("choices")
+        if choices is not None and not (isinstance(choices, list) and all(isinstance(c, str) for c in choices)):
+            raise AnnotateError(f"the export is not a Label Studio JSON export: {where}.result[{k}].value.choices "
+                                f"must be a list of strings; export the project as JSON again")
+    for key in ("id", "model_version", "created_at", "updated_at", "score", "lead_time"):
+        _expect(item, key, _SCALAR, where, "a string, a number or null")
+    for key in ("created_at", "updated_at", "model_version"):
+        _expect(item, key, (str, type(None)), where, "a string or null")
+
+
+def check_export(export) -> None:
+    """Refuse (AnnotateError naming the task and field) an export whose tasks do not have the shape :func:`flatten`
+    and :func:`learn_names` read: a list of task objects, each with ``data.map_id``, annotations and predictions
+    as lists of objects (a prediction may also be an id), results as objects with string choices."""
+    if not isinstance(export, list):
+        raise AnnotateError("the export is not a Label Studio JSON export (a list of tasks); export as JSON")
+    for i, task in enumerate(export):
+        where = f"task #{i}"
+        if not isinstance(task, dict):
+            raise AnnotateError(f"the export is not a Label Studio JSON export: {where} must be an object; export the "
+                                f"project as JSON again")
+        _expect(task, "data", (dict,), where, "an object")
+        data = task["data"]
+        if not isinstance(data.get("map_id"), str) or not data["map_id"]:
+            raise AnnotateError(f"task {task.get('id')} has no map_id: it was not pushed by patterncnn")
+        for key in ("pre_model", "pre_label"):
+            _expect(data, key, (str, type(None)), f"{where}.data", "a string or null")
+        _expect(data, "pre_scores", (dict, type(None)), f"{where}.data", "an object")
+        for key in ("id", "project", "created_at"):
+            _expect(task, key, _SCALAR, where, "a string, a number or null")
+        for key in ("annotations", "predictions"):
+            _expect(task, key, (list, type(None)), where, "a list")
+        for j, ann in enumerate(task.get("annotations") or []):
+            _check_result(ann, f"{where}.annotations[{j}]")
+            _expect(ann, "completed_by", (int, str, dict, type(None)), f"{where}.annotations[{j}]", "a user")
+            _expect(ann, "id", (int, type(None)), f"{where}.annotations[{j}]", "a number")
+            who = ann.get("completed_by")
+            if isinstance(who, dict):
+                _expect(who, "email", (str, type(None)), f"{where}.annotations[{j}].completed_by", "a string")
+                _expect(who, "id", _SCALAR, f"{where}.annotations[{j}].completed_by", "an id")
+            if isinstance(ann.get("prediction"), dict):
+                _check_result(ann["prediction"], f"{where}.annotations[{j}].prediction")
+        for j, p in enumerate(task.get("predictions") or []):
+            if isinstance(p, dict):
+                _check_result(p, f"{where}.predictions[{j}]")
+                if p.get("id") is None:
+                    raise AnnotateError(f"the export is not a Label Studio JSON export: {where}.predictions[{j}] has "
+                                        f"no id; export the project as JSON again")
+            elif not isinstance(p, (int, str)):
+                raise AnnotateError(f"the export is not a Label Studio JSON export: {where}.predictions[{j}] must be "
+                                    f"an object or an id; export the project as JSON again")
 
 
 def _label_of(ann: dict) -> tuple[str | None, bool]:
@@ -109,17 +186,14 @@ def flatten(export: list[dict], names: dict[int, str] | None = None, backends: d
         backends: model version -> URL of the ML backend that reported it.
         export_file: where the export is kept in the labelled set (recorded in every row).
     """
-    if not isinstance(export, list):
-        raise AnnotateError("the export is not a Label Studio JSON export (a list of tasks); export as JSON")
+    check_export(export)
     names, backends = names or {}, backends or {}
     anns, preds, info = [], [], {}
     report = {"tasks": len(export), "cancelled": 0, "unlabelled": 0, "unknown_annotators": set(),
               "predictions_without_content": 0}
     for task in export:
         data = task.get("data") or {}
-        map_id = data.get("map_id")
-        if map_id is None:
-            raise AnnotateError(f"task {task.get('id')} has no map_id: it was not pushed by patterncnn")
+        map_id = data["map_id"]
         info[map_id] = {**{k: data.get(k) for k in META}, "ls_task_id": task.get("id")}
         labelled = cancelled = False
         for ann in task.get("annotations") or []:
@@ -194,23 +268,36 @@ def label_rows(annotations: dict[str, dict], predictions: dict[str, dict], info:
 
 
 def read_export(raw: bytes) -> tuple[list[dict], bytes]:
-    """A Label Studio JSON export from bytes, plain or gzipped (as ``pull`` stores it): (tasks, JSON bytes)."""
+    """A Label Studio JSON export from bytes, plain or gzipped (as ``pull`` stores it): (tasks, JSON bytes).
+
+    A gzipped export is inflated to at most ``MAX_EXPORT_BYTES`` (a 16 MB gzip can inflate to 16 GB);
+    the tasks are checked by :func:`check_export`.
+    """
     if raw[:2] == b"\x1f\x8b":
+        inflate = zlib.decompressobj(wbits=31)  # gzip
         try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
+            out = inflate.decompress(raw, MAX_EXPORT_BYTES + 1)
+        except zlib.error as e:
             raise AnnotateError(f"the export is a broken gzip file ({e}); download it again") from None
-    try:
-        return json.loads(raw), raw
-    except ValueError:
-        raise AnnotateError("the export is not JSON: export the project as JSON (not CSV/COCO/...)") from None
+        if len(out) > MAX_EXPORT_BYTES:
+            raise AnnotateError(f"the export inflates to more than {MAX_EXPORT_BYTES >> 20} MiB; export fewer tasks "
+                                f"at a time")
+        if not inflate.eof:
+            raise AnnotateError("the export is a truncated gzip file; download it again")
+        raw = out
+    export = parse_json(raw, "the export", "export the project as JSON (not CSV/COCO/...)", AnnotateError)
+    check_export(export)
+    return export, raw
 
 
 def _fetch(ls: Connection | None, project, from_file: str | None) -> tuple[bytes, str, dict, dict]:
     """(export bytes, where they came from, user id -> e-mail, model version -> ML backend URL)."""
     if from_file:
         with open(from_file, "rb") as f:
-            return f.read(), f"file {from_file}", {}, {}
+            raw = f.read(MAX_EXPORT_BYTES + 1)
+        if len(raw) > MAX_EXPORT_BYTES:
+            raise AnnotateError(f"{from_file} is over {MAX_EXPORT_BYTES >> 20} MiB; export fewer tasks at a time")
+        return raw, f"file {from_file}", {}, {}
     if project is None:
         raise AnnotateError("pass --project (title or id) to pull from a server, or --from-file EXPORT.json")
     found = ls.find_project(project)
@@ -236,6 +323,12 @@ def _map_info(old: Tables, flat: Flat, maps) -> dict[str, dict]:
     return info
 
 
+def _seen(row: dict) -> dict:
+    """A label row's ``labels_seen`` (JSON in the CSV cell)."""
+    return parse_json(row.get("labels_seen") or "{}", f"labels.csv: labels_seen of {row['map_id']}",
+                      "repair it, or pull the labelled set again", DataError)
+
+
 def last_resolution(out) -> str | None:
     """The resolution method of the labelled set's latest pull (``pulls.jsonl``), if any."""
     log = Path(out) / "pulls.jsonl"
@@ -244,10 +337,10 @@ def last_resolution(out) -> str | None:
     lines = [line for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
     if not lines:
         return None
-    try:
-        method = json.loads(lines[-1]).get("resolution")
-    except (json.JSONDecodeError, AttributeError):
-        raise AnnotateError(f"{log}: the last line is not a JSON object; repair it or pass --resolve") from None
+    last = parse_json(lines[-1], f"{log} (its last line)", "repair it or pass --resolve", AnnotateError)
+    if not isinstance(last, dict):
+        raise AnnotateError(f"{log}: the last line is not a JSON object; repair it or pass --resolve")
+    method = last.get("resolution")
     if method is not None and method not in METHODS:
         raise AnnotateError(f"{log}: the last pull's resolution {method!r} is not one of {', '.join(METHODS)}; "
                             f"pass --resolve")
@@ -297,7 +390,7 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
               "dry_run": dry_run, "labelled": len(labels), "labels": label_counts(labels.values()),
               "resolutions": dict(Counter(r.get("resolution") or "earlier pull" for r in labels.values())),
               "changes": changes,
-              "disagreements": [{"map_id": m, "labels": json.loads(r["labels_seen"]), "chosen": r["label"]}
+              "disagreements": [{"map_id": m, "labels": _seen(r), "chosen": r["label"]}
                                 for m, r in sorted(labels.items()) if r.get("disagreement") == "True"]}
     check_maps(out, labels, source_maps)
     if dry_run:

@@ -16,6 +16,7 @@ Only the drawn examples go through the encoder. The output folder is a map store
 from __future__ import annotations
 
 import logging
+import shutil
 import zlib
 from pathlib import Path
 from typing import Callable
@@ -23,7 +24,7 @@ from typing import Callable
 import numpy as np
 
 from ..classifier.render import render_png
-from ..core.fileio import public_fingerprint, public_source, write_bytes
+from ..core.fileio import output_folder, public_fingerprint, public_source, write_bytes
 from ..core.glue import GlueSplit
 from ..core.maps import MapStore, map_record
 from ..core.version import __version__
@@ -92,11 +93,13 @@ def sample_maps(
     pngs: bool = True,
     progress: Callable | None = None,
     design: str = "stratified",
+    overwrite: bool = False,
 ) -> dict:
     """Sample, extract and write maps from each split into the map store ``out``.
 
     Args:
         progress: optional ``tqdm``-like factory ``progress(total=..., desc=...)``.
+        overwrite: replace a map store already in ``out`` (:func:`patterncnn.core.fileio.output_folder`).
         design: ``stratified`` (every layer represented, examples distinct while they last: for
             annotation rounds) or ``uniform`` (uniform over all (example, layer, head) triples: a
             sample whose label shares estimate the census's shares). Each map records it as ``sampling``.
@@ -104,8 +107,10 @@ def sample_maps(
     Returns:
         A summary: maps written per task, truncations, the store path.
     """
-    out = Path(out)
-    store = MapStore.create(out, info={
+    out = output_folder(out, ("store.json",), overwrite)
+    if overwrite:
+        shutil.rmtree(out / "png", ignore_errors=True)
+    store = MapStore.create(out, replace=overwrite, info={
         "model": public_fingerprint(encoder.fingerprint), "max_length": encoder.max_length, "seed": seed, "per_task": per_task,
         "design": design,
         "tasks": {s.task.name: {"split": s.split, "source": public_source(s.source), "examples": s.total} for s in splits},

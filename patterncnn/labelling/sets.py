@@ -15,7 +15,9 @@ Layout::
 
 Rows have keys (:func:`row_key`): labels the map id, annotations Label Studio's annotation UUID,
 predictions map id + prediction id + model version. A pull merges by key: new rows are added,
-changed rows updated, rows the export does not hold are kept (:func:`merge_rows`).
+changed rows updated, rows the export does not hold are kept (:func:`merge_rows`). Reading checks
+every row (:func:`read_tables`: its columns, a known label, a unique key), so a damaged table is
+refused naming the file and line, not half-read.
 
 Usage::
 
@@ -41,7 +43,8 @@ from typing import Iterable
 
 import numpy as np
 
-from ..core.fileio import public_path, write_bytes, write_json, write_text
+from ..core.errors import DataError
+from ..core.fileio import public_path, replaceable, write_bytes, write_json, write_text
 from ..core.labels import LABELS, label_index
 from ..core.maps import MapStore
 from .labelstudio import AnnotateError
@@ -58,6 +61,9 @@ PREDICTION_COLUMNS = ("map_id", "source", "backend", "model_version", "label", "
 TABLES = {"labels": ("labels.csv", LABEL_COLUMNS), "annotations": ("votes.csv", ANNOTATION_COLUMNS),
           "predictions": ("predictions.csv", PREDICTION_COLUMNS)}
 LEGACY = {"annotations": "annotations.csv"}  # the votes' earlier file name: read if votes.csv is absent, then replaced
+# The columns each table must have (older sets may lack the others), and those that hold a label.
+REQUIRED = {"labels": ("map_id", "label"), "annotations": ("map_id", "annotator", "label", "ls_annotation_id"),
+            "predictions": ("map_id", "source", "model_version", "label")}
 
 
 def text(value) -> str:
@@ -96,16 +102,47 @@ class Tables:
 
 
 def read_tables(root: str | Path) -> Tables:
-    """The tables of the labelled set in ``root`` (empty where a file is missing, e.g. an older set)."""
+    """The tables of the labelled set in ``root`` (empty where a file is missing, e.g. an older set).
+
+    Raises:
+        DataError: a table is damaged: a required column missing, a row with too many or too few
+            cells, a resolved label that is not one of the five, an annotation id that is not a
+            number, a repeated key; the message names the file and line.
+    """
     tables = Tables()
     for name, (filename, _) in TABLES.items():
         path = Path(root) / filename
         if not path.is_file() and name in LEGACY:
             path = Path(root) / LEGACY[name]
         if path.is_file():
-            with open(path, encoding="utf-8", newline="") as f:
-                setattr(tables, name, {row_key(name, r): r for r in csv.DictReader(f)})
+            setattr(tables, name, _read_table(name, path))
     return tables
+
+
+def _read_table(name: str, path: Path) -> dict[str, dict]:
+    fix = "repair it, or pull the labelled set again"
+    rows: dict[str, dict] = {}
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in REQUIRED[name] if c not in (reader.fieldnames or ())]
+            if missing:
+                raise DataError(f"{path} has no column {missing[0]!r}; {fix}")
+            for r in reader:
+                where = f"{path}:{reader.line_num}"
+                if None in r or None in r.values():
+                    raise DataError(f"{where}: the row does not have one cell per column; {fix}")
+                if name == "labels" and r["label"] not in LABELS:  # a vote outside the five is no vote (evaluate)
+                    raise DataError(f"{where}: label {r['label'][:40]!r} is not one of {', '.join(LABELS)}; {fix}")
+                if not r["map_id"] or name == "annotations" and not (r["ls_annotation_id"] or "0").isdigit():
+                    raise DataError(f"{where}: the row has no map_id or Label Studio annotation id; {fix}")
+                key = row_key(name, r)
+                if key in rows:
+                    raise DataError(f"{where}: the row repeats {key!r}; {fix}")
+                rows[key] = r
+    except (csv.Error, UnicodeDecodeError) as e:  # NUL bytes, a field over csv's size limit, not UTF-8
+        raise DataError(f"{path} is not a readable CSV table ({str(e)[:100]}); {fix}") from None
+    return rows
 
 
 def merge_rows(old: dict[str, dict], new: dict[str, dict], replace: bool = False,
@@ -180,6 +217,8 @@ def write_labelled_set(out, tables: Tables, maps=None, export: tuple[str, bytes]
             store = MapStore.create(stage / "maps", info={"labelled_set": True, "source": public_path(maps.root)})
             store.append((maps.metadata(m), maps.get(m)) for m in ids)
         staged = _stage_files(out, stage, tables, export, report, log_entry)
+        for filename in staged:  # refuse a FIFO or device in the set before anything is moved
+            replaceable(out / filename)
         grows = old_ids is None or old_ids <= set(ids)
         if write_maps and grows:
             _swap_maps(out, stage)
@@ -256,9 +295,13 @@ def load_labelled(annotations: str | Path) -> Labelled:
         raise FileNotFoundError(f"{table} not found: --annotations must be a folder written by "
                                 f"`patterncnn annotate pull` (labels.csv + maps/)")
     store = MapStore(root / "maps")
-    rows = list(csv.DictReader(open(table, encoding="utf-8")))
+    rows = list(_read_table("labels", table).values())
     if not rows:
         raise ValueError(f"{table} holds no labelled maps")
+    missing = [r["map_id"] for r in rows if r["map_id"] not in store]
+    if missing:
+        raise DataError(f"{table} labels {len(missing)} map(s) that {root / 'maps'} does not hold, e.g. "
+                        f"{missing[0]!r}; restore maps/, or pull the labelled set again")
     h = hashlib.sha256()
     ids, maps, seps, y, groups, unc, metas = [], [], [], [], [], [], []
     for r in sorted(rows, key=lambda r: r["map_id"]):

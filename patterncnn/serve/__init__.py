@@ -23,12 +23,20 @@ the size limit are refused (413) before they are read, and slow clients are cut 
 (:mod:`.server`, :class:`.middleware.BodyGuard`). With an API token, every path but ``/health``
 needs it (:class:`.middleware.TokenAuth`).
 
-Modules: ``app`` (create_app), ``state`` (settings and the parts routes read from ``app.state``),
-``schemas`` (pydantic models), ``decode`` (bounded decoding), ``routes`` (``/health``, ``/v1``),
-``labelstudio`` (the ML-backend protocol), ``middleware``, ``errors``, ``server`` (uvicorn).
+Modules: ``app`` (create_app), ``settings`` (limits and options, checked when made), ``state`` (each
+request's budget and the parts routes read from ``app.state``), ``schemas`` (pydantic models), ``decode``
+(bounded decoding), ``routes`` (``/health``, ``/v1``), ``ml_backend`` (the ML-backend protocol),
+``middleware``, ``errors``, ``server`` (uvicorn).
 """
 
-from .app import create_app
-from .state import ServeSettings
+from .settings import ServeSettings
 
 __all__ = ["ServeSettings", "create_app"]
+
+
+def __getattr__(name: str):
+    if name == "create_app":
+        from .app import create_app  # lazy: `patterncnn serve` checks its token and port before the app's imports
+
+        return create_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

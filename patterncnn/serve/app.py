@@ -10,7 +10,8 @@ from . import ml_backend as labelstudio
 from . import routes
 from .errors import error_responses, invalid_request
 from .middleware import BodyGuard, CatchAll, TokenAuth
-from .state import Parts, ServeSettings
+from .settings import ServeSettings
+from .state import Parts
 
 DESCRIPTION = ("Classify BERT-family self-attention maps into the five patterns of Kovaleva et al. (2019). Also a "
                "Label Studio ML backend. With an API token, every path but /health (this spec included) needs "
@@ -32,8 +33,9 @@ def create_app(settings: ServeSettings, classifier, encoder=None) -> FastAPI:
     app.include_router(routes.router, responses=error_responses(401))
     app.include_router(labelstudio.router, responses=error_responses(401))
     # Added innermost first: a request meets CORS, then CatchAll, TokenAuth and BodyGuard.
-    app.add_middleware(BodyGuard, limit=settings.max_body_bytes, timeout=settings.body_timeout)
-    app.add_middleware(TokenAuth, token=settings.api_token)
+    app.add_middleware(BodyGuard, limit=lambda path, media: app.state.parts.budget(path, media).body_bytes,
+                       timeout=settings.body_timeout)
+    app.add_middleware(TokenAuth, token=settings.token_bytes)
     app.add_middleware(CatchAll)
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware

@@ -20,10 +20,10 @@ from fastapi.routing import APIRoute
 from pydantic import ValidationError
 
 from ..core.arrayfile import NPY_MAGIC, ZIP_MAGIC, ArrayFileError, read_npy, read_npz
-from ..core.maps import check_map
+from ..core.maps import classifier_input
 from .errors import BadInput, describe
 from .schemas import ClassifyRequest, Task
-from .state import ServeSettings
+from .settings import ServeSettings
 
 JSON_MAX_DEPTH = 200  # pydantic-core's parser refuses deeper nesting; no body here needs more than 6
 JSON = "application/json"
@@ -126,17 +126,15 @@ def task_map(task: Task, s: ServeSettings) -> np.ndarray:
 
 
 def checked(ids: list[str], maps: list[np.ndarray], seps: list | None, s: ServeSettings) -> Batch:
-    """The maps as float32 after :func:`check_map`; a BadInput naming every unusable map."""
+    """The maps as float32 after :func:`patterncnn.core.maps.check_map` (with their separators: each must fall
+    inside its map); a BadInput naming every unusable map."""
     if len(maps) > s.max_batch:
         raise _too_many(len(maps), s)
     if not maps:
         raise BadInput("the request holds no maps; send at least one")
     problems, warnings, out = [], [], []
-    for k, a in zip(ids, maps):
-        if a.dtype.kind in "fiu":  # check what the classifier will get: a float64 1e39 is inf in float32
-            with np.errstate(over="ignore", invalid="ignore"):
-                a = a.astype(np.float32, copy=False)
-        errors, warns = check_map(a, max_t=s.max_t)
+    for i, (k, a) in enumerate(zip(ids, maps)):
+        a, errors, warns = classifier_input(a, max_t=s.max_t, seps=seps[i] if seps else None)
         if errors:
             problems.append(f"map {k!r}: {errors[0]}")
         warnings.append(warns[0] if warns else None)

@@ -1,4 +1,5 @@
-"""ASGI middleware of the service: one-line 500s, the API token, and the body's size and deadline.
+"""ASGI middleware of the service: one-line 500s (and 503s on shutdown), the API token, and the body's budget and
+deadline.
 
 Each wraps the app below it and answers by itself (JSON ``{"detail": ...}``) when it refuses a
 request, before any route or body parsing runs.
@@ -11,6 +12,7 @@ import hmac
 import json
 import logging
 import traceback
+from typing import Callable
 
 import anyio
 from fastapi import HTTPException
@@ -29,7 +31,11 @@ async def send_json(send, status: int, detail: str, headers: list[tuple[bytes, b
 
 
 class CatchAll:
-    """A JSON 500 for any unhandled error, and one log line about it (no traceback in body or log)."""
+    """A JSON 500 for any unhandled error, and one log line about it (no traceback in body or log).
+
+    A request cancelled because the server is stopping (its shutdown grace ran out) gets a JSON 503
+    and one log line, instead of uvicorn's plain-text 500 and traceback.
+    """
 
     def __init__(self, app):
         self.app = app
@@ -46,6 +52,13 @@ class CatchAll:
 
         try:
             await self.app(scope, receive, tracked)
+        except anyio.get_cancelled_exc_class():
+            log.warning("503 on %s %s: the server stopped before the request finished", scope.get("method"),
+                        scope.get("path"))
+            if not started:
+                with anyio.CancelScope(shield=True):
+                    await send_json(send, 503, "the server is stopping; send the request again", [(b"retry-after", b"1")])
+            # Not raised again: the request is answered, and uvicorn would log a traceback for it.
         except ClientDisconnect:  # the client left (or the server is stopping) while sending its body
             log.info("%s %s: the client disconnected before its body arrived", scope.get("method"), scope.get("path"))
         except HTTPException as exc:  # raised where no route handles it (e.g. by BodyGuard): still a 4xx
@@ -65,10 +78,11 @@ class TokenAuth:
     """With a token, every path but ``open_paths`` needs ``Authorization: Bearer <token>``.
 
     HTTP Basic with the token as password also passes (a Label Studio ML-backend connection sends
-    that, and a browser asks for it). Tokens are compared in constant time.
+    that, and a browser asks for it). Tokens are compared as bytes (the token's UTF-8, what a
+    client sends in either scheme), in constant time.
     """
 
-    def __init__(self, app, token: str | None, open_paths: tuple[str, ...] = ("/health",)):
+    def __init__(self, app, token: bytes | None, open_paths: tuple[str, ...] = ("/health",)):
         self.app, self.token, self.open_paths = app, token, open_paths
 
     async def __call__(self, scope, receive, send):
@@ -80,31 +94,39 @@ class TokenAuth:
         await self.app(scope, receive, send)
 
     def _allowed(self, scope) -> bool:
-        header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
-        scheme, _, value = header.partition(" ")
-        given = ""
-        if scheme.lower() == "bearer":
-            given = value.strip()
-        elif scheme.lower() == "basic":
+        header = dict(scope.get("headers") or []).get(b"authorization", b"")
+        scheme, _, value = header.partition(b" ")
+        given = b""
+        if scheme.lower() == b"bearer":
+            given = value.strip(b" \t")
+        elif scheme.lower() == b"basic":
             try:
-                given = base64.b64decode(value.strip(), validate=True).decode().split(":", 1)[-1]
-            except ValueError:  # bad base64 (binascii.Error) or bad UTF-8 (UnicodeDecodeError)
-                given = ""
-        return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self.token.encode())
+                given = base64.b64decode(value.strip(b" \t"), validate=True).split(b":", 1)[-1]
+            except ValueError:  # bad base64 (binascii.Error)
+                given = b""
+        return hmac.compare_digest(given, self.token)
 
 
 class BodyGuard:
-    """Refuse a body over ``limit`` bytes (413) before the app reads it, or not sent within ``timeout`` s (408)."""
+    """Refuse a body over its budget (413) before the app reads it, or not sent within ``timeout`` s (408).
 
-    def __init__(self, app, limit: int, timeout: float):
-        self.app, self.limit, self.timeout = app, limit, timeout
+    The budget is ``limit(path, media type)`` (:meth:`patterncnn.serve.state.Parts.budget`): a
+    declared ``Content-Length`` over it is refused before one byte is read, and a body without one
+    (chunked) is cut off as soon as the bytes that arrived pass it.
+    """
+
+    def __init__(self, app, limit: Callable[[str, str], int], timeout: float):
+        self.app, self.budget, self.timeout = app, limit, timeout
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        length = dict(scope.get("headers") or []).get(b"content-length", b"")
-        if length.isdigit() and int(length) > self.limit:
-            return await send_json(send, 413, self._too_large(), [(b"connection", b"close")])
+        headers = dict(scope.get("headers") or [])
+        media = headers.get(b"content-type", b"").split(b";", 1)[0].strip().lower().decode("latin-1")
+        limit = self.budget(scope.get("path", ""), media)
+        length = headers.get(b"content-length", b"")
+        if length.isdigit() and int(length) > limit:
+            return await send_json(send, 413, self._too_large(limit), [(b"connection", b"close")])
         deadline = anyio.current_time() + self.timeout
         seen, done = 0, False
 
@@ -121,12 +143,14 @@ class BodyGuard:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 done = not message.get("more_body", False)
-                if seen > self.limit:
-                    raise HTTPException(413, self._too_large(), headers=CLOSE)
+                if seen > limit:
+                    raise HTTPException(413, self._too_large(limit), headers=CLOSE)
             return message
 
         # The route's exception handling turns these HTTPExceptions into JSON responses.
         await self.app(scope, guarded, send)
 
-    def _too_large(self) -> str:
-        return f"request body exceeds the limit of {self.limit} bytes; send a smaller batch"
+    @staticmethod
+    def _too_large(limit: int) -> str:
+        return (f"request body exceeds the limit of {limit} bytes for this route and content type; send a smaller "
+                f"batch (big batches as .npy/.npz to /v1/classify), or shorter text")

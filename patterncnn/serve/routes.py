@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from ..classifier.classify import result_record
 from ..core.labels import LABELS
 from ..core.version import __version__
+from ..encoders.load import CHARS_PER_TOKEN, EncoderError
 from ..experiments import analyze as analysis
 from .decode import BINARY, JSON, JsonRoute, classify_batch, media_type
 from .errors import BadInput, error_responses
@@ -82,16 +83,19 @@ async def analyze(req: AnalyzeRequest, parts: Parts = Depends(get_parts)) -> Ana
     """One sentence (or pair) -> its tokens and the layer × head grid of labels and probabilities."""
     if parts.encoder is None:
         raise BadInput("this server was started without an encoder; start it with --model", 503)
+    limit = parts.text_chars  # the budget's text part, before any tokenizing: tokenizers read all of a text
+    if max(map(len, req.texts)) > limit:
+        raise BadInput(f"a text of {max(map(len, req.texts))} characters is over the limit of {limit} "
+                       f"({CHARS_PER_TOKEN} per token of the encoder's {parts.encoder.max_length}); shorten it", 413)
     return await parts.run(_analyze, parts, req.texts)
 
 
 def _analyze(parts: Parts, texts: tuple[str, ...]) -> AnalyzeResponse:
     enc = parts.encoder
-    # Counted without truncation, as the encoder counts: a fast tokenizer must not switch its
-    # truncation setting while another worker thread is encoding with it.
-    if len(enc.tokenizer(*texts, truncation=False, verbose=False)["input_ids"]) > enc.max_length:
-        raise BadInput(f"the input is longer than the encoder's limit of {enc.max_length} tokens; shorten it")
-    res = analysis.analyze(enc, parts.classifier, texts)
+    try:  # tokenized once; an input over max_length tokens is refused before the encoder runs
+        res = analysis.analyze(enc, parts.classifier, texts, truncate=False)
+    except EncoderError as e:
+        raise BadInput(str(e)) from None
     return AnalyzeResponse(tokens=res["tokens"], seps=res["seps"], labels=res["labels"],
                            probs=np.round(res["probs"], 5).tolist(), label_order=list(LABELS),
                            encoder=enc.fingerprint["model"], model_version=parts.classifier.model_version)

@@ -54,6 +54,8 @@ class ClassifyRequest(StrictModel):
     def _one_entry_per_map(self) -> "ClassifyRequest":
         if self.map is None and self.maps is None:
             raise ValueError('send "maps" (a list of T×T lists) or "map" (one T×T list)')
+        if self.map is not None and self.maps is not None:
+            raise ValueError('send "maps" or "map", not both: which one to classify would be a guess')
         if self.map is None and not self.maps:
             raise ValueError('"maps" must be a non-empty list of square 2-D lists')
         n = len(self.map_list)

@@ -3,18 +3,31 @@
 uvicorn closes an idle keep-alive connection, but waits forever for a client that sends half its
 headers; :class:`DeadlineH11` closes a connection whose request headers are not complete within
 ``header_timeout`` s, and on shutdown ends the requests whose body is still arriving. The body's
-deadline is :class:`patterncnn.serve.middleware.BodyGuard`'s.
+deadline is :class:`patterncnn.serve.middleware.BodyGuard`'s. On SIGTERM, running requests get
+``shutdown_grace`` s to finish; the rest are answered 503 (:class:`patterncnn.serve.middleware.CatchAll`).
+
+The socket is bound by :func:`bind` before the service says it is serving, so a taken port is
+one line of error, not an announcement followed by uvicorn's.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
+from typing import TYPE_CHECKING
 
 import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .state import ServeSettings
+from ..core.errors import PatternCNNError
+
+if TYPE_CHECKING:
+    from .settings import ServeSettings
+
+
+class ServeError(PatternCNNError, RuntimeError):
+    """The service cannot start as asked (its address cannot be bound); the message says what to do."""
 
 log = logging.getLogger("patterncnn.serve")
 
@@ -65,9 +78,33 @@ def server_config(app, host: str, port: int, settings: ServeSettings) -> uvicorn
     """uvicorn's config for the service: the h11 protocol with a header deadline, a bounded shutdown."""
     protocol = type("DeadlineH11", (DeadlineH11,), {"header_timeout": settings.header_timeout})
     return uvicorn.Config(app, host=host, port=port, http=protocol, log_level="warning", timeout_keep_alive=5,
-                          timeout_graceful_shutdown=10)
+                          timeout_graceful_shutdown=settings.shutdown_grace)
 
 
-def run(app, host: str, port: int, settings: ServeSettings) -> None:
-    """Serve until SIGINT/SIGTERM (requests still running get up to 10 s to finish)."""
-    uvicorn.Server(server_config(app, host, port, settings)).run()
+def bind(host: str, port: int) -> socket.socket:
+    """A listening-ready TCP socket on (host, port), as uvicorn binds one.
+
+    Raises:
+        ServeError: the address is taken, or not one of this machine's.
+    """
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as e:
+        raise ServeError(f"cannot serve on {host}: {e.strerror}; pass --host an address of this machine") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as e:
+        sock.close()
+        raise ServeError(f"cannot serve on {host}:{port}: {e.strerror}; choose another --port (or --host), or stop "
+                         f"what serves there") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def run(app, sock: socket.socket, settings: ServeSettings) -> None:
+    """Serve on a socket from :func:`bind` until SIGINT/SIGTERM (running requests get ``shutdown_grace`` s)."""
+    host, port = sock.getsockname()[:2]
+    uvicorn.Server(server_config(app, host, port, settings)).run(sockets=[sock])

@@ -1,4 +1,11 @@
-"""What the routers read from ``app.state``: the settings, the models, and the limiter they run under."""
+"""What the routers read from ``app.state``: the settings, each request's budget, the models, and the limiter.
+
+A request's **budget** (:meth:`Parts.budget`) is what it may cost, fixed by its route and media
+type before any of its body is read: its body bytes (:class:`patterncnn.serve.middleware.BodyGuard`
+refuses on ``Content-Length`` and counts the bytes as they stream), the characters of its texts
+(``/v1/analyze``: checked before tokenizing) and the bytes its maps decode to (checked on the
+declared sizes before anything is inflated: :mod:`patterncnn.core.arrayfile`).
+"""
 
 from __future__ import annotations
 
@@ -10,47 +17,26 @@ import anyio
 import numpy as np
 from fastapi import Request
 
+from ..classifier.classify import TOO_LARGE, scorable
 from ..core.arrayfile import ReadLimits
 from .errors import BadInput
+from .settings import ServeSettings
 
 if TYPE_CHECKING:
     from ..classifier.onnx import OnnxClassifier
     from ..encoders.load import Encoder
 
 MAX_PROJECTS = 1000  # Label Studio projects whose label names /setup remembers
+JSON_ESCAPE = 12  # the most JSON bytes one character can take (a surrogate pair as two \uXXXX escapes)
 
 
-@dataclasses.dataclass
-class ServeSettings:
-    """Limits and options of one service. Sizes in bytes, times in seconds.
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """What one request may cost (see the module docstring)."""
 
-    Attributes:
-        max_decoded_bytes: the most bytes the maps of one request may decode to (an .npz is
-            refused on its declared sizes before it is inflated).
-        header_timeout: a client must send a request's headers within this time.
-        body_timeout: a client must send a request's body within this time.
-    """
-
-    api_token: str | None = None
-    max_t: int = 512
-    max_batch: int = 1024
-    max_body_bytes: int = 256 * 1024 * 1024
-    max_json_bytes: int = 16 * 1024 * 1024
-    max_decoded_bytes: int = 512 * 1024 * 1024
-    cors_origins: tuple[str, ...] = ()
-    workers: int = 2  # inference (and decoding) calls running at once
-    header_timeout: float = 10.0
-    body_timeout: float = 60.0
-
-    def __post_init__(self):
-        for name in ("max_t", "max_batch", "max_body_bytes", "max_json_bytes", "max_decoded_bytes", "workers",
-                     "header_timeout", "body_timeout"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"ServeSettings.{name} must be positive (got {getattr(self, name)!r})")
-
-    @property
-    def read_limits(self) -> ReadLimits:
-        return ReadLimits(max_t=self.max_t, max_maps=self.max_batch, max_bytes=self.max_decoded_bytes)
+    body_bytes: int
+    text_chars: int | None  # characters per text, for /v1/analyze
+    decoded: ReadLimits
 
 
 @dataclasses.dataclass
@@ -67,21 +53,41 @@ class Parts:
         if self.limiter is None:
             self.limiter = anyio.CapacityLimiter(self.settings.workers)
         if self.encoder is not None:
-            # Settle the fast tokenizer on "no truncation" (how every request uses it) while one
+            # Settle the fast tokenizer on the one setting every request uses (Encoder.tokenize) while one
             # thread has it: switching that setting while another thread encodes fails.
-            self.encoder.tokenizer("patterncnn", truncation=False, verbose=False)
+            self.encoder.tokenize(("patterncnn",))
+
+    @property
+    def text_chars(self) -> int | None:
+        """The most characters of one /v1/analyze text: more would be cut by the encoder, so is refused."""
+        return self.encoder.max_chars if self.encoder is not None else None
+
+    def budget(self, path: str, media: str) -> Budget:
+        """The budget of a request to ``path`` with this media type (lower case, no parameters)."""
+        s = self.settings
+        if path == "/v1/analyze" and self.encoder is not None:  # two texts, each character escaped at worst
+            body = min(s.max_json_bytes, 2 * JSON_ESCAPE * self.text_chars + 64 * 1024)
+        elif path == "/v1/classify" and media != "application/json":
+            body = s.max_body_bytes  # .npy/.npz: its decoded size is checked on its declared sizes
+        else:
+            body = s.max_json_bytes
+        return Budget(body_bytes=body, text_chars=self.text_chars, decoded=s.read_limits)
 
     async def run(self, fn: Callable, *args) -> Any:
-        """``fn(*args)`` off the event loop, at most ``settings.workers`` at once (decoding and inference)."""
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=self.limiter)
+        """``fn(*args)`` off the event loop, at most ``settings.workers`` at once (decoding and inference).
+
+        A request cancelled while its call runs (the server stopping) returns at once; the call's
+        result is dropped.
+        """
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=self.limiter,
+                                              abandon_on_cancel=True)
 
     def predict(self, ids: list[str], maps: list[np.ndarray], seps: list | None) -> np.ndarray:
         """(N, 5) probabilities; 422 naming the maps the classifier cannot score (values near float32's limit)."""
         probs = self.classifier.predict(maps, seps)
-        bad = [k for k, p in zip(ids, probs) if not np.isfinite(p).all()]
+        bad = [k for k, ok in zip(ids, scorable(probs)) if not ok]
         if bad:
-            raise BadInput(f"map(s) {', '.join(map(repr, bad[:10]))}: values too large for the classifier to score; "
-                           f"send attention weights (rows summing to 1) or scale the maps down")
+            raise BadInput(f"map(s) {', '.join(map(repr, bad[:10]))}: {TOO_LARGE}")
         return probs
 
     def remember_project(self, project: str | int | None, names: tuple[str, str]) -> None:

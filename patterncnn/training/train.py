@@ -26,7 +26,7 @@ import torch
 
 from ..classifier.model import CNNConfig, count_conv_layers, model_config_dict
 from ..classifier.onnx import export_onnx, parity_check
-from ..core.fileio import write_bytes, write_json, write_text
+from ..core.fileio import output_folder, write_bytes, write_json, write_text
 from ..core.labels import LABELS
 from ..core.version import __version__
 from ..labelling.sets import Labelled, load_labelled
@@ -55,14 +55,20 @@ def calibrate_and_validate(data: Labelled, oof: OutOfFold, seed: int) -> tuple[d
     return calibration_record(rows), validation
 
 
+RESULTS = ("patterncnn.onnx", "patterncnn.pt", "metrics.json")
+
+
 def train_and_export(annotations: str | Path, out: str | Path, cfg: CNNConfig, tcfg: TrainConfig,
-                   compare: bool = False, progress=None, ecfg: EvalConfig | None = None) -> dict:
+                     compare: bool = False, progress=None, ecfg: EvalConfig | None = None,
+                     overwrite: bool = False) -> dict:
     """``patterncnn train``: cross-validate, compare, score the baselines, fit on all maps, export, write the card.
 
     Writes ``patterncnn.pt``, ``patterncnn.onnx``, ``metrics.json`` and ``README.md`` (the model card) into
-    ``out``, each atomically; ``ecfg`` chooses the per-encoder reports (:mod:`patterncnn.training.evaluate`). Returns the
+    ``out``, each atomically; ``ecfg`` chooses the per-encoder reports (:mod:`patterncnn.training.evaluate`). A
+    classifier already in ``out`` needs ``overwrite`` (:func:`patterncnn.core.fileio.output_folder`). Returns the
     metrics.
     """
+    out = output_folder(out, RESULTS, overwrite)
     with torch_threads(2):  # the thread count the shipped figures were measured with; restored after
         t0 = time.time()
         data = load_labelled(annotations)

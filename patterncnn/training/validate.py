@@ -43,7 +43,7 @@ from typing import Callable
 import numpy as np
 
 from ..core.errors import ClassifierError
-from ..core.fileio import public_path, sha256_file, write_json, write_text
+from ..core.fileio import output_folder, public_path, sha256_file, write_json, write_text
 from ..core.labels import LABELS
 from ..core.maps import families, tag_of
 from ..core.scores import classification_report, subset_scores
@@ -378,15 +378,21 @@ def markdown_report(v: dict) -> str:
     return "\n\n".join(parts)
 
 
-def run_validation(classifier, out: str | Path, annotations: str | Path | None = None, seed: int = 0) -> dict:
+RESULTS = ("validation.json", "validation.md")
+
+
+def run_validation(classifier, out: str | Path, annotations: str | Path | None = None, seed: int = 0,
+                   overwrite: bool = False) -> dict:
     """``patterncnn validate``: validate, then write ``validation.json`` and ``validation.md`` into ``out``.
+
+    An earlier validation in ``out`` needs ``overwrite`` (:func:`patterncnn.core.fileio.output_folder`).
 
     Args:
         classifier: an :class:`patterncnn.classifier.onnx.OnnxClassifier` trained by ``patterncnn train`` (it stores its rows).
         annotations: an independent labelled set; None validates cross-validated on the stored rows. Its
             labels are scored too (:func:`label_scores`); without uniformly drawn maps, only they are.
     """
-
+    out = output_folder(out, RESULTS, overwrite)
     rows = stored_rows(classifier.metadata)
     if rows is None:
         raise ClassifierError(f"{classifier.path} stores no out-of-fold rows to calibrate and validate with; {RETRAIN}")

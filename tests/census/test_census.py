@@ -2,11 +2,13 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from patterncnn.census.run import compare, run_census
 from patterncnn.classifier.onnx import OnnxClassifier
 from patterncnn.cli import main
+from patterncnn.core.fileio import OutputError
 from patterncnn.core.glue import load_split
 from patterncnn.core.labels import LABELS
 from patterncnn.core.work import RunError
@@ -36,7 +38,7 @@ def test_census_outputs(setup, tmp_path):
     assert not (tmp_path / "c" / ".work").exists()
     saved = json.loads((tmp_path / "c" / "census.json").read_text())
     assert saved["encoder"]["sha256"] and saved["classifier"]["sha256"] and saved["limit"] == 30
-    with pytest.raises(RunError, match="--overwrite"):
+    with pytest.raises(OutputError, match="already holds census.json; pass --overwrite"):
         run_census(enc, clf, splits, tmp_path / "c", limit=30, seed=1)
 
 
@@ -99,7 +101,7 @@ def test_census_cli_and_compare(tiny_bert, tiny_classifier, glue_dir, tmp_path, 
     out = capsys.readouterr().out
     assert "rte" in out and "vertical" in out and "census.png" in out
     assert main(args + ["--out", str(tmp_path / "a")]) == 2
-    assert "already holds a finished census" in capsys.readouterr().err
+    assert "already holds census.json; pass --overwrite" in capsys.readouterr().err
     assert main(args + ["--out", str(tmp_path / "b"), "--seed", "5"]) == 0
     capsys.readouterr()
     assert main(["census", "--compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
@@ -159,3 +161,72 @@ def test_analyze_cli(tiny_bert, tiny_classifier, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "layer\\head" in out and len([l for l in out.splitlines() if l.strip().startswith(("0 ", "1 ", "2 "))]) == 3
     assert (tmp_path / "g.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("damage", ["truncate", "lying header", "wrong shape", "nan"])
+def test_a_damaged_window_is_computed_again_saying_so(setup, tmp_path, caplog, damage):
+    # Found by the probe: resuming with a truncated window file ended in a BadZipFile traceback and no result.
+    import io
+
+    from hostile import npy_header, zip_of
+
+    enc, clf, glue = setup
+    split = load_split("rte", "dev", glue, limit=100, seed=2)
+    whole = run_census(enc, clf, [split], tmp_path / "whole", limit=100, seed=2)
+    with pytest.raises(KeyboardInterrupt):
+        run_census(enc, clf, [split], tmp_path / "cut", limit=100, seed=2, progress=Boom(80))
+    window = tmp_path / "cut" / ".work" / "rte" / "window-00000.npz"
+    data = window.read_bytes()
+    with np.load(io.BytesIO(data)) as z:
+        arrays = {k: z[k] for k in z.files}
+    if damage == "truncate":
+        window.write_bytes(data[: len(data) // 3])
+    elif damage == "lying header":  # declares a 32 TiB array: refused before anything is allocated
+        window.write_bytes(zip_of({"index.npy": npy_header((2**21, 2**21))}))
+    else:
+        key, value = ("labels", arrays["labels"][:, :5]) if damage == "wrong shape" else \
+            ("probs", np.full_like(arrays["probs"], np.nan))
+        buf = io.BytesIO()
+        np.savez(buf, **{**arrays, key: value})
+        window.write_bytes(buf.getvalue())
+    with caplog.at_level("WARNING"):
+        resumed = run_census(enc, clf, [split], tmp_path / "cut", limit=100, seed=2)
+    assert any("window-00000.npz is damaged" in r.getMessage() and "computing it again" in r.getMessage()
+               for r in caplog.records)
+    assert resumed["tasks"]["rte"]["counts"] == whole["tasks"]["rte"]["counts"]
+
+
+def test_a_damaged_work_stamp_starts_the_task_over(setup, tmp_path, caplog):
+    enc, clf, glue = setup
+    split = load_split("rte", "dev", glue, limit=100, seed=2)
+    with pytest.raises(KeyboardInterrupt):
+        run_census(enc, clf, [split], tmp_path / "c", limit=100, seed=2, progress=Boom(80))
+    (tmp_path / "c" / ".work" / "rte" / "run.json").write_text("[1, 2")
+    with caplog.at_level("WARNING"):
+        res = run_census(enc, clf, [split], tmp_path / "c", limit=100, seed=2)
+    assert res["tasks"]["rte"]["examples"] == 100
+    assert any("run.json is damaged; the unfinished run of rte starts over" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("damage,phrase", [
+    (lambda r: r.update(tasks=[]), "tasks must be an object"),
+    (lambda r: r["tasks"]["sst2"].pop("shares"), "tasks.sst2.shares must be an object with one entry per pattern"),
+    (lambda r: r["tasks"]["sst2"]["ci95"].update(block=[0.1]), "tasks.sst2.ci95.block must be two numbers"),
+    (lambda r: r["tasks"]["sst2"]["shares"].update(vertical="x"), "tasks.sst2.shares.vertical must be a number"),
+    (lambda r: r.update(encoder=None), "encoder.model must be a string"),
+    (lambda r: r["estimator"].update(validated_share_error={"bias_band": 5}),
+     "estimator.validated_share_error.bias_band must be an object"),
+])
+def test_compare_refuses_a_damaged_census_naming_the_field(tmp_path, capsys, damage, phrase):
+    from repo import REPO
+
+    shipped = REPO / "research" / "census" / "minilm" / "census.json"
+    result = json.loads(shipped.read_text())
+    damage(result)
+    (tmp_path / "a.json").write_text(json.dumps(result))
+    assert main(["census", "--compare", str(tmp_path / "a.json"), str(shipped)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "is not a census result: " + phrase in err, err
+    (tmp_path / "a.json").write_text("[" * 100_000)
+    assert main(["census", "--compare", str(tmp_path / "a.json"), str(shipped)]) == 2
+    assert "is not valid JSON (nested too deeply)" in capsys.readouterr().err

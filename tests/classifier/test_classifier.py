@@ -223,3 +223,32 @@ def test_segment_rule_decides_each_separator_list_once_and_each_map_right():
     block = LABELS.index("block")
     assert out[:, block].tolist() == pytest.approx([0.2] * 3 + [0.0] * 3 + [0.2, 0.2, 0.0, 0.2])
     assert np.allclose(out.sum(1), 1.0)
+
+
+@pytest.mark.parametrize("representation", ["area", "bilinear"])
+def test_preprocess_builds_the_masks_one_channel_at_a_time_with_the_same_result(representation):
+    # The masks are resized one channel at a time (a T = 8192 map needs one T x T mask beside it, not three):
+    # the result must equal resizing the stacked channels, as the preprocessing was first written.
+    import torch
+
+    from patterncnn.classifier.model import CNNConfig, preprocess, resize, segment_masks, structure_masks
+
+    cfg = CNNConfig(grid=16, representation=representation)
+    rng = np.random.default_rng(0)
+    for t, seps in ((37, [[17, 36]] * 3), (40, [[10, 39], None, [5, 6, 39]]), (9, [None] * 3)):
+        maps = torch.tensor(rng.random((3, t, t)), dtype=torch.float32)
+        for resample in (None, t + 5):
+            got = preprocess(maps, seps, cfg, resample_to=resample)
+            same = all(s == seps[0] for s in seps)
+            masks_for = seps[:1] if same else seps
+            m = torch.cat([segment_masks(t, masks_for).unsqueeze(1), structure_masks(t, masks_for)], dim=1)
+            x = maps.float().unsqueeze(1)
+            if resample:
+                x = torch.nn.functional.interpolate(x, size=(resample, resample), mode="nearest")
+                m = torch.nn.functional.interpolate(m, size=(resample, resample), mode="nearest")
+            x = resize(x, 16, representation)
+            rel = (x * t).clamp_min(2 ** -4).log2().clamp_max(6.0) / 4.0
+            x = torch.cat([x / x.amax(dim=(2, 3), keepdim=True).clamp_min(1e-12), rel], dim=1)
+            m = resize(m, 16, representation)
+            want = torch.cat([x, m.expand(3, -1, -1, -1) if same else m], dim=1)
+            assert torch.equal(got, want)

@@ -122,3 +122,15 @@ def test_no_folder_and_no_hub_says_how_to_get_data():
     # conftest sets HF_DATASETS_OFFLINE=1: `datasets` cannot fetch, and must not fall back to anything.
     with pytest.raises(GlueDataError, match="pass --glue-dir"):
         load_split("sst2", "dev", None)
+
+
+def test_a_score_that_is_not_a_number_is_a_skipped_row(glue_dir, tmp_path):
+    # Found by the CLI fuzz: STS-B's float(score) raised ValueError on a damaged row instead of skipping it.
+    rows = (glue_dir / "STS-B" / "dev.tsv").read_text(encoding="utf-8").splitlines()
+    header, body = rows[0], rows[1:6]
+    cells = body[0].split("\t")
+    bad = ["\t".join(cells[:-1] + [score]) for score in ("abc", "nan", "inf", "")]
+    (tmp_path / "STS-B").mkdir()
+    (tmp_path / "STS-B" / "dev.tsv").write_text("\n".join([header, *body, *bad]) + "\n", encoding="utf-8")
+    split = load_split("stsb", "dev", tmp_path)
+    assert len(split.examples) == 5 and split.skipped == 4

@@ -79,3 +79,40 @@ def test_check_map_flags_rows_not_summing_to_one():
     assert check_map(softmax_map(5)) == ([], [])
     errors, warnings = check_map(softmax_map(5) * 3)
     assert not errors and "rows do not sum to 1" in warnings[0]
+
+
+def test_append_splits_parts_by_size(tmp_path, monkeypatch):
+    import patterncnn.core.maps as maps
+
+    monkeypatch.setattr(maps, "PART_BYTES", 2 * 10 * 10 * 4)  # the same rule as 256 MiB: two 10 x 10 maps a part
+    store = MapStore.create(tmp_path / "s")
+    assert store.append([({"id": f"m{i}"}, softmax_map(10, i)) for i in range(5)]) == 5
+    assert len(list((tmp_path / "s").glob("part-*.npz"))) == 3
+    again = MapStore(tmp_path / "s")
+    assert again.ids == [f"m{i}" for i in range(5)]
+    np.testing.assert_array_equal(again.get("m4"), softmax_map(10, 4))
+
+
+def test_append_checks_the_metadata_contract(tmp_path):
+    store = MapStore.create(tmp_path / "s")
+    with pytest.raises(MapFormatError, match='field "seps" must be'):
+        store.append([({"id": "a", "seps": ["x"]}, softmax_map(5))])
+    with pytest.raises(MapFormatError, match="separator position 9 is outside the map"):
+        store.append([({"id": "a", "seps": [2, 9]}, softmax_map(5))])
+    with pytest.raises(MapFormatError, match="NaN or inf"):  # a float64 1e39 is inf in the float32 stored
+        store.append([({"id": "a"}, np.full((3, 3), 1e39))])
+
+
+def test_plain_npy_is_read_one_map_at_a_time(tmp_path):
+    from patterncnn.core.arrayfile import ArrayFileError
+
+    np.save(tmp_path / "m.npy", np.stack([softmax_map(6, i) for i in range(3)]))
+    src = open_maps(tmp_path / "m.npy")
+    assert src.ids == ["0", "1", "2"]
+    np.testing.assert_array_equal(src.get("2"), softmax_map(6, 2))
+    np.save(tmp_path / "f.npy", np.asfortranarray(np.stack([softmax_map(6), softmax_map(6)])))
+    with pytest.raises(ArrayFileError, match="Fortran order"):
+        open_maps(tmp_path / "f.npy")
+    (tmp_path / "t.npy").write_bytes((tmp_path / "m.npy").read_bytes()[:-10])
+    with pytest.raises(ArrayFileError, match="truncated or padded"):
+        open_maps(tmp_path / "t.npy")

@@ -75,3 +75,21 @@ def test_embedded_minilm():
     assert o.tokens[:3] == ["[CLS]", "the", "cat"]
     assert o.maps.shape[:2] == (6, 12)
     np.testing.assert_allclose(o.maps.sum(-1), 1.0, atol=1e-5)
+
+
+def test_an_input_is_tokenized_once_and_a_long_text_cut_first(tiny_bert):
+    # Found by the probe: a 15 MB word was tokenized whole (35 s), then again with truncation.
+    from patterncnn.encoders.load import CHARS_PER_TOKEN
+
+    enc = load_encoder(str(tiny_bert), max_length=16)
+    seen = []
+    real = enc.tokenizer
+    enc.tokenizer = lambda *texts, **kw: (seen.append([len(t) for t in texts]), real(*texts, **kw))[1]
+    ids, cut = enc.tokenize(("a" * 1_000_000,))
+    assert seen == [[CHARS_PER_TOKEN * 16]] and cut and len(ids) <= 16
+    seen.clear()
+    assert enc.tokenize(("ab", "cd")) == (real("ab", "cd")["input_ids"], False)
+    assert len(seen) == 1
+    seen.clear()
+    ids, cut = enc.tokenize(("a " * 40, "b " * 40))  # over max_length in tokens, not in characters
+    assert cut and ids == real("a " * 40, "b " * 40, truncation=True, max_length=16)["input_ids"] and len(seen) == 1

@@ -168,7 +168,7 @@ def test_pull_from_file_twice_merges(tmp_path, capsys):
 def test_pull_from_file_errors_are_one_line(tmp_path, capsys):
     (tmp_path / "bad.json").write_text("id,label\n")
     assert main(["annotate", "pull", "--from-file", str(tmp_path / "bad.json"), "--out", str(tmp_path / "b")]) == 2
-    assert "not JSON" in capsys.readouterr().err
+    assert "the export is not valid JSON" in capsys.readouterr().err
     (tmp_path / "e.json").write_text(json.dumps(export_for({"x": [ann("diagonal", 1, "t")]})))
     assert main(["annotate", "pull", "--from-file", str(tmp_path / "e.json"), "--annotator", "one=me",
                  "--out", str(tmp_path / "b")]) == 2
@@ -188,7 +188,10 @@ def test_agreement_command_on_the_shipped_set(tmp_path, capsys):
     assert sum(r["fleiss"]["maps"] for r in report["by_encoder"].values()) == report["all"]["fleiss"]["maps"]
     assert json.loads((REPO / "annotations" / "agreement.json").read_text()) == report  # the shipped report is current
     assert main(["annotate", "agreement", str(REPO / "annotations" / "legacy-single-annotator"), "--raters", "pass",
-                 "--out", str(tmp_path / "agreement.json")]) == 0
+                 "--out", str(tmp_path / "agreement.json")]) == 2  # an existing --out needs --overwrite
+    assert "agreement.json already exists; pass --overwrite" in capsys.readouterr().err
+    assert main(["annotate", "agreement", str(REPO / "annotations" / "legacy-single-annotator"), "--raters", "pass",
+                 "--out", str(tmp_path / "agreement.json"), "--overwrite"]) == 0
     out = capsys.readouterr().out
     assert "#1 vs annotator@patterncnn.local #2: 515 maps, 77.5% agree, Cohen's kappa 0.690" in out
     assert json.loads((tmp_path / "agreement.json").read_text())["raters_are"] == "pass"
@@ -203,3 +206,80 @@ def test_a_project_title_over_label_studios_limit_is_refused_before_any_call():
     ls = Connection(url="http://localhost:1", client=None)  # no server: the check comes first
     with pytest.raises(AnnotateError, match=rf"at most {MAX_TITLE} characters.*shorten --project"):
         ls.ensure_project("r" * (MAX_TITLE + 1), label_config())
+
+
+# ---------------------------------------------------------------- issue 31: damaged exports and tables
+
+
+def _good_task() -> dict:
+    return export_for({"x": [ann("diagonal", 1, "t")]})[0]
+
+
+@pytest.mark.parametrize("damage,phrase", [
+    (lambda t: t.update(annotations="all"), "task #0.annotations must be a list"),
+    (lambda t: t["annotations"][0].update(result=5), "task #0.annotations[0].result must be a list"),
+    (lambda t: t["annotations"][0]["result"][0].update(value=[1]), "result[0].value must be an object"),
+    (lambda t: t["annotations"][0]["result"][0]["value"].update(choices="block"), "choices must be a list of strings"),
+    (lambda t: t["annotations"][0].update(completed_by=[1]), "completed_by must be a user"),
+    (lambda t: t["annotations"][0].update(created_at=5), "created_at must be a string or null"),
+    (lambda t: t["annotations"][0].update(id="abc"), "annotations[0].id must be a number"),
+    (lambda t: t.update(predictions=[{"model_version": "m"}]), "task #0.predictions[0] has no id"),
+    (lambda t: t.update(predictions=[[1]]), "predictions[0] must be an object or an id"),
+    (lambda t: t.update(data=[]), "task #0.data must be an object"),
+    (lambda t: t["data"].update(pre_scores=[0.2]), "task #0.data.pre_scores must be an object"),
+    (lambda t: t["data"].pop("map_id"), "has no map_id"),
+])
+def test_a_damaged_export_is_one_line_naming_task_and_field(tmp_path, capsys, damage, phrase):
+    task = _good_task()
+    damage(task)
+    (tmp_path / "e.json").write_text(json.dumps([task]))
+    assert main(["annotate", "pull", "--from-file", str(tmp_path / "e.json"), "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and phrase in err, err
+
+
+def test_a_gzip_export_is_inflated_within_a_bound(tmp_path, monkeypatch, capsys):
+    import gzip
+
+    import patterncnn.labelling.pull as pull
+
+    monkeypatch.setattr(pull, "MAX_EXPORT_BYTES", 10_000)  # the same bound as the shipped 512 MiB, in 10 kB
+    (tmp_path / "e.json.gz").write_bytes(gzip.compress(b"[" + b" " * 50_000 + b"]"))
+    assert main(["annotate", "pull", "--from-file", str(tmp_path / "e.json.gz"), "--out", str(tmp_path / "s")]) == 2
+    assert "inflates to more than" in capsys.readouterr().err
+    (tmp_path / "e.json.gz").write_bytes(gzip.compress(json.dumps([_good_task()]).encode())[:-8])
+    assert main(["annotate", "pull", "--from-file", str(tmp_path / "e.json.gz"), "--out", str(tmp_path / "s")]) == 2
+    assert "truncated gzip" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("table,text,phrase", [
+    ("labels.csv", "map_id,label\nm1,sideways\n", "labels.csv:2: label 'sideways' is not one of"),
+    ("labels.csv", "map_id,labels\nm1,block\n", "labels.csv has no column 'label'"),
+    ("labels.csv", "map_id,label\nm1,block,extra\n", "labels.csv:2: the row does not have one cell per column"),
+    ("labels.csv", "map_id,label\nm1,block\nm1,block\n", "labels.csv:3: the row repeats 'm1'"),
+    ("votes.csv", "map_id,annotator,label,ls_annotation_id\nm1,a,block,x1\n", "no map_id or Label Studio annotation id"),
+    ("labels.csv", "map_id,label\nm1,bl\x00ock\n", "labels.csv:2: label 'bl\\x00ock' is not one of"),
+    ("votes.csv", "map_id,annotator,label,ls_annotation_id\nm1,a," + "b" * 200_000 + ",1\n",
+     "is not a readable CSV table"),
+])
+def test_a_damaged_table_is_one_line_naming_file_and_line(tmp_path, capsys, table, text, phrase):
+    (tmp_path / "set").mkdir()
+    (tmp_path / "set" / table).write_text(text)
+    if table == "labels.csv":
+        (tmp_path / "set" / "votes.csv").write_text("map_id,annotator,label,ls_annotation_id\nm1,a,block,1\n")
+    assert main(["annotate", "agreement", str(tmp_path / "set")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and phrase in err, err
+
+
+def test_labels_of_maps_the_set_does_not_hold_are_refused(labelled_set, tmp_path):
+    import shutil
+
+    from patterncnn.core.errors import DataError
+    from patterncnn.labelling.sets import load_labelled
+
+    shutil.copytree(labelled_set, tmp_path / "set")
+    with open(tmp_path / "set" / "labels.csv", "a") as f:
+        f.write("ghost,block,False\n")
+    with pytest.raises(DataError, match="labels 1 map.s. that .* does not hold, e.g. 'ghost'"):
+        load_labelled(tmp_path / "set")

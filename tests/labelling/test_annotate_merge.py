@@ -191,7 +191,7 @@ def test_an_explicit_resolve_overrides_the_sets_method(shipped_copy, tmp_path, c
         f.write("{not json\n")
     assert main(["annotate", "pull", "--from-file", str(tmp_path / "e.json"), "--out", str(shipped_copy)]) == 2
     err = capsys.readouterr().err
-    assert "pulls.jsonl: the last line is not a JSON object" in err and "--resolve" in err
+    assert "pulls.jsonl (its last line) is not valid JSON" in err and "--resolve" in err
 
 
 def three_annotators_each(held: Path, maps: int, letters: str):

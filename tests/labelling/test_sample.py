@@ -51,7 +51,9 @@ def test_sample_errors(tiny_bert, glue_dir, tmp_path, capsys):
     assert "valid tasks are: cola, sst2" in capsys.readouterr().err
     assert main(base + ["--task", "rte", "--out", str(tmp_path / "y")]) == 0
     assert main(base + ["--task", "rte", "--out", str(tmp_path / "y")]) == 2
-    assert "already holds a map store" in capsys.readouterr().err
+    assert "already holds store.json; pass --overwrite" in capsys.readouterr().err
+    assert main(base + ["--task", "rte", "--out", str(tmp_path / "y"), "--overwrite", "--no-png"]) == 0
+    assert not (tmp_path / "y" / "png").exists() and len(list((tmp_path / "y").glob("part-*.npz"))) == 1
     assert main(base + ["--task", "qnli", "--split", "train", "--out", str(tmp_path / "z")]) == 2
     assert "has no QNLI/train.tsv" in capsys.readouterr().err
     assert main(["sample", "--task", "rte", "--per-task", "2", "--model", str(tmp_path), "--glue-dir",

@@ -246,3 +246,155 @@ def test_member_longer_than_its_header_is_not_inflated_past_it(client):
     # The header declares a 4 x 4 map and 64 MiB of zeros follow: reading stops one byte past the map.
     bomb = zip_of({"a.npy": npy_header((4, 4), "<f4") + bytes(64 << 20)})
     refused(client.post("/v1/classify", content=bomb, headers=BINARY), 400, "more data than its header declares")
+
+
+# ---------------------------------------------------------------- issue 31: hostile input, round two
+
+
+def test_map_and_maps_together_are_refused(client):
+    body = {"map": pattern_map("diagonal", 8).tolist(), "maps": [pattern_map("vertical", 8).tolist()]}
+    refused(client.post("/v1/classify", json=body), 422, 'send "maps" or "map", not both')
+
+
+def test_separators_outside_the_map_are_refused(client):
+    m = pattern_map("block", 8, 3).tolist()
+    refused(client.post("/v1/classify", json={"maps": [m, m], "seps": [[3, 7], [3, 40]]}), 422,
+            "map '1': separator position 40 is outside the map")
+    refused(client.post("/predict", json={"tasks": [a_task(seps=[7, 99])]}), 422, "separator position 99 is outside")
+    assert client.post("/v1/classify", json={"maps": [m], "seps": [[3, 7]]}).status_code == 200
+
+
+def test_a_json_body_over_the_json_limit_is_refused_on_its_content_length(live):
+    # The probe's 250 MB JSON body, under the 256 MB body limit but over the 16 MB JSON one: refused on its
+    # Content-Length before a byte of it is read (it is never sent here).
+    with socket.create_connection(("127.0.0.1", live)) as sock:
+        sock.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 262144000\r\n\r\n")
+        reply = read_all(sock, within=10)
+    assert reply.startswith(b"HTTP/1.1 413") and b"exceeds the limit of 16777216 bytes" in reply
+
+
+def test_a_chunked_json_body_is_cut_off_at_the_json_limit(parts):
+    # No Content-Length: the bytes are counted as they arrive. 20 kB are sent and then nothing: a server that
+    # waited for the rest would answer 408 after its 1 s body deadline, not 413.
+    settings = ServeSettings(max_json_bytes=10_000, header_timeout=1.0, body_timeout=1.0)
+    with live_server(create_app(settings, parts[0]), settings) as url:
+        with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as sock:
+            sock.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n" + b"3e8\r\n" + b" " * 1000 + b"\r\n")
+            for _ in range(19):
+                sock.sendall(b"3e8\r\n" + b" " * 1000 + b"\r\n")
+            reply = read_all(sock, within=10)
+    assert reply.startswith(b"HTTP/1.1 413") and b"exceeds the limit of 10000 bytes" in reply
+
+
+def test_analyze_refuses_a_long_text_before_tokenizing(parts, monkeypatch):
+    app = create_app(ServeSettings(), *parts)
+    c = TestClient(app, raise_server_exceptions=False)
+    enc = app.state.parts.encoder
+    limit = app.state.parts.text_chars
+    assert limit == 64 * enc.max_length
+    calls = []
+    monkeypatch.setattr(enc, "tokenize", lambda texts: calls.append(texts))
+    refused(c.post("/v1/analyze", json={"text": "a" * (limit + 1)}), 413, f"over the limit of {limit}")
+    refused(c.post("/v1/analyze", json={"text": "a", "text_pair": "b" * (limit + 1)}), 413, "characters is over")
+    body = json.dumps({"text": "x" * 300_000})  # the probe's 15 MB word, smaller: over this route's body budget
+    budget = app.state.parts.budget("/v1/analyze", "application/json").body_bytes
+    assert budget < 300_000
+    refused(c.post("/v1/analyze", content=body, headers=JSON), 413, f"exceeds the limit of {budget} bytes")
+    assert calls == []
+
+
+def test_analyze_tokenizes_once_and_refuses_a_long_input_before_the_encoder(parts, monkeypatch):
+    app = create_app(ServeSettings(), *parts)
+    c = TestClient(app, raise_server_exceptions=False)
+    enc = app.state.parts.encoder
+    seen, ran = [], []
+    real_tok, real_attend = enc.tokenizer, enc.attend
+
+    class Counting:  # the tokenizer, counting its calls
+        def __call__(self, *a, **k):
+            seen.append(a)
+            return real_tok(*a, **k)
+
+        def __getattr__(self, name):
+            return getattr(real_tok, name)
+
+    monkeypatch.setattr(enc, "tokenizer", Counting())
+    monkeypatch.setattr(enc, "attend", lambda *a: (ran.append(1), real_attend(*a))[1])
+    refused(c.post("/v1/analyze", json={"text": "word " * 200}), 422, "longer than the encoder's limit")
+    assert len(seen) == 1 and ran == []
+    assert c.post("/v1/analyze", json={"text": "a cat sat"}).status_code == 200 and len(seen) == 2 and ran == [1]
+
+
+def test_a_token_that_is_not_ascii_works_as_bearer_and_basic(parts):
+    import base64
+
+    token = "s3crét-ключ"
+    c = TestClient(create_app(ServeSettings(api_token=token), *parts))
+    raw = token.encode()
+    assert c.get("/v1/labels", headers={"Authorization": b"Bearer " + raw}).status_code == 200
+    assert c.get("/v1/labels", headers={"Authorization": b"Basic " + base64.b64encode(b"x:" + raw)}).status_code == 200
+    assert c.get("/v1/labels", headers={"Authorization": b"Bearer " + raw[:-1]}).status_code == 401
+    assert c.get("/v1/labels", headers={"Authorization": b"Bearer \xff\xfe"}).status_code == 401
+
+
+def test_a_token_no_header_can_carry_is_refused_at_start():
+    for bad in (b"\xff".decode("utf-8", "surrogateescape"), " x", "a\nb", ""):
+        with pytest.raises(ValueError, match="API token"):
+            ServeSettings(api_token=bad)
+
+
+SLOW_SERVER = """
+import sys, time
+import numpy as np
+from patterncnn.serve import ServeSettings, create_app
+from patterncnn.serve.server import bind, run
+
+class Slow:  # a classifier that takes a minute: the request is still running when SIGTERM comes
+    model_version = "slow"
+    def predict(self, maps, seps):
+        time.sleep(60)
+        return np.full((len(maps), 5), 0.2, dtype=np.float32)
+
+settings = ServeSettings(shutdown_grace=0.5)
+run(create_app(settings, Slow()), bind("127.0.0.1", int(sys.argv[1])), settings)
+"""
+
+
+def test_sigterm_during_a_request_answers_503_and_exits(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from labelstudio_server import free_port
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_SERVER, str(port)], env=env, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        answer = {}
+        request = threading.Thread(target=lambda: answer.update(
+            r=httpx.post(f"{url}/v1/classify", json={"map": [[1.0]]}, timeout=90)))
+        request.start()
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)  # not the minute the request would take: it is cut off after the grace
+        request.join(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    r = answer["r"]
+    assert r.status_code == 503 and r.json() == {"detail": "the server is stopping; send the request again"}
+    log = proc.stderr.read()
+    assert "Traceback" not in log and "CancelledError" not in log
+    assert "503 on POST /v1/classify: the server stopped before the request finished" in log

@@ -1,0 +1,63 @@
+"""The service's settings: its limits and options, checked when they are made (no heavy imports, so ``patterncnn
+serve`` refuses a bad token before it loads anything)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..core.arrayfile import ReadLimits
+
+
+@dataclasses.dataclass
+class ServeSettings:
+    """Limits and options of one service. Sizes in bytes, times in seconds.
+
+    Attributes:
+        max_decoded_bytes: the most bytes the maps of one request may decode to (an .npz is
+            refused on its declared sizes before it is inflated).
+        header_timeout: a client must send a request's headers within this time.
+        body_timeout: a client must send a request's body within this time.
+        shutdown_grace: on SIGTERM, running requests get this long to finish; the rest are answered 503.
+        api_token: UTF-8 text without control characters or surrounding spaces (what an HTTP header
+            can carry); compared as UTF-8 bytes.
+    """
+
+    api_token: str | None = None
+    max_t: int = 512
+    max_batch: int = 1024
+    max_body_bytes: int = 256 * 1024 * 1024
+    max_json_bytes: int = 16 * 1024 * 1024
+    max_decoded_bytes: int = 512 * 1024 * 1024
+    cors_origins: tuple[str, ...] = ()
+    workers: int = 2  # inference (and decoding) calls running at once
+    header_timeout: float = 10.0
+    body_timeout: float = 60.0
+    shutdown_grace: float = 1.0
+
+    def __post_init__(self):
+        for name in ("max_t", "max_batch", "max_body_bytes", "max_json_bytes", "max_decoded_bytes", "workers",
+                     "header_timeout", "body_timeout", "shutdown_grace"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"ServeSettings.{name} must be positive (got {getattr(self, name)!r})")
+        if self.api_token is not None:
+            check_token(self.api_token)
+
+    @property
+    def token_bytes(self) -> bytes | None:
+        return self.api_token.encode("utf-8") if self.api_token else None
+
+    @property
+    def read_limits(self) -> ReadLimits:
+        return ReadLimits(max_t=self.max_t, max_maps=self.max_batch, max_bytes=self.max_decoded_bytes)
+
+
+def check_token(token: str) -> None:
+    """Refuse, at start, a token no client could send in a header: not UTF-8, control characters, outer spaces."""
+    try:
+        token.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8 reach Python as lone surrogates
+        raise ValueError(f"the API token {token.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8 text; choose "
+                         f"a token of printable characters") from None
+    if not token or token != token.strip() or any(ord(c) < 32 or ord(c) == 127 for c in token):
+        raise ValueError("the API token is empty, or holds control characters or leading/trailing spaces, which an "
+                         "HTTP header cannot carry; choose a token of printable characters")
