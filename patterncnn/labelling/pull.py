@@ -217,7 +217,8 @@ def label_rows(annotations: dict[str, dict], predictions: dict[str, dict], info:
     for map_id, res in resolved.items():
         seen = Counter(r["label"] for r in labelled[map_id])
         chosen = res.vote.row if res.vote else {}
-        latest = max(votes[map_id].values(), key=lambda v: (v.row.get("updated_at") or "", v.row.get("created_at")))
+        latest = max(votes[map_id].values(),
+                     key=lambda v: (v.row.get("updated_at") or "", v.row.get("created_at") or ""))
         where = first.get(map_id) or {k: latest.row.get(k, "") for k in ("server", "ls_project", "ls_task_id")}
         pre = latest_pre.get((map_id, origin_of(where)), {})
         project = where.get("ls_project") or next((r.get("ls_project") for r in labelled[map_id]

@@ -69,7 +69,8 @@ def guide_version(path=None) -> str:
     try:
         head = guide.read_text(encoding="utf-8").splitlines()[:5]
     except OSError as e:
-        raise AnnotateError(f"cannot read the annotation guide {guide} ({e.strerror or e}); reinstall patterncnn") from None
+        raise AnnotateError(f"cannot read the annotation guide {guide} ({e.strerror or e}); reinstall "
+                            f"patterncnn") from None
     found = next((m.group(1) for line in head if (m := re.match(r"Version (\d+(?:\.\d+)*)\b", line))), None)
     if found is None:
         raise AnnotateError(f"{guide} names no version in its first lines ('Version X.Y (date): ...'); restore the "

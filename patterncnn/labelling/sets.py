@@ -123,8 +123,9 @@ def read_tables(root: str | Path) -> Tables:
         if not path.is_file() and name in LEGACY:
             path = Path(root) / LEGACY[name]
         if path.is_file():
-            with open(path, encoding="utf-8", newline="") as f:
-                rows = [{**DEFAULTS.get(name, {}), **{k: v for k, v in r.items() if v or k not in DEFAULTS.get(name, {})}}
+            defaults = DEFAULTS.get(name, {})
+            with open(path, encoding="utf-8", newline="") as f:  # an empty cell of a defaulted column takes the default
+                rows = [{**defaults, **{k: v for k, v in r.items() if v or k not in defaults}}
                         for r in csv.DictReader(f)]
             setattr(tables, name, {row_key(name, r): r for r in rows})
     return tables

@@ -232,7 +232,8 @@ def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.
     median): one fit's macro-F1 moves by several points with the seed, so a
     pair reports the spread over the fits (``cnn_over_seeds``) and each fit (``seeds``); ``methods`` holds the
     first seed's fit beside the baselines (fitted once: they use the whole training family, no split).
-    ``progress`` shows a bar of epochs per direction; ``work`` keeps each finished fit (:class:`patterncnn.training.fit.Work`).
+    ``progress`` shows a bar of epochs per direction; ``work`` keeps each finished fit
+    (:class:`patterncnn.training.fit.Work`).
     """
 
     names = sorted(set(fams.tolist()))
