@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 from ..labelling.agreement import METHODS
-from .common import add_overwrite, text
+from .common import add_labelled_args, add_overwrite, labelled_set, text
 
 
 def _connection_args(q) -> None:
@@ -41,6 +42,7 @@ def register(sub) -> None:
     q.add_argument("--order", choices=("store", "uncertain"), default="store",
                    help="'uncertain': push the maps the predictor is least sure about first (default: %(default)s)")
     q.add_argument("--limit", type=int, help="push at most this many new maps")
+    add_labelled_args(q, "leave out")
     _connection_args(q)
     q.set_defaults(func=run_push)
 
@@ -112,6 +114,10 @@ def _register_pull(asub) -> None:
     q.add_argument("--dry-run", action="store_true", help="report what the pull would change; write nothing")
     q.add_argument("--annotator", type=text, action="append", default=[], metavar="ID=EMAIL",
                    help="name a Label Studio user that the export gives only by id (repeatable)")
+    q.add_argument("--server", metavar="NAME",
+                   help="the name recorded as the rows' server (their origin, with project and task): default the "
+                        "URL pulled from; with --from-file, name the server the export came from (default: none, "
+                        "the origin of sets pulled before servers were recorded)")
     _connection_args(q)
     q.set_defaults(func=run_pull)
 
@@ -125,9 +131,10 @@ def run_config(args) -> int:
 
 def run_push(args) -> int:
     from ..core.maps import open_maps
-    from ..labelling.push import HIDDEN_COLUMNS, RulePredictor, label_config, push
+    from ..labelling.push import HIDDEN_COLUMNS, RulePredictor, blind_project, label_config, push
 
     maps = open_maps(args.maps)
+    target, labelled = labelled_set(args)
     if args.classifier:
         from ..classifier.onnx import OnnxClassifier
 
@@ -136,9 +143,20 @@ def run_push(args) -> int:
         predictor = RulePredictor() if args.pre == "rule" else None
     ls = _connect(args)
     project = ls.ensure_project(args.project, label_config(), hidden_columns=HIDDEN_COLUMNS)
-    result = push(ls, project, maps, predictor=predictor, order=args.order, limit=args.limit)
-    print(f"pushed {result['pushed']} map(s) to project {project.id} ({project.title!r}); "
-          f"{result['skipped_existing']} already there")
+    if blind_project(ls, project):
+        print(f"project {project.id} showed the map id and metadata to annotators (an earlier patterncnn's config): "
+              f"it has the blind config now")
+    result = push(ls, project, maps, predictor=predictor, order=args.order, limit=args.limit, labelled=labelled,
+                  skip_labelled=args.skip_labelled)
+    print(f"pushed {result['pushed']} map(s) to project {project.id} ({project.title!r}), annotation guide "
+          f"{result['guide']}; {result['skipped_existing']} already there")
+    already = result["already_labelled"]
+    if already and args.skip_labelled:
+        print(f"left out {len(already)} map(s) already labelled in {target} (e.g. {already[0]})")
+    elif already:
+        print(f"note: {len(already)} of the pushed maps are already labelled in {target} (e.g. {already[0]}); "
+              f"pulled there, their new labels join the earlier ones (each server's as rows of its own): pass "
+              f"--skip-labelled to leave them out")
     print(f"label them at {ls.url}/projects/{project.id}/data")
     return 0
 
@@ -187,6 +205,24 @@ def _changes(c: dict) -> str:
         f", {len(c['dropped'])} dropped" if c["dropped"] else "")
 
 
+def _ties(r: dict, project) -> str | None:
+    """The pull summary's line on ties: how many, how they were settled, what to do about open ones."""
+    open_, settled = r["ties"]["unresolved"], r["ties"]["resolved"]
+    if not open_ and not settled:
+        return None
+    where = f"--project {project!r}" if project else "--project P"
+    parts = []
+    if open_:
+        parts.append(f"{len(open_)} tie(s) left unresolved (labels.csv: resolution 'unresolved', no label; `train` "
+                     f"leaves them out), e.g. {open_[0]}: get a third annotator with `patterncnn annotate annotators "
+                     f"{where} --per-task 3` and pull again, or settle them by Dawid-Skene with "
+                     f"--resolve majority-dawid-skene")
+    if settled:
+        rules = ", ".join(f"{k} {v}" for k, v in sorted(Counter(settled.values()).items()))
+        parts.append(f"{len(settled)} tie(s) settled by a named rule ({rules}; labels.csv: tie True)")
+    return "ties (labels with equal votes; with two annotators, every disagreement): " + "; ".join(parts)
+
+
 def run_pull(args) -> int:
     from ..core.fileio import output_folder
     from ..core.maps import MultiStore, open_maps
@@ -197,7 +233,7 @@ def run_pull(args) -> int:
     maps = MultiStore([open_maps(m) for m in args.maps]) if args.maps else None
     ls = None if args.from_file else _connect(args)
     r = pull(ls, args.project, maps, args.out, from_file=args.from_file, method=args.resolve,
-             replace=args.replace, dry_run=args.dry_run, names=names)
+             replace=args.replace, dry_run=args.dry_run, names=names, server=args.server)
     c = r["changes"]
     print(f"{r['source']}: {r['tasks']} task(s); annotations {_changes(c['annotations'])}; predictions "
           f"{_changes(c['predictions'])}")
@@ -207,6 +243,11 @@ def run_pull(args) -> int:
           f"{r['resolution']} ({', '.join(f'{k} {v}' for k, v in sorted(r['resolutions'].items()))}); "
           f"{len(r['disagreements'])} with disagreeing annotations; {r['cancelled']} "
           f"skipped/cancelled and {r['unlabelled']} unlabelled task(s) in this export")
+    ties = _ties(r, args.project)
+    if ties:
+        print(ties)
+    if not r["changed"] and not args.dry_run:
+        print(f"nothing changed: this export ({r['export']}) is already in {args.out}; only pulls.jsonl logs the pull")
     if c["labels"]["dropped"]:
         print(f"dropped (--replace): {', '.join(c['labels']['dropped'][:10])}"
               + (f" and {len(c['labels']['dropped']) - 10} more" if len(c["labels"]["dropped"]) > 10 else ""))
@@ -238,8 +279,8 @@ def run_between(args, tables, out) -> int:
     if not ref.labels:
         raise FileNotFoundError(f"{args.against}/labels.csv not found or empty: --against takes a labelled set "
                                 f"written by `patterncnn annotate pull`")
-    resolved = {m: r["label"] for m, r in tables.labels.items()}
-    ref_resolved = {m: r["label"] for m, r in ref.labels.items()}
+    resolved = {m: r["label"] for m, r in tables.labels.items() if r["label"]}  # not the unresolved ties
+    ref_resolved = {m: r["label"] for m, r in ref.labels.items() if r["label"]}
     if not set(resolved) & set(ref_resolved):
         raise ValueError(f"{args.annotations} and {args.against} share no map: --against compares two labellings "
                          f"of the same maps")

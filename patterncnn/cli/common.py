@@ -89,3 +89,24 @@ def classifier(args):
     from ..classifier.onnx import OnnxClassifier, default_classifier
 
     return OnnxClassifier(args.classifier or default_classifier(), threads=args.threads)
+
+
+def add_labelled_args(p: argparse.ArgumentParser, what: str) -> None:
+    """--labelled-set and --skip-labelled: maps already labelled in the set the new labels will join."""
+    p.add_argument("--labelled-set", metavar="SET",
+                   help="the labelled set the new labels will be pulled into: maps it already labels are reported "
+                        "(default: annotations, when that folder holds one)")
+    p.add_argument("--skip-labelled", action="store_true", help=f"{what} the maps the labelled set already labels")
+
+
+def labelled_set(args) -> tuple[str | None, set[str]]:
+    """(the labelled set named by --labelled-set, else ./annotations if it holds one; the map ids it labels)."""
+    from ..labelling.sets import labelled_ids
+
+    root = args.labelled_set or ("annotations" if os.path.isfile(os.path.join("annotations", "labels.csv")) else None)
+    if root is None:
+        return None, set()
+    if not os.path.isfile(os.path.join(root, "labels.csv")):
+        raise FileNotFoundError(f"{root}/labels.csv not found: --labelled-set takes a folder written by "
+                                f"`patterncnn annotate pull`")
+    return root, labelled_ids(root)

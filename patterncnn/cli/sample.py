@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 
-from .common import add_glue_args, add_model_args, add_overwrite, glue_dir, progress
+from .common import add_glue_args, add_labelled_args, add_model_args, add_overwrite, glue_dir, labelled_set, progress
 
 log = logging.getLogger("patterncnn")
 
@@ -26,6 +26,7 @@ def register(sub) -> None:
     p.add_argument("--design", choices=("stratified", "uniform"), default="stratified",
                    help="'stratified': every layer represented, for annotation rounds; 'uniform': uniform over all "
                         "(example, layer, head) maps, so hand-label shares estimate the census (default: %(default)s)")
+    add_labelled_args(p, "draw others in place of")
     add_model_args(p)
     add_glue_args(p)
     p.set_defaults(func=run)
@@ -39,14 +40,22 @@ def run(args) -> int:
 
     tasks = [get_task(t) for t in args.task]  # fail on a bad name before loading anything
     output_folder(args.out, ("store.json",), args.overwrite)
+    target, labelled = labelled_set(args)
     splits = [load_split(t, args.split, glue_dir(args)) for t in tasks]
     enc = load_encoder(args.model, max_length=args.max_length)
     log.info("encoder %s: %d layers x %d heads (%s)", args.model, enc.num_layers, enc.num_heads, enc.tag)
     summary = sample_maps(enc, splits, args.per_task, args.seed, args.out, batch_size=args.batch_size,
-                          pngs=not args.no_png, progress=progress(), design=args.design, overwrite=args.overwrite)
+                          pngs=not args.no_png, progress=progress(), design=args.design, overwrite=args.overwrite,
+                          labelled=labelled, skip_labelled=args.skip_labelled)
     n = sum(summary["tasks"].values())
     print(f"wrote {n} maps ({', '.join(f'{k}: {v}' for k, v in summary['tasks'].items())}) to {args.out}"
           + ("" if args.no_png else f", PNGs in {os.path.join(args.out, 'png')}"))
+    already = summary["already_labelled"]
+    if already:
+        print(f"note: {len(already)} of these maps are already labelled in {target} (e.g. {already[0]}); their new "
+              f"labels would join the earlier ones: pass --skip-labelled to draw others in their place")
+    elif target and args.skip_labelled:
+        print(f"none of these maps is labelled in {target} yet (maps it labels were not drawn)")
     if summary["truncated"]:
         print(f"note: {summary['truncated']} input(s) were longer than --max-length {enc.max_length} and truncated")
     return 0

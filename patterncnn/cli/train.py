@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import threading
+
 from .common import add_overwrite, progress
 
 
@@ -42,7 +45,11 @@ def register(sub) -> None:
     p.add_argument("--loeo-seeds", type=int, default=5,
                    help="CNN fits (seeds) per leave-one-encoder-out direction, reported as mean +- sd: one fit "
                         "moves by several points with its seed (default: %(default)s)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, resumable="folds and fits (in .work/train)")
+
+
+def _stopped(signum, frame):
+    raise KeyboardInterrupt  # a time limit's SIGTERM ends the run as Ctrl-C does: finished folds stay, it says so
 
 
 def run(args) -> int:
@@ -58,8 +65,14 @@ def run(args) -> int:
                        class_weight_power=args.class_weight_power)
     ecfg = EvalConfig(soft_labels=not args.no_soft_labels, leave_one_encoder_out=not args.no_leave_one_encoder_out,
                       loeo_max_epochs=args.loeo_max_epochs, loeo_seeds=args.loeo_seeds)
-    m = train_and_export(args.annotations, args.out, cfg, tcfg, compare=args.compare, progress=progress(), ecfg=ecfg,
-                         overwrite=args.overwrite)
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _stopped) if main_thread else None
+    try:
+        m = train_and_export(args.annotations, args.out, cfg, tcfg, compare=args.compare, progress=progress(),
+                             ecfg=ecfg, overwrite=args.overwrite)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, before)
     print(summary(m))
     print(f"wrote {args.out}/patterncnn.pt, patterncnn.onnx, metrics.json, README.md")
     return 0

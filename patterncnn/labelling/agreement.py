@@ -15,15 +15,21 @@ rater ("me@x #1", "me@x #2"), which measures one annotator's self-agreement acro
 
 Resolution methods:
 
-* ``majority``: the label most raters gave; a tie goes to the most recent vote among the tied labels.
+* ``majority``: the label most raters gave. A *tie* (two or more labels share the most votes; with two
+  raters, every disagreement) is left **unresolved**: no label, so the map is not trained on until a
+  third annotator breaks it, or a named rule does (``majority-dawid-skene``).
 * ``dawid-skene``: Dawid & Skene (1979). EM over all maps at once estimates each rater's confusion
   matrix and the class priors, then takes the label of highest posterior probability. A careful
   rater outvotes two careless ones. It needs many maps per rater (hundreds): on a few, the class
   priors dominate, and majority is the safer choice. It can also override a majority, even a
   unanimous one, when a group of raters shares no map with the others (below).
 * ``majority-dawid-skene``: the majority wherever one label has the most votes; Dawid–Skene's label
-  only for a tie (with three raters, a three-way split).
+  only for a tie (with three raters, a three-way split; with two, any disagreement).
 * ``single``: a map that one rater labelled takes their label, whatever the method.
+
+Every resolution says whether the votes were tied (``tie``), and the resolved label is *uncertain*
+when more than half of the map's raters marked it so (guide rule 6), or when no rater gave it: one
+annotator's flag alone does not make a map of several raters uncertain.
 """
 
 from __future__ import annotations
@@ -59,11 +65,13 @@ class Vote:
 
 @dataclasses.dataclass
 class Resolution:
-    label: str
-    uncertain: bool
-    vote: Vote | None  # the most recent vote for the chosen label (None: no rater gave it)
-    method: str
+    label: str  # "" for a tie left unresolved
+    uncertain: bool  # more than half of the raters marked the map uncertain, or no rater gave the label
+    vote: Vote | None  # the most recent vote for the chosen label (None: no rater gave it, or unresolved)
+    method: str  # majority, dawid-skene, single, or unresolved (a tie that majority leaves open)
     p: float  # majority: share of votes for the label; dawid-skene: its posterior probability
+    tie: bool = False  # two or more labels share the most votes
+    n_uncertain: int = 0  # raters who marked the map uncertain
 
 
 def _order(row: dict) -> tuple:
@@ -103,12 +111,27 @@ def _most_recent(votes: Iterable[Vote]) -> Vote | None:
     return max(votes, key=lambda v: _order(v.row), default=None)
 
 
+def is_tie(votes: dict[str, Vote]) -> bool:
+    """Whether two or more labels share the most votes (with two raters: whenever they disagree)."""
+    top2 = Counter(v.label for v in votes.values()).most_common(2)
+    return len(top2) > 1 and top2[0][1] == top2[1][1]
+
+
+def uncertain_votes(votes: dict[str, Vote]) -> tuple[bool, int]:
+    """(the map is uncertain: more than half of its raters marked it so, raters who marked it)."""
+    n = sum(v.uncertain for v in votes.values())
+    return 2 * n > len(votes), n
+
+
 def majority(votes: dict[str, Vote]) -> Resolution:
-    """The label most raters gave; ties go to the most recent vote among the tied labels."""
+    """The label most raters gave; a tie is left unresolved (label "", method ``unresolved``)."""
     counts = Counter(v.label for v in votes.values())
     top = max(counts.values())
+    uncertain, n_uncertain = uncertain_votes(votes)
+    if is_tie(votes):
+        return Resolution("", uncertain, None, "unresolved", top / len(votes), True, n_uncertain)
     vote = _most_recent(v for v in votes.values() if counts[v.label] == top)
-    return Resolution(vote.label, vote.uncertain, vote, "majority", top / len(votes))
+    return Resolution(vote.label, uncertain, vote, "majority", top / len(votes), False, n_uncertain)
 
 
 @dataclasses.dataclass
@@ -162,18 +185,18 @@ def resolve_votes(votes: dict[str, dict[str, Vote]], method: str = "majority") -
     """One label per map from its raters' votes, by ``majority``, ``dawid-skene`` or ``majority-dawid-skene``.
 
     A map with one rater takes that rater's label (method ``single``). Dawid–Skene is fitted on the
-    maps with two or more raters (with one rater per map it cannot tell a rater's errors apart).
+    maps with two or more raters (with one rater per map it cannot tell a rater's errors apart). With
+    ``majority`` a tie stays unresolved (:func:`majority`); the other two methods resolve it by Dawid–Skene.
     """
     if method not in METHODS:
         raise ValueError(f"unknown resolution {method!r}; use one of {', '.join(METHODS)}")
-    out = {m: Resolution(v.label, v.uncertain, v, "single", 1.0) for m, vs in votes.items() if len(vs) == 1
-           for v in vs.values()}
+    out = {m: Resolution(v.label, v.uncertain, v, "single", 1.0, False, int(v.uncertain)) for m, vs in votes.items()
+           if len(vs) == 1 for v in vs.values()}
     votes = {m: v for m, v in votes.items() if len(v) > 1}
     if method == "majority":
         return {**out, **{m: majority(v) for m, v in votes.items()}}
     if method == "majority-dawid-skene":
-        top2 = {m: Counter(x.label for x in v.values()).most_common(2) for m, v in votes.items()}
-        tied = [m for m, c in top2.items() if len(c) > 1 and c[0][1] == c[1][1]]
+        tied = [m for m, v in votes.items() if is_tie(v)]
         ds = resolve_votes(votes, "dawid-skene") if tied else {}  # fitted on every map, used on the ties only
         return {**out, **{m: majority(v) for m, v in votes.items()}, **{m: ds[m] for m in tied}}
     if not votes:
@@ -189,9 +212,10 @@ def resolve_votes(votes: dict[str, dict[str, Vote]], method: str = "majority") -
     for i, m in enumerate(maps):
         k = int(np.argmax(ds.posterior[i]))
         vote = _most_recent(v for v in votes[m].values() if v.label == LABELS[k])
+        uncertain, n_uncertain = uncertain_votes(votes[m])
         # A label no rater gave (possible when raters are judged unreliable) is marked uncertain.
-        out[m] = Resolution(LABELS[k], vote.uncertain if vote else True, vote, "dawid-skene",
-                            float(ds.posterior[i, k]))
+        out[m] = Resolution(LABELS[k], uncertain or vote is None, vote, "dawid-skene", float(ds.posterior[i, k]),
+                            is_tie(votes[m]), n_uncertain)
     return out
 
 
@@ -313,7 +337,7 @@ def agreement_report(annotation_rows: list[dict], label_rows: list[dict] | None 
     # one rater against the others; with raters="pass" the "others" would be the same annotator's other passes
     report["vs_others"] = held_out_scores(held_out_rater(votes)) if raters == "annotator" else None
     report["vs_resolved"], report["pre_vs_resolved"] = {}, {}
-    resolved = {r["map_id"]: r for r in label_rows or []}
+    resolved = {r["map_id"]: r for r in label_rows or [] if r.get("label")}  # an unresolved tie has no label
     for name in names:
         mine = [m for m, v in votes.items() if name in v and m in resolved]
         if mine:

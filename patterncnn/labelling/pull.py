@@ -18,6 +18,15 @@ refused naming the task and field, never half-merged.
 A prediction's source is ``push`` (stored by ``patterncnn annotate push``: the task data names its
 model), ``ml-backend`` (a model version that the project's ML backend, e.g. ``patterncnn serve``,
 reported) or ``other``. Skipped tasks have no label and are counted.
+
+Every row records its origin, the Label Studio task it came from (server, project, task id): labels of
+one map pulled from a second server join the first server's as rows of their own, and ``labels.csv``
+keeps the map's first origin (task and pre-annotation). Each vote records the annotation guide version
+its task was pushed with (``guide`` in the task data; 1.0 for tasks pushed before versions were kept).
+
+Pulling the same export twice changes nothing but ``pulls.jsonl``: the export is named by its content
+(:func:`patterncnn.labelling.sets.export_identity`), and a row that only an export's name would change
+keeps the export it came from first.
 """
 
 from __future__ import annotations
@@ -36,7 +45,18 @@ from ..core.version import __version__
 from .agreement import METHODS, rater_votes, resolve_votes
 from .labelstudio import AnnotateError, Connection
 from .push import FROM_NAME, UNCERTAIN
-from .sets import Tables, check_maps, export_name, label_counts, merge_rows, read_tables, text, write_labelled_set
+from .sets import (
+    GUIDE_BEFORE_VERSIONS,
+    UNRESOLVED,
+    Tables,
+    check_maps,
+    export_name,
+    label_counts,
+    merge_rows,
+    read_tables,
+    text,
+    write_labelled_set,
+)
 
 META = ("model", "task", "split", "example", "layer", "head", "T")
 MAX_EXPORT_BYTES = 512 << 20  # an export (inflated) read at most: its JSON is parsed whole
@@ -134,7 +154,7 @@ class Flat:
 
     annotations: list[dict]
     predictions: list[dict]
-    info: dict[str, dict]  # map_id -> the task's map metadata and Label Studio task id
+    info: dict[str, dict]  # map_id -> the task's map metadata and its origin (server, ls_project, ls_task_id)
     report: dict  # tasks, cancelled, unlabelled, unknown_annotators, predictions_without_content
 
 
@@ -146,7 +166,8 @@ def _who(completed_by, names: dict[int, str]) -> tuple[str, str]:
     return names.get(completed_by) or f"user {completed_by}", text(completed_by)
 
 
-def _prediction_rows(task: dict, backends: dict[str, str], export_file: str) -> tuple[list[dict], int]:
+def _prediction_rows(task: dict, backends: dict[str, str], export_file: str, server: str = ""
+                     ) -> tuple[list[dict], int]:
     """The task's predictions as rows, and how many the export names only by id."""
     data = task.get("data") or {}
     listed = task.get("predictions") or []
@@ -166,25 +187,26 @@ def _prediction_rows(task: dict, backends: dict[str, str], export_file: str) -> 
         score = pre_scores.get(label, p.get("score")) if source == "push" else p.get("score")
         rows.append({"map_id": data["map_id"], "source": source, "backend": backends.get(mv, ""), "model_version": mv,
                      "label": label, "score": score, "created_at": p.get("created_at"),
-                     "ls_project": task.get("project"),
-                     "ls_task_id": task.get("id"), "ls_prediction_id": p["id"], "export": export_file})
+                     "ls_project": task.get("project"), "ls_task_id": task.get("id"), "ls_prediction_id": p["id"],
+                     "export": export_file, "server": server})
     if pre_model and not any(r["source"] == "push" for r in rows):  # only the task data holds the pushed one
         rows.append({"map_id": data["map_id"], "source": "push", "model_version": pre_model,
                      "label": data.get("pre_label"), "score": pre_scores.get(data.get("pre_label")),
                      "created_at": task.get("created_at"), "ls_project": task.get("project"),
-                     "ls_task_id": task.get("id"), "export": export_file})
+                     "ls_task_id": task.get("id"), "export": export_file, "server": server})
         ids_only = max(ids_only - 1, 0)  # the pushed prediction is one of the ids
     return rows, ids_only
 
 
 def flatten(export: list[dict], names: dict[int, str] | None = None, backends: dict[str, str] | None = None,
-            export_file: str = "") -> Flat:
+            export_file: str = "", server: str = "") -> Flat:
     """One row per annotation and per prediction of a Label Studio JSON export.
 
     Args:
         names: Label Studio user id -> e-mail, for exports whose ``completed_by`` is a bare id.
         backends: model version -> URL of the ML backend that reported it.
         export_file: where the export is kept in the labelled set (recorded in every row).
+        server: the Label Studio the export came from (recorded in every row; "" when unknown).
     """
     check_export(export)
     names, backends = names or {}, backends or {}
@@ -193,8 +215,12 @@ def flatten(export: list[dict], names: dict[int, str] | None = None, backends: d
               "predictions_without_content": 0}
     for task in export:
         data = task.get("data") or {}
-        map_id = data["map_id"]
-        info[map_id] = {**{k: data.get(k) for k in META}, "ls_task_id": task.get("id")}
+        map_id = data.get("map_id")
+        if map_id is None:
+            raise AnnotateError(f"task {task.get('id')} has no map_id: it was not pushed by patterncnn")
+        guide = text(data.get("guide")) or GUIDE_BEFORE_VERSIONS
+        info[map_id] = {**{k: data.get(k) for k in META}, "server": server, "ls_project": text(task.get("project")),
+                        "ls_task_id": text(task.get("id"))}
         labelled = cancelled = False
         for ann in task.get("annotations") or []:
             label, uncertain = _label_of(ann)
@@ -208,10 +234,11 @@ def flatten(export: list[dict], names: dict[int, str] | None = None, backends: d
                          "lead_time": ann.get("lead_time"), "created_at": ann.get("created_at"),
                          "updated_at": ann.get("updated_at"), "ls_project": task.get("project"),
                          "ls_task_id": task.get("id"), "ls_annotation_id": ann.get("id"),
-                         "ls_unique_id": ann.get("unique_id"), "export": export_file})
+                         "ls_unique_id": ann.get("unique_id"), "export": export_file, "guide": guide,
+                         "server": server})
         if not labelled:
             report["cancelled" if cancelled else "unlabelled"] += 1
-        rows, ids_only = _prediction_rows(task, backends, export_file)
+        rows, ids_only = _prediction_rows(task, backends, export_file, server)
         preds += rows
         report["predictions_without_content"] += ids_only
     report["unknown_annotators"] = sorted(report["unknown_annotators"], key=lambda u: (len(u), u))
@@ -233,37 +260,56 @@ def learn_names(export: list[dict], tables: Tables) -> dict[int, str]:
     return names
 
 
+def origin_of(row: dict) -> tuple[str, str]:
+    """The Label Studio task a row came from: (server, task id); task ids are unique within one server."""
+    return row.get("server") or "", row.get("ls_task_id") or ""
+
+
 def label_rows(annotations: dict[str, dict], predictions: dict[str, dict], info: dict[str, dict],
-               method: str = "majority") -> dict[str, dict]:
-    """One row per map that has a label: the resolution of all its annotations, beside its pre-annotation.
+               method: str = "majority", first: dict[str, dict] | None = None) -> dict[str, dict]:
+    """One row per map that has a vote: the resolution of all its annotations, beside its pre-annotation.
 
     Args:
         annotations, predictions: keyed rows (:class:`patterncnn.labelling.sets.Tables`).
-        info: map id -> map metadata (model, task, ..., T, ls_task_id).
+        info: map id -> map metadata (model, task, ..., T).
+        first: map id -> the map's first origin {server, ls_project, ls_task_id}: its task and pre-annotation
+            are the ones the row shows (the latest prediction of that task). A map without one takes the
+            origin of its latest vote.
     """
     votes = rater_votes(annotations.values())
     resolved = resolve_votes(votes, method)
-    labelled = defaultdict(list)
+    labelled, origins = defaultdict(list), defaultdict(set)
     for r in annotations.values():
         if r.get("label") and r.get("skipped") != "True":
             labelled[r["map_id"]].append(r)
+    for r in (*annotations.values(), *predictions.values()):
+        origins[r["map_id"]].add(origin_of(r))
     latest_pre = {}
     for p in sorted(predictions.values(), key=lambda p: p.get("created_at") or ""):
         if p.get("label"):
-            latest_pre[p["map_id"]] = p  # the most recent prediction of a map is its pre-annotation
+            latest_pre[(p["map_id"], origin_of(p))] = p  # the most recent prediction of a task is its pre-annotation
+    first = first or {}
     rows = {}
     for map_id, res in resolved.items():
         seen = Counter(r["label"] for r in labelled[map_id])
         chosen = res.vote.row if res.vote else {}
-        pre = latest_pre.get(map_id, {})
+        latest = max(votes[map_id].values(),
+                     key=lambda v: (v.row.get("updated_at") or "", v.row.get("created_at") or ""))
+        where = first.get(map_id) or {k: latest.row.get(k, "") for k in ("server", "ls_project", "ls_task_id")}
+        pre = latest_pre.get((map_id, origin_of(where)), {})
+        project = where.get("ls_project") or next((r.get("ls_project") for r in labelled[map_id]
+                                                   if origin_of(r) == origin_of(where)), "")
+        guides = sorted({v.row.get("guide") or GUIDE_BEFORE_VERSIONS for v in votes[map_id].values()})
         rows[map_id] = {k: text(v) for k, v in {
             "map_id": map_id, "label": res.label, "uncertain": res.uncertain, "annotator": chosen.get("annotator"),
             "pre_label": pre.get("label"), "pre_score": pre.get("score"), "pre_model": pre.get("model_version"),
             "lead_time": chosen.get("lead_time"), "n_annotations": sum(seen.values()), "disagreement": len(seen) > 1,
-            "labels_seen": dict(seen), **{k: v for k, v in info.get(map_id, {}).items()},
-            "ls_annotation_id": chosen.get("ls_annotation_id"),
+            "labels_seen": dict(seen), **{k: v for k, v in info.get(map_id, {}).items() if k in META},
+            "ls_task_id": where.get("ls_task_id"), "ls_annotation_id": chosen.get("ls_annotation_id"),
             "annotated_at": chosen.get("updated_at") or chosen.get("created_at"), "pre_source": pre.get("source"),
-            "n_annotators": len(votes[map_id]), "resolution": res.method, "resolution_p": round(res.p, 4)}.items()}
+            "n_annotators": len(votes[map_id]), "resolution": res.method, "resolution_p": round(res.p, 4),
+            "tie": res.tie, "n_uncertain": res.n_uncertain, "guide": ";".join(guides),
+            "server": where.get("server"), "ls_project": project, "origins": len(origins[map_id])}.items()}
     return rows
 
 
@@ -290,20 +336,21 @@ def read_export(raw: bytes) -> tuple[list[dict], bytes]:
     return export, raw
 
 
-def _fetch(ls: Connection | None, project, from_file: str | None) -> tuple[bytes, str, dict, dict]:
-    """(export bytes, where they came from, user id -> e-mail, model version -> ML backend URL)."""
+def _fetch(ls: Connection | None, project, from_file: str | None) -> tuple[bytes, str, str, dict, dict]:
+    """(export bytes, where they came from, the server's URL ("" for a file), user id -> e-mail,
+    model version -> ML backend URL)."""
     if from_file:
         with open(from_file, "rb") as f:
             raw = f.read(MAX_EXPORT_BYTES + 1)
         if len(raw) > MAX_EXPORT_BYTES:
             raise AnnotateError(f"{from_file} is over {MAX_EXPORT_BYTES >> 20} MiB; export fewer tasks at a time")
-        return raw, f"file {from_file}", {}, {}
+        return raw, f"file {from_file}", "", {}, {}
     if project is None:
         raise AnnotateError("pass --project (title or id) to pull from a server, or --from-file EXPORT.json")
     found = ls.find_project(project)
     if found is None:
         raise AnnotateError(f"no Label Studio project titled {project!r}; check the title or pass its id")
-    return (ls.export(found), f"{ls.url} project {found.id} ({found.title!r})", ls.annotators(),
+    return (ls.export(found), f"{ls.url} project {found.id} ({found.title!r})", ls.url, ls.annotators(),
             ls.ml_backends(found.id))
 
 
@@ -316,10 +363,10 @@ def _maps_source(out: Path, maps):
 
 def _map_info(old: Tables, flat: Flat, maps) -> dict[str, dict]:
     """Map id -> metadata columns of labels.csv: from the map stores, else the task data, else the old row."""
-    info = {m: {k: r.get(k, "") for k in (*META, "ls_task_id")} for m, r in old.labels.items()}
+    info = {m: {k: r.get(k, "") for k in META} for m, r in old.labels.items()}
     for m, i in flat.info.items():
         meta = maps.metadata(m) if maps is not None and m in maps else {}
-        info[m] = {k: text(meta.get(k, i.get(k))) for k in (*META, "ls_task_id")}
+        info[m] = {k: text(meta.get(k, i.get(k))) for k in META}
     return info
 
 
@@ -327,6 +374,27 @@ def _seen(row: dict) -> dict:
     """A label row's ``labels_seen`` (JSON in the CSV cell)."""
     return parse_json(row.get("labels_seen") or "{}", f"labels.csv: labels_seen of {row['map_id']}",
                       "repair it, or pull the labelled set again", DataError)
+
+
+def _first_origins(old: Tables, flat: Flat, replace: bool) -> dict[str, dict]:
+    """Map id -> the map's first origin (server, ls_project, ls_task_id): the set's row's, else this export's."""
+    first = {} if replace else {m: {"server": r.get("server", ""), "ls_project": r.get("ls_project", ""),
+                                    "ls_task_id": r.get("ls_task_id", "")} for m, r in old.labels.items()}
+    for m, i in flat.info.items():
+        first.setdefault(m, {k: i[k] for k in ("server", "ls_project", "ls_task_id")})
+    return first
+
+
+def _check_origins(old: Tables, flat: Flat) -> None:
+    """Refuse an export whose tasks the set knows as other maps of the same server: two servers under one name."""
+    known = {origin_of(r): r["map_id"] for r in (*old.annotations.values(), *old.predictions.values())
+             if r.get("server")}
+    for m, i in flat.info.items():
+        other = known.get(origin_of(i))
+        if i["server"] and other is not None and other != m:
+            raise AnnotateError(f"task {i['ls_task_id']} of {i['server']} is {m} in this export, but {other} in the "
+                                f"set: these are two Label Studio servers under one name; pull with --server NAME "
+                                f"(a name of its own for this one)")
 
 
 def last_resolution(out) -> str | None:
@@ -349,31 +417,36 @@ def last_resolution(out) -> str | None:
 
 def pull(ls: Connection | None, project: str | int | None, maps, out, from_file: str | None = None,
          method: str | None = None, replace: bool = False, dry_run: bool = False,
-         names: dict[int, str] | None = None) -> dict:
+         names: dict[int, str] | None = None, server: str | None = None) -> dict:
     """Export a project's annotations (or read an export file) and merge them into the labelled set ``out``.
 
     Args:
         maps: the map store(s) the tasks were pushed from (None: only maps already in ``out/maps``).
-        method: how each map's label is resolved from its annotators' labels (``majority``, ``dawid-skene``);
-            None keeps the method of the set's latest pull (majority for a new set), so that a pull does not
-            silently re-resolve every earlier map another way.
+        method: how each map's label is resolved from its annotators' labels (``majority``, ``dawid-skene``,
+            ``majority-dawid-skene``); None keeps the method of the set's latest pull (majority for a new set),
+            so that a pull does not silently re-resolve every earlier map another way.
         replace: make the set exactly this export's labels, dropping the rest (the report lists them).
         dry_run: compute and report, write nothing.
         names: user id -> e-mail for annotators the export names only by id (``--annotator``).
+        server: the name recorded as the rows' server: default the URL pulled from, or "" for a file
+            (the unnamed origin of sets pulled before servers were recorded).
 
     Returns:
         The pull report: this export's counts, the changes per table (added, updated, kept, dropped),
-        the labels (counts), the maps with disagreeing annotations.
+        the labels (counts), the maps with disagreeing annotations, the ties and how they were settled,
+        whether the set changed.
     """
     out = Path(out)
     method = method or last_resolution(out) or "majority"
-    raw, source, server_names, backends = _fetch(ls, project, from_file)
+    raw, source, url, server_names, backends = _fetch(ls, project, from_file)
+    server = url if server is None else server
     export, raw = read_export(raw)
     old = read_tables(out)
     backends = {**{p["model_version"]: p.get("backend", "") for p in old.predictions.values()
                    if p.get("source") == "ml-backend"}, **backends}
-    name = export_name(raw)
-    flat = flatten(export, {**learn_names(export, old), **server_names, **(names or {})}, backends, name)
+    name = export_name(export, raw, out)
+    flat = flatten(export, {**learn_names(export, old), **server_names, **(names or {})}, backends, name, server)
+    _check_origins(old, flat)
     new = Tables.of(annotations=flat.annotations, predictions=flat.predictions)
     annotations, a_changes = merge_rows(old.annotations, new.annotations, replace, version="updated_at")
     predictions, p_changes = merge_rows(old.predictions, new.predictions, replace, version="created_at")
@@ -383,22 +456,30 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
                             f"{flat.report['cancelled']} skipped, {flat.report['unlabelled']} unlabelled); "
                             f"nothing written to {out}")
     labels, l_changes = merge_rows(old.labels, label_rows(annotations, predictions, _map_info(old, flat, source_maps),
-                                                          method), replace)
+                                                          method, _first_origins(old, flat, replace)), replace)
     l_changes["relabelled"] = sorted(m for m in l_changes["updated"] if old.labels[m]["label"] != labels[m]["label"])
     changes = {"annotations": a_changes, "predictions": p_changes, "labels": l_changes}
-    report = {**flat.report, "source": source, "export": name, "resolution": method, "replace": replace,
-              "dry_run": dry_run, "labelled": len(labels), "labels": label_counts(labels.values()),
+    changed = not (out / name).is_file() or any(c["added"] or c["updated"] or c["dropped"] for c in changes.values())
+    ties = sorted(m for m, r in labels.items() if r.get("tie") == "True")
+    report = {**flat.report, "source": source, "server": server, "export": name, "resolution": method,
+              "replace": replace, "dry_run": dry_run, "changed": changed, "labelled": len(labels),
+              "labels": label_counts(r for r in labels.values() if r["label"]),
               "resolutions": dict(Counter(r.get("resolution") or "earlier pull" for r in labels.values())),
               "changes": changes,
               "disagreements": [{"map_id": m, "labels": _seen(r), "chosen": r["label"]}
-                                for m, r in sorted(labels.items()) if r.get("disagreement") == "True"]}
+                                for m, r in sorted(labels.items()) if r.get("disagreement") == "True"],
+              "ties": {"unresolved": [m for m in ties if labels[m]["resolution"] == UNRESOLVED],
+                       "resolved": {m: labels[m]["resolution"] for m in ties if labels[m]["resolution"] != UNRESOLVED}},
+              "guides": dict(Counter(r.get("guide", "") for r in annotations.values() if r.get("label")))}
     check_maps(out, labels, source_maps)
     if dry_run:
         return report
     log_entry = {"at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                 "source": source, "export": name, "resolution": method, "replace": replace,
-                 "patterncnn": __version__, "labelled": len(labels),
+                 "source": source, "server": server, "export": name, "resolution": method, "replace": replace,
+                 "patterncnn": __version__, "labelled": len(labels), "changed": changed,
                  "changes": {t: {k: v if isinstance(v, int) else len(v) for k, v in c.items()}
                              for t, c in changes.items()}}
-    write_labelled_set(out, Tables(labels, annotations, predictions), source_maps, (name, raw), report, log_entry)
+    # A pull that changes nothing only logs itself: pull-report.json stays that of the latest pull that did.
+    write_labelled_set(out, Tables(labels, annotations, predictions), source_maps, (name, raw),
+                       report if changed else None, log_entry)
     return report

@@ -13,23 +13,32 @@ step that ties tasks to one server's media folder), keeps every task self-contai
 task still shows the exact picture the annotator labelled) and makes pushing idempotent by map id.
 The price is size: about 30-60 kB per task, which is why ``pull`` stores the export gzipped.
 
-Each task's data also carries the map's metadata (model, task, example, layer, head, T) so an
-annotator can see it, but the label is decided by the picture, and the pre-annotation (label and
-per-class scores) so the label table can put pre-annotation and final label side by side.
+**Tasks are blind.** The annotation guide says to label by the picture, not by the encoder, task,
+layer or head, so the task shows none of them: the labelling interface shows a neutral id
+(:func:`blind_id`, also the picture's title) above the choices and the picture. The real map id
+(which spells all four) stays in a data field the pull reads and the task list hides (``map_id``),
+with the map itself (for the ML backend), the pre-annotation (label and per-class scores, so the label
+table can put pre-annotation and final label side by side) and the version of the annotation guide
+the task is labelled under (:func:`guide_version`). The picture is fitted to the view: a tall map
+(many tokens) shrinks to the window's height instead of running off it.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import logging
+import re
 import xml.etree.ElementTree as ET
 from collections import Counter
+from importlib import resources
 from typing import Protocol
 
 import numpy as np
 
 from ..classifier.features import rule_scores
+from ..classifier.onnx import SHIPPED
 from ..classifier.render import render_png
 from ..core.labels import LABELS
 from .labelstudio import AnnotateError, Connection
@@ -38,24 +47,73 @@ log = logging.getLogger(__name__)
 
 FROM_NAME, TO_NAME, UNCERTAIN = "pattern", "map", "uncertain"
 RULE_VERSION = "rule-v1"
-HIDDEN_COLUMNS = ("map_npy", "pre_scores", "seps", "pre_label", "pre_model")  # not for the task list
+# Task data the task list (Data Manager) does not show: the real map id names encoder, task, layer and head.
+HIDDEN_COLUMNS = ("map_id", "map_npy", "pre_scores", "seps", "pre_label", "pre_model")
+# Task data fields an annotator may see: what the labelling interface and the task list show.
+SHOWN = ("ref", "image", "T", "guide")
+# The annotation guide: annotations/ANNOTATION_GUIDE.md, shipped in the package beside the classifier
+# (models/ANNOTATION_GUIDE.md links to it), so that an install from a wheel records its version too.
+GUIDE = "ANNOTATION_GUIDE.md"
+# The picture's height: the window's, less Label Studio's bars, the header and the two rows of choices above it
+# (measured in Chromium at 1280x1000 and 1920x1080, tests/labelling/test_annotate_browser.py).
+MAX_HEIGHT = "calc(100vh - 330px)"
+
+
+def guide_version(path=None) -> str:
+    """The version of the annotation guide (its line ``Version X.Y (date): ...``), recorded with every task.
+
+    Args:
+        path: a guide file; default the one shipped with the package (``annotations/ANNOTATION_GUIDE.md``).
+    """
+    guide = resources.files(SHIPPED).joinpath(GUIDE) if path is None else path
+    try:
+        head = guide.read_text(encoding="utf-8").splitlines()[:5]
+    except OSError as e:
+        raise AnnotateError(f"cannot read the annotation guide {guide} ({e.strerror or e}); reinstall "
+                            f"patterncnn") from None
+    found = next((m.group(1) for line in head if (m := re.match(r"Version (\d+(?:\.\d+)*)\b", line))), None)
+    if found is None:
+        raise AnnotateError(f"{guide} names no version in its first lines ('Version X.Y (date): ...'); restore the "
+                            f"guide's version line")
+    return found
+
+
+def blind_id(map_id: str) -> str:
+    """The neutral id an annotator sees instead of the map id: ``map 1a2b3c4d`` (a digest of the map id, so
+    a map keeps its id across pushes, and the id says nothing of encoder, task, layer or head)."""
+    return f"map {hashlib.sha256(map_id.encode('utf-8')).hexdigest()[:8]}"
 
 
 def label_config() -> str:
-    """The labeling config: the map picture, one single choice of the five labels, an uncertain box."""
+    """The labeling config: a neutral id, one single choice of the five labels, an uncertain box, the picture."""
     choices = "\n".join(f'    <Choice value="{name}"/>' for name in LABELS)
-    # The choices and the uncertain box come before the picture, so they stay in view above a tall map.
+    # The choices and the uncertain box come before the picture, so they stay in view above a tall map, and the
+    # picture is no taller than the rest of the window (MAX_HEIGHT).
     return f"""<View>
-  <Header value="$map_id" size="5"/>
+  <Header value="$ref" size="5"/>
   <Choices name="{FROM_NAME}" toName="{TO_NAME}" choice="single-radio" showInline="true" required="true">
 {choices}
   </Choices>
   <Choices name="{UNCERTAIN}" toName="{TO_NAME}" choice="multiple" showInline="true">
     <Choice value="uncertain" hint="two labels fit equally well (annotations/ANNOTATION_GUIDE.md, rule 6)"/>
   </Choices>
-  <Image name="{TO_NAME}" value="$image" zoom="true" zoomControl="true" maxWidth="760px"/>
-  <Text name="info" value="$info"/>
+  <Image name="{TO_NAME}" value="$image" zoom="true" zoomControl="true" maxWidth="100%" maxHeight="{MAX_HEIGHT}"/>
 </View>"""
+
+
+def shown_fields(config: str) -> set[str]:
+    """The task data fields a labeling config shows (its ``$field`` values)."""
+    return set(re.findall(r'value="\$(\w+)"', config))
+
+
+def blind_project(ls: Connection, project) -> bool:
+    """Give a project made by an earlier patterncnn, whose config showed the map id or its metadata
+    (``$map_id``, ``$info``), the blind config; the labels stay compatible (same choices). True if changed."""
+    config = getattr(project, "label_config", None) or ""
+    if not shown_fields(config) & {"map_id", "info", "model", "task", "layer", "head"}:
+        return False
+    ls.update_project(project.id, label_config=label_config())
+    return True
 
 
 class Predictor(Protocol):
@@ -110,17 +168,19 @@ def prediction(probs: np.ndarray, model_version: str, from_name: str = FROM_NAME
             "result": [{**choice_result(LABELS[best], from_name, to_name), "score": score}]}
 
 
-def make_task(meta: dict, arr: np.ndarray, probs: np.ndarray | None = None, model_version: str = "") -> dict:
-    """One Label Studio task (data + optional prediction) for one map."""
-    png = render_png(arr, meta.get("tokens"), meta.get("seps"), title=meta["id"])
-    where = " | ".join(str(x) for x in (
-        meta.get("model"), f"{meta.get('task', '?')} {meta.get('split', '')} #{meta.get('example', '?')}",
-        f"layer {meta.get('layer', '?')} head {meta.get('head', '?')}", f"T={arr.shape[0]}") if x)
+def make_task(meta: dict, arr: np.ndarray, probs: np.ndarray | None = None, model_version: str = "",
+              guide: str | None = None) -> dict:
+    """One blind Label Studio task (data + optional prediction) for one map (see the module docstring).
+
+    Args:
+        guide: the annotation guide's version (default :func:`guide_version`).
+    """
+    ref = blind_id(meta["id"])
+    png = render_png(arr, meta.get("tokens"), meta.get("seps"), title=ref)
     buf = io.BytesIO()
     np.save(buf, np.asarray(arr, dtype=np.float16))  # the map itself, for the ML backend (`patterncnn serve`)
-    data = {"image": "data:image/png;base64," + base64.b64encode(png).decode("ascii"), "map_id": meta["id"],
-            "info": where, **{k: meta[k] for k in ("model", "task", "split", "example", "layer", "head") if k in meta},
-            "T": int(arr.shape[0]), "seps": meta.get("seps"),
+    data = {"ref": ref, "image": "data:image/png;base64," + base64.b64encode(png).decode("ascii"),
+            "T": int(arr.shape[0]), "guide": guide or guide_version(), "map_id": meta["id"], "seps": meta.get("seps"),
             "map_npy": base64.b64encode(buf.getvalue()).decode("ascii")}
     task: dict = {"data": data}
     if probs is not None:
@@ -132,7 +192,8 @@ def make_task(meta: dict, arr: np.ndarray, probs: np.ndarray | None = None, mode
 
 
 def push(ls: Connection, project, maps, predictor: Predictor | None = None, order: str = "store",
-         limit: int | None = None, batch: int = 50) -> dict:
+         limit: int | None = None, batch: int = 50, labelled: set[str] | frozenset = frozenset(),
+         skip_labelled: bool = False) -> dict:
     """Import maps as tasks, skipping map ids already in the project (idempotent).
 
     Args:
@@ -140,18 +201,25 @@ def push(ls: Connection, project, maps, predictor: Predictor | None = None, orde
         predictor: pre-annotates each task; None pushes without predictions.
         order: ``store`` (as stored) or ``uncertain`` (lowest top-class probability first; needs a predictor).
         limit: push at most this many new maps (after ordering).
+        labelled: map ids already labelled in the set the labels will be pulled into.
+        skip_labelled: leave those maps out (else they are pushed, and reported).
 
     Returns:
-        {"pushed": n, "skipped_existing": n, "project": id}
+        {"pushed": n, "skipped_existing": n, "project": id, "guide": version, "already_labelled": [the map ids
+        that ``labelled`` holds: pushed anyway, or left out with ``skip_labelled``], "skipped_labelled": n}
     """
     if order not in ("store", "uncertain"):
         raise AnnotateError(f"unknown --order {order!r}; use 'store' or 'uncertain'")
     if order == "uncertain" and predictor is None:
         raise AnnotateError("--order uncertain needs a predictor: pass --classifier models/patterncnn.onnx or "
                             "--pre rule")
+    guide = guide_version()
     have = ls.map_ids(project.id)
     todo = [m for m in maps.meta if m["id"] not in have]
     skipped = len(maps.meta) - len(todo)
+    already = sorted(m["id"] for m in todo if m["id"] in labelled)
+    if skip_labelled:
+        todo = [m for m in todo if m["id"] not in labelled]
     probs: dict[str, np.ndarray] = {}
     if predictor is not None:
         for start in range(0, len(todo), 256):
@@ -162,11 +230,14 @@ def push(ls: Connection, project, maps, predictor: Predictor | None = None, orde
         todo.sort(key=lambda m: (float(np.max(probs[m["id"]])), m["id"]))
     if limit is not None:
         todo = todo[:limit]
+    if not skip_labelled:  # the ones pushed anyway
+        already = sorted(m["id"] for m in todo if m["id"] in labelled)
     version = predictor.model_version if predictor is not None else ""
     for start in range(0, len(todo), batch):
-        ls.import_tasks(project.id, [make_task(m, maps.get(m["id"]), probs.get(m["id"]), version)
+        ls.import_tasks(project.id, [make_task(m, maps.get(m["id"]), probs.get(m["id"]), version, guide)
                                      for m in todo[start : start + batch]])
-    return {"pushed": len(todo), "skipped_existing": skipped, "project": project.id}
+    return {"pushed": len(todo), "skipped_existing": skipped, "project": project.id, "guide": guide,
+            "already_labelled": already, "skipped_labelled": len(already) if skip_labelled else 0}
 
 
 def setup_annotators(ls: Connection, project, per_task: int, blind: bool = True) -> dict:

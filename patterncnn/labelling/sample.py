@@ -16,6 +16,7 @@ Only the drawn examples go through the encoder. The output folder is a map store
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import zlib
 from pathlib import Path
@@ -33,12 +34,16 @@ from ..encoders.load import Encoder
 log = logging.getLogger(__name__)
 
 
-def plan_samples(n_examples: int, num_layers: int, num_heads: int, n: int,
-                 rng: np.random.Generator) -> list[tuple[int, int, int]]:
+def plan_samples(n_examples: int, num_layers: int, num_heads: int, n: int, rng: np.random.Generator,
+                 exclude: frozenset | set = frozenset()) -> list[tuple[int, int, int]]:
     """Draw ``n`` distinct (example position, layer, head) triples, every layer represented.
 
+    Args:
+        exclude: triples not to draw (maps already labelled): a draw that hits one is drawn again, so
+            without exclusions the sample is the one the seed always gave.
+
     Raises:
-        ValueError: when ``n`` exceeds the number of distinct triples.
+        ValueError: when ``n`` exceeds the number of distinct triples (left).
     """
     if n < 1:
         raise ValueError(f"--per-task must be at least 1 (got {n})")
@@ -48,8 +53,13 @@ def plan_samples(n_examples: int, num_layers: int, num_heads: int, n: int,
     layers = np.repeat(np.arange(num_layers), base)
     layers = np.concatenate([layers, rng.permutation(num_layers)[:extra]])
     rng.shuffle(layers)
+    left = n_examples * num_heads - np.bincount(np.array([t[1] for t in exclude], dtype=int), minlength=num_layers)
+    short = np.flatnonzero(np.bincount(layers, minlength=num_layers) > left)
+    if len(short):
+        raise ValueError(f"--per-task {n}: layer {short[0]} has only {left[short[0]]} map(s) not labelled yet; "
+                         f"ask for fewer")
     pool = rng.permutation(n_examples)  # distinct examples while they last
-    seen: set[tuple[int, int, int]] = set()
+    seen: set[tuple[int, int, int]] = set(exclude)
     triples = []
     for i, layer in enumerate(layers.tolist()):
         ex = int(pool[i]) if i < n_examples else int(rng.integers(n_examples))
@@ -61,26 +71,51 @@ def plan_samples(n_examples: int, num_layers: int, num_heads: int, n: int,
     return triples
 
 
-def uniform_samples(n_examples: int, num_layers: int, num_heads: int, n: int,
-                    rng: np.random.Generator) -> list[tuple[int, int, int]]:
+def uniform_samples(n_examples: int, num_layers: int, num_heads: int, n: int, rng: np.random.Generator,
+                    exclude: frozenset | set = frozenset()) -> list[tuple[int, int, int]]:
     """Draw ``n`` distinct (example position, layer, head) triples uniformly at random over all of them.
 
     Such a sample is what the census counts (every map of every example weighs the same), so the
     share of each hand label in it estimates the task's true pattern shares without bias.
 
+    Args:
+        exclude: triples not to draw (maps already labelled): those drawn are replaced by a uniform draw
+            from the triples left, so the sample stays uniform over the maps not excluded, and without
+            exclusions it is the one the seed always gave.
+
     Raises:
-        ValueError: when ``n`` exceeds the number of distinct triples.
+        ValueError: when ``n`` exceeds the number of distinct triples (left).
     """
     total = n_examples * num_layers * num_heads
     if n < 1:
         raise ValueError(f"--per-task must be at least 1 (got {n})")
-    if n > total:
-        raise ValueError(f"--per-task {n} exceeds the {total} maps of the split")
+    if n > total - len(exclude):
+        raise ValueError(f"--per-task {n} exceeds the {total - len(exclude)} maps of the split"
+                         + (" not labelled yet" if exclude else ""))
     flat = rng.choice(total, size=n, replace=False)
+    if exclude:
+        gone = {e * num_layers * num_heads + layer * num_heads + head for e, layer, head in exclude}
+        hit = np.isin(flat, list(gone))
+        if hit.any():
+            left = np.setdiff1d(np.arange(total), np.concatenate([flat, np.fromiter(gone, dtype=np.int64)]))
+            flat = flat.copy()
+            flat[hit] = rng.choice(left, size=int(hit.sum()), replace=False)
     return [(int(k // (num_layers * num_heads)), int(k // num_heads % num_layers), int(k % num_heads)) for k in flat]
 
 
 DESIGNS = {"stratified": plan_samples, "uniform": uniform_samples}
+
+
+def _labelled_triples(tag: str, split: GlueSplit, labelled) -> dict[tuple[int, int, int], str]:
+    """(example position, layer, head) -> map id, for the maps of this encoder and split that ``labelled`` holds."""
+    position = {ex.index: pos for pos, ex in enumerate(split.examples)}
+    prefix = f"{tag}_{split.task.name}_{split.split}_"
+    out = {}
+    for m in labelled:
+        found = re.fullmatch(r"(\d+)_L(\d+)_H(\d+)", m[len(prefix):]) if m.startswith(prefix) else None
+        if found and int(found.group(1)) in position:
+            out[(position[int(found.group(1))], int(found.group(2)), int(found.group(3)))] = m
+    return out
 
 
 def sample_maps(
@@ -94,6 +129,8 @@ def sample_maps(
     progress: Callable | None = None,
     design: str = "stratified",
     overwrite: bool = False,
+    labelled: set[str] | frozenset = frozenset(),
+    skip_labelled: bool = False,
 ) -> dict:
     """Sample, extract and write maps from each split into the map store ``out``.
 
@@ -103,9 +140,12 @@ def sample_maps(
         design: ``stratified`` (every layer represented, examples distinct while they last: for
             annotation rounds) or ``uniform`` (uniform over all (example, layer, head) triples: a
             sample whose label shares estimate the census's shares). Each map records it as ``sampling``.
+        labelled: map ids already labelled in the set the new labels will join (e.g. ``annotations/``).
+        skip_labelled: draw other maps in their place (else they are drawn, and reported).
 
     Returns:
-        A summary: maps written per task, truncations, the store path.
+        A summary: maps written per task, truncations, the store path, the drawn maps that ``labelled``
+        holds (``already_labelled``; with ``skip_labelled``, none).
     """
     out = output_folder(out, ("store.json",), overwrite)
     if overwrite:
@@ -116,11 +156,14 @@ def sample_maps(
         "tasks": {s.task.name: {"split": s.split, "source": public_source(s.source), "examples": s.total} for s in splits},
         "layers": encoder.num_layers, "heads": encoder.num_heads,
     })
-    summary = {"store": str(out), "tasks": {}, "truncated": 0, "patterncnn": __version__}
+    summary = {"store": str(out), "tasks": {}, "truncated": 0, "patterncnn": __version__, "already_labelled": []}
     for split in splits:
         # A per-task seed: adding a task does not change the sample of the others.
         rng = np.random.default_rng([seed, zlib.crc32(split.task.name.encode())])
-        triples = DESIGNS[design](len(split.examples), encoder.num_layers, encoder.num_heads, per_task, rng)
+        taken = _labelled_triples(encoder.tag, split, labelled)
+        triples = DESIGNS[design](len(split.examples), encoder.num_layers, encoder.num_heads, per_task, rng,
+                                  set(taken) if skip_labelled else frozenset())
+        summary["already_labelled"] += sorted(taken[t] for t in triples if t in taken)
         wanted: dict[int, list[tuple[int, int]]] = {}  # example index -> (layer, head)s
         for pos, layer, head in triples:
             wanted.setdefault(split.examples[pos].index, []).append((layer, head))

@@ -2,22 +2,29 @@
 
 Layout::
 
-    labels.csv          one row per labelled map (LABEL_COLUMNS): the resolved label, how it was resolved,
-                        the pre-annotation and its source, Label Studio ids, ... joined to the map metadata
-    votes.csv           one row per annotation (ANNOTATION_COLUMNS): every annotator's label of every map
+    labels.csv          one row per labelled map (LABEL_COLUMNS): the resolved label (empty for an unresolved tie),
+                        how it was resolved, the guide version(s) behind it, the pre-annotation and the Label Studio
+                        task of the map's first origin, ... joined to the map metadata
+    votes.csv           one row per annotation (ANNOTATION_COLUMNS): every annotator's label of every map, with
+                        the server it came from and the guide version it was made under
                         (older sets call it annotations.csv: read alike, renamed at the next pull)
-    predictions.csv     one row per pre-annotation (PREDICTION_COLUMNS): source (push / ml-backend / other),
-                        model version, label, score
+    predictions.csv     one row per pre-annotation (PREDICTION_COLUMNS): server, source (push / ml-backend /
+                        other), model version, label, score
     maps/               a map store (patterncnn.core.maps) holding exactly the labelled maps
-    exports/            every Label Studio export pulled, as it came, gzipped, named by its content hash
+    exports/            every Label Studio export pulled, as it came, gzipped, named by its content identity
     pulls.jsonl         one line per pull: when, from where, which export, what was added, updated, dropped
-    pull-report.json    the latest pull's report
+    pull-report.json    the report of the latest pull that changed the set
+
+An *origin* is one Label Studio task: (server, project, task id). The server is the URL pulled from
+(or ``--server NAME``); rows of sets pulled before servers were recorded have an empty server, one
+earlier origin. Votes and predictions keep their origin in their own rows, so labels of one map from
+two servers sit side by side; ``labels.csv`` keeps the map's first origin (its task and pre-annotation).
 
 Rows have keys (:func:`row_key`): labels the map id, annotations Label Studio's annotation UUID,
-predictions map id + prediction id + model version. A pull merges by key: new rows are added,
-changed rows updated, rows the export does not hold are kept (:func:`merge_rows`). Reading checks
-every row (:func:`read_tables`: its columns, a known label, a unique key), so a damaged table is
-refused naming the file and line, not half-read.
+predictions server + task + map id + prediction id + model version. A pull merges by key: new rows
+are added, changed rows updated, rows the export does not hold are kept (:func:`merge_rows`).
+Reading checks every row (:func:`read_tables`: its columns, a known label, a unique key), so a
+damaged table is refused naming the file and line, not half-read.
 
 Usage::
 
@@ -49,21 +56,28 @@ from ..core.labels import LABELS, label_index
 from ..core.maps import MapStore
 from .labelstudio import AnnotateError
 
+# New columns go at the end, so that older sets' columns keep their places.
 LABEL_COLUMNS = ("map_id", "label", "uncertain", "annotator", "pre_label", "pre_score", "pre_model", "lead_time",
                  "n_annotations", "disagreement", "labels_seen", "model", "task", "split", "example", "layer", "head",
                  "T", "ls_task_id", "ls_annotation_id", "annotated_at", "pre_source", "n_annotators", "resolution",
-                 "resolution_p")
+                 "resolution_p", "tie", "n_uncertain", "guide", "server", "ls_project", "origins")
 ANNOTATION_COLUMNS = ("map_id", "annotator", "annotator_id", "label", "uncertain", "skipped", "lead_time",
                       "created_at", "updated_at", "ls_project", "ls_task_id", "ls_annotation_id", "ls_unique_id",
-                      "export")
+                      "export", "guide", "server")
 PREDICTION_COLUMNS = ("map_id", "source", "backend", "model_version", "label", "score", "created_at", "ls_project",
-                      "ls_task_id", "ls_prediction_id", "export")
+                      "ls_task_id", "ls_prediction_id", "export", "server")
 TABLES = {"labels": ("labels.csv", LABEL_COLUMNS), "annotations": ("votes.csv", ANNOTATION_COLUMNS),
           "predictions": ("predictions.csv", PREDICTION_COLUMNS)}
 LEGACY = {"annotations": "annotations.csv"}  # the votes' earlier file name: read if votes.csv is absent, then replaced
 # The columns each table must have (older sets may lack the others), and those that hold a label.
 REQUIRED = {"labels": ("map_id", "label"), "annotations": ("map_id", "annotator", "label", "ls_annotation_id"),
             "predictions": ("map_id", "source", "model_version", "label")}
+# The annotation guide's version of a vote whose task did not record one: tasks were pushed without it before guide
+# 1.1, so every such vote was made under 1.0 (annotations/README.md).
+GUIDE_BEFORE_VERSIONS = "1.0"
+# Cells that rows of older sets lack, as those rows are read: the earlier origin (no server) and guide 1.0.
+DEFAULTS = {"annotations": {"guide": GUIDE_BEFORE_VERSIONS, "server": ""}, "predictions": {"server": ""}}
+UNRESOLVED = "unresolved"  # labels.csv's resolution of a tie left open: the label is empty, the map not trained on
 
 
 def text(value) -> str:
@@ -76,14 +90,20 @@ def text(value) -> str:
 
 
 def row_key(table: str, row: dict) -> str:
-    """The key a row is merged by (see the module docstring)."""
+    """The key a row is merged by (see the module docstring).
+
+    Label Studio's integer ids count from 1 on every server, so a key built from them holds the row's
+    server and task too; rows without a server (the earlier origin of older sets) keep the keys they had.
+    """
     if table == "labels":
         return row["map_id"]
-    if table == "annotations":
-        return row.get("ls_unique_id") or f"{row['map_id']}#{row['ls_annotation_id']}"
-    if row.get("source") == "push":  # push is idempotent by map id: one pushed prediction per map and model
-        return f"{row['map_id']}#push#{row['model_version']}"
-    return f"{row['map_id']}#{row['ls_prediction_id']}#{row['model_version']}"
+    server = row.get("server") or ""
+    origin = f"{server}#{row.get('ls_task_id', '')}#" if server else ""
+    if table == "annotations":  # the annotation's UUID is unique across servers
+        return row.get("ls_unique_id") or f"{origin}{row['map_id']}#{row['ls_annotation_id']}"
+    if row.get("source") == "push":  # push is idempotent by map id: one pushed prediction per task and model
+        return f"{origin}{row['map_id']}#push#{row['model_version']}"
+    return f"{origin}{row['map_id']}#{row['ls_prediction_id']}#{row['model_version']}"
 
 
 @dataclasses.dataclass
@@ -121,6 +141,7 @@ def read_tables(root: str | Path) -> Tables:
 
 def _read_table(name: str, path: Path) -> dict[str, dict]:
     fix = "repair it, or pull the labelled set again"
+    defaults = DEFAULTS.get(name, {})
     rows: dict[str, dict] = {}
     try:
         with open(path, encoding="utf-8", newline="") as f:
@@ -132,10 +153,12 @@ def _read_table(name: str, path: Path) -> dict[str, dict]:
                 where = f"{path}:{reader.line_num}"
                 if None in r or None in r.values():
                     raise DataError(f"{where}: the row does not have one cell per column; {fix}")
-                if name == "labels" and r["label"] not in LABELS:  # a vote outside the five is no vote (evaluate)
+                tie = r["label"] == "" and r.get("resolution") == UNRESOLVED  # a tie left open has no label
+                if name == "labels" and r["label"] not in LABELS and not tie:  # a vote outside the five is no vote
                     raise DataError(f"{where}: label {r['label'][:40]!r} is not one of {', '.join(LABELS)}; {fix}")
                 if not r["map_id"] or name == "annotations" and not (r["ls_annotation_id"] or "0").isdigit():
                     raise DataError(f"{where}: the row has no map_id or Label Studio annotation id; {fix}")
+                r = {**defaults, **{k: v for k, v in r.items() if v or k not in defaults}}  # an empty defaulted cell
                 key = row_key(name, r)
                 if key in rows:
                     raise DataError(f"{where}: the row repeats {key!r}; {fix}")
@@ -145,13 +168,23 @@ def _read_table(name: str, path: Path) -> dict[str, dict]:
     return rows
 
 
+def labelled_ids(root: str | Path) -> set[str]:
+    """The maps a labelled set holds a label for (its ``labels.csv``; an unresolved tie has none)."""
+    path = Path(root) / TABLES["labels"][0]
+    if not path.is_file():
+        return set()
+    return {r["map_id"] for r in _read_table("labels", path).values() if r.get("label")}
+
+
 def merge_rows(old: dict[str, dict], new: dict[str, dict], replace: bool = False,
-               version: str | None = None) -> tuple[dict[str, dict], dict]:
+               version: str | None = None, provenance: tuple[str, ...] = ("export",)) -> tuple[dict[str, dict], dict]:
     """Merge keyed rows: add new keys, update changed rows, keep (or, with ``replace``, drop) the rest.
 
     Args:
         version: a column of ISO times (e.g. ``updated_at``); a row older than the one there does not
             replace it (pulling an older export again changes nothing).
+        provenance: columns that say where a row was seen first (the export that brought it): a row that
+            differs from the one there only in them is the same row, kept as it was.
 
     Returns:
         (merged rows, changes {"added": [keys], "updated": [keys], "kept": n, "dropped": [keys]}).
@@ -164,8 +197,10 @@ def merge_rows(old: dict[str, dict], new: dict[str, dict], replace: bool = False
             added.append(key)
         elif version and row.get(version, "") < before.get(version, ""):
             row = before
-        elif any(before.get(c, "") != v for c, v in row.items()):
+        elif any(before.get(c, "") != v for c, v in row.items() if c not in provenance):
             updated.append(key)
+        else:
+            row = before
         merged[key] = row
     gone = sorted(set(old) - set(new))
     return merged, {"added": sorted(added), "updated": sorted(updated), "kept": 0 if replace else len(gone),
@@ -185,9 +220,40 @@ def _csv(rows: Iterable[dict], columns: tuple[str, ...], order) -> str:
     return buf.getvalue()
 
 
-def export_name(raw: bytes) -> str:
-    """Where an export is kept in the set: ``exports/<first 16 hex digits of its SHA-256>.json.gz``."""
-    return f"exports/{hashlib.sha256(raw).hexdigest()[:16]}.json.gz"
+RELATIVE_TIME = "_ago"  # Label Studio's "created_ago" ("5 minutes"): changes with the clock, not the content
+
+
+def _content(value):
+    """A JSON value without relative times, its lists of records (tasks, annotations, predictions) in id order."""
+    if isinstance(value, dict):
+        return {k: _content(v) for k, v in value.items() if not k.endswith(RELATIVE_TIME)}
+    if isinstance(value, list):
+        items = [_content(v) for v in value]
+        if items and all(isinstance(v, dict) and isinstance(v.get("id"), int) for v in items):
+            items.sort(key=lambda v: v["id"])
+        return items
+    return value
+
+
+def export_identity(export: list[dict]) -> str:
+    """The identity of an export from its content: tasks, annotations and predictions with their ids,
+    data and timestamps, in id order, without relative times. Two exports of an unchanged project,
+    minutes apart, have the same identity (their bytes differ in ``created_ago``)."""
+    canonical = json.dumps(_content(export), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def export_name(export: list[dict], raw: bytes | None = None, out=None) -> str:
+    """Where an export is kept in the set: ``exports/<its identity>.json.gz``.
+
+    Sets written before exports had a content identity named them by the hash of their bytes; when ``out``
+    already holds this export under that name (``raw``: the bytes as they came), that name is kept.
+    """
+    if raw is not None and out is not None:
+        earlier = f"exports/{hashlib.sha256(raw).hexdigest()[:16]}.json.gz"
+        if (Path(out) / earlier).is_file():
+            return earlier
+    return f"exports/{export_identity(export)}.json.gz"
 
 
 def write_labelled_set(out, tables: Tables, maps=None, export: tuple[str, bytes] | None = None,
@@ -223,6 +289,8 @@ def write_labelled_set(out, tables: Tables, maps=None, export: tuple[str, bytes]
         if write_maps and grows:
             _swap_maps(out, stage)
         for filename in sorted(staged, key=lambda f: f != "labels.csv" or grows):  # labels.csv first if shrinking
+            if _same_bytes(stage / filename, out / filename):
+                continue  # an unchanged file is left as it is (its time stamp too)
             (out / filename).parent.mkdir(parents=True, exist_ok=True)
             os.replace(stage / filename, out / filename)
         if write_maps and not grows:
@@ -231,6 +299,10 @@ def write_labelled_set(out, tables: Tables, maps=None, export: tuple[str, bytes]
             (out / filename).unlink(missing_ok=True)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    return b.is_file() and a.stat().st_size == b.stat().st_size and a.read_bytes() == b.read_bytes()
 
 
 def _stored_ids(out: Path) -> set[str] | None:
@@ -285,10 +357,15 @@ class Labelled:
     uncertain: np.ndarray  # (N,) bool
     data_hash: str
     meta: list[dict]
+    unresolved: list[str] = dataclasses.field(default_factory=list)  # maps left out: their annotators tied
 
 
 def load_labelled(annotations: str | Path) -> Labelled:
-    """Read ``labels.csv`` and the labelled maps (``maps/``) written by ``patterncnn annotate pull``."""
+    """Read ``labels.csv`` and the labelled maps (``maps/``) written by ``patterncnn annotate pull``.
+
+    A map whose annotators tied and whose tie was left open (resolution ``unresolved``, no label) is not
+    trained on: it is listed in ``unresolved``.
+    """
     root = Path(annotations)
     table = root / "labels.csv"
     if not table.is_file():
@@ -302,6 +379,12 @@ def load_labelled(annotations: str | Path) -> Labelled:
     if missing:
         raise DataError(f"{table} labels {len(missing)} map(s) that {root / 'maps'} does not hold, e.g. "
                         f"{missing[0]!r}; restore maps/, or pull the labelled set again")
+    unresolved = sorted(r["map_id"] for r in rows if not r.get("label"))
+    rows = [r for r in rows if r.get("label")]
+    if not rows:
+        raise ValueError(f"{table}: all {len(unresolved)} map(s) are unresolved ties; get a third annotator "
+                         f"(`patterncnn annotate annotators --per-task 3`) and pull again, or pull with "
+                         f"--resolve majority-dawid-skene")
     h = hashlib.sha256()
     ids, maps, seps, y, groups, unc, metas = [], [], [], [], [], [], []
     for r in sorted(rows, key=lambda r: r["map_id"]):
@@ -316,4 +399,4 @@ def load_labelled(annotations: str | Path) -> Labelled:
         groups.append(f"{meta.get('task')}/{meta.get('split')}/{meta.get('example')}")
         unc.append(r.get("uncertain") == "True")
         metas.append(meta)
-    return Labelled(ids, maps, seps, np.array(y), np.array(groups), np.array(unc), h.hexdigest(), metas)
+    return Labelled(ids, maps, seps, np.array(y), np.array(groups), np.array(unc), h.hexdigest(), metas, unresolved)

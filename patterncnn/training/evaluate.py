@@ -43,7 +43,7 @@ from ..core.maps import families
 from ..core.scores import classification_report, macro_f1, spread, subset_scores
 from ..labelling.agreement import held_out_rater, held_out_scores, rater_votes
 from ..labelling.sets import read_tables
-from .fit import fit_members, folds, median_epoch, out_of_fold, predict_proba
+from .fit import NO_WORK, Work, fit_members, folds, inputs, median_epoch, out_of_fold, predict_proba
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ def per_encoder(y: np.ndarray, fams: np.ndarray, agreed: np.ndarray, preds: dict
 
 
 def soft_vs_hard(data, votes: Votes, hard_probs: np.ndarray, cfg, tcfg,
-                 progress=None) -> tuple[dict, np.ndarray | None]:
+                 progress=None, work: Work = NO_WORK) -> tuple[dict, np.ndarray | None]:
     """The CV again with vote shares as targets (same folds and seeds), beside the hard-label CV.
 
     Returns:
@@ -199,7 +199,7 @@ def soft_vs_hard(data, votes: Votes, hard_probs: np.ndarray, cfg, tcfg,
     voted = int((votes.n >= 2).sum())
     if not voted:
         return {"run": False, "reason": "no map has votes from two annotators: vote shares equal the hard labels"}, None
-    soft = out_of_fold(data, cfg, tcfg, progress, targets=votes.shares)
+    soft = out_of_fold(data, cfg, tcfg, progress, targets=votes.shares, work=work, name="CV soft labels")
     rep = {"run": True, "maps_with_several_votes": voted, "seconds": soft.seconds, "best_epochs": soft.best_epochs}
     for name, probs in (("hard", hard_probs), ("soft", soft.probs)):
         ce = -(votes.shares * np.log(np.maximum(probs, 1e-12))).sum(1)
@@ -223,7 +223,7 @@ def _split_train(data, pool: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndar
 
 
 def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.ndarray, cfg, tcfg,
-                          max_epochs: int, seeds: int = 1) -> list[dict]:
+                          max_epochs: int, seeds: int = 1, progress=None, work: Work = NO_WORK) -> list[dict]:
     """Train on one family, test on another, each ordered pair; CNN and the trained feature baselines.
 
     The CNN (the classifier ``cfg`` describes: with ``cfg.members`` > 1 each fit is an ensemble, as train exports) is
@@ -232,13 +232,20 @@ def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.
     median): one fit's macro-F1 moves by several points with the seed, so a
     pair reports the spread over the fits (``cnn_over_seeds``) and each fit (``seeds``); ``methods`` holds the
     first seed's fit beside the baselines (fitted once: they use the whole training family, no split).
+    ``progress`` shows a bar of epochs per direction; ``work`` keeps each finished fit
+    (:class:`patterncnn.training.fit.Work`).
     """
 
     names = sorted(set(fams.tolist()))
     out = []
+    n_seeds = max(1, seeds)
+    loeo = dataclasses.replace(tcfg, max_epochs=max_epochs)
     for a in names:
         for b in (n for n in names if n != a):
             t0 = time.time()
+            per_fit = max_epochs * cfg.members
+            bar = progress(total=n_seeds * per_fit, desc=f"leave one encoder out {a} -> {b}", unit="ep") \
+                if progress else None
             test = fams == b
             shared = (fams == a) & np.isin(data.groups, data.groups[test])
             pool = np.flatnonzero((fams == a) & ~shared)
@@ -248,13 +255,21 @@ def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.
                 return {"all": subset_scores(data.y, pred, test), "agreed": subset_scores(data.y, pred, test & agreed)}
 
             per_seed = []
-            for seed in range(tcfg.seed, tcfg.seed + max(1, seeds)):
-                tr, va = _split_train(data, pool, seed)
-                model, epochs = fit_members(data, tr, va, cfg, dataclasses.replace(tcfg, max_epochs=max_epochs),
-                                            seed=seed)
+            for k, seed in enumerate(range(tcfg.seed, tcfg.seed + n_seeds)):
+                def compute(seed=seed) -> dict:
+                    tr, va = _split_train(data, pool, seed)
+                    model, epochs = fit_members(data, tr, va, cfg, loeo, seed=seed, tick=bar.update if bar else None)
+                    return {"pred": predict_proba(model, data, te, cfg).argmax(1), "epochs": np.array(epochs)}
+
+                part, _ = work.part("loeo", inputs(data, cfg, loeo, train=a, test=b, seed=seed), compute)
+                if bar:
+                    bar.update((k + 1) * per_fit - bar.n)
                 pred = np.full(len(data.y), -1)
-                pred[te] = predict_proba(model, data, te, cfg).argmax(1)
-                per_seed.append({"seed": seed, "best_epoch": median_epoch(epochs), **scores(pred)})
+                pred[te] = part["pred"]
+                per_seed.append({"seed": seed, "best_epoch": median_epoch([int(e) for e in part["epochs"]]),
+                                 **scores(pred)})
+            if bar:
+                bar.close()
             methods = {CNN: {k: per_seed[0][k] for k in ("all", "agreed")}}
             for name, make in _makers(tcfg.seed).items():
                 pred = np.full(len(data.y), -1)
@@ -272,12 +287,13 @@ def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.
     return out
 
 
-def evaluate(data, annotations, oof, cfg, tcfg, ecfg: EvalConfig, progress=None) -> dict:
+def evaluate(data, annotations, oof, cfg, tcfg, ecfg: EvalConfig, progress=None, work: Work = NO_WORK) -> dict:
     """Every report of the module docstring, plus the baselines' classification reports (key ``baselines``).
 
     Args:
         data: the :class:`patterncnn.labelling.sets.Labelled` set; annotations: its folder (for its votes).
         oof: train's :class:`patterncnn.training.fit.OutOfFold` on :func:`patterncnn.training.fit.folds` with ``tcfg``.
+        work: where the retraining reports keep their finished fits (:class:`patterncnn.training.fit.Work`).
     """
     fams = families(data.ids)
     votes = load_votes(annotations, data.ids, data.y)
@@ -286,7 +302,7 @@ def evaluate(data, annotations, oof, cfg, tcfg, ecfg: EvalConfig, progress=None)
     preds = {CNN: oof.probs.argmax(1)}
     soft, soft_probs = ({"run": False, "reason": "skipped (--no-soft-labels)"}, None)
     if ecfg.soft_labels:
-        soft, soft_probs = soft_vs_hard(data, votes, oof.probs, cfg, tcfg, progress)
+        soft, soft_probs = soft_vs_hard(data, votes, oof.probs, cfg, tcfg, progress, work)
     if soft_probs is not None:
         preds[SOFT] = soft_probs.argmax(1)
     preds.update(base_preds[0])
@@ -296,7 +312,7 @@ def evaluate(data, annotations, oof, cfg, tcfg, ecfg: EvalConfig, progress=None)
         loeo = {"run": False, "reason": f"one encoder family only ({fams[0]})", "pairs": []}
     else:
         loeo = {"run": True, "pairs": leave_one_encoder_out(data, fams, votes.agreed, feats, cfg, tcfg,
-                                                            ecfg.loeo_max_epochs, ecfg.loeo_seeds)}
+                                                            ecfg.loeo_max_epochs, ecfg.loeo_seeds, progress, work)}
     return {"baselines": baselines(data, tcfg, base_preds), "config": dataclasses.asdict(ecfg),
             "families": {f: int((fams == f).sum()) for f in sorted(set(fams.tolist()))},
             "votes": {"maps_with_votes": int((votes.n > 0).sum()), "maps_with_several_votes": int((votes.n >= 2).sum()),

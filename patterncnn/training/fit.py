@@ -13,6 +13,14 @@ out of the *training* part of each fold, never the test fold; the final model is
 data for the median early-stopped epoch count. Augmentation only preserves labels: resampling the
 map to another length T (nearest) and a gamma jitter of the intensities; no transposes or flips (a
 transpose turns vertical into horizontal).
+
+Grouped, stratified K-fold CV needs every class in K input examples at least, so that each test
+fold holds one of its maps (:func:`check_folds` says which class allows how many folds).
+
+Resumable: given a work folder (:class:`Work`), every finished fold (and the final fit) is kept
+there, named by what determines it (the data's hash, the configs, the fold, the targets), and a
+run started again with the same arguments reads it back instead of fitting it again. Each fit
+seeds itself, so a resumed run gives exactly what an uninterrupted one gives.
 """
 
 from __future__ import annotations
@@ -20,7 +28,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import hashlib
+import io
+import shutil
 import time
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -29,9 +41,55 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..classifier.model import MEMBER_SEED_STEP, CNNConfig, PatternCNN, build_model, member_config, preprocess
+from ..core.errors import PatternCNNError
 from ..core.labels import LABELS
 from ..core.scores import classification_report, macro_f1
+from ..core.version import __version__
+from ..core.work import run_key, run_parts
 from ..labelling.sets import Labelled
+
+INNER_SPLITS = 5  # early stopping watches one fifth of each fold's training part
+
+
+class TrainError(PatternCNNError, ValueError):
+    """The labelled set cannot be trained on as asked (too few maps of a class for the folds); says what to do."""
+
+
+class Work:
+    """The finished parts of a training run: ``root/<name>.npz``, each named by what determines it.
+
+    A part is written atomically once computed and read back by a later run with the same inputs
+    (:func:`patterncnn.core.work.run_parts`); ``None`` as root keeps nothing (every part is computed).
+    """
+
+    def __init__(self, root: str | Path | None):
+        self.root = Path(root) if root is not None else None
+
+    def part(self, kind: str, inputs: dict, compute: Callable[[], dict]) -> tuple[dict, bool]:
+        """(the part's arrays, whether it was read back from an earlier run)."""
+        if self.root is None:
+            return compute(), False
+        name = f"{kind}-{run_key({**inputs, 'patterncnn': __version__, 'torch': torch.__version__})}"
+        done = (self.root / f"{name}.npz").is_file()
+        self.root.mkdir(parents=True, exist_ok=True)
+        return run_parts(self.root, [name], lambda _: compute())[name], done
+
+    def clear(self) -> None:
+        """Drop the parts (the run is finished and its outputs written)."""
+        if self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+NO_WORK = Work(None)
+
+
+def inputs(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, **more) -> dict:
+    """What determines a part of training: the data, the configs and ``more`` (fold, seed, targets, ...)."""
+    return {"data": data.data_hash, "cfg": dataclasses.asdict(cfg), "tcfg": dataclasses.asdict(tcfg), **more}
+
+
+def array_hash(a: np.ndarray | None) -> str | None:
+    return None if a is None else hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()[:16]
 
 
 @dataclasses.dataclass
@@ -164,14 +222,50 @@ def predict_proba(model: nn.Module, data: Labelled, idx, cfg: CNNConfig) -> np.n
         return torch.softmax(model(model_inputs(data.maps, data.seps, idx, cfg)), dim=1).numpy()
 
 
+def check_folds(y: np.ndarray, groups: np.ndarray, n_folds: int) -> None:
+    """Raise a one-line :class:`TrainError` unless grouped, stratified ``n_folds``-fold CV can put a map of every
+    class in every test fold: each class needs maps from ``n_folds`` input examples at least.
+
+    The message names the smallest class (by input examples) and the folds it allows.
+    """
+    if n_folds < 2:
+        raise TrainError(f"--folds must be at least 2 (got {n_folds})")
+    present = sorted(set(y.tolist()))
+    examples = {k: len(set(groups[y == k].tolist())) for k in present}
+    smallest = min(present, key=lambda k: (examples[k], k))
+    n, g = int((y == smallest).sum()), examples[smallest]
+    if g >= n_folds:
+        return
+    has = f"{n} map(s)" + (f" from {g} input example(s)" if g != n else "")
+    if g < 2:
+        raise TrainError(f"the smallest class, {LABELS[smallest]}, has {has}: it allows no cross-validation (--folds K "
+                         f"needs every class in K input examples, one per test fold, and K >= 2; asked for "
+                         f"{n_folds}); label more {LABELS[smallest]} maps")
+    raise TrainError(f"the smallest class, {LABELS[smallest]}, has {has}: it allows at most --folds {g} (one of its "
+                     f"examples per test fold), not {n_folds}; pass --folds {g} or label more {LABELS[smallest]} maps")
+
+
 def folds(data: Labelled, tcfg: TrainConfig) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """(train, val, test) index arrays per outer fold: grouped by example, stratified by label."""
+    """(train, val, test) index arrays per outer fold: grouped by example, stratified by label.
+
+    The validation part is one grouped, stratified fifth of the training part (:data:`INNER_SPLITS`), a larger
+    share when the training part is too small to split in five (fewer than 5 examples, or of its largest class).
+
+    Raises:
+        TrainError: the set is too small for ``tcfg.folds`` folds (:func:`check_folds`).
+    """
     from sklearn.model_selection import StratifiedGroupKFold
 
+    check_folds(data.y, data.groups, tcfg.folds)
     outer = StratifiedGroupKFold(n_splits=tcfg.folds, shuffle=True, random_state=tcfg.seed)
     out = []
     for k, (tr, te) in enumerate(outer.split(np.zeros(len(data.y)), data.y, data.groups)):
-        inner = StratifiedGroupKFold(n_splits=5, shuffle=True, random_state=tcfg.seed + 100 + k)
+        n_inner = min(INNER_SPLITS, int(np.bincount(data.y[tr]).max()), len(set(data.groups[tr].tolist())))
+        if n_inner < 2:
+            raise TrainError(f"fold {k + 1} of {tcfg.folds} trains on {len(tr)} map(s), too few to hold some out for "
+                             f"early stopping (it needs two of one class, from two input examples); label more maps "
+                             f"or pass fewer --folds")
+        inner = StratifiedGroupKFold(n_splits=n_inner, shuffle=True, random_state=tcfg.seed + 100 + k)
         itr, iva = next(inner.split(np.zeros(len(tr)), data.y[tr], data.groups[tr]))
         out.append((tr[itr], tr[iva], te))
     return out
@@ -189,21 +283,40 @@ class OutOfFold:
 
 
 def out_of_fold(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, progress=None,
-                targets: np.ndarray | None = None) -> OutOfFold:
-    """Train one model per grouped stratified fold and score its test fold (``targets``: see :func:`fit`)."""
+                targets: np.ndarray | None = None, work: Work = NO_WORK, name: str = "CV") -> OutOfFold:
+    """Train one model per grouped stratified fold and score its test fold (``targets``: see :func:`fit`).
+
+    Args:
+        progress: a ``tqdm``-like factory: one bar of epochs, its description naming the fold.
+        work: where finished folds are kept; a fold found there is read back, not fitted again.
+        name: what the bar calls this cross-validation.
+    """
     oof = np.zeros((len(data.y), len(LABELS)), dtype=np.float32)
     fold_of = np.full(len(data.y), -1)
     fold_f1, best_epochs = [], []
-    bar = progress(total=tcfg.folds * tcfg.max_epochs * cfg.members, desc=f"CV {cfg.representation}-{cfg.grid}",
-                   unit="ep") if progress else None
+    per_fold = tcfg.max_epochs * cfg.members
+    desc = f"{name} {cfg.representation}-{cfg.grid}"
+    splits = folds(data, tcfg)
+    bar = progress(total=tcfg.folds * per_fold, desc=desc, unit="ep") if progress else None
     t0 = time.time()
-    for k, (tr, va, te) in enumerate(folds(data, tcfg)):
-        model, epochs = fit_members(data, tr, va, cfg, tcfg, seed=tcfg.seed + k, tick=bar.update if bar else None,
-                                    targets=targets)
-        oof[te] = predict_proba(model, data, te, cfg)
+    for k, (tr, va, te) in enumerate(splits):
+        if bar:
+            bar.set_description(f"{desc} fold {k + 1}/{tcfg.folds}")
+
+        def compute(tr=tr, va=va, te=te, k=k) -> dict:
+            model, epochs = fit_members(data, tr, va, cfg, tcfg, seed=tcfg.seed + k,
+                                        tick=bar.update if bar else None, targets=targets)
+            return {"probs": predict_proba(model, data, te, cfg), "epochs": np.array(epochs)}
+
+        part, resumed = work.part("cv", inputs(data, cfg, tcfg, fold=k, targets=array_hash(targets)), compute)
+        oof[te] = part["probs"]
         fold_of[te] = k
         fold_f1.append(macro_f1(data.y[te], oof[te].argmax(1)))
-        best_epochs.extend(epochs)
+        best_epochs.extend(int(e) for e in part["epochs"])
+        if bar:  # early stopping ends a fold before its epoch cap; a resumed fold is done at once
+            bar.update((k + 1) * per_fold - bar.n)
+            if resumed:
+                bar.set_postfix_str(f"fold {k + 1} resumed")
     if bar:
         bar.close()
     return OutOfFold(oof, fold_of, fold_f1, best_epochs, round(time.time() - t0, 1))
@@ -219,16 +332,43 @@ def cv_report(data: Labelled, oof: OutOfFold) -> dict:
     return rep
 
 
-def cross_validate(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, progress=None) -> dict:
+def cross_validate(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, progress=None, work: Work = NO_WORK) -> dict:
     """Out-of-fold CNN predictions over the grouped stratified folds, with the report."""
-    return cv_report(data, out_of_fold(data, cfg, tcfg, progress))
+    return cv_report(data, out_of_fold(data, cfg, tcfg, progress, work=work))
 
 
-def fit_final(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, epochs: int) -> nn.Module:
-    """Train on all labelled maps for a fixed number of epochs (chosen by CV early stopping); every member alike."""
+def fit_final(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, epochs: int, progress=None,
+              work: Work = NO_WORK) -> nn.Module:
+    """Train on all labelled maps for a fixed number of epochs (chosen by CV early stopping); every member alike.
+
+    Args:
+        progress: a ``tqdm``-like factory (a bar of epochs).
+        work: where the fitted weights are kept (a second run with the same inputs reads them back).
+    """
     idx = np.arange(len(data.y))
-    model, _ = fit_members(data, idx, None, cfg, tcfg, seed=tcfg.seed, epochs=max(1, epochs))
-    return model
+    epochs = max(1, epochs)
+    bar = progress(total=epochs * cfg.members, desc=f"final fit on {len(idx)} maps", unit="ep") if progress else None
+
+    fitted = []
+
+    def compute() -> dict:
+        model, _ = fit_members(data, idx, None, cfg, tcfg, seed=tcfg.seed, epochs=epochs,
+                               tick=bar.update if bar else None)
+        fitted.append(model)
+        buf = io.BytesIO()
+        torch.save(model.state_dict(), buf)
+        return {"state_dict": np.frombuffer(buf.getvalue(), dtype=np.uint8)}
+
+    part, resumed = work.part("final", inputs(data, cfg, tcfg, epochs=epochs), compute)
+    if bar:
+        bar.update(bar.total - bar.n)
+        bar.close()
+    if not resumed:
+        return fitted[0]
+    with torch.random.fork_rng():  # a fresh model's initialisation must not move the caller's random state
+        model = build_model(cfg)
+    model.load_state_dict(torch.load(io.BytesIO(part["state_dict"].tobytes()), weights_only=True))
+    return model.eval()
 
 
 def throughput(cfg: CNNConfig, t: int = 64, n: int = 512, threads: int = 2) -> float:

@@ -10,6 +10,10 @@ the per-encoder reports (per encoder family and on agreed maps, soft vs hard lab
 the baselines) are :mod:`patterncnn.training.evaluate`'s. The out-of-fold predictions also calibrate the
 census's share estimators (:mod:`patterncnn.shares.calibrate`) and, when the labelled set holds maps drawn
 uniformly at random, validate them (:mod:`patterncnn.training.validate`); both are stored with the model.
+
+Resumable: every finished cross-validation fold, leave-one-encoder-out fit and the final fit is kept in
+``out/.work/train`` (:class:`patterncnn.training.fit.Work`) until the model is written; the same command
+run again after an interruption reads them back and gives the same model, bit for bit.
 """
 
 from __future__ import annotations
@@ -33,7 +37,17 @@ from ..labelling.sets import Labelled, load_labelled
 from ..shares.calibrate import calibration_record, oof_rows
 from ..shares.estimate import best_result
 from .evaluate import CNN, EvalConfig, evaluate
-from .fit import OutOfFold, TrainConfig, cross_validate, cv_report, fit_final, out_of_fold, throughput, torch_threads
+from .fit import (
+    OutOfFold,
+    TrainConfig,
+    Work,
+    cross_validate,
+    cv_report,
+    fit_final,
+    out_of_fold,
+    throughput,
+    torch_threads,
+)
 from .modelcard import model_card
 from .validate import validate_rows
 
@@ -66,7 +80,7 @@ def train_and_export(annotations: str | Path, out: str | Path, cfg: CNNConfig, t
     Writes ``patterncnn.pt``, ``patterncnn.onnx``, ``metrics.json`` and ``README.md`` (the model card) into
     ``out``, each atomically; ``ecfg`` chooses the per-encoder reports (:mod:`patterncnn.training.evaluate`). A
     classifier already in ``out`` needs ``overwrite`` (:func:`patterncnn.core.fileio.output_folder`). Returns the
-    metrics.
+    metrics. Finished folds and fits are kept in ``out/.work/train`` until then (resumable, see the module docstring).
     """
     out = output_folder(out, RESULTS, overwrite)
     with torch_threads(2):  # the thread count the shipped figures were measured with; restored after
@@ -74,7 +88,13 @@ def train_and_export(annotations: str | Path, out: str | Path, cfg: CNNConfig, t
         data = load_labelled(annotations)
         counts = np.bincount(data.y, minlength=len(LABELS))
         log.info("%d labelled maps: %s", len(data.y), dict(zip(LABELS, counts.tolist())))
-        oof = out_of_fold(data, cfg, tcfg, progress)
+        if data.unresolved:
+            log.warning("left out %d map(s) whose annotators tied, unresolved in %s/labels.csv (e.g. %s): get a third "
+                        "annotator (`patterncnn annotate annotators --per-task 3`) and pull again, or pull with "
+                        "--resolve majority-dawid-skene", len(data.unresolved), annotations, data.unresolved[0])
+        out = Path(out)
+        work = Work(out / ".work" / "train")
+        oof = out_of_fold(data, cfg, tcfg, progress, work=work)
         cv = cv_report(data, oof)
         calibration, validation = calibrate_and_validate(data, oof, tcfg.seed)
         comparison = {}
@@ -87,22 +107,23 @@ def train_and_export(annotations: str | Path, out: str | Path, cfg: CNNConfig, t
         if compare:
             for rep, grid in COMPARE:
                 c = dataclasses.replace(cfg, representation=rep, grid=grid)
-                comparison[f"{rep}-{grid}"] = entry(c, cv if c == cfg else cross_validate(data, c, tcfg, progress))
+                comparison[f"{rep}-{grid}"] = entry(c, cv if c == cfg else cross_validate(data, c, tcfg, progress,
+                                                                                          work))
             for field in ("mass_channel", "segment_channel", "structure_channels"):
                 c = dataclasses.replace(cfg, **{field: not getattr(cfg, field)})
                 name = f"{cfg.representation}-{cfg.grid} {'without' if getattr(cfg, field) else 'with'} {field}"
-                comparison[name] = entry(c, cross_validate(data, c, tcfg, progress))
-        evaluation = evaluate(data, annotations, oof, cfg, tcfg, ecfg or EvalConfig(), progress)
+                comparison[name] = entry(c, cross_validate(data, c, tcfg, progress, work))
+        evaluation = evaluate(data, annotations, oof, cfg, tcfg, ecfg or EvalConfig(), progress, work)
         base = evaluation.pop("baselines")
-        model = fit_final(data, cfg, tcfg, cv["median_best_epoch"])
-        out = Path(out)
+        model = fit_final(data, cfg, tcfg, cv["median_best_epoch"], progress, work)
         out.mkdir(parents=True, exist_ok=True)
         best_base = max((v["macro_f1"], k) for k, v in base.items())
         metrics = {
             "created_by": f"patterncnn {__version__}", "data": {
                 "annotations": str(annotations), "maps": len(data.y), "data_hash": data.data_hash,
                 "labels": dict(zip(LABELS, counts.tolist())), "uncertain": int(data.uncertain.sum()),
-                "groups": int(len(set(data.groups)))},
+                "groups": int(len(set(data.groups))),
+                **({"left_out_unresolved_ties": len(data.unresolved)} if data.unresolved else {})},
             "model_config": model_config_dict(cfg), "train_config": dataclasses.asdict(tcfg),
             "conv_layers": count_conv_layers(model), "parameters": int(sum(p.numel() for p in model.parameters())),
             "cv": cv, "baselines": base, "representation_comparison": comparison,
@@ -125,6 +146,9 @@ def train_and_export(annotations: str | Path, out: str | Path, cfg: CNNConfig, t
         metrics["seconds"] = round(time.time() - t0, 1)
         write_json(out / "metrics.json", metrics)
         write_text(out / "README.md", model_card(metrics))
+        work.clear()
+        if (out / ".work").is_dir() and not any((out / ".work").iterdir()):
+            (out / ".work").rmdir()
         return metrics
 
 def summary(m: dict) -> str:
@@ -133,6 +157,9 @@ def summary(m: dict) -> str:
     lines = [f"{m['data']['maps']} maps, {m['train_config']['folds']}-fold grouped CV: macro-F1 {cv['macro_f1']:.3f} "
              f"(folds {cv['fold_macro_f1_mean']:.3f} ± {cv['fold_macro_f1_std']:.3f}), weighted-F1 "
              f"{cv['weighted_f1']:.3f}"]
+    if m["data"].get("left_out_unresolved_ties"):
+        lines.append(f"left out {m['data']['left_out_unresolved_ties']} map(s) whose annotators tied (unresolved in "
+                     f"labels.csv): a third annotator, or --resolve majority-dawid-skene at the pull, settles them")
     lines += [f"  baseline {name}: macro-F1 {b['macro_f1']:.3f}" for name, b in m["baselines"].items()]
     lines.append(("CNN beats" if m["cnn_beats_best_baseline"] else "CNN does NOT beat") + f" the best baseline "
                  f"({m['best_baseline']}); ONNX parity max |dp| {m['onnx_parity_max_abs_diff']:.1e}")

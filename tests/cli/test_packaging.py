@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -17,13 +18,21 @@ from synthetic import pattern_map
 
 def test_wheel_installs_into_a_fresh_venv_and_classifies_censuses_and_serves(tmp_path, tiny_bert, glue_dir):
     src = tmp_path / "src"  # build from a copy: the clone stays clean
-    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".venv", ".git", "runs", "build", "*.egg-info",
-                                                              "annotations", "tests", "benchmarks", "__pycache__"))
+    skip = shutil.ignore_patterns(".venv", ".git", "runs", "build", "*.egg-info", "tests", "benchmarks", "__pycache__")
+
+    def ignore(folder, names):  # of annotations/, only the guide (models/ANNOTATION_GUIDE.md links to it)
+        if Path(folder) == REPO / "annotations":
+            return {n for n in names if n != "ANNOTATION_GUIDE.md"}
+        return skip(folder, names)
+
+    shutil.copytree(REPO, src, ignore=ignore)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
                     str(tmp_path / "dist"), str(src)], check=True, capture_output=True)
     wheel = next((tmp_path / "dist").glob("patterncnn-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "patterncnn/shipped/patterncnn.onnx" in names and "patterncnn/training/templates/model_card.md" in names
+    guide = zipfile.ZipFile(wheel).read("patterncnn/shipped/ANNOTATION_GUIDE.md")  # the guide itself, not a link
+    assert guide == (REPO / "annotations" / "ANNOTATION_GUIDE.md").read_bytes()
     packages = {str(d.relative_to(REPO)) for d in (REPO / "patterncnn").rglob("__init__.py")}
     assert {f"{d}" for d in packages} <= set(names)  # every subpackage is in the wheel
 
@@ -44,6 +53,9 @@ def test_wheel_installs_into_a_fresh_venv_and_classifies_censuses_and_serves(tmp
     where = subprocess.run([py, "-c", "import patterncnn.classifier.onnx as i; print(i.__file__); print(i.default_classifier())"],
                            cwd=work, check=True, capture_output=True, text=True).stdout.split()
     assert all(p.startswith(str(venv)) for p in where), where
+    version = subprocess.run([py, "-c", "from patterncnn.labelling.push import guide_version; print(guide_version())"],
+                             cwd=work, check=True, capture_output=True, text=True).stdout.strip()
+    assert version == "1.1"  # `annotate push` records the guide's version from the installed copy
     run = subprocess.run([venv / "bin" / "patterncnn", "classify", "m.npz", "--out", "p.jsonl"], cwd=work,
                          capture_output=True, text=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
     assert run.returncode == 0, run.stderr

@@ -12,12 +12,22 @@ from PIL import Image
 from repo import REPO
 from synthetic import pattern_map, pattern_store
 
+from patterncnn.classifier.render import render_png
 from patterncnn.cli import main
 from patterncnn.core.labels import LABELS
 from patterncnn.core.maps import MapStore
 from patterncnn.labelling.labelstudio import AnnotateError
 from patterncnn.labelling.pull import flatten, label_rows
-from patterncnn.labelling.push import RulePredictor, label_config, make_task
+from patterncnn.labelling.push import (
+    HIDDEN_COLUMNS,
+    SHOWN,
+    RulePredictor,
+    blind_id,
+    guide_version,
+    label_config,
+    make_task,
+    shown_fields,
+)
 from patterncnn.labelling.sets import Tables, load_labelled, merge_rows, write_labelled_set
 
 
@@ -57,21 +67,51 @@ def test_label_config_has_the_five_labels_in_order_above_the_map():
     assert [c.get("value") for c in pattern] == list(LABELS)
     assert pattern.get("choice") == "single-radio" and pattern.get("toName") == "map"
     assert [c.get("value") for c in root.find("./Choices[@name='uncertain']")] == ["uncertain"]
-    assert root.find("./Image").get("value") == "$image"
+    image = root.find("./Image")
+    assert image.get("value") == "$image"
+    # fitted to the view: never wider than the panel, never taller than the window less what sits above and below
+    assert image.get("maxWidth") == "100%" and image.get("maxHeight").startswith("calc(100vh - ")
     tags = [el.get("name") for el in root]
     assert tags.index("pattern") < tags.index("uncertain") < tags.index("map")
 
 
-def test_make_task_embeds_png_and_prediction():
-    arr = pattern_map("diagonal", 24)
-    probs = RulePredictor().predict([arr], [None])[0]
-    task = make_task({"id": "m1", "task": "sst2", "layer": 2, "head": 5, "tokens": None}, arr, probs, "rule-v1")
-    head, b64 = task["data"]["image"].split(",", 1)
-    assert head == "data:image/png;base64"
-    assert Image.open(io.BytesIO(base64.b64decode(b64))).format == "PNG"
-    assert task["data"]["map_id"] == "m1" and task["data"]["layer"] == 2
-    assert task["data"]["pre_label"] == "diagonal" == task["predictions"][0]["result"][0]["value"]["choices"][0]
-    assert set(task["data"]["pre_scores"]) == set(LABELS)
+def test_the_task_shows_no_encoder_task_layer_or_head():
+    """The guide forbids labelling from them: the config shows a neutral id and the picture; the picture's title is
+    the neutral id; the real id stays in a data field that the config does not show and the task list hides."""
+    map_id = "mpnet-stsb-b9324d55_qnli_dev_00123_L07_H11"
+    meta = {"id": map_id, "model": "mpnet-stsb", "task": "qnli", "split": "dev", "example": 123, "layer": 7,
+            "head": 11, "tokens": [f"w{i}" for i in range(30)], "seps": [14, 29]}
+    arr = pattern_map("diagonal", 30)
+    task = make_task(meta, arr, RulePredictor().predict([arr], [meta["seps"]])[0], "rule-v1")
+    data = task["data"]
+    shown = shown_fields(label_config())
+    assert shown == {"ref", "image"} and shown <= set(SHOWN)
+    assert set(data) - set(HIDDEN_COLUMNS) == set(SHOWN)  # what the task list may show: nothing that names the map
+    forbidden = [map_id, "mpnet", "stsb", "qnli", "00123", "L07", "H11", "layer", "head"]
+    for field in SHOWN:
+        if field != "image":
+            assert not any(f in str(data[field]) for f in forbidden), (field, data[field])
+    assert data["ref"] == blind_id(map_id) and data["ref"].startswith("map ") and data["map_id"] == map_id
+    png = base64.b64decode(data["image"].split(",", 1)[1])
+    assert png == render_png(arr, meta["tokens"], meta["seps"], title=blind_id(map_id))  # titled with the neutral id
+    assert png != render_png(arr, meta["tokens"], meta["seps"], title=map_id)
+    assert Image.open(io.BytesIO(png)).format == "PNG"
+    assert data["pre_label"] == task["predictions"][0]["result"][0]["value"]["choices"][0]
+    assert set(data["pre_scores"]) == set(LABELS) and "map_id" in HIDDEN_COLUMNS
+    assert blind_id(map_id) == blind_id(map_id) != blind_id(map_id.replace("H11", "H10"))  # stable, one per map
+
+
+def test_every_task_records_the_guide_version_read_from_the_guide(tmp_path):
+    first_lines = (REPO / "annotations" / "ANNOTATION_GUIDE.md").read_text().splitlines()[:3]
+    assert any(line.startswith(f"Version {guide_version()} (") for line in first_lines)
+    assert guide_version() == "1.1"
+    task = make_task({"id": "m1", "tokens": None}, pattern_map("diagonal", 12))
+    assert task["data"]["guide"] == "1.1" and "predictions" not in task
+    (tmp_path / "g.md").write_text("# Guide\n\nVersion 2.0 (2027-01-01): new.\n")
+    assert guide_version(tmp_path / "g.md") == "2.0"
+    (tmp_path / "g.md").write_text("# Guide\n\nno version here\n")
+    with pytest.raises(AnnotateError, match="names no version"):
+        guide_version(tmp_path / "g.md")
 
 
 def test_rule_pre_annotates_clear_synthetic_patterns():
@@ -107,8 +147,10 @@ def test_label_rows_resolve_by_annotator_and_record_the_method():
     flat = flatten(export, names={1: "a@e", 2: "b@e", 3: "c@e"})
     tables = Tables.of(annotations=flat.annotations, predictions=flat.predictions)
     row = label_rows(tables.annotations, tables.predictions, {"m": {"layer": 1}})["m"]
-    # a@e changed their mind (their latest is block): block 2 votes, vertical 1.
-    assert row["label"] == "block" and row["uncertain"] == "True" and row["annotator"] == "a@e"
+    # a@e changed their mind (their latest is block): block 2 votes, vertical 1. Only a@e marked it uncertain:
+    # one annotator of three does not make the resolved label uncertain.
+    assert row["label"] == "block" and row["annotator"] == "a@e"
+    assert row["uncertain"] == "False" and row["n_uncertain"] == "1" and row["tie"] == "False"
     assert row["n_annotators"] == "3" and row["n_annotations"] == "4" and row["disagreement"] == "True"
     assert row["resolution"] == "majority" and float(row["resolution_p"]) == pytest.approx(2 / 3, abs=1e-4)
     assert row["pre_label"] == "diagonal" and row["pre_source"] == "push" and row["pre_model"] == "rule-v1"

@@ -78,8 +78,13 @@ def test_resolve_votes_majority_ties_and_dawid_skene_through_rows():
     votes = rater_votes(rows)
     assert set(votes) == {"m1", "m2"} and votes["m2"]["a"].label == "block"
     res = resolve_votes(votes, "majority")
-    assert res["m1"].label == "block" and res["m1"].uncertain and res["m1"].p == 0.5  # tie: most recent
-    assert res["m2"].label == "block"
+    # Two annotators who disagree tie: majority leaves the map unresolved (no label, not the latest vote's).
+    assert res["m1"].label == "" and res["m1"].method == "unresolved" and res["m1"].tie and res["m1"].vote is None
+    assert res["m1"].p == 0.5 and not res["m1"].uncertain and res["m1"].n_uncertain == 1  # b alone marked it
+    assert res["m2"].label == "block" and res["m2"].method == "single" and not res["m2"].tie
+    # The named rule settles the tie, and the resolution still says it was one.
+    hybrid = resolve_votes(votes, "majority-dawid-skene")
+    assert hybrid["m1"].label in ("vertical", "block") and hybrid["m1"].method == "dawid-skene" and hybrid["m1"].tie
     passes = rater_votes(rows, raters="pass")
     assert {r: v.label for r, v in passes["m2"].items()} == {"a #1": "diagonal", "a #2": "block"}
     truth, labels = synthetic_annotators(n=300)
@@ -130,10 +135,10 @@ def test_majority_dawid_skene_keeps_every_majority_and_asks_dawid_skene_only_on_
         counts = sorted(Counter(x.label for x in v.values()).values(), reverse=True)
         if len(counts) > 1 and counts[0] == counts[1]:
             splits += 1
-            assert hybrid[m].method == "dawid-skene" and hybrid[m].label == ds[m].label
+            assert hybrid[m].method == "dawid-skene" and hybrid[m].label == ds[m].label and hybrid[m].tie
         else:
             top = Counter(x.label for x in v.values()).most_common(1)[0][0]
-            assert hybrid[m].method == "majority" and hybrid[m].label == top
+            assert hybrid[m].method == "majority" and hybrid[m].label == top and not hybrid[m].tie
     assert splits >= 10 and all(hybrid[f"b{i}"].label == "block" for i in range(20))
 
 
@@ -238,3 +243,14 @@ def test_between_sets_agreed_needs_two_agreeing_raters_in_each_set_and_raters_co
                         {ids[1]: "vertical"})
     assert none["all"]["both_agreed"] is None
     assert "on maps where each set has 2+ raters agreeing: no maps" in format_between(none, "REF")
+
+
+def test_uncertain_takes_more_than_half_of_the_raters_not_one():
+    def votes(*flags):
+        return rater_votes([row("m", f"r{j}", "vertical", f"t{j}", j, uncertain=f) for j, f in enumerate(flags)])
+
+    for method in ("majority", "dawid-skene", "majority-dawid-skene"):
+        assert [resolve_votes(votes(*flags), method)["m"].uncertain for flags in
+                [(True, False, False), (True, True, False), (True, False), (True, True)]] == [False, True, False, True]
+    assert resolve_votes(votes(True), "majority")["m"].uncertain  # one rater only: their flag is all there is
+    assert resolve_votes(votes(True, True, False), "majority")["m"].n_uncertain == 2

@@ -28,10 +28,26 @@ def rows(path):
         return {r["map_id"]: r for r in csv.DictReader(f)}
 
 
+SHIPPED_COLUMNS = next(csv.reader(open(SHIPPED / "labels.csv", encoding="utf-8")))
+# Recomputed at every pull: a Dawid-Skene posterior is fitted on the whole set, so it moves a little when maps are
+# added; `uncertain` is now the flag of more than half of a map's annotators (the shipped file has one annotator's).
+RECOMPUTED = ("resolution_p", "uncertain")
+
+
 def kept(table: dict, ids) -> dict:
-    """The rows of ``ids`` without ``resolution_p``: a Dawid-Skene posterior is fitted on the whole set, so it
-    moves a little when maps are added; every other column of an earlier row must stay as it was."""
-    return {m: {k: v for k, v in table[m].items() if k != "resolution_p"} for m in ids}
+    """The shipped columns of the rows of ``ids``, but those recomputed at every pull: every other column of an
+    earlier row must stay as it was."""
+    return {m: {k: table[m][k] for k in SHIPPED_COLUMNS if k not in RECOMPUTED} for m in ids}
+
+
+def check_uncertain(labels: dict, votes: dict) -> None:
+    """Each row's `uncertain` is True exactly when more than half of its annotators marked the map uncertain."""
+    flags = {}
+    for r in votes.values():
+        flags.setdefault(r["map_id"], {})[r["annotator"]] = r["uncertain"] == "True"
+    for m, r in labels.items():
+        n = sum(flags[m].values())
+        assert (r["uncertain"], r["n_uncertain"]) == (str(2 * n > len(flags[m])), str(n)), m
 
 
 def choice(label):
@@ -109,6 +125,8 @@ def test_pull_twice_into_the_shipped_set_loses_nothing(shipped_copy, tmp_path, c
     assert f"{N_MAPS + 3} labelled map(s)" in capsys.readouterr().out
     after1 = rows(shipped_copy / "labels.csv")
     assert kept(after1, shipped) == kept(shipped, shipped)  # every shipped row, every column, unchanged
+    check_uncertain(after1, read_tables(shipped_copy).annotations)
+    assert {after1[m]["guide"] for m in shipped} == {"1.0"} and {after1[m]["server"] for m in shipped} == {""}
     assert [after1[m]["label"] for m in (a, b, c)] == ["diagonal", "vertical", "vertical"]
     assert after1[b]["labels_seen"] == '{"heterogeneous": 1, "vertical": 2}'
     assert after1[b]["n_annotators"] == "3" and after1[b]["disagreement"] == "True"
@@ -185,8 +203,14 @@ def test_an_explicit_resolve_overrides_the_sets_method(shipped_copy, tmp_path, c
                                                                         "2027-01-01T10:00:00Z")))
     assert main(["annotate", "pull", "--from-file", str(tmp_path / "e.json"), "--maps", str(tmp_path / "round1"),
                  "--out", str(shipped_copy), "--resolve", "majority"]) == 0
-    assert "resolved by majority" in capsys.readouterr().out
-    assert {r["resolution"] for r in rows(shipped_copy / "labels.csv").values()} == {"majority"}
+    out = capsys.readouterr().out
+    assert "resolved by majority" in out
+    labels = rows(shipped_copy / "labels.csv")
+    # The shipped set's 12 three-way splits are ties: majority leaves them unresolved, and the summary says so.
+    assert Counter(r["resolution"] for r in labels.values()) == {"majority": N_MAPS + 1 - 12, "unresolved": 12}
+    assert all(r["label"] == "" and r["tie"] == "True" for r in labels.values() if r["resolution"] == "unresolved")
+    assert "12 tie(s) left unresolved" in out and "--per-task 3" in out and "majority-dawid-skene" in out
+    assert len(load_labelled(shipped_copy).unresolved) == 12
     with open(shipped_copy / "pulls.jsonl", "a", encoding="utf-8") as f:
         f.write("{not json\n")
     assert main(["annotate", "pull", "--from-file", str(tmp_path / "e.json"), "--out", str(shipped_copy)]) == 2
@@ -318,3 +342,31 @@ def test_agreement_against_refuses_a_classifier_without_out_of_fold_predictions(
     b = write_set(tmp_path / "b", {"minilm-aaaaaaaa_x_1": "vertical"})
     assert main(["annotate", "agreement", str(a), "--against", str(b), "--classifier", str(tiny_classifier[1])]) == 2
     assert "stores no out-of-fold predictions" in capsys.readouterr().err
+
+
+def test_a_new_server_labelling_a_shipped_map_keeps_the_shipped_provenance(shipped_copy, tmp_path, capsys):
+    """`sample` with the default seed can draw a shipped map again; pulled from the new server (whose project and
+    task ids count from 1 again), its labels join the shipped ones, and the shipped row's provenance stays."""
+    shipped = rows(SHIPPED / "labels.csv")
+    m = next(m for m, r in shipped.items() if r["ls_task_id"] == "1")  # the new server's task 1 too
+    before = read_tables(SHIPPED)
+    export = three_annotator_export({m: ["vertical", "vertical", "diagonal"]}, 1, "2027-01-01T10:00:00Z")
+    export[0].update(id=1, project=1)
+    export[0]["data"]["guide"] = "1.1"
+    (tmp_path / "new.json").write_text(json.dumps(export))
+    assert main(["annotate", "pull", "--from-file", str(tmp_path / "new.json"), "--server", "http://localhost:8080",
+                 "--out", str(shipped_copy)]) == 0
+    capsys.readouterr()
+    after = rows(shipped_copy / "labels.csv")
+    for column in ("pre_label", "pre_score", "pre_model", "pre_source", "ls_task_id"):
+        assert after[m][column] == shipped[m][column], column  # the shipped origin's, not the new server's
+    assert (after[m]["server"], after[m]["origins"], after[m]["n_annotators"]) == ("", "2", "6")
+    assert after[m]["guide"] == "1.0;1.1"  # the shipped votes were made under guide 1.0, the new ones under 1.1
+    tables = read_tables(shipped_copy)
+    for name in ("annotations", "predictions"):  # every shipped row of the map, as it was
+        old = {k: r for k, r in getattr(before, name).items() if r["map_id"] == m}
+        assert {k: getattr(tables, name)[k] for k in old} == old
+    new = [r for r in tables.predictions.values() if r["map_id"] == m and r["server"]]
+    assert {(r["server"], r["ls_task_id"], r["model_version"]) for r in new} == {
+        ("http://localhost:8080", "1", "patterncnn-0.1.0-abcdef12"), ("http://localhost:8080", "1", "rule-v1")}
+    assert len(tables.annotations) == N_ANNOTATIONS + 3 and len(tables.labels) == N_MAPS

@@ -5,12 +5,15 @@ The suite's Label Studio is started by that section's start block (tests/support
 this test runs the section's other bash blocks in order, in a copy of the repository's files, in a
 shell that keeps their exports from block to block, with the server's HOME (where the start block
 put the token) and ``patterncnn`` running this copy's code. The one change to the blocks: port 8080
-becomes the suite server's port. The install block is not run: ``~/ls-venv`` is the Label Studio
-that tests/setup-label-studio.sh installed. Where the section says to label in the UI, three
-annotators (the admin and two who sign up through the printed link) label through the label stream.
+becomes the suite server's port. The install block runs too, and finds Label Studio where it
+installs it (``~/.cache/patterncnn/label-studio-venv`` links to the one tests/setup-label-studio.sh
+installed). Where the section says to label in the UI, three annotators (the admin and two who sign
+up through the printed link) label through the label stream. Then the section's pull runs a second
+time (nothing changes but the pull log) and its quick training run trains on the old and new labels.
 """
 
 import csv
+import json
 import os
 import re
 import shutil
@@ -52,9 +55,16 @@ class Terminal:
         return done.stdout
 
 
+def files(root: Path) -> dict:
+    """Every file of a folder but the pull log, with its bytes and time stamp."""
+    return {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name != "pulls.jsonl"}
+
+
 def test_readme_label_studio_section_end_to_end(label_studio, glue_dir, tmp_path):
     blocks = [on_port(b, label_studio.port) for b in readme_blocks()]
-    assert len(blocks) == 5 and "pip install" in blocks[0] and "label-studio start" in blocks[1]
+    assert len(blocks) == 6 and "setup-label-studio.sh" in blocks[0] and "label-studio start" in blocks[1]
+    assert "label-studio-venv/bin/label-studio start" in blocks[1] and "LABEL_STUDIO_BASE_DATA_DIR=" in blocks[1]
     assert f"Label Studio API token: {label_studio.token}" in label_studio.log.read_text()  # the start block printed it
     repo = fresh_copy(tmp_path / "repo")
     (tmp_path / "shared").mkdir()
@@ -69,6 +79,7 @@ def test_readme_label_studio_section_end_to_end(label_studio, glue_dir, tmp_path
     shipped = {r["map_id"]: r for r in csv.DictReader(open(repo / "annotations" / "labels.csv"))}
     shipped_annotations = set(read_tables(repo / "annotations").annotations)
 
+    assert "Label Studio already installed in" in terminal.run(blocks[0])  # the install step, in the one place
     pushed = terminal.run(blocks[2])  # sample and push two rounds
     assert re.findall(r"pushed (\d+) map\(s\)", pushed) == ["20", "10"]
     setup = terminal.run(blocks[3])  # three annotators per task
@@ -90,14 +101,30 @@ def test_readme_label_studio_section_end_to_end(label_studio, glue_dir, tmp_path
     assert len(new) == 30 and len(labels) == len(shipped) + 30
     relabelled_in_ls = {tables.annotations[k]["map_id"] for k in set(tables.annotations) - shipped_annotations}
     assert new <= relabelled_in_ls
+    # recomputed at every pull: a Dawid-Skene posterior is refitted on the whole set (it may move a little), and
+    # `uncertain` is more than half of a map's annotators' flag (the shipped file has one annotator's)
+    same = [k for k in next(iter(shipped.values())) if k not in ("resolution_p", "uncertain")]
     for m, row in shipped.items():  # the old labels, together with the new ones
-        if m not in relabelled_in_ls:  # a Dawid-Skene posterior is refitted on the whole set: it may move a little
-            assert abs(float(labels[m].pop("resolution_p")) - float(row["resolution_p"])) < 0.05
-            assert labels[m] == {k: v for k, v in row.items() if k != "resolution_p"}
+        if m not in relabelled_in_ls:
+            assert abs(float(labels[m]["resolution_p"]) - float(row["resolution_p"])) < 0.05
+            assert {k: labels[m][k] for k in same} == {k: row[k] for k in same}
+            assert (labels[m]["server"], labels[m]["guide"], labels[m]["origins"]) == ("", "1.0", "1")
     assert shipped_annotations <= set(tables.annotations)
     for m in new:
         assert labels[m]["n_annotators"] == "3" and labels[m]["pre_source"] == "push"
         assert labels[m]["label"] == labels[m]["pre_label"]  # two of three gave the pre-annotation's label
+        assert (labels[m]["server"], labels[m]["guide"], labels[m]["tie"]) == (label_studio.url, "1.1", "False")
     cnn = OnnxClassifier(repo / "models" / "patterncnn.onnx").model_version  # round 2's pre-annotations
     assert {labels[m]["pre_model"] for m in new} == {"rule-v1", cnn}
     assert len(load_labelled(out).ids) == len(shipped) + 30  # `patterncnn train --annotations annotations` reads both
+
+    before = files(out)  # the same pull again, a little later: nothing changes but the pull log
+    again = terminal.run(blocks[4])
+    assert "nothing changed" in again and files(out) == before
+
+    trained = terminal.run(blocks[5])  # the quick training run
+    assert f"{len(shipped) + 30} maps, 3-fold grouped CV" in trained
+    metrics = json.loads((repo / "runs" / "quick-model" / "metrics.json").read_text())
+    assert metrics["train_config"]["folds"] == 3 and metrics["train_config"]["max_epochs"] == 5
+    assert (repo / "runs" / "quick-model" / "patterncnn.onnx").is_file()
+    assert not (repo / "runs" / "quick-model" / ".work").exists()

@@ -82,11 +82,18 @@ def test_round_trip(label_studio, conn, tmp_path, capsys):
     again = {r["map_id"]: r for r in csv.DictReader(open(tmp_path / "again" / "labels.csv"))}
     assert {m: (r["label"], r["annotator"]) for m, r in again.items()} == {
         m: (r["label"], r["annotator"]) for m, r in rows.items()}
-    # Pulling again from the server adds nothing and loses nothing.
+    # Pulling again from the server (a new export of the same project) adds nothing, loses nothing, changes nothing
+    # but the pull log.
+    before = {f: (f.read_bytes(), f.stat().st_mtime_ns) for f in out.rglob("*") if f.is_file() and
+              f.name != "pulls.jsonl"}
+    time.sleep(1)
     assert main(pull) == 0
-    assert "annotations +0 new, 0 updated" in capsys.readouterr().out
-    assert {r["map_id"]: r["label"] for r in csv.DictReader(open(out / "labels.csv"))} == {
-        m: r["label"] for m, r in rows.items()}
+    said = capsys.readouterr().out
+    assert "annotations +0 new, 0 updated" in said and "nothing changed" in said
+    assert {f: (f.read_bytes(), f.stat().st_mtime_ns) for f in out.rglob("*") if f.is_file() and
+            f.name != "pulls.jsonl"} == before
+    assert len((out / "pulls.jsonl").read_text().splitlines()) == 2
+    assert {r["server"] for r in read_tables(out).annotations.values()} == {label_studio.url}
 
 
 def test_three_blind_annotators_and_backend_predictions(label_studio, conn, tmp_path, capsys, tiny_classifier):
@@ -183,3 +190,24 @@ def test_failures_are_one_line(label_studio, conn, tmp_path, capsys):
     assert main(["annotate", "pull", "--project", "empty", "--out", str(tmp_path / "a"), *conn]) == 2
     assert "no labelled maps" in capsys.readouterr().err
     assert (tmp_path / "a" / "labels.csv").read_text() == "keep me\n"
+
+
+def test_push_says_which_maps_are_labelled_and_leaves_them_out(label_studio, conn, tmp_path, capsys):
+    store = pattern_store(tmp_path / "maps", KINDS[:3], t=16)
+    labelled = tmp_path / "set"
+    labelled.mkdir()
+    (labelled / "labels.csv").write_text(f"map_id,label\n{store.ids[0]},vertical\n")
+    push = ["annotate", "push", str(tmp_path / "maps"), "--labelled-set", str(labelled), *conn]
+    assert main([*push, "--project", "labelled before"]) == 0
+    said = capsys.readouterr().out
+    assert "pushed 3 map(s)" in said and "annotation guide 1.1" in said
+    assert f"note: 1 of the pushed maps are already labelled in {labelled} (e.g. {store.ids[0]})" in said
+    assert "--skip-labelled" in said
+    assert main([*push, "--project", "new maps only", "--skip-labelled"]) == 0
+    said = capsys.readouterr().out
+    assert "pushed 2 map(s)" in said and f"left out 1 map(s) already labelled in {labelled}" in said
+    ls = connect(label_studio.url, label_studio.token)
+    data = [t.data for t in ls.client.tasks.list(project=ls.find_project("new maps only").id, fields="all")]
+    assert sorted(d["map_id"] for d in data) == store.ids[1:]
+    assert all(d["guide"] == "1.1" and d["ref"].startswith("map ") and not {"model", "task", "layer", "head"} & set(d)
+               for d in data)

@@ -89,3 +89,43 @@ def test_sample_records_its_design(tiny_bert, glue_dir, tmp_path):
     assert store.header["design"] == "uniform" and {m["sampling"] for m in store.meta} == {"uniform"}
     assert all(set(m) >= {"id", "model", "task", "example", "layer", "head", "tokens", "seps", "texts"}
                for m in store.meta)
+
+
+@pytest.mark.parametrize("design", ["stratified", "uniform"])
+def test_excluded_maps_are_drawn_again_and_nothing_else_moves(design):
+    from patterncnn.labelling.sample import DESIGNS
+
+    draw = DESIGNS[design]
+    first = draw(30, 4, 3, 40, np.random.default_rng(5))
+    assert draw(30, 4, 3, 40, np.random.default_rng(5), exclude=set()) == first  # no exclusion: the seed's sample
+    excluded = set(first[::4])  # ten of them are labelled already
+    again = draw(30, 4, 3, 40, np.random.default_rng(5), exclude=excluded)
+    assert len(again) == len(set(again)) == 40 and not set(again) & excluded
+    if design == "uniform":  # the draws that were not excluded stay where they were
+        assert [t for t in again if t in set(first)] == [t for t in first if t not in excluded]
+    else:  # still every layer dealt out evenly
+        assert Counter(layer for _, layer, _ in again) == Counter(layer for _, layer, _ in first)
+    with pytest.raises(ValueError, match="not labelled yet"):
+        draw(2, 2, 2, 8, np.random.default_rng(1), exclude={(0, 0, 0)})
+
+
+def test_sample_says_which_maps_are_labelled_and_skips_them(tiny_bert, glue_dir, tmp_path, capsys):
+    args = ["sample", "--task", "rte", "--per-task", "12", "--model", str(tiny_bert), "--glue-dir", str(glue_dir),
+            "--no-png", "--seed", "4"]
+    assert main(args + ["--out", str(tmp_path / "a")]) == 0
+    first = MapStore(tmp_path / "a").ids
+    labelled = tmp_path / "set"  # a labelled set holding three of those maps (and one unresolved tie, not labelled)
+    labelled.mkdir()
+    (labelled / "labels.csv").write_text("map_id,label,resolution\n" + "".join(f"{m},vertical,\n" for m in first[:3])
+                                         + f"{first[3]},,unresolved\n")
+    capsys.readouterr()
+    assert main(args + ["--labelled-set", str(labelled), "--out", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert f"note: 3 of these maps are already labelled in {labelled} (e.g. {first[0]})" in out
+    assert "--skip-labelled" in out and MapStore(tmp_path / "b").ids == first  # reported, still drawn
+    assert main(args + ["--labelled-set", str(labelled), "--skip-labelled", "--out", str(tmp_path / "c")]) == 0
+    assert f"none of these maps is labelled in {labelled} yet" in capsys.readouterr().out
+    skipped = MapStore(tmp_path / "c").ids
+    assert len(skipped) == 12 and not set(skipped) & set(first[:3]) and first[3] in skipped
+    assert main(args + ["--labelled-set", str(tmp_path / "nothing"), "--out", str(tmp_path / "d")]) == 2
+    assert "labels.csv not found" in capsys.readouterr().err

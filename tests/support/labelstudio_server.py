@@ -2,8 +2,9 @@
 
 The *Annotating in Label Studio* section of the annotate page (docs/pages/commands/annotate.md) is the
 set-up users follow, so the tests start the server from its start block, verbatim but for the port (a
-free one instead of 8080), with HOME set to a fresh folder where ``~/ls-venv`` links to the Label Studio
-that tests/setup-label-studio.sh installed. The API token, the network switch for ML backends and the
+free one instead of 8080), with HOME set to a fresh folder where ``~/.cache/patterncnn/label-studio-venv``
+(the one place tests/setup-label-studio.sh installs Label Studio, and the page's install step) links to
+the Label Studio it installed. The API token, the data folder, the network switch for ML backends and the
 rest come from that page.
 """
 
@@ -21,7 +22,8 @@ from pathlib import Path
 import httpx
 from repo import REPO
 
-DEFAULT_VENV = Path.home() / ".cache" / "patterncnn" / "label-studio-venv"
+VENV = Path(".cache") / "patterncnn" / "label-studio-venv"  # under HOME: tests/setup-label-studio.sh installs it there
+DEFAULT_VENV = Path.home() / VENV
 SECTION = "## Annotating in Label Studio"
 
 
@@ -67,12 +69,13 @@ class LabelStudioServer:
             raise RuntimeError(f"Label Studio is not installed at {venv}: run tests/setup-label-studio.sh "
                                f"(or set PATTERNCNN_LS_VENV to a virtualenv that has label-studio 1.23)")
         self.home = data_dir / "home"
-        self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / "ls-venv").symlink_to(venv)
+        (self.home / VENV).parent.mkdir(parents=True, exist_ok=True)
+        (self.home / VENV).symlink_to(venv)
         self.port = free_port()
         self.url = f"http://localhost:{self.port}"
         self.block = on_port(start_block(readme_blocks()), self.port)
         self.email = re.search(r"LABEL_STUDIO_USERNAME=(\S+)", self.block).group(1)
+        self.password = re.search(r"LABEL_STUDIO_PASSWORD=(\S+)", self.block).group(1)
         self.token = ""
         self.log = data_dir / "label-studio.log"
         self.proc: subprocess.Popen | None = None

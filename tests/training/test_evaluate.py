@@ -193,9 +193,9 @@ def test_soft_labels_train_on_vote_shares_on_the_same_folds(two_encoders, monkey
     got = {}
     real = train.out_of_fold
 
-    def spy(data_, cfg, tcfg, progress=None, targets=None):
+    def spy(data_, cfg, tcfg, progress=None, targets=None, **kw):
         got["targets"] = targets
-        return real(data_, cfg, tcfg, progress, targets=targets)
+        return real(data_, cfg, tcfg, progress, targets=targets, **kw)
 
     monkeypatch.setattr(ev, "out_of_fold", spy)
     cfg, tcfg = CNNConfig(**TINY), train.TrainConfig(folds=3, max_epochs=2, batch_size=8)

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 from synthetic import pattern_map
 
 from patterncnn.classifier.model import load_checkpoint
@@ -47,3 +48,79 @@ def test_train_writes_consistent_artifacts_and_card(labelled_set, tmp_path, caps
 def test_train_refuses_a_folder_without_labels(tmp_path, capsys):
     assert main(["train", "--annotations", str(tmp_path), "--out", str(tmp_path / "m")]) == 2
     assert "labels.csv not found" in capsys.readouterr().err
+
+
+def eight_maps(root, kinds):
+    """A labelled set of one map per kind, each of its own input example."""
+    from synthetic import write_labelled_set
+
+    recs = [({"id": f"m_{i:02d}", "task": "rte", "split": "dev", "example": i, "layer": 0, "head": 0, "T": 14,
+              "seps": [6, 13]}, pattern_map(kind, 14, 6, seed=i)) for i, kind in enumerate(kinds)]
+    rows = [{"map_id": f"m_{i:02d}", "label": kind, "uncertain": "False"} for i, kind in enumerate(kinds)]
+    root.mkdir()
+    return write_labelled_set(root, recs, rows)
+
+
+def test_train_on_eight_maps_names_the_smallest_class_and_the_folds(tmp_path, capsys):
+    two = eight_maps(tmp_path / "two", ["vertical"] * 3 + ["diagonal"] * 3 + ["heterogeneous"] * 2)
+    assert main(["train", "--annotations", str(two), "--out", str(tmp_path / "m"), "--folds", "3"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "n_splits" not in err  # one line of ours, not scikit-learn's
+    assert "the smallest class, heterogeneous, has 2 map(s): it allows at most --folds 2" in err and "not 3" in err
+    one = eight_maps(tmp_path / "one", ["vertical"] * 3 + ["diagonal"] * 2 + ["heterogeneous"] * 2 + ["block"])
+    assert main(["train", "--annotations", str(one), "--out", str(tmp_path / "m"), "--folds", "3"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the smallest class, block, has 1 map(s): it allows no cross-validation" in err
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.slow
+def test_a_stopped_train_keeps_its_finished_folds_and_resumes_to_the_same_model(labelled_set, tmp_path, capsys,
+                                                                                monkeypatch):
+    """Interrupted in its third fold, train keeps the two finished ones; run again, it fits only what is left and
+    writes the model an uninterrupted run writes, bit for bit. A tie left unresolved is left out, and said."""
+    import csv
+    import shutil
+
+    import patterncnn.training.fit as fit
+
+    data = tmp_path / "set"
+    shutil.copytree(labelled_set, data)
+    with open(data / "labels.csv", "a", newline="") as f:  # a map whose two annotators tied
+        csv.writer(f).writerow(["m_tie", "", "False"])
+    args = ["train", "--annotations", str(data), "--folds", "3", "--max-epochs", "2", "--no-soft-labels",
+            "--no-leave-one-encoder-out"]
+    assert main([*args, "--out", str(tmp_path / "whole")]) == 0
+    said = capsys.readouterr()
+    assert "left out 1 map(s) whose annotators tied" in said.out
+    for bar in ("CV area-16 fold 1/3", "CV area-16 fold 3/3", "final fit on 60 maps"):  # tqdm, on stderr
+        assert bar in said.err
+    assert not (tmp_path / "whole" / ".work").exists()  # finished: nothing left behind
+
+    real, calls = fit.fit_members, []
+
+    def stop_in_the_third_fold(*a, **kw):
+        calls.append(kw.get("seed"))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*a, **kw)
+
+    monkeypatch.setattr(fit, "fit_members", stop_in_the_third_fold)
+    out = tmp_path / "resumed"
+    assert main([*args, "--out", str(out)]) == 130
+    assert f"finished folds and fits (in .work/train) are saved under {out}" in capsys.readouterr().err
+    assert len(list((out / ".work" / "train").glob("cv-*.npz"))) == 2 and not (out / "patterncnn.onnx").exists()
+    calls.clear()
+    assert main([*args, "--out", str(out)]) == 0
+    assert calls == [2, 0]  # the third fold (seed 0 + 2) and the final fit: the first two folds were read back
+    assert "fold 2 resumed" in capsys.readouterr().err
+    assert (out / "patterncnn.onnx").read_bytes() == (tmp_path / "whole" / "patterncnn.onnx").read_bytes()
+    assert (out / "patterncnn.pt").read_bytes() != b""
+
+    def numbers(path):  # every figure but the run times
+        m = json.loads(path.read_text())
+        m.pop("seconds"), m["cv"].pop("seconds")
+        return m
+
+    assert numbers(out / "metrics.json") == numbers(tmp_path / "whole" / "metrics.json")
+    assert not (out / ".work").exists()

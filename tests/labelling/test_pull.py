@@ -1,0 +1,199 @@
+"""`annotate pull` from export files: a repeated pull changes nothing, each server keeps its provenance, ties are said
+out loud, and every vote carries the guide version of its task. No server (tests/labelling/test_annotate_server.py
+pulls from a real one)."""
+
+import copy
+import csv
+import json
+
+import pytest
+from synthetic import pattern_store
+
+from patterncnn.cli import main
+from patterncnn.labelling.sets import load_labelled, read_tables
+
+WHEN = "2026-12-01T10:00:00.000000Z"
+
+
+def choice(label, name="pattern"):
+    return [{"from_name": name, "to_name": "map", "type": "choices", "value": {"choices": [label]}}]
+
+
+def task(tid, map_id, votes, project=1, pre=("vertical", "rule-v1"), guide="1.1", first_ann=None, uncertain=()):
+    """One task of a Label Studio 1.23 export: ``votes`` {e-mail: label}, a pushed prediction with its
+    ``created_ago`` (which Label Studio computes at export time)."""
+    first_ann = first_ann or 100 * tid
+    anns = [{"id": first_ann + j, "unique_id": f"{project}-{tid}-{who}", "result": choice(label)
+             + (choice("uncertain", "uncertain") if who in uncertain else []), "was_cancelled": False,
+             "created_at": WHEN, "updated_at": WHEN, "lead_time": 4.2, "completed_by": {"id": 2 + j, "email": who},
+             "project": project, "task": tid} for j, (who, label) in enumerate(votes.items())]
+    label, model = pre
+    data = {"map_id": map_id, "ref": "map 00000000", "pre_label": label, "pre_model": model,
+            "pre_scores": {label: 0.8}}
+    if guide:
+        data["guide"] = guide
+    return {"id": tid, "project": project, "created_at": WHEN, "annotations": anns,
+            "predictions": [{"id": tid, "model_version": model, "score": 0.8, "result": choice(label),
+                             "created_ago": "5\u00a0minutes", "created_at": WHEN, "updated_at": WHEN,
+                             "project": project, "task": tid}],
+            "data": data}
+
+
+def snapshot(root):
+    """Every file of a labelled set but the pull log: its bytes and its modification time."""
+    return {p.relative_to(root): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file() and p.name != "pulls.jsonl"}
+
+
+def labels(root):
+    with open(root / "labels.csv", newline="", encoding="utf-8") as f:
+        return {r["map_id"]: r for r in csv.DictReader(f)}
+
+
+def test_the_same_export_pulled_twice_minutes_apart_changes_nothing_but_the_pull_log(tmp_path, capsys):
+    store = pattern_store(tmp_path / "maps", ["vertical", "diagonal", "block"])
+    a, b, c = store.ids
+    export = [task(1, a, {"x@e": "vertical", "y@e": "vertical"}), task(2, b, {"x@e": "diagonal", "y@e": "diagonal"}),
+              task(3, c, {"x@e": "block", "y@e": "heterogeneous"})]
+    (tmp_path / "e1.json").write_text(json.dumps(export))
+    later = copy.deepcopy(export)[::-1]  # minutes later: other relative times, another order, another layout
+    for t in later:
+        t["predictions"][0]["created_ago"] = "7\u00a0minutes"
+    (tmp_path / "e2.json").write_text(json.dumps(later, indent=1))
+    assert (tmp_path / "e1.json").read_bytes() != (tmp_path / "e2.json").read_bytes()
+    out = tmp_path / "set"
+    pull = ["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out), "--from-file"]
+    assert main([*pull, str(tmp_path / "e1.json")]) == 0
+    assert "annotations +6 new" in capsys.readouterr().out
+    before = snapshot(out)
+    assert main([*pull, str(tmp_path / "e2.json")]) == 0
+    said = capsys.readouterr().out
+    assert "annotations +0 new, 0 updated" in said and "predictions +0 new, 0 updated" in said
+    assert "nothing changed: this export" in said and "only pulls.jsonl logs the pull" in said
+    assert snapshot(out) == before  # every file as it was, to the byte and the time stamp
+    assert len(list((out / "exports").iterdir())) == 1
+    log = [json.loads(line) for line in (out / "pulls.jsonl").read_text().splitlines()]
+    assert [e["changed"] for e in log] == [True, False] and log[0]["export"] == log[1]["export"]
+    assert {r["export"] for r in read_tables(out).annotations.values()} == {log[0]["export"]}
+
+    # A real change is one: a third annotator breaks the tie; the rows that did not change keep their first export.
+    third = copy.deepcopy(export)
+    third[2]["annotations"].append({**third[2]["annotations"][0], "id": 399, "unique_id": "1-3-z@e",
+                                    "completed_by": {"id": 9, "email": "z@e"}})
+    (tmp_path / "e3.json").write_text(json.dumps(third))
+    assert main([*pull, str(tmp_path / "e3.json")]) == 0
+    assert "annotations +1 new, 0 updated" in capsys.readouterr().out
+    tables = read_tables(out)
+    assert sorted(r["export"] for r in tables.annotations.values()).count(log[0]["export"]) == 6
+    assert labels(out)[c]["label"] == "block" and len(list((out / "exports").iterdir())) == 2
+
+
+def test_a_second_servers_labels_keep_the_first_servers_provenance(tmp_path, capsys):
+    store = pattern_store(tmp_path / "maps", ["vertical", "diagonal"])
+    a, b = store.ids
+    out = tmp_path / "set"
+    pull = ["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out), "--from-file"]
+    first = [task(1, a, {"x@e": "vertical", "y@e": "vertical"}), task(2, b, {"x@e": "diagonal", "y@e": "diagonal"})]
+    (tmp_path / "first.json").write_text(json.dumps(first))
+    assert main([*pull, str(tmp_path / "first.json"), "--server", "http://first:8080"]) == 0
+    row_before = labels(out)[a]
+    preds_before = {k: r for k, r in read_tables(out).predictions.items() if r["map_id"] == a}
+    assert (row_before["server"], row_before["ls_project"], row_before["ls_task_id"]) == ("http://first:8080", "1",
+                                                                                           "1")
+    # A second server counts its ids from 1 too: map a is its task 1, pre-annotated by another model.
+    second = [task(1, a, {"p@e": "vertical", "q@e": "vertical+diagonal"}, pre=("diagonal", "patterncnn-0.1.0-x"),
+                   first_ann=1)]
+    (tmp_path / "second.json").write_text(json.dumps(second))
+    assert main([*pull, str(tmp_path / "second.json"), "--server", "http://second:8080"]) == 0
+    capsys.readouterr()
+    row = labels(out)[a]
+    provenance = ("pre_label", "pre_score", "pre_model", "pre_source", "ls_task_id", "server", "ls_project")
+    assert {k: row[k] for k in provenance} == {k: row_before[k] for k in provenance}  # the first server's, unchanged
+    assert row["origins"] == "2" and row["n_annotators"] == "4" and row["label"] == "vertical"
+    tables = read_tables(out)
+    preds = {k: r for k, r in tables.predictions.items() if r["map_id"] == a}
+    assert {k: preds[k] for k in preds_before} == preds_before  # the first server's prediction row, as it was
+    assert sorted((r["server"], r["model_version"]) for r in preds.values()) == [
+        ("http://first:8080", "rule-v1"), ("http://second:8080", "patterncnn-0.1.0-x")]
+    votes = sorted((r["server"], r["ls_task_id"], r["annotator"]) for r in tables.annotations.values()
+                   if r["map_id"] == a)
+    assert votes == [("http://first:8080", "1", "x@e"), ("http://first:8080", "1", "y@e"),
+                     ("http://second:8080", "1", "p@e"), ("http://second:8080", "1", "q@e")]
+
+    # Two servers under one name are refused, not mixed: "first" again, but its task 2 is map a now.
+    clash = [task(2, a, {"r@e": "vertical"}, first_ann=900)]
+    (tmp_path / "clash.json").write_text(json.dumps(clash))
+    snapshot_before = snapshot(out)
+    assert main([*pull, str(tmp_path / "clash.json"), "--server", "http://first:8080"]) == 2
+    err = capsys.readouterr().err
+    assert "task 2 of http://first:8080 is" in err and "--server NAME" in err and err.count("\n") == 1
+    assert snapshot(out) == snapshot_before
+
+
+def test_two_annotators_tie_is_unresolved_said_and_not_trained_on(tmp_path, capsys):
+    store = pattern_store(tmp_path / "maps", ["vertical", "diagonal", "block"])
+    a, b, c = store.ids
+    export = [task(1, a, {"x@e": "vertical", "y@e": "vertical"}, uncertain=("x@e",)),
+              task(2, b, {"x@e": "diagonal", "y@e": "vertical+diagonal"}),
+              task(3, c, {"x@e": "block", "y@e": "block"}, uncertain=("x@e", "y@e"))]
+    (tmp_path / "e.json").write_text(json.dumps(export))
+    out = tmp_path / "set"
+    pull = ["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out), "--from-file",
+            str(tmp_path / "e.json"), "--project", "round 1"]
+    assert main(pull) == 0
+    said = capsys.readouterr().out
+    assert "1 tie(s) left unresolved" in said and f"e.g. {b}" in said
+    assert "`patterncnn annotate annotators --project 'round 1' --per-task 3`" in said
+    assert "--resolve majority-dawid-skene" in said
+    rows = labels(out)
+    assert (rows[b]["label"], rows[b]["tie"], rows[b]["resolution"]) == ("", "True", "unresolved")
+    assert (rows[a]["tie"], rows[a]["resolution"]) == ("False", "majority")
+    # One annotator's flag does not make a label uncertain; both annotators' does.
+    assert (rows[a]["uncertain"], rows[a]["n_uncertain"]) == ("False", "1")
+    assert (rows[c]["uncertain"], rows[c]["n_uncertain"]) == ("True", "2")
+    data = load_labelled(out)
+    assert data.ids == [a, c] and data.unresolved == [b]  # what train reads: the tie is left out
+    json_report = json.loads((out / "pull-report.json").read_text())
+    assert json_report["ties"] == {"unresolved": [b], "resolved": {}}
+    # A named rule settles it, and the row still says it was a tie.
+    assert main([*pull, "--resolve", "majority-dawid-skene"]) == 0
+    said = capsys.readouterr().out
+    assert "1 tie(s) settled by a named rule (dawid-skene 1; labels.csv: tie True)" in said
+    row = labels(out)[b]
+    assert row["label"] in ("diagonal", "vertical+diagonal") and (row["tie"], row["resolution"]) == ("True",
+                                                                                                      "dawid-skene")
+
+
+def test_every_vote_records_the_guide_version_of_its_task(tmp_path, capsys):
+    store = pattern_store(tmp_path / "maps", ["vertical", "diagonal"])
+    a, b = store.ids
+    export = [task(1, a, {"x@e": "vertical", "y@e": "vertical"}),
+              task(2, b, {"x@e": "diagonal"}, guide=None)]  # pushed before guide versions were kept
+    export[0]["annotations"][1]["id"] = 7  # y@e labelled map a in a task of guide 1.1 as well
+    (tmp_path / "e.json").write_text(json.dumps(export))
+    out = tmp_path / "set"
+    assert main(["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out), "--from-file",
+                 str(tmp_path / "e.json")]) == 0
+    votes = read_tables(out).annotations.values()
+    assert sorted((r["map_id"], r["guide"]) for r in votes) == [(a, "1.1"), (a, "1.1"), (b, "1.0")]
+    rows = labels(out)
+    assert (rows[a]["guide"], rows[b]["guide"]) == ("1.1", "1.0")
+    # A vote of the same map under another guide version: labels.csv lists both.
+    later = [task(5, a, {"z@e": "vertical"}, guide="1.2", first_ann=50)]
+    (tmp_path / "later.json").write_text(json.dumps(later))
+    assert main(["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out), "--from-file",
+                 str(tmp_path / "later.json")]) == 0
+    assert labels(out)[a]["guide"] == "1.1;1.2"
+
+
+@pytest.mark.parametrize("bad", ["not json", "[{\"id\": 1, \"data\": {}}]"])
+def test_a_bad_export_changes_nothing(tmp_path, capsys, bad):
+    store = pattern_store(tmp_path / "maps", ["vertical"])
+    (tmp_path / "e.json").write_text(json.dumps([task(1, store.ids[0], {"x@e": "vertical"})]))
+    out = tmp_path / "set"
+    pull = ["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out), "--from-file"]
+    assert main([*pull, str(tmp_path / "e.json")]) == 0
+    before = snapshot(out)
+    (tmp_path / "bad.json").write_text(bad)
+    assert main([*pull, str(tmp_path / "bad.json")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1 and snapshot(out) == before
