@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from ..core.fileio import write_bytes
+from .thumbnails import Keeper, merge
 
 WINDOW = 64
 CNN_BATCH = 512  # maps per onnxruntime call
@@ -92,28 +93,31 @@ def classify_window(encoder, classifier, window: list, batch_size: int = 16, on_
         overlap: run the encoder in a second thread while the CNN classifies (same result either way).
 
     Returns:
-        {"index": (N,) example indices, "labels": (N, L*H) uint8, "probs": (N, L*H, 5) float16, "truncated": n}
+        {"index": (N,) example indices, "labels": (N, L*H) uint8, "probs": (N, L*H, 5) float16, "truncated": n,
+        and the window's example maps per head and pattern (:class:`patterncnn.census.thumbnails.Keeper`)}
     """
     n_maps = encoder.num_layers * encoder.num_heads
     idx, labels, probs, truncated = [], [], [], 0
-    pending: list[tuple[int, torch.Tensor, list]] = []  # (example index, CNN input, seps)
+    keeper = Keeper(n_maps)
+    pending: list[tuple[torch.Tensor, list, object]] = []  # (CNN input, seps, the example's ExampleAttention)
 
     def flush():
         if not pending:
             return
-        p = classifier.run(torch.cat([x for _, x, _ in pending]))
-        for k, (ex_index, _, seps) in enumerate(pending):
+        p = classifier.run(torch.cat([x for x, _, _ in pending]))
+        for k, (_, seps, ea) in enumerate(pending):
             pk = classifier.apply_segment_rule(p[k * n_maps : (k + 1) * n_maps], seps)  # (L*H, 5)
-            idx.append(ex_index)
+            idx.append(ea.example.index)
             labels.append(pk.argmax(1).astype(np.uint8))
             probs.append(pk.astype(np.float16))
+            keeper.offer(ea.example.index, pk, ea.maps, ea.tokens, ea.seps)
         pending.clear()
 
     stream = encoder.iter_attentions(window, batch_size=batch_size, window=WINDOW)
     for ea in overlapped(stream) if overlap else stream:
         t = ea.maps.shape[-1]
         seps = [ea.seps] * n_maps
-        pending.append((ea.example.index, classifier.prepare(ea.maps.reshape(n_maps, t, t), seps), seps))
+        pending.append((classifier.prepare(ea.maps.reshape(n_maps, t, t), seps), seps, ea))
         if len(pending) * n_maps >= CNN_BATCH:
             flush()
         truncated += ea.truncated
@@ -121,7 +125,7 @@ def classify_window(encoder, classifier, window: list, batch_size: int = 16, on_
             on_example(ea)
     flush()
     return {"index": np.array(idx), "labels": np.stack(labels), "probs": np.stack(probs),
-            "truncated": np.array(truncated)}
+            "truncated": np.array(truncated), **keeper.arrays()}
 
 
 def split_windows(examples: list) -> list[list]:
@@ -146,11 +150,23 @@ def save_window(path: Path, arrays: dict) -> None:
     write_bytes(path, window_bytes(arrays))
 
 
+def load_window(work: Path, w: int) -> dict:
+    """The arrays of finished window ``w`` of a task, as stored."""
+    with np.load(work / window_name(w)) as z:
+        return {k: z[k] for k in z.files}
+
+
 def load_windows(work: Path, count: int) -> dict:
-    """Windows 0..count-1 of a task merged in example order (probabilities as float32)."""
-    parts = [np.load(work / window_name(w)) for w in range(count)]
+    """Windows 0..count-1 of a task merged (:func:`merge_windows`)."""
+    return merge_windows([load_window(work, w) for w in range(count)])
+
+
+def merge_windows(parts: list[dict], thumbnails: bool = True) -> dict:
+    """Windows' arrays merged in example order (probabilities as float32), with their example maps
+    (``thumbnails``: the best of each head and pattern over all of them; left out when False)."""
     order = np.argsort(np.concatenate([p["index"] for p in parts]), kind="stable")
     return {"index": np.concatenate([p["index"] for p in parts])[order],
             "labels": np.concatenate([p["labels"] for p in parts])[order],  # (N, L*H)
             "probs": np.concatenate([p["probs"] for p in parts])[order].astype(np.float32),
-            "truncated": int(sum(int(p["truncated"]) for p in parts))}
+            "truncated": int(sum(int(p["truncated"]) for p in parts)),
+            **({"thumbnails": merge(parts)} if thumbnails else {})}
