@@ -158,16 +158,23 @@ class CensusResult:
             raise ValueError(f"plot kind {kind!r}: choose 'shares' or 'heads'")
         return census_plot(self.data) if kind == "shares" else heads_plot(self.data)
 
-    def examples(self, layer: int, head: int, task: str | None = None) -> list[dict]:
-        """The example maps the census kept for one head (a few per pattern it was given; all tasks, or ``task``).
+    def examples(self, layer: int | None = None, head: int | None = None, task: str | None = None) -> list[dict]:
+        """The example maps the census kept: for each head and each pattern it was given, the few maps the
+        classifier was surest of, per task. None for ``layer``, ``head`` or ``task`` means all.
 
         Returns:
-            [{"task", "label", "prob", "example", "map": (T, T) floats scaled to the map's maximum, "tokens", "seps"}].
+            [{"task", "layer", "head", "label", "prob", "example", "map": (T, T) floats scaled to the map's maximum,
+            "tokens", "seps"}].
+
+        Example::
+
+            >>> [(e["label"], round(e["prob"], 2)) for e in res.examples(0, 3, task="rte")]
         """
         if self.out is None:
             return []
         return [r for r in read_thumbnails(self.out, self.data["heads"])
-                if r["layer"] == layer and r["head"] == head and (task is None or r["task"] == task)]
+                if (layer is None or r["layer"] == layer) and (head is None or r["head"] == head)
+                and (task is None or r["task"] == task)]
 
     def to_json(self, indent: int = 2) -> str:
         """The census as JSON text (what ``census.json`` holds)."""

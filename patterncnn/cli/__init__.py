@@ -25,6 +25,7 @@ from . import (
     drift,
     finetune,
     link,
+    report,
     sample,
     serve,
     special_tokens,
@@ -33,7 +34,7 @@ from . import (
 )
 
 COMMANDS = (sample, finetune, annotate, train, validate, classify, census, drift, special_tokens, disable, link,
-            analyze, serve)  # in pipeline order
+            report, analyze, serve)  # in pipeline order
 NOISY_LOGGERS = ("transformers", "datasets", "huggingface_hub", "urllib3", "httpx", "filelock", "matplotlib")
 
 
