@@ -1,10 +1,14 @@
 """Figures for people: census stacked bars (the paper's Figure 2), layer × head grids.
 
 Colours are fixed per label (Okabe-Ito, colour-blind safe) so every figure reads the same way.
+Each ``*_plot`` returns a matplotlib ``Figure`` built without pyplot (so no backend is chosen or
+changed: a notebook's own plotting is left alone) that shows itself in Jupyter; each ``*_figure``
+returns the same figure's PNG bytes, for files.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 
 import numpy as np
@@ -15,13 +19,21 @@ from .labels import LABELS, SHORT
 COLORS = dict(zip(LABELS, ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#999999")))
 
 
+@functools.lru_cache(maxsize=1)
+def _figure_class():
+    from matplotlib.figure import Figure  # matplotlib loads with the first figure, not with this module
+
+    class ShownFigure(Figure):
+        """A Figure that Jupyter shows as a PNG even when pyplot was never imported."""
+
+        def _repr_png_(self) -> bytes:
+            return png(self)
+
+    return ShownFigure
+
+
 def _fig(w: float, h: float):
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(w, h), dpi=110)
+    return _figure_class()(figsize=(w, h), dpi=110)
 
 
 def png(fig) -> bytes:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Union
 
 import numpy as np
 
@@ -121,13 +122,16 @@ def table(result: dict) -> tuple[list[str], list[list]]:
     return keys, [[str(r[k]) for k in keys] for r in result["heads"]]
 
 
-def _folder(x) -> str | Path | None:
+Source = Union[str, Path, Any]  # a result folder, its JSON file, or a result object (CensusResult, ExperimentResult)
+
+
+def _folder(x: Source | None) -> str | Path | None:
     """A result object (its ``out``), a folder or a JSON file."""
     return getattr(x, "out", x)
 
 
-def link(census, disable, task: str, drift=None, out: str | Path | None = None, *, permutations: int = 10000,
-         seed: int = 0) -> ExperimentResult:
+def link(census: Source, disable: Source, task: str, drift: Source | None = None, out: str | Path | None = None, *,
+         permutations: int = 10000, seed: int = 0) -> ExperimentResult:
     """Per head: its census pattern shares, drift and disabling effect; does disabling a heterogeneous head cost
     more than disabling a vertical one? (a permutation test over heads). What ``patterncnn link`` runs.
 
