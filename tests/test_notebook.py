@@ -5,6 +5,7 @@ its report. Executed by nbclient on an ipykernel of that venv, offline, on the G
 import json
 import subprocess
 
+import nbformat
 import pytest
 from repo import FIXTURES, REPO
 from wheelvenv import wheel_venv
@@ -36,15 +37,15 @@ def test_the_notebook_runs_in_a_fresh_venv_from_the_wheel(tmp_path):
     done = subprocess.run([py, "-c", RUN, str(NOTEBOOK), str(tmp_path / "out.ipynb"), str(work)], cwd=work, env=env,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    nb = json.loads((tmp_path / "out.ipynb").read_text())
-    outputs = [c["outputs"] for c in nb["cells"] if c["cell_type"] == "code"]
+    nb = nbformat.read(tmp_path / "out.ipynb", as_version=4)  # multi-line outputs joined into strings
+    outputs = [c["outputs"] for c in nb.cells if c["cell_type"] == "code"]
     assert all(o.get("output_type") != "error" for cell in outputs for o in cell)
     where = "".join(o.get("text", "") for o in outputs[-1]).split()
     venv = py.parent.parent
     assert where[0].startswith(str(venv)) and where[1].startswith(str(venv)), where  # the kernel and patterncnn: venv's
 
     def html(i):
-        return "".join("".join(o.get("data", {}).get("text/html", "")) for o in outputs[i])
+        return "".join(o.get("data", {}).get("text/html", "") for o in outputs[i])
 
     assert "layer 0, head 0" in html(1)  # the heads' HTML grid of classify_attentions
     assert "<table class=\"shares\">" in html(5) and "data:image/png;base64," in html(5)  # the census result
