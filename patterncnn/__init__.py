@@ -27,10 +27,8 @@ pyproject.toml)::
 Run ``patterncnn --help`` for the commands.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+from typing import TYPE_CHECKING
 
 from .core.labels import LABELS
 from .core.version import __version__
@@ -74,10 +72,10 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _LAZY:
         raise AttributeError(f"module 'patterncnn' has no attribute {name!r}")
-    module = importlib.import_module(_LAZY[name])
+    module = _importlib.import_module(_LAZY[name])
     # `census` is the callable subpackage itself (patterncnn/census/__init__.py); the rest are module attributes.
     value = module if name == "census" else getattr(module, name)
     globals()[name] = value
@@ -85,4 +83,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(__all__)  # the public names; subpackages and the rest are internal

@@ -168,7 +168,8 @@ class CensusResult:
 
         Example::
 
-            >>> [(e["label"], round(e["prob"], 2)) for e in res.examples(0, 3, task="rte")]
+            >>> [(e["label"], round(e["prob"], 2)) for e in res.examples(0, 3, task="rte")][:4]
+            [('vertical', 0.58), ('diagonal', 0.96), ('diagonal', 0.96), ('diagonal', 0.96)]
         """
         if self.out is None:
             return []

@@ -185,7 +185,7 @@ def _stopper(plan, precision: Precision, single: bool, seed: int, record: dict) 
 def _stop_record(precision: Precision, record: dict, budget: int) -> dict:
     """What census.json says about a task's early stop: the target, the examples used, why it stopped."""
     n, widest = record["used"], record["widest"]
-    reached = record["reached"] and n >= MIN_PRECISION_EXAMPLES
+    reached = record["reached"] and (n >= MIN_PRECISION_EXAMPLES or n == budget)
     why = (f"stopped after {n} of {budget} examples: {precision.describe()}" if reached and n < budget else
            f"reached on the last window ({n} of {budget} examples): {precision.describe()}" if reached else
            f"all {budget} examples used without reaching the target (widest: {widest}, "

@@ -137,8 +137,8 @@ class Patterns:
     probs: np.ndarray
 
     @property
-    def labels(self) -> np.ndarray:
-        """(...) the most probable pattern of each map, as names."""
+    def labels(self) -> np.ndarray | str:
+        """(...) the most probable pattern of each map, as names (one name, a ``str``, for a single map)."""
         return np.asarray(LABELS, dtype=object)[self.probs.argmax(-1)]
 
     def frame(self) -> "pd.DataFrame":

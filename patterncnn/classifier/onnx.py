@@ -81,8 +81,9 @@ def load_classifier(path: str | os.PathLike | None = None, *, device: str = "cpu
         >>> clf = patterncnn.load_classifier()
         >>> clf.model_version
         'patterncnn-0.1.0-222b7338'
-        >>> clf.classify(np.eye(12, dtype=np.float32)).labels   # a pure diagonal map
-        array('diagonal', dtype=object)
+        >>> m = np.zeros((12, 12), dtype=np.float32); m[:, 0] = 1   # every token attends to the first one
+        >>> clf.classify(m).labels
+        'vertical'
 
     Raises:
         ClassifierError: no such file, or not a patterncnn classifier.
@@ -150,9 +151,10 @@ class OnnxClassifier:
         Example::
 
             >>> clf = patterncnn.load_classifier()
-            >>> p = clf.classify(np.eye(12, dtype=np.float32))      # one diagonal map
-            >>> str(p.labels), p.probs.shape
-            ('diagonal', (5,))
+            >>> m = np.zeros((12, 12), dtype=np.float32); m[:, 0] = 1   # one map: every token attends to the first
+            >>> p = clf.classify(m)
+            >>> p.labels, p.probs.shape
+            ('vertical', (5,))
             >>> clf.classify(maps_lhtt, seps=[5, 11]).labels.shape  # one example's (L, H, T, T) maps
             (6, 12)
         """
@@ -183,8 +185,8 @@ class OnnxClassifier:
             >>> out = model(**batch, output_attentions=True)
             >>> heads = clf.classify_attentions(out.attentions, attention_mask=batch["attention_mask"],
             ...                                 tokens=[tok.convert_ids_to_tokens(i) for i in batch["input_ids"]])
-            >>> heads.labels[0, 0, 0]        # example 0, layer 0, head 0
-            'heterogeneous'
+            >>> heads.labels[0, 0, 0]        # example 0, layer 0, head 0 (the embedded MiniLM)
+            'vertical'
         """
         examples = split_attentions(attentions, attention_mask, tokens, sep_token)
         groups = []
