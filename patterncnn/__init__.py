@@ -1,9 +1,23 @@
-"""patterncnn: classify BERT-family self-attention maps into the five patterns of
-Kovaleva et al. (2019), *Revealing the Dark Secrets of BERT*.
+"""patterncnn: classify BERT-family self-attention maps into the five patterns of Kovaleva et al. (2019),
+*Revealing the Dark Secrets of BERT*.
 
-Layers, each importing only from those below it (checked by the import-linter contract in pyproject.toml)::
+The Python API (each name's docstring has an example; the command line calls the same functions)::
 
-    cli, serve                          the command line and the HTTP service
+    import patterncnn
+    clf = patterncnn.load_classifier()                          # the shipped ONNX classifier
+    clf.classify(maps).labels                                   # maps (..., T, T) -> pattern names
+    clf.classify_attentions(outputs.attentions, attention_mask=mask, tokens=tokens)   # a HF batch -> per head
+    res = patterncnn.census("minilm", tasks=["rte"], limit=200, glue_dir="glue_data")
+    res.shares, res.heads, res.plot()                           # a DataFrame with intervals, per head, a figure
+    patterncnn.drift(...), patterncnn.special_tokens(...), patterncnn.disable(...), patterncnn.link(...)
+    patterncnn.write_report("runs/census")                      # one self-contained HTML file
+
+The names are loaded on first use (PEP 562), so ``import patterncnn`` imports neither torch nor
+onnxruntime. Layers, each importing only from those below it (the import-linter contract in
+pyproject.toml)::
+
+    cli                                 the command line
+    serve, report                       the HTTP service; the HTML report of finished runs
     census, experiments                 pattern shares over GLUE; drift, special tokens, disabling heads, links
     training                            cross-validation, evaluation, validation, model card, export
     labelling, shares                   Label Studio round trip and labelled sets; share estimators
@@ -13,6 +27,60 @@ Layers, each importing only from those below it (checked by the import-linter co
 Run ``patterncnn --help`` for the commands.
 """
 
+import importlib as _importlib
+from typing import TYPE_CHECKING
+
+from .core.labels import LABELS
 from .core.version import __version__
 
-__all__ = ["__version__"]
+if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
+    from .census import CensusResult, census
+    from .classifier.attentions import HeadPatterns, Patterns
+    from .classifier.onnx import OnnxClassifier, load_classifier
+    from .core.errors import PatternCNNError
+    from .encoders.load import Encoder, load_encoder
+    from .experiments.disable import disable
+    from .experiments.drift import drift
+    from .experiments.link import link
+    from .experiments.result import ExperimentResult
+    from .experiments.special_tokens import special_tokens
+    from .report import write_report
+
+# public name -> the module that defines it (imported when the name is first used)
+_LAZY = {
+    "load_classifier": "patterncnn.classifier.onnx",
+    "OnnxClassifier": "patterncnn.classifier.onnx",
+    "Patterns": "patterncnn.classifier.attentions",
+    "HeadPatterns": "patterncnn.classifier.attentions",
+    "load_encoder": "patterncnn.encoders.load",
+    "Encoder": "patterncnn.encoders.load",
+    "census": "patterncnn.census",
+    "CensusResult": "patterncnn.census.result",
+    "drift": "patterncnn.experiments.drift",
+    "special_tokens": "patterncnn.experiments.special_tokens",
+    "disable": "patterncnn.experiments.disable",
+    "link": "patterncnn.experiments.link",
+    "ExperimentResult": "patterncnn.experiments.result",
+    "write_report": "patterncnn.report",
+    "PatternCNNError": "patterncnn.core.errors",
+}
+
+__all__ = [
+    "__version__", "LABELS", "load_classifier", "OnnxClassifier", "Patterns", "HeadPatterns", "load_encoder", "Encoder",
+    "census", "CensusResult", "drift", "special_tokens", "disable", "link", "ExperimentResult", "write_report",
+    "PatternCNNError",
+]
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'patterncnn' has no attribute {name!r}")
+    module = _importlib.import_module(_LAZY[name])
+    # `census` is the callable subpackage itself (patterncnn/census/__init__.py); the rest are module attributes.
+    value = module if name == "census" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the public names; subpackages and the rest are internal

@@ -20,6 +20,7 @@ an uninterrupted one. Shares and intervals come from :mod:`patterncnn.shares.est
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -39,6 +40,9 @@ from ..core.version import __version__
 from ..core.work import finish, prepare_out, work_dir, write_result
 from ..encoders.load import Encoder, load_encoder
 from ..shares.estimate import bias_band, pattern_errors, plan_for
+from ..shares.precision import Precision, PrecisionError
+from .thumbnails import FILE as THUMBNAILS
+from .thumbnails import PER_HEAD, thumbnails_bytes
 from .windows import (  # noqa: F401
     CNN_BATCH,
     WINDOW,
@@ -53,6 +57,8 @@ from .windows import (  # noqa: F401
 log = logging.getLogger(__name__)
 
 RESULT = "census.json"  # written last: its presence marks a finished census
+# --precision is checked from two windows on: on fewer examples the bootstrap's own width is too noisy to stop on.
+MIN_PRECISION_EXAMPLES = 2 * WINDOW
 
 
 
@@ -79,13 +85,15 @@ class CensusError(PatternCNNError, RuntimeError):
 
 def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, out: Path, params: dict,
                   batch_size: int = 16, progress: Callable | None = None, save_maps: bool = False,
-                  overlap: bool = True) -> dict:
+                  overlap: bool = True, stop: Callable[[dict], bool] | None = None) -> dict:
     """Label every (example, layer, head) map of ``split``, a window at a time; resumable.
 
     ``overlap``: classify in the calling thread while the encoder runs ahead in another (same result).
+    ``stop``: asked after each window with the windows so far merged (:func:`merge_windows`, as stored on
+    disk, so a resumed run decides exactly as an uninterrupted one); True ends the task there.
 
     Returns:
-        The raw arrays of :func:`classify_window`, all windows concatenated in example order.
+        The raw arrays of :func:`classify_window`, the windows used concatenated in example order.
     """
 
     work = work_dir(out, split.task.name, params)
@@ -94,33 +102,38 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
                             exist_ok=True) if save_maps else None
     bar = progress(total=len(split.examples), desc=f"census {split.task.name}", unit="ex") if progress else None
     n_maps = encoder.num_layers * encoder.num_heads
-    done = []
+    used = []
     for w, window in enumerate(windows):
         part = work / window_name(w)
         arrays = read_window(part, window, n_maps)  # a damaged window is computed again, with a warning
         if arrays is not None:
-            done.append(arrays)
             if bar:
                 bar.update(len(window))
-            continue
-        records = []
+        else:
+            records = []
 
-        def seen(ea):
-            if store is not None:
-                records.extend((map_record(encoder, split.task.name, split.split, ea, layer, head),
-                                ea.maps[layer, head]) for layer in range(encoder.num_layers)
-                               for head in range(encoder.num_heads))
-            if bar:
-                bar.update(1)
+            def seen(ea):
+                if store is not None:
+                    records.extend((map_record(encoder, split.task.name, split.split, ea, layer, head),
+                                    ea.maps[layer, head]) for layer in range(encoder.num_layers)
+                                   for head in range(encoder.num_heads))
+                if bar:
+                    bar.update(1)
 
-        arrays = classify_window(encoder, classifier, window, batch_size, seen, overlap)
-        if store is not None:  # after a crash mid-window some of these may already be saved
-            store.append(r for r in records if r[0]["id"] not in store)
-        save_window(part, arrays)
-        done.append(arrays)
+            arrays = classify_window(encoder, classifier, window, batch_size, seen, overlap)
+            if store is not None:  # after a crash mid-window some of these may already be saved
+                store.append(r for r in records if r[0]["id"] not in store)
+            save_window(part, arrays)
+            arrays = read_window(part, window, n_maps)  # as stored: a resumed run decides exactly alike
+            if arrays is None:
+                raise CensusError(f"{part} could not be read back after it was written; check the disk and run the "
+                                  f"same command again")
+        used.append(arrays)
+        if stop is not None and stop(merge_windows(used, thumbnails=False)):
+            break
     if bar:
         bar.close()
-    return merge_windows(done)
+    return merge_windows(used)
 
 
 def summarize(labels: np.ndarray, num_layers: int, num_heads: int) -> dict:
@@ -139,62 +152,124 @@ def summarize(labels: np.ndarray, num_layers: int, num_heads: int) -> dict:
 
 
 def task_params(encoder: Encoder, split: GlueSplit, limit: int | None, seed: int, classifier_sha: str,
-                batch_size: int) -> dict:
-    """What a task's windows depend on: a work folder holding windows of other params is never resumed."""
-    return {"task": split.task.name, "split": split.split, "source": split.source, "limit": limit, "seed": seed,
-            "encoder": encoder.fingerprint, "max_length": encoder.max_length, "backend": encoder.backend,
-            "batch_size": batch_size, "classifier": classifier_sha, "version": __version__}
+                batch_size: int, shuffled: bool = False) -> dict:
+    """What a task's windows depend on: a work folder holding windows of other params is never resumed.
+
+    ``shuffled``: the examples run in the seeded random order of ``--precision`` (:func:`shuffle`), not in file
+    order; the target itself is not part of it (the windows are the same whatever it is)."""
+    params = {"task": split.task.name, "split": split.split, "source": split.source, "limit": limit, "seed": seed,
+              "encoder": encoder.fingerprint, "max_length": encoder.max_length, "backend": encoder.backend,
+              "batch_size": batch_size, "classifier": classifier_sha, "version": __version__}
+    if encoder.device != "cpu":
+        params["device"] = encoder.device  # numerics differ in the last bits: windows of two devices never mix
+    if shuffled:
+        params["order"] = "shuffled"
+    return params
+
+
+def shuffle(split: GlueSplit, seed: int) -> GlueSplit:
+    """The split's examples in a seeded random order: any first n of them are a uniform random sample of the
+    split, so a census that stops early has counted a random sample, not the head of the file."""
+    order = np.random.default_rng([seed, 7]).permutation(len(split.examples))
+    return dataclasses.replace(split, examples=[split.examples[i] for i in order])
+
+
+def _stopper(plan, precision: Precision, single: bool, seed: int, record: dict) -> Callable[[dict], bool]:
+    """The ``stop`` of :func:`classify_task` for ``--precision``: the examples' part at or under the target."""
+
+    def stop(raw: dict) -> bool:
+        n = len(raw["labels"])
+        check = precision.check(plan.estimate(raw["probs"], raw["labels"], np.full(n, single), seed))
+        record.update(check, used=n, checked=record.get("checked", 0) + 1)
+        return n >= MIN_PRECISION_EXAMPLES and check["reached"]
+
+    return stop
+
+
+def _stop_record(precision: Precision, record: dict, budget: int) -> dict:
+    """What census.json says about a task's early stop: the target, the examples used, why it stopped."""
+    n, widest = record["used"], record["widest"]
+    reached = record["reached"] and (n >= MIN_PRECISION_EXAMPLES or n == budget)
+    why = (f"stopped after {n} of {budget} examples: {precision.describe()}" if reached and n < budget else
+           f"reached on the last window ({n} of {budget} examples): {precision.describe()}" if reached else
+           f"all {budget} examples used without reaching the target (widest: {widest}, "
+           f"±{record['examples'][widest]:.2f} against ±{record['target'][widest]:.2f} points)")
+    return {"target": str(precision), "reached": bool(reached), "examples_used": n, "budget": budget,
+            "stopped_early": bool(n < budget), "reason": why, "examples_half_width": record["examples"],
+            "target_half_width": record["target"]}
 
 
 def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit], out: str | Path, limit: int | None,
                seed: int, batch_size: int = 16, progress: Callable | None = None, save_maps: bool = False,
                overwrite: bool = False, estimator: str | None = None, scope: str | None = None,
-               overlap: bool = True) -> dict:
-    """Census of each split into ``out`` (census.json, census.csv, heads.csv, census.png, heads.png).
+               overlap: bool = True, precision: Precision | str | None = None) -> dict:
+    """Census of each split into ``out`` (census.json, census.csv, heads.csv, census.png, heads.png, thumbnails.npz).
 
     Windows already in ``out/.work`` (from an interrupted run, local or on Ray) are reused.
 
     Args:
         estimator: ``count``, ``probs`` or ``adjusted``; None: the one validated best with the classifier.
         scope: which calibration rows (:data:`patterncnn.shares.calibrate.SCOPES`); None: the validated best.
+        precision: stop each task once the examples' part of its interval meets this target
+            (:class:`patterncnn.shares.precision.Precision`: ``"1"`` point, or ``"0.33x"`` of the classifier's part),
+            checked after each window of examples taken in a seeded random order; None: every example.
     """
     out = prepare_out(out, RESULT, overwrite)
     plan = plan_for(getattr(classifier, "metadata", {}), estimator, scope, encoder.tag, seed)
+    precision = Precision.parse(precision) if isinstance(precision, (str, int, float)) else precision
+    if precision is not None and precision.needs_classifier_part() and not _classifier_part(plan.describe()):
+        raise PrecisionError(f"--precision {precision} is relative to the classifier's part of the interval, which "
+                             f"this census does not have (no calibration, no validated band); give it in points, "
+                             f"e.g. --precision 1")
     clf_file = Path(classifier.path)
     result = {"created_by": f"patterncnn {__version__}", "encoder": public_fingerprint(encoder.fingerprint),
               "backend": encoder.backend, "layers": encoder.num_layers, "heads": encoder.num_heads,
               "max_length": encoder.max_length,
+              "device": {"encoder": encoder.device, "classifier": list(getattr(classifier, "providers", ["cpu"]))},
               "classifier": {"path": public_path(clf_file), "sha256": sha256_file(clf_file),
                              "version": classifier.model_version}, "limit": limit, "seed": seed,
+              "precision": None if precision is None else {"target": str(precision), "rule": precision.describe(),
+                                                           "order": "seeded random", "checked": "after each window "
+                                                           f"of {WINDOW} examples, from {MIN_PRECISION_EXAMPLES} on"},
               "estimator": plan.describe(), "labels": list(LABELS), "tasks": {}}
     t0 = time.time()
+    thumbs = {}
     for split in splits:
-        params = task_params(encoder, split, limit, seed, result["classifier"]["sha256"], batch_size)
+        single = not split.task.is_pair
+        if precision is not None:
+            split = shuffle(split, seed)
+        params = task_params(encoder, split, limit, seed, result["classifier"]["sha256"], batch_size,
+                             shuffled=precision is not None)
         ts = time.time()
-        raw = classify_task(encoder, classifier, split, out, params, batch_size, progress, save_maps, overlap)
+        record: dict = {}
+        stop = _stopper(plan, precision, single, seed, record) if precision is not None else None
+        raw = classify_task(encoder, classifier, split, out, params, batch_size, progress, save_maps, overlap, stop)
         summary = summarize(raw["labels"], encoder.num_layers, encoder.num_heads)
-        single = np.full(len(raw["labels"]), not split.task.is_pair)
-        summary.update(plan.estimate(raw["probs"], raw["labels"], single, seed))
+        summary.update(plan.estimate(raw["probs"], raw["labels"], np.full(len(raw["labels"]), single), seed))
         summary.update({"source": public_source(split.source), "split": split.split, "of": split.total,
                         "truncated": raw["truncated"], "seconds": round(time.time() - ts, 1),
                         "mean_probability": {name: float(v) for name, v in zip(LABELS, raw["probs"].mean((0, 1)))}})
+        if precision is not None:
+            summary["precision"] = _stop_record(precision, record, len(split.examples))
         result["tasks"][split.task.name] = summary
+        thumbs[split.task.name] = raw["thumbnails"]
     result["seconds"] = round(time.time() - t0, 1)
-    write_outputs(out, result)
+    result["thumbnails"] = {"file": THUMBNAILS, "per_head_and_pattern": PER_HEAD}
+    write_outputs(out, result, thumbs)
     finish(out)
     return result
 
 
 def run_censuses(models: list[str], splits: list[GlueSplit], classifier: Classifier, out: str | Path,
                  limit: int | None, seed: int, max_length: int = 128, backend: str = "torch", threads: int = 2,
-                 **kwargs) -> Iterator[tuple[Encoder, Path, dict]]:
+                 device: str = "cpu", **kwargs) -> Iterator[tuple[Encoder, Path, dict]]:
     """Census of each encoder in turn (one folder per encoder tag when there are several).
 
     Keyword arguments go to :func:`run_census`. Yields (encoder, its output folder, its result).
     """
 
     for model in models:
-        enc = load_encoder(model, max_length=max_length, backend=backend, threads=threads)
+        enc = load_encoder(model, max_length=max_length, backend=backend, threads=threads, device=device)
         dest = output_folder(out, enc, len(models))
         yield enc, dest, run_census(enc, classifier, splits, dest, limit, seed, **kwargs)
 
@@ -270,8 +345,9 @@ def result_problem(r) -> str | None:
     return None
 
 
-def write_outputs(out: Path, result: dict) -> None:
-    """census.csv (shares and intervals per task and pattern), heads.csv, census.png, heads.png, then census.json."""
+def write_outputs(out: Path, result: dict, thumbnails: dict[str, dict] | None = None) -> None:
+    """census.csv (shares and intervals per task and pattern), heads.csv, census.png, heads.png, thumbnails.npz (the
+    example maps per head and pattern), then census.json."""
     shares = [[task, name, result["estimator"]["name"], *(f"{x:.5f}" for x in (
         s["shares"][name], *s["ci95"][name], *s["ci95_parts"]["examples"][name], *s["ci95_parts"]["classifier"][name],
         s["shares_by_estimator"]["count"][name])), s["counts"][name], s["examples"], s["maps"]]
@@ -283,7 +359,8 @@ def write_outputs(out: Path, result: dict) -> None:
                         "ci95_examples_high", "ci95_classifier_low", "ci95_classifier_high", "count_share", "count",
                         "examples", "maps"], shares),
         "heads.csv": (["task", "layer", "head", *LABELS, "majority"], heads)},
-        figures={"census.png": census_figure(result), "heads.png": heads_figure(result)})
+        figures={"census.png": census_figure(result), "heads.png": heads_figure(result)},
+        files={THUMBNAILS: thumbnails_bytes(thumbnails)} if thumbnails is not None else None)
 
 
 def table(result: dict) -> str:
@@ -293,7 +370,8 @@ def table(result: dict) -> str:
     for task, s in result["tasks"].items():
         cells = " ".join(f"{100 * s['shares'][n]:5.1f}% [{100 * s['ci95'][n][0]:4.1f},{100 * s['ci95'][n][1]:5.1f}]"
                          .rjust(21) for n in LABELS)
-        lines.append(f"{task:<8} {s['examples']:>8} {cells}")
+        used = f"{s['examples']}/{s['precision']['budget']}" if s.get("precision") else str(s["examples"])
+        lines.append(f"{task:<8} {used:>8} {cells}")
     return "\n".join(lines)
 
 

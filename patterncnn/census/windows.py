@@ -29,6 +29,8 @@ import torch
 from ..core.fileio import write_bytes
 from ..core.labels import LABELS
 from ..core.work import read_part
+from .thumbnails import Keeper, merge
+from .thumbnails import problem as thumbnails_problem
 
 WINDOW = 64
 CNN_BATCH = 512  # maps per onnxruntime call
@@ -95,28 +97,31 @@ def classify_window(encoder, classifier, window: list, batch_size: int = 16, on_
         overlap: run the encoder in a second thread while the CNN classifies (same result either way).
 
     Returns:
-        {"index": (N,) example indices, "labels": (N, L*H) uint8, "probs": (N, L*H, 5) float16, "truncated": n}
+        {"index": (N,) example indices, "labels": (N, L*H) uint8, "probs": (N, L*H, 5) float16, "truncated": n,
+        and the window's example maps per head and pattern (:class:`patterncnn.census.thumbnails.Keeper`)}
     """
     n_maps = encoder.num_layers * encoder.num_heads
     idx, labels, probs, truncated = [], [], [], 0
-    pending: list[tuple[int, torch.Tensor, list]] = []  # (example index, CNN input, seps)
+    keeper = Keeper(n_maps)
+    pending: list[tuple[torch.Tensor, list, object]] = []  # (CNN input, seps, the example's ExampleAttention)
 
     def flush():
         if not pending:
             return
-        p = classifier.run(torch.cat([x for _, x, _ in pending]))
-        for k, (ex_index, _, seps) in enumerate(pending):
+        p = classifier.run(torch.cat([x for x, _, _ in pending]))
+        for k, (_, seps, ea) in enumerate(pending):
             pk = classifier.apply_segment_rule(p[k * n_maps : (k + 1) * n_maps], seps)  # (L*H, 5)
-            idx.append(ex_index)
+            idx.append(ea.example.index)
             labels.append(pk.argmax(1).astype(np.uint8))
             probs.append(pk.astype(np.float16))
+            keeper.offer(ea.example.index, pk, ea.maps, ea.tokens, ea.seps)
         pending.clear()
 
     stream = encoder.iter_attentions(window, batch_size=batch_size, window=WINDOW)
     for ea in overlapped(stream) if overlap else stream:
         t = ea.maps.shape[-1]
         seps = [ea.seps] * n_maps
-        pending.append((ea.example.index, classifier.prepare(ea.maps.reshape(n_maps, t, t), seps), seps))
+        pending.append((classifier.prepare(ea.maps.reshape(n_maps, t, t), seps), seps, ea))
         if len(pending) * n_maps >= CNN_BATCH:
             flush()
         truncated += ea.truncated
@@ -124,7 +129,7 @@ def classify_window(encoder, classifier, window: list, batch_size: int = 16, on_
             on_example(ea)
     flush()
     return {"index": np.array(idx), "labels": np.stack(labels), "probs": np.stack(probs),
-            "truncated": np.array(truncated)}
+            "truncated": np.array(truncated), **keeper.arrays()}
 
 
 def split_windows(examples: list) -> list[list]:
@@ -153,8 +158,8 @@ def read_window(path: Path, examples: list, n_maps: int) -> dict | None:
     """A finished window read back and checked against what it must hold, or None: not done yet, or damaged (a
     warning says so, and the census computes it again).
 
-    A window holds exactly its examples' indices, (N, n_maps) labels below 5, (N, n_maps, 5) probabilities and
-    a count of truncated inputs.
+    A window holds exactly its examples' indices, (N, n_maps) labels below 5, (N, n_maps, 5) probabilities,
+    a count of truncated inputs and its example maps (:func:`patterncnn.census.thumbnails.problem`).
     """
     want = sorted(ex.index for ex in examples)
 
@@ -171,15 +176,17 @@ def read_window(path: Path, examples: list, n_maps: int) -> dict | None:
             return "a label is not one of the five"
         if probs.size and not (np.isfinite(probs).all() and probs.min() >= 0 and probs.max() <= 1):
             return "a probability is not a number from 0 to 1"
-        return None
+        return thumbnails_problem(a, n_maps)
 
     return read_part(path, check)
 
 
-def merge_windows(parts: list[dict]) -> dict:
-    """A task's windows merged in example order (probabilities as float32)."""
+def merge_windows(parts: list[dict], thumbnails: bool = True) -> dict:
+    """Windows' arrays merged in example order (probabilities as float32), with their example maps
+    (``thumbnails``: the best of each head and pattern over all of them; left out when False)."""
     order = np.argsort(np.concatenate([p["index"] for p in parts]), kind="stable")
     return {"index": np.concatenate([p["index"] for p in parts])[order],
             "labels": np.concatenate([p["labels"] for p in parts])[order],  # (N, L*H)
             "probs": np.concatenate([p["probs"] for p in parts])[order].astype(np.float32),
-            "truncated": int(sum(int(p["truncated"]) for p in parts))}
+            "truncated": int(sum(int(p["truncated"]) for p in parts)),
+            **({"thumbnails": merge(parts)} if thumbnails else {})}

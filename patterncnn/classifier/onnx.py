@@ -3,7 +3,9 @@
 Usage::
 
     export_onnx(model, "models/patterncnn.onnx", extra_meta={...})   # then parity_check(...)
-    clf = OnnxClassifier("models/patterncnn.onnx", threads=2)
+    clf = load_classifier()                              # the shipped one; or load_classifier("my.onnx")
+    clf.classify(maps, seps).labels                      # the Python API: maps (..., T, T) -> patterns
+    clf.classify_attentions(outputs.attentions, attention_mask=mask, tokens=tokens)   # a HF model's batch
     probs = clf.predict([arr1, arr2], [seps1, seps2])    # (N, 5), LABELS order; any T per map
     probs = clf.predict_same_length(maps_lhtt, seps)     # (N, T, T) of one T: the census's fast path
 
@@ -17,14 +19,17 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 
+from ..core.device import onnx_providers, resolve_device
 from ..core.errors import ClassifierError
 from ..core.labels import LABELS
 from ..core.segments import rule_out_block
 from ..core.version import __version__
+from .attentions import HeadPatterns, Patterns, as_maps, check_maps, per_map_seps, split_attentions
 from .model import config_from_dict, model_config_dict, preprocess
 
 SHIPPED = "patterncnn.shipped"  # models/ in the repository, installed as package data (pyproject.toml)
@@ -63,10 +68,37 @@ def export_onnx(model: torch.nn.Module, path: str | os.PathLike, extra_meta: dic
     os.replace(tmp, path)
 
 
-class OnnxClassifier:
-    """A trained pattern classifier on onnxruntime. Thread count is bounded (default 2)."""
+def load_classifier(path: str | os.PathLike | None = None, *, device: str = "cpu", threads: int = 2) -> "OnnxClassifier":
+    """The shipped pattern classifier, or the ONNX classifier at ``path`` (one written by ``patterncnn train``).
 
-    def __init__(self, path: str | os.PathLike | None = None, threads: int = 2):
+    Args:
+        path: an ONNX classifier; None: the one that ships with patterncnn (``models/patterncnn.onnx``).
+        device: ``cpu``, ``cuda`` or ``auto`` (onnxruntime's CUDA provider where installed; untested here).
+        threads: onnxruntime's threads.
+
+    Example::
+
+        >>> clf = patterncnn.load_classifier()
+        >>> clf.model_version
+        'patterncnn-0.1.0-222b7338'
+        >>> m = np.zeros((12, 12), dtype=np.float32); m[:, 0] = 1   # every token attends to the first one
+        >>> clf.classify(m).labels
+        'vertical'
+
+    Raises:
+        ClassifierError: no such file, or not a patterncnn classifier.
+    """
+    return OnnxClassifier(path, threads=threads, device=device)
+
+
+class OnnxClassifier:
+    """A trained pattern classifier on onnxruntime. Thread count is bounded (default 2).
+
+    Build it with :func:`load_classifier`. ``classify`` and ``classify_attentions`` are the Python API;
+    ``predict*``, ``prepare``, ``run`` the steps the census and the service use.
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, threads: int = 2, device: str = "cpu"):
         import onnxruntime as ort
 
         self.path = Path(path) if path is not None else default_classifier()
@@ -78,8 +110,9 @@ class OnnxClassifier:
         opts.inter_op_num_threads = 1
         # Idle workers must not spin: in the census, torch runs the encoder on the same cores between calls.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.device = resolve_device(device)
         try:
-            self.session = ort.InferenceSession(str(self.path), opts, providers=["CPUExecutionProvider"])
+            self.session = ort.InferenceSession(str(self.path), opts, providers=onnx_providers(self.device))
         except Exception as e:  # noqa: BLE001 - onnxruntime raises several types for a bad file
             raise ClassifierError(f"{self.path} is not a usable ONNX classifier ({e})") from None
         meta = self.session.get_modelmeta().custom_metadata_map
@@ -96,6 +129,76 @@ class OnnxClassifier:
                              f"{str(self.metadata.get('data_hash', ''))[:8]}" + \
                              (f"-x{self.cfg.members}" if self.cfg.members > 1 else "")
         self.threads = threads
+
+    @property
+    def providers(self) -> list[str]:
+        """The onnxruntime execution providers this classifier runs on, in order of preference."""
+        return list(self.session.get_providers())
+
+    def classify(self, maps: Any, seps: Any = None) -> Patterns:
+        """The pattern of each attention map.
+
+        Args:
+            maps: one map (T, T), an array of maps of one length (..., T, T) such as one example's
+                (L, H, T, T), or a list of (T_i, T_i) maps of any lengths; numpy arrays or torch tensors.
+            seps: the separator positions (segment ends, e.g. ``[5, 11]`` for ``[CLS] A [SEP] B [SEP]``):
+                one list for all maps, one per map, or None (one segment assumed, the block rule not
+                applied). :func:`patterncnn.core.segments.separators` finds them in a list of tokens.
+
+        Returns:
+            :class:`Patterns`: ``.probs`` (..., 5) in LABELS order and ``.labels`` (...), the input's leading shape.
+
+        Example::
+
+            >>> clf = patterncnn.load_classifier()
+            >>> m = np.zeros((12, 12), dtype=np.float32); m[:, 0] = 1   # one map: every token attends to the first
+            >>> p = clf.classify(m)
+            >>> p.labels, p.probs.shape
+            ('vertical', (5,))
+            >>> clf.classify(maps_lhtt, seps=[5, 11]).labels.shape  # one example's (L, H, T, T) maps
+            (6, 12)
+        """
+        flat, lead = as_maps(maps)
+        check_maps(flat)
+        probs = self.predict(flat, per_map_seps(seps, len(flat)))
+        return Patterns(probs.reshape(*lead, len(LABELS)))
+
+    def classify_attentions(self, attentions: Any, attention_mask: Any = None, tokens: Sequence | None = None,
+                            sep_token: str | None = None) -> HeadPatterns:
+        """The pattern of every (example, layer, head) map of a Hugging Face model's output for a batch.
+
+        Args:
+            attentions: ``outputs.attentions`` of a model called with ``output_attentions=True`` (eager
+                attention): L tensors (B, H, T, T); or one array (B, L, H, T, T).
+            attention_mask: the batch's (B, T) mask; each example's maps are cut to its real tokens.
+            tokens: per example, its T tokens (``tokenizer.convert_ids_to_tokens(ids)``, padding included);
+                the separators are found in them (``[SEP]``, or ``</s>`` for MPNet/RoBERTa). None: one
+                segment is assumed for every example.
+            sep_token: the separator token when it is neither ``[SEP]`` nor ``</s>``.
+
+        Returns:
+            :class:`HeadPatterns`: ``.probs`` (B, L, H, 5), ``.labels`` (B, L, H), ``.frame()``, ``.plot()``.
+
+        Example::
+
+            >>> batch = tok(["The cat sat on the mat."], ["A cat was sitting on a mat."], return_tensors="pt")
+            >>> out = model(**batch, output_attentions=True)
+            >>> heads = clf.classify_attentions(out.attentions, attention_mask=batch["attention_mask"],
+            ...                                 tokens=[tok.convert_ids_to_tokens(i) for i in batch["input_ids"]])
+            >>> heads.labels[0, 0, 0]        # example 0, layer 0, head 0 (the embedded MiniLM)
+            'vertical'
+        """
+        examples = split_attentions(attentions, attention_mask, tokens, sep_token)
+        groups = []
+        for maps, seps, _ in examples:
+            layers, heads, t, _ = maps.shape
+            flat = maps.reshape(layers * heads, t, t)
+            check_maps(list(flat))
+            groups.append((flat, [seps] * (layers * heads)))
+        probs = self.predict_groups(groups)
+        shape = examples[0][0].shape[:2]
+        return HeadPatterns(np.stack([p.reshape(*shape, len(LABELS)) for p in probs]),
+                            tokens=[toks for _, _, toks in examples], seps=[seps for _, seps, _ in examples])
 
     def run(self, x: torch.Tensor, batch: int = 512) -> np.ndarray:
         """Softmax probabilities for preprocessed input (N, C, G, G)."""

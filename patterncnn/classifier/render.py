@@ -10,10 +10,12 @@
 Usage::
 
     png_bytes = render_png(arr, tokens=meta["tokens"], seps=meta["seps"], title=meta["id"])
+    small = thumbnail_png(arr, seps=meta["seps"])     # 2 pixels per token, for the HTML report
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import random
 from pathlib import Path
@@ -105,6 +107,32 @@ def map_image(arr: np.ndarray, size: int, seps: list[int] | None = None) -> torc
         img[:, p, :] = 1.0
         img[:, :, p] = 1.0
     return img
+
+
+@functools.lru_cache(maxsize=1)
+def _palette() -> list[int]:
+    """A PNG palette: 255 steps of the colour map, then white (index 255, the segment lines)."""
+    rgb = (_lut()[np.linspace(0, 255, 255).round().astype(int)].numpy() * 255).round().astype(np.uint8)
+    return [*rgb.ravel().tolist(), 255, 255, 255]
+
+
+def thumbnail_png(arr: np.ndarray, seps: list[int] | None = None, scale: int = 2) -> bytes:
+    """One map as a small palette PNG: per-map scale, the colour map, ``scale`` pixels per token, a white line
+    before each later segment. The HTML report's thumbnails (a few hundred per report, so small and quick)."""
+    from PIL import Image
+
+    a = np.asarray(arr, dtype=np.float32)
+    top = float(a.max())
+    idx = np.round(a * (254.0 / top if top > 0 else 0.0)).astype(np.uint8)
+    idx = np.repeat(np.repeat(idx, scale, axis=0), scale, axis=1)
+    for b in boundaries(a.shape[0], seps):
+        idx[b * scale, :] = 255
+        idx[:, b * scale] = 255
+    img = Image.fromarray(idx, mode="P")
+    img.putpalette(_palette())
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
 
 
 CAPTION_PX = 18  # height of the caption strip above each cell

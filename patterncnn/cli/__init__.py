@@ -30,6 +30,7 @@ from . import (
     drift,
     finetune,
     link,
+    report,
     sample,
     serve,
     special_tokens,
@@ -38,7 +39,7 @@ from . import (
 )
 
 COMMANDS = (sample, finetune, annotate, train, validate, classify, census, drift, special_tokens, disable, link,
-            analyze, serve)  # in pipeline order
+            report, analyze, serve)  # in pipeline order
 EXIT_REFUSED, EXIT_BUG = 2, 70
 NOISY_LOGGERS = ("transformers", "datasets", "huggingface_hub", "urllib3", "httpx", "filelock", "matplotlib")
 

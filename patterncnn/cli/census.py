@@ -7,7 +7,17 @@ import os
 from ..encoders.backends import DEFAULT_BACKEND, VETTED
 from ..shares.calibrate import SCOPES
 from ..shares.estimate import ESTIMATORS, describe
-from .common import add_classifier_args, add_glue_args, add_overwrite, classifier, glue_dir, positive_int, progress
+from .common import (
+    add_classifier_args,
+    add_device_arg,
+    add_glue_args,
+    add_overwrite,
+    classifier,
+    device,
+    glue_dir,
+    positive_int,
+    progress,
+)
 
 
 def register(sub) -> None:
@@ -17,12 +27,19 @@ def register(sub) -> None:
                                    "classifier's errors with --estimator probs/adjusted) with a 95% interval over "
                                    "examples and the classifier (its calibration, or the validated share error that "
                                    "widens count), the per-head distribution, tables and plots. Interrupted runs "
-                                   "resume when re-run with the same arguments. `--compare A B` compares two "
+                                   "resume when re-run with the same arguments. `--precision` stops each task once "
+                                   "more examples cannot narrow its interval much. `--compare A B` compares two "
                                    "finished censuses.")
     p.add_argument("--task", action="append", default=[], help="GLUE task (repeatable), or 'all'")
     p.add_argument("--model", action="append", help="encoder (repeatable; two models are compared). Default: minilm")
     p.add_argument("--max-length", type=positive_int, default=128, help="(default: %(default)s)")
-    p.add_argument("--limit", type=int, default=1000, help="examples per task, as in the paper (default: %(default)s)")
+    p.add_argument("--limit", type=int, default=1000,
+                   help="examples per task, as in the paper; with --precision, the most (default: %(default)s)")
+    p.add_argument("--precision", metavar="P|Fx", default=None,
+                   help="stop each task once the examples' part of its 95%% interval is within P share points on "
+                        "every pattern (e.g. 1), or within a fraction F of the classifier's part (e.g. 0.33x: a third "
+                        "of its band); examples are taken in a seeded random order and checked after each window of "
+                        "64. Default: all --limit examples")
     p.add_argument("--out", default="runs/census", help="output folder (default: %(default)s)")
     add_classifier_args(p)
     p.add_argument("--batch-size", type=positive_int, default=16, help="encoder batch size (default: %(default)s)")
@@ -45,6 +62,9 @@ def register(sub) -> None:
     p.add_argument("--workers", type=positive_int, default=None,
                    help="Ray workers (actors, each with --threads CPUs); default: as many as the cluster's CPUs fit")
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two census results (folders or json)")
+    p.add_argument("--report", action="store_true",
+                   help="also write OUT/report.html, the self-contained HTML report (`patterncnn report`)")
+    add_device_arg(p)
     add_glue_args(p)
     p.set_defaults(func=run, resumable="windows")
 
@@ -54,7 +74,8 @@ def run(args) -> int:
     # the same cores: busy-waiting cost the onnx census up to 2.5x (README, Benchmarks). Set before torch loads.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from ..census.run import compare, load_result, run_censuses, table
-    from ..core.glue import expand_tasks, load_split
+    from ..core.glue import dev_splits
+    from ..shares.precision import Precision
 
     if args.compare:
         print(compare(*(load_result(p) for p in args.compare))[0])
@@ -63,29 +84,38 @@ def run(args) -> int:
         raise ValueError("pass --task (e.g. --task sst2, repeatable, or --task all), or --compare A B")
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be at least 1 (got {args.limit})")
+    precision = Precision.parse(args.precision) if args.precision is not None else None
+    if args.ray and (args.save_maps or precision or args.device):
+        raise ValueError("--save-maps, --precision and --device are for the local census, not --ray (on Ray each "
+                         "worker takes a GPU when the cluster has one per worker); run it without --ray")
     clf = classifier(args)
-    splits = [load_split(t, "dev", glue_dir(args), limit=args.limit, seed=args.seed) for t in expand_tasks(args.task)]
+    splits = dev_splits(args.task, glue_dir(args), args.limit, args.seed)
     results = []
     common = dict(batch_size=args.batch_size, progress=progress(), overwrite=args.overwrite,
                   estimator=args.estimator, scope=args.calibration_scope, backend=args.backend, threads=args.threads)
     if args.ray:
         from ..census.ray import run_ray_censuses
 
-        if args.save_maps:
-            raise ValueError("--save-maps is not available with --ray; run the census locally to keep maps")
         runs = run_ray_censuses(args.model or ["minilm"], splits, clf, args.out, args.limit, args.seed,
                                 args.max_length, address=args.ray, workers=args.workers, **common)
-    else:
+    else:  # what patterncnn.census() runs, once per model
         runs = run_censuses(args.model or ["minilm"], splits, clf, args.out, args.limit, args.seed, args.max_length,
-                            save_maps=args.save_maps, **common)
+                            device=device(args), save_maps=args.save_maps, precision=precision, **common)
     for enc, out, result in runs:
         print(f"\n{enc.name} ({enc.tag}, backend {enc.backend}): share of (example, layer, head) maps")
         print(describe(result["estimator"]))
         print(table(result))
+        for task, s in result["tasks"].items():
+            if s.get("precision"):
+                print(f"{task}: {s['precision']['reason']}")
         trunc = sum(s["truncated"] for s in result["tasks"].values())
         if trunc:
             print(f"note: {trunc} input(s) longer than --max-length {enc.max_length} were truncated")
-        print(f"wrote {out}/census.json, census.csv, heads.csv, census.png, heads.png")
+        print(f"wrote {out}/census.json, census.csv, heads.csv, census.png, heads.png, thumbnails.npz")
+        if args.report:
+            from ..report import write_report
+
+            print(f"wrote {write_report(out)}")
         results.append(result)
     if len(results) == 2:
         print("\n" + compare(*results)[0])

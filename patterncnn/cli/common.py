@@ -80,15 +80,26 @@ def add_overwrite(p: argparse.ArgumentParser, what: str = "result") -> None:
                         f"not a regular file or folder is never replaced)")
 
 
+def add_device_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
+                   help="where the encoder (and the classifier) run: auto takes CUDA when torch sees a CUDA device "
+                        "(onnxruntime's CUDA provider where installed, its CPU provider otherwise), else the CPU; "
+                        "the CUDA path is untested (default: auto)")
+
+
+def device(args) -> str:
+    return getattr(args, "device", None) or "auto"
+
+
 def glue_dir(args) -> str | None:
     return args.glue_dir or os.environ.get("GLUE_DIR") or None
 
 
 def classifier(args):
-    """The ONNX classifier named by --classifier, or the shipped one."""
-    from ..classifier.onnx import OnnxClassifier, default_classifier
+    """The ONNX classifier named by --classifier, or the shipped one (on --device where the command has it)."""
+    from ..classifier.onnx import load_classifier
 
-    return OnnxClassifier(args.classifier or default_classifier(), threads=args.threads)
+    return load_classifier(args.classifier, threads=args.threads, device=device(args) if hasattr(args, "device") else "cpu")
 
 
 def add_labelled_args(p: argparse.ArgumentParser, what: str) -> None:

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from .common import add_glue_args, add_model_args, add_overwrite, glue_dir, positive_int, progress
+from .common import (
+    add_device_arg,
+    add_glue_args,
+    add_model_args,
+    add_overwrite,
+    device,
+    glue_dir,
+    positive_int,
+    progress,
+)
 
 
 def register(sub) -> None:
@@ -20,20 +29,20 @@ def register(sub) -> None:
     p.add_argument("--bootstrap", type=positive_int, default=1000, help="bootstrap resamples (default: %(default)s)")
     p.add_argument("--no-layers", action="store_true", help="disable single heads only, not whole layers")
     add_overwrite(p, "finished or unfinished run")
+    add_device_arg(p)
     add_model_args(p)
     add_glue_args(p)
     p.set_defaults(func=run, resumable="heads")
 
 
 def run(args) -> int:
-    from ..core.glue import get_task, load_split
-    from ..experiments.disable import run_disable
+    from ..core.glue import get_task
+    from ..experiments.disable import disable
 
-    split = load_split(get_task(args.task), "dev", glue_dir(args), limit=args.limit, seed=args.seed)
-    out = args.out = args.out or f"runs/disable-{split.task.name}"  # main() names it when interrupted
-    res = run_disable(args.model, split, out, seed=args.seed, max_length=args.max_length,
-                      batch_size=args.batch_size, boot=args.bootstrap, progress=progress(),
-                      overwrite=args.overwrite, layers=not args.no_layers)
+    out = args.out = args.out or f"runs/disable-{get_task(args.task).name}"  # main() names it when interrupted
+    res = disable(args.model, args.task, args.limit, glue_dir(args), out, seed=args.seed, max_length=args.max_length,
+                  batch_size=args.batch_size, bootstrap=args.bootstrap, layers=not args.no_layers,
+                  device=device(args), overwrite=args.overwrite, progress=progress()).data
     b = res["baseline"]
     cells = [c for row in res["heads"] for c in row]
     print(f"{res['tag']} on {res['task']} ({res['examples']} dev examples): baseline {res['metric']} "

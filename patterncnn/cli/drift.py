@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_glue_args, add_overwrite, glue_dir, positive_int, progress
+from .common import add_device_arg, add_glue_args, add_overwrite, device, glue_dir, positive_int, progress
 
 
 def register(sub) -> None:
@@ -20,19 +20,18 @@ def register(sub) -> None:
     p.add_argument("--batch-size", type=positive_int, default=16, help="encoder batch size (default: %(default)s)")
     p.add_argument("--out", default="runs/drift", help="output folder (default: %(default)s)")
     add_overwrite(p, "finished or unfinished run")
+    add_device_arg(p)
     add_glue_args(p)
     p.set_defaults(func=run, resumable="windows")
 
 
 def run(args) -> int:
-    from ..core.glue import expand_tasks, load_split
-    from ..encoders.load import load_encoder
-    from ..experiments.drift import run_drift
+    from ..experiments.drift import drift
 
-    splits = [load_split(t, "dev", glue_dir(args), limit=args.limit, seed=args.seed) for t in expand_tasks(args.task)]
-    a, b = (load_encoder(m, max_length=args.max_length) for m in (args.model_a, args.model_b))
-    res = run_drift(a, b, splits, args.out, args.seed, args.limit, args.batch_size, progress(), args.overwrite)
-    print(f"drift {a.tag} vs {b.tag}: mean cosine similarity of the maps per layer (1 = unchanged)")
+    res = drift(args.model_a, args.model_b, args.task, args.limit, glue_dir(args), args.out, seed=args.seed,
+                max_length=args.max_length, batch_size=args.batch_size, device=device(args),
+                overwrite=args.overwrite, progress=progress()).data
+    print(f"drift {res['tag_a']} vs {res['tag_b']}: mean cosine similarity of the maps per layer (1 = unchanged)")
     for task, s in res["tasks"].items():
         layers = " ".join(f"{v:.3f}" for v in s["layer_mean"])
         print(f"  {task:<6} ({s['examples']} ex.): {layers}; lowest layers {s['lowest_two_layers']}"

@@ -24,11 +24,11 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..core.glue import get_task
-    from ..experiments.link import run_link
+    from ..experiments.link import link
 
     task = get_task(args.task).name
-    res = run_link(args.census, args.drift, args.disable, task, args.out, args.permutations, args.seed,
-                   args.overwrite)
+    res = link(args.census, args.disable, task, args.drift, args.out, permutations=args.permutations,
+               seed=args.seed, overwrite=args.overwrite).data
     t = res["test"]
     print(f"{task}, {res['disable_model']} ({res['disable_examples']} dev examples, {res['metric']}):")
     for k, v in res["by_majority"].items():

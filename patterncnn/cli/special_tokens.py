@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_glue_args, add_model_args, add_overwrite, glue_dir, positive_int, progress, text
+from .common import (
+    add_device_arg,
+    add_glue_args,
+    add_model_args,
+    add_overwrite,
+    device,
+    glue_dir,
+    positive_int,
+    progress,
+    text,
+)
 
 
 def token_class(value: str) -> tuple[str, str]:
@@ -29,25 +39,24 @@ def register(sub) -> None:
     p.add_argument("--batch-size", type=positive_int, default=16, help="encoder batch size (default: %(default)s)")
     p.add_argument("--out", default="runs/special-tokens", help="output folder (default: %(default)s)")
     add_overwrite(p, "finished or unfinished run")
+    add_device_arg(p)
     add_model_args(p)
     add_glue_args(p)
     p.set_defaults(func=run, resumable="windows")
 
 
 def run(args) -> int:
-    from ..core.glue import expand_tasks, load_split
-    from ..encoders.load import load_encoder
-    from ..experiments.special_tokens import TokenClasses, run_special_tokens
+    from ..experiments.special_tokens import special_tokens
 
-    splits = [load_split(t, "dev", glue_dir(args), limit=args.limit, seed=args.seed) for t in expand_tasks(args.task)]
-    enc = load_encoder(args.model, max_length=args.max_length)
-    classes = TokenClasses.for_tokenizer(enc.tokenizer, dict(args.token_class))
-    res = run_special_tokens(enc, splits, classes, args.out, args.seed, args.limit, args.batch_size, progress(),
-                             args.overwrite)
-    print(f"{enc.tag}: attention given to each class, over T, mean per layer ({', '.join(classes.names)})")
+    res = special_tokens(args.model, args.task, args.limit, glue_dir(args), args.out,
+                         token_classes=dict(args.token_class), seed=args.seed, max_length=args.max_length,
+                         batch_size=args.batch_size, device=device(args), overwrite=args.overwrite,
+                         progress=progress()).data
+    names = res["classes"]["order"]
+    print(f"{res['tag']}: attention given to each class, over T, mean per layer ({', '.join(names)})")
     for task, s in res["tasks"].items():
         print(f"  {task} ({s['examples']} ex.):")
-        for k in classes.names:
+        for k in names:
             print(f"    {k:<12} " + " ".join(f"{v:.3f}" for v in s["layer_mean"][k])
                   + f"   (tokens: {100 * s['token_fraction'][k]:.1f}%)")
         verdict = "yes" if s["cls_early_sep_late"] else "no"

@@ -55,18 +55,20 @@ class ReadLimits:
         max_t: the largest map side; a map also has at most ``max_t**2`` elements.
         max_maps: the most maps in one body or file (None: any number).
         max_bytes: the most decoded bytes in one body or file, all maps together (None: no total).
+        text: also accept arrays of unicode strings (the tokens a census keeps beside its example maps).
     """
 
     max_t: int = 8192
     max_maps: int | None = None
     max_bytes: int | None = None
+    text: bool = False
 
 
 # Files given to the CLI: maps up to 8192 × 8192 (256 MB in float32), read one at a time; a file (a store's part,
 # a plain .npz or .npy) declares at most 1 GiB decoded (a store's writer splits parts at 256 MiB).
 FILE_LIMITS = ReadLimits(max_bytes=1 << 30)
 # The parts of a resumable run (census windows, experiment parts): arrays of any shape, 1 GiB at most per part.
-PART_LIMITS = ReadLimits(max_t=2**31, max_bytes=1 << 30)
+PART_LIMITS = ReadLimits(max_t=2**31, max_bytes=1 << 30, text=True)
 
 
 class MapFormatError(PatternCNNError, ValueError):
@@ -99,7 +101,7 @@ class _Budget:
             stacked: the first axis counts maps ((N, T, T) in one .npy); otherwise the array is one map.
         """
         lim = self.limits
-        if dtype.hasobject or dtype.itemsize > 16:
+        if dtype.hasobject or dtype.itemsize > 16 and not (lim.text and dtype.kind == "U"):
             raise ArrayFileError(f"{what} has dtype {dtype}; send float maps (np.save/np.savez, no pickles)", "invalid")
         if any(d < 0 for d in shape):
             raise ArrayFileError(f"{what} declares the impossible shape {tuple(shape)}; save it with np.save")

@@ -305,3 +305,11 @@ def load_split(
         keep = np.sort(rng.choice(total, size=limit, replace=False))
         examples = [examples[i] for i in keep]
     return GlueSplit(t, split, examples, source, total, skipped)
+
+
+def dev_splits(tasks: str | list[str], glue_dir: str | Path | None = None, limit: int | None = None,
+               seed: int = 0) -> list[GlueSplit]:
+    """The dev split of each task (names in any spelling, or ``all``), sampled down to ``limit`` as
+    :func:`load_split` does: what the census and the experiments read."""
+    return [load_split(t, "dev", glue_dir, limit=limit, seed=seed)
+            for t in expand_tasks([tasks] if isinstance(tasks, str) else list(tasks))]

@@ -1,10 +1,14 @@
 """Figures for people: census stacked bars (the paper's Figure 2), layer × head grids.
 
 Colours are fixed per label (Okabe-Ito, colour-blind safe) so every figure reads the same way.
+Each ``*_plot`` returns a matplotlib ``Figure`` built without pyplot (so no backend is chosen or
+changed: a notebook's own plotting is left alone) that shows itself in Jupyter; each ``*_figure``
+returns the same figure's PNG bytes, for files.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 
 import numpy as np
@@ -15,23 +19,41 @@ from .labels import LABELS, SHORT
 COLORS = dict(zip(LABELS, ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#999999")))
 
 
+@functools.lru_cache(maxsize=1)
+def _figure_class():
+    from matplotlib.figure import Figure  # matplotlib loads with the first figure, not with this module
+
+    class ShownFigure(Figure):
+        """A Figure that Jupyter shows as a PNG even when pyplot was never imported."""
+
+        def _repr_png_(self) -> bytes:
+            return png(self)
+
+    return ShownFigure
+
+
 def _fig(w: float, h: float):
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(w, h), dpi=110)
+    return _figure_class()(figsize=(w, h), dpi=110)
 
 
-def _png(fig) -> bytes:
+def png(fig) -> bytes:
+    """A figure as PNG bytes."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
     return buf.getvalue()
 
 
 def census_figure(result: dict) -> bytes:
-    """Stacked bars: one bar per task, segments = pattern shares (%), each with its total 95% interval as a whisker."""
+    """:func:`census_plot` as PNG bytes."""
+    return png(census_plot(result))
+
+
+def census_plot(result: dict):
+    """Stacked bars: one bar per task, segments = pattern shares (%), each with its total 95% interval as a whisker.
+
+    Returns:
+        A matplotlib ``Figure`` (not attached to pyplot: display it in Jupyter or save it).
+    """
     tasks = list(result["tasks"])
     fig = _fig(max(4.5, 1.3 * len(tasks) + 2.5), 4.6)
     ax = fig.add_subplot(1, 1, 1)
@@ -57,7 +79,7 @@ def census_figure(result: dict) -> bytes:
     ax.set_title(f"Self-attention patterns per task — {enc}\n{estimator} estimate, whiskers: 95% interval "
                  f"(examples + classifier)\n" + ", ".join(f"{t}: {n[t]} ex." for t in tasks), fontsize=9)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    return _png(fig)
+    return fig
 
 
 def head_grid(ax, majority: np.ndarray, strength: np.ndarray, title: str, annotate: bool = True) -> None:
@@ -93,7 +115,12 @@ def _legend(fig, y: float = -0.02) -> None:
 
 
 def heads_figure(result: dict) -> bytes:
-    """One layer × head grid per task: each head coloured by its majority pattern, shaded by its share."""
+    """:func:`heads_plot` as PNG bytes."""
+    return png(heads_plot(result))
+
+
+def heads_plot(result: dict):
+    """One layer × head grid per task: each head coloured by its majority pattern, shaded by its share (a Figure)."""
     tasks = list(result["tasks"])
     layers, heads = result["layers"], result["heads"]
     cols = min(3, len(tasks))
@@ -105,15 +132,20 @@ def heads_figure(result: dict) -> bytes:
         share = np.array([[c["majority_share"] for c in row] for row in grid])
         head_grid(fig.add_subplot(rows, cols, i + 1), maj, share, f"{t} (majority pattern; shade = its share)")
     _legend(fig)
-    return _png(fig)
+    return fig
 
 
 def analyze_figure(probs: np.ndarray, title: str) -> bytes:
-    """(L, H, 5) probabilities of one input -> grid coloured by label, shaded by confidence."""
+    """:func:`head_grid_plot` as PNG bytes."""
+    return png(head_grid_plot(probs, title))
+
+
+def head_grid_plot(probs: np.ndarray, title: str):
+    """(L, H, 5) probabilities of one input -> grid coloured by label, shaded by confidence (a Figure)."""
     fig = _fig(0.45 * probs.shape[1] + 1.4, 0.45 * probs.shape[0] + 1.6)
     head_grid(fig.add_subplot(1, 1, 1), probs.argmax(-1), probs.max(-1), title)
     _legend(fig)
-    return _png(fig)
+    return fig
 
 
 def value_grid(ax, values: np.ndarray, title: str, cmap: str = "viridis", vmin=None, vmax=None, fmt: str = "{:.2f}",
@@ -150,7 +182,13 @@ def value_grid(ax, values: np.ndarray, title: str, cmap: str = "viridis", vmin=N
 
 def grid_figure(panels: list[tuple[str, np.ndarray]], title: str, cmap: str = "viridis", vmin=None, vmax=None,
                 fmt: str = "{:.2f}", marks: list | None = None, cols: int = 3) -> bytes:
-    """Several (L, H) heatmaps side by side (one per task or per token class), one shared colour scale."""
+    """:func:`grid_plot` as PNG bytes."""
+    return png(grid_plot(panels, title, cmap, vmin, vmax, fmt, marks, cols))
+
+
+def grid_plot(panels: list[tuple[str, np.ndarray]], title: str, cmap: str = "viridis", vmin=None, vmax=None,
+              fmt: str = "{:.2f}", marks: list | None = None, cols: int = 3):
+    """Several (L, H) heatmaps side by side (one per task or per token class), one shared colour scale (a Figure)."""
     cols = min(cols, len(panels))
     rows = -(-len(panels) // cols)
     layers, heads = panels[0][1].shape
@@ -161,10 +199,15 @@ def grid_figure(panels: list[tuple[str, np.ndarray]], title: str, cmap: str = "v
         im = value_grid(ax, values, name, cmap, vmin, vmax, fmt, None if marks is None else marks[i])
     fig.colorbar(im, ax=fig.axes, shrink=0.8)
     fig.suptitle(title, fontsize=9)
-    return _png(fig)
+    return fig
 
 
 def disable_figure(result: dict) -> bytes:
+    """:func:`disable_plot` as PNG bytes."""
+    return png(disable_plot(result))
+
+
+def disable_plot(result: dict):
     """Paper Fig. 8/9: metric change per disabled head (boxes: 95% interval excludes 0) and per disabled layer."""
     heads = np.array([[c["change"] for c in row] for row in result["heads"]]) * 100
     outside = np.array([[c["outside"] for c in row] for row in result["heads"]])
@@ -190,7 +233,7 @@ def disable_figure(result: dict) -> bytes:
     fig.suptitle(f"disable — {result['tag']} on {result['task']} ({result['examples']} dev examples); baseline "
                  f"{result['metric']} {100 * b['metric']:.1f} [{100 * b['ci95'][0]:.1f}, {100 * b['ci95'][1]:.1f}]",
                  fontsize=9)
-    return _png(fig)
+    return fig
 
 
 def cls_row_figure(result: dict) -> bytes:
@@ -216,10 +259,15 @@ def cls_row_figure(result: dict) -> bytes:
     fig.axes[0].set_ylabel("share of the [CLS] row", fontsize=8)
     fig.axes[-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     fig.suptitle(f"where the last layer's [CLS] attends — {result['tag']}", fontsize=9)
-    return _png(fig)
+    return png(fig)
 
 
 def link_figure(result: dict) -> bytes:
+    """:func:`link_plot` as PNG bytes."""
+    return png(link_plot(result))
+
+
+def link_plot(result: dict):
     """Per head: disabling effect against the heterogeneous share and against drift, coloured by majority pattern."""
     rows = result["heads"]
     drop = -100 * np.array([r["change"] for r in rows])
@@ -240,4 +288,4 @@ def link_figure(result: dict) -> bytes:
     fig.suptitle(f"link — {result['task']}, {result['disable_model']}: heterogeneous − vertical mean drop "
                  f"{diff} points (permutation p = {p}; {t['n_a']} vs {t['n_b']} heads)", fontsize=9)
     _legend(fig, y=-0.1)
-    return _png(fig)
+    return fig

@@ -12,6 +12,7 @@ block rule, the lines in the renders, the single-segment check, token type ids) 
 
 Usage::
 
+    seps = separators(tokens)          # [5, 11] for "[CLS] A [SEP] B [SEP]" (or token ids, with sep=the id)
     spans = segment_spans(t, seps)     # [(0, b), (b, t)] for a pair, [(0, t)] for one segment
     ids = segment_ids(t, seps)         # (T,) int: the segment of each token
     is_pair(t, seps)                   # two segments or more
@@ -21,13 +22,35 @@ Usage::
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Hashable, Sequence
 
 import numpy as np
 
 from .labels import LABELS
 
 BLOCK = LABELS.index("block")
+# The separator tokens of the BERT-family tokenizers patterncnn knows: BERT's and MPNet/RoBERTa's.
+SEPARATOR_TOKENS = ("[SEP]", "</s>")
+
+
+def separators(tokens: Sequence[Hashable], sep: Hashable | None = None) -> list[int]:
+    """Positions of the separator tokens in one input: the one place separators are found.
+
+    Args:
+        tokens: the input's tokens (strings, as ``convert_ids_to_tokens`` gives them) or token ids.
+        sep: the separator (``tokenizer.sep_token`` or ``sep_token_id``); None: the first of
+            :data:`SEPARATOR_TOKENS` that occurs in ``tokens``.
+
+    Returns:
+        Sorted positions, e.g. [5, 11] for BERT's ``[CLS] A [SEP] B [SEP]`` or [5, 6, 11] for MPNet's
+        ``<s> A </s></s> B </s>``; empty when there is none.
+    """
+    if sep is None:
+        present = set(tokens)
+        sep = next((s for s in SEPARATOR_TOKENS if s in present), None)
+        if sep is None:
+            return []
+    return [p for p, t in enumerate(tokens) if t == sep]
 
 
 def valid_seps(t: int | None, seps: Sequence[int] | None) -> list[int]:

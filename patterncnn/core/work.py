@@ -75,13 +75,14 @@ def work_dir(out: Path, task: str, params: dict) -> Path:
 
 
 def write_result(out: Path, name: str, result: dict, tables: dict[str, tuple[list, Iterable[list]]] | None = None,
-                 figures: dict[str, bytes] | None = None) -> None:
+                 figures: dict[str, bytes] | None = None, files: dict[str, bytes] | None = None) -> None:
     """Write a finished run into ``out``: CSV tables, figures, then the JSON result ``name`` last (its presence
     marks the run finished). Every file is written atomically.
 
     Args:
         tables: {file name: (header, rows)}; each row a list of values, written by :mod:`csv` with ``\\n`` endings.
         figures: {file name: PNG bytes}.
+        files: {file name: bytes}, any other output.
     """
     out = Path(out)
     for fname, (header, rows) in (tables or {}).items():
@@ -90,8 +91,8 @@ def write_result(out: Path, name: str, result: dict, tables: dict[str, tuple[lis
         w.writerow(header)
         w.writerows(rows)
         write_text(out / fname, buf.getvalue())
-    for fname, png in (figures or {}).items():
-        write_bytes(out / fname, png)
+    for fname, data in {**(figures or {}), **(files or {})}.items():
+        write_bytes(out / fname, data)
     write_json(out / name, result)
 
 
@@ -162,3 +163,21 @@ def windows(items: list, size: int) -> list[list]:
 
 def finish(out: Path) -> None:
     shutil.rmtree(Path(out) / ".work", ignore_errors=True)
+
+
+def output_dir(out: str | Path | None, kind: str) -> Path:
+    """Where a run called from Python writes: ``out``, or a new temporary folder when it is None."""
+    if out is not None:
+        return Path(out)
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix=f"patterncnn-{kind}-"))
+
+
+def progress_bars(progress: bool | Callable | None) -> Callable | None:
+    """The progress-bar factory of a run called from Python: True for tqdm's, False/None for none, or the one given."""
+    if progress is True:
+        from tqdm.auto import tqdm
+
+        return tqdm
+    return progress or None

@@ -30,6 +30,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from ..core.device import onnx_providers
 from ..core.errors import PatternCNNError
 from ..core.labels import LABELS
 from .embedded import cache_root
@@ -66,8 +67,11 @@ def _torch(model, **_) -> Runner:
     return run
 
 
-def _bf16(model, **_) -> Runner:
+def _bf16(model, device: str = "cpu", **_) -> Runner:
     import torch
+
+    if device != "cpu":
+        raise BackendError("the bf16 backend runs on the CPU only; use --backend torch on CUDA")
 
     def run(inputs: dict) -> torch.Tensor:
         with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
@@ -86,9 +90,12 @@ def _compile(model, **_) -> Runner:
     return run
 
 
-def _int8(model, **_) -> Runner:
+def _int8(model, device: str = "cpu", **_) -> Runner:
     import torch
     from torch.ao.quantization import quantize_dynamic
+
+    if device != "cpu":
+        raise BackendError("the int8 backend (dynamic quantization) runs on the CPU only; use --backend torch on CUDA")
 
     quantized = quantize_dynamic(copy.deepcopy(model), {torch.nn.Linear}, dtype=torch.qint8)
     return _torch(quantized)
@@ -119,7 +126,8 @@ def export_encoder(model, path: Path, names: tuple[str, ...]) -> None:
     os.replace(tmp, path)
 
 
-def _onnx(model, tag: str = "model", threads: int = 2, cache: Path | None = None, **_) -> Runner:
+def _onnx(model, tag: str = "model", threads: int = 2, cache: Path | None = None, device: str = "cpu",
+          **_) -> Runner:
     import onnxruntime as ort
     import torch
 
@@ -127,12 +135,13 @@ def _onnx(model, tag: str = "model", threads: int = 2, cache: Path | None = None
     path = Path(cache or cache_root() / "onnx") / f"{tag}-attn-torch{torch.__version__.split('+')[0]}.onnx"
     if not path.is_file():
         log.info("exporting %s to %s", tag, path)
-        export_encoder(model, path, names)
+        export_encoder(model.cpu(), path, names)  # exported from the CPU: one file for every device
+        model.to(device)
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(str(path), opts, providers=onnx_providers(device))
 
     def run(inputs: dict) -> torch.Tensor:
         feed = {n: inputs[n].numpy() for n in names}
@@ -176,7 +185,9 @@ def make_backend(name: str, model, **options) -> Runner:
     """The runner for backend ``name`` (a key of :data:`BACKENDS`) on an eager HF ``model``.
 
     Args:
-        options: ``tag`` (a file-safe model name, for the ONNX cache), ``threads``, ``cache`` (a folder).
+        options: ``tag`` (a file-safe model name, for the ONNX cache), ``threads``, ``cache`` (a folder),
+            ``device`` (``cpu`` or ``cuda``: torch runs the model where it is; onnxruntime takes CUDA's provider
+            where installed).
 
     Raises:
         BackendError: an unknown name.

@@ -27,10 +27,11 @@ from typing import Iterable, Iterator
 import numpy as np
 import torch
 
+from ..core.device import resolve_device
 from ..core.errors import PatternCNNError
 from ..core.fileio import sha256_file
 from ..core.glue import Example
-from ..core.segments import segment_ids
+from ..core.segments import segment_ids, separators
 from .backends import BACKENDS, BackendError, make_backend
 from .embedded import REGISTRY, EmbeddedModelError, embedded_folder, lookup
 
@@ -92,7 +93,7 @@ class Encoder:
     """A Hugging Face encoder set up for attention extraction. Build it with :func:`load_encoder`."""
 
     def __init__(self, name: str, model, tokenizer, max_length: int, fingerprint: dict, backend: str = "torch",
-                 threads: int = 2):
+                 threads: int = 2, device: str = "cpu"):
         self.name = name
         self.model = model
         self.tokenizer = tokenizer
@@ -102,6 +103,7 @@ class Encoder:
         self.num_heads: int = model.config.num_attention_heads
         self.truncations = 0  # examples cut to max_length so far
         self.backend = backend  # how the forward pass runs (:mod:`patterncnn.encoders.backends`)
+        self.device = device  # "cpu" or "cuda" (resolved by :func:`patterncnn.core.device.resolve_device`)
         self._threads = threads
         self._run = None  # built on first use: a Ray driver loads encoders only for their metadata
 
@@ -153,7 +155,8 @@ class Encoder:
             kwargs["token_type_ids"] = self._token_types(batch_ids, width)
         try:
             if self._run is None:
-                self._run = make_backend(self.backend, self.model, tag=self.tag, threads=self._threads)
+                self._run = make_backend(self.backend, self.model, tag=self.tag, threads=self._threads,
+                                         device=self.device)
             return self._run(kwargs), lengths  # (B, L, H, T, T)
         except BackendError as e:
             raise EncoderError(f"{self.name}: {e}") from None
@@ -163,7 +166,7 @@ class Encoder:
         return getattr(self.model.config, "type_vocab_size", 0) > 1
 
     def _seps(self, ids: list[int]) -> list[int]:
-        return [p for p, t in enumerate(ids) if t == self.tokenizer.sep_token_id]
+        return separators(ids, self.tokenizer.sep_token_id)
 
     def _token_types(self, batch_ids: list[list[int]], width: int) -> torch.Tensor:
         # Segment B gets type 1, as BERT's tokenizer assigns token_type_ids (padding stays 0).
@@ -230,15 +233,27 @@ def _fingerprint(name: str, path: str, model) -> dict:
 
 
 def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str | None = None,
-                 backend: str = "torch", threads: int = 2) -> Encoder:
+                 backend: str = "torch", threads: int = 2, device: str = "cpu") -> Encoder:
     """Load an encoder by hub id, local folder or the short name of an embedded one (``minilm``, ``mpnet``).
 
     ``backend`` names how its forward pass runs (:data:`patterncnn.encoders.backends.BACKENDS`), on ``threads`` threads
-    where the backend has its own pool (onnxruntime).
+    where the backend has its own pool (onnxruntime); ``device`` where (``auto``, ``cpu``, ``cuda``:
+    :func:`patterncnn.core.device.resolve_device`). The Hugging Face model and tokenizer are ``.model`` and
+    ``.tokenizer``.
+
+    Example::
+
+        >>> enc = patterncnn.load_encoder("minilm")          # the embedded all-MiniLM-L6-v2, offline
+        >>> enc.num_layers, enc.num_heads
+        (6, 12)
+        >>> batch = enc.tokenizer(["The cat sat."], return_tensors="pt")
+        >>> out = enc.model(**batch, output_attentions=True)  # out.attentions: 6 tensors (1, 12, T, T)
 
     Raises:
         EncoderError: the name is not a loadable encoder; the message says what to pass instead.
+        DeviceError: ``cuda`` where torch sees no CUDA device.
     """
+    device = resolve_device(device)
     from transformers import AutoConfig, AutoModel, AutoTokenizer  # slow import, only where needed
 
     path = resolve_model(name)
@@ -264,6 +279,8 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
     except (OSError, ValueError) as e:
         raise EncoderError(f"cannot load the weights or tokenizer of {name!r}: {str(e).splitlines()[0]}") from None
     model.eval()
+    if device != "cpu":
+        model.to(device)
     if tokenizer.sep_token_id is None:
         raise EncoderError(f"the tokenizer of {name!r} has no separator token; patterncnn needs a BERT-style one")
     cap = getattr(config, "max_position_embeddings", max_length)
@@ -281,4 +298,4 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
                            f"delete that folder and run again to re-assemble it")
     if backend not in BACKENDS:
         raise EncoderError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    return Encoder(name, model, tokenizer, max_length, fingerprint, backend, threads)
+    return Encoder(name, model, tokenizer, max_length, fingerprint, backend, threads, device)

@@ -2,6 +2,7 @@
 
 Usage (what ``patterncnn disable`` runs)::
 
+    res = disable("models-ft/minilm-rte", task="rte", glue_dir="glue_data")      # the Python API
     result = run_disable("models-ft/minilm-rte", split, out="runs/disable-rte", progress=tqdm)
     result["heads"][4][2]   # {"metric": 0.58, "change": -0.011, "ci95": [-0.036, 0.014], "outside": False}
     result["layers"][4]     # the same for all heads of layer 4 at once
@@ -32,11 +33,12 @@ import torch
 from torch import nn
 
 from ..core.fileio import public_fingerprint
-from ..core.glue import GlueSplit, GlueTask
-from ..core.plots import disable_figure
-from ..core.work import finish, prepare_out, provenance, run_parts, work_dir, write_result
+from ..core.glue import GlueSplit, GlueTask, get_task, load_split
+from ..core.plots import disable_plot, png
+from ..core.work import finish, output_dir, prepare_out, progress_bars, provenance, run_parts, work_dir, write_result
 from ..encoders.load import EncoderError, bounded_texts, load_encoder, resolve_model
 from ..encoders.uniform_heads import DisableError, UniformHeads, encoder_layers
+from .result import ExperimentResult
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,7 @@ class CachedClassifier:
 
     def __init__(self, model, tokenizer, texts: list[tuple[str, ...]], max_length: int = 128, batch_size: int = 32):
         self.model = model
+        device = next(model.parameters()).device
         self.layers = encoder_layers(model)
         texts = [bounded_texts(t, max_length)[0] for t in texts]
         lengths = [len(tokenizer(*t, truncation=True, max_length=max_length)["input_ids"]) for t in texts]
@@ -87,7 +90,7 @@ class CachedClassifier:
             idx = self.order[s : s + batch_size]
             cols = list(zip(*(texts[i] for i in idx)))
             self.batches.append(tokenizer(*cols, truncation=True, max_length=max_length, padding=True,
-                                          return_tensors="pt"))
+                                          return_tensors="pt").to(device))
         self.cache: list[list[tuple]] = [[] for _ in self.layers]  # layer -> per batch (args, kwargs)
         self.baseline = self._full_pass(record=True)
         try:
@@ -123,7 +126,7 @@ class CachedClassifier:
         return hook
 
     def _unsort(self, per_batch: list[torch.Tensor]) -> torch.Tensor:
-        logits = torch.cat(per_batch)
+        logits = torch.cat(per_batch).cpu()
         out = torch.empty_like(logits)
         out[torch.tensor(self.order)] = logits
         return out
@@ -196,17 +199,17 @@ def _predictions(task: GlueTask, logits) -> np.ndarray:
     return x[:, 0] if task.is_regression else x.argmax(1)
 
 
-def load_classifier(name: str, max_length: int = 128):
+def load_task_model(name: str, max_length: int = 128, device: str = "cpu"):
     """(encoder record, sequence classifier, tokenizer) of a fine-tuned model folder (``patterncnn finetune``)."""
     from transformers import AutoModelForSequenceClassification
 
-    enc = load_encoder(name, max_length=max_length)  # validates, fingerprints, caps max_length
+    enc = load_encoder(name, max_length=max_length, device=device)  # validates, fingerprints, caps max_length
     archs = enc.model.config.architectures or []
     if not any(a.endswith("ForSequenceClassification") for a in archs):
         raise EncoderError(f"{name!r} has no task head (architectures {archs}); disable needs a fine-tuned model: "
                            f"run `patterncnn finetune --task T --out models-ft/NAME` and pass --model models-ft/NAME")
     clf = AutoModelForSequenceClassification.from_pretrained(resolve_model(name), attn_implementation="eager")
-    clf.eval()
+    clf.eval().to(enc.device)
     return enc, clf, enc.tokenizer
 
 
@@ -239,7 +242,7 @@ def _summarize(task: GlueTask, parts: dict, base: np.ndarray, labels: np.ndarray
 
 def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, max_length: int = 128,
                 batch_size: int = 32, boot: int = 1000, progress: Callable | None = None,
-                overwrite: bool = False, layers: bool = True) -> dict:
+                overwrite: bool = False, layers: bool = True, device: str = "cpu") -> dict:
     """Disable each head, then each layer, of a fine-tuned ``model``; score on ``split`` (resumable).
 
     Returns:
@@ -248,10 +251,12 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
 
     out = prepare_out(out, RESULT, overwrite)
     task = split.task
-    enc, clf, tok = load_classifier(model, max_length)
+    enc, clf, tok = load_task_model(model, max_length, device)
     labels = np.array([ex.label for ex in split.examples], dtype=float if task.is_regression else int)
     params = {"task": task.name, "model": enc.fingerprint, "examples": [ex.index for ex in split.examples],
               "max_length": enc.max_length, "layers": layers}
+    if enc.device != "cpu":
+        params["device"] = enc.device  # numerics differ in the last bits: units of two devices never mix
     work = work_dir(out, task.name, params)
     t0 = time.time()
     runner = CachedClassifier(clf, tok, [ex.texts for ex in split.examples], enc.max_length, batch_size)
@@ -275,6 +280,7 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
     result = provenance(
         experiment="disable", model=public_fingerprint(enc.fingerprint), tag=enc.tag, task=task.name,
         split=split.split, examples=len(labels), of=split.total, seed=seed, max_length=enc.max_length,
+        device=enc.device,
         metric=primary_metric(task), bootstrap=boot, layers_count=enc.num_layers, heads_count=enc.num_heads,
         baseline={"metric": round(metric(task, base, labels), 5), "ci95": [round(base_lo, 5), round(base_hi, 5)]},
         heads=heads, layers=layer_cells, seconds={"baseline": round(t_base, 1), "units": round(time.time() - t1, 1)})
@@ -283,12 +289,48 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
     return result
 
 
-def write_outputs(out: Path, result: dict) -> None:
-    """disable.csv (one row per head and per layer), disable.png, then disable.json."""
+def disable(model: str, task: str, limit: int | None = None, glue_dir: str | Path | None = None,
+            out: str | Path | None = None, *, seed: int = 0, max_length: int = 128, batch_size: int = 32,
+            bootstrap: int = 1000, layers: bool = True, device: str = "auto", overwrite: bool = False,
+            progress: bool | Callable = False) -> ExperimentResult:
+    """The dev metric with each head, then each layer, of a fine-tuned model attending uniformly (paper Fig. 8, 9).
+
+    What ``patterncnn disable`` runs; each change has a paired bootstrap 95% interval over examples.
+
+    Args:
+        model: a fine-tuned sequence classifier (a folder written by ``patterncnn finetune``).
+        task: the GLUE task it was fine-tuned on; limit: a seeded sample of that many dev examples (None: all).
+        out: the result folder (resumable); None: a new temporary folder.
+        layers: also disable every head of one layer at a time.
+        device: ``auto``, ``cpu`` or ``cuda`` (untested).
+
+    Returns:
+        :class:`ExperimentResult`: ``.frame`` (one row per head and layer: metric, change, interval), ``.plot()``.
+
+    Example::
+
+        >>> res = patterncnn.disable("models-ft/minilm-rte", task="rte", glue_dir="../shared/glue")
+        >>> res.frame.sort_values("change").head(3)      # the heads whose loss hurts most
+    """
+    split = load_split(get_task(task), "dev", glue_dir, limit=limit, seed=seed)
+    folder = output_dir(out, f"disable-{split.task.name}")
+    result = run_disable(model, split, folder, seed=seed, max_length=max_length, batch_size=batch_size,
+                         boot=bootstrap, progress=progress_bars(progress), overwrite=overwrite, layers=layers,
+                         device=device)
+    return ExperimentResult(result, folder, disable_plot, rows)
+
+
+def rows(result: dict) -> tuple[list[str], list[list]]:
+    """(header, rows) of disable.csv: one row per head, then per layer."""
     units = [(l, h, c) for l, row in enumerate(result["heads"]) for h, c in enumerate(row)]
     units += [(l, "all", c) for l, c in enumerate(result["layers"])]
-    rows = [[result["task"], f"L{l}H{h}" if h != "all" else f"L{l}", l, h, c["metric"], c["change"], *c["ci95"],
-             int(c["outside"]), c["changed_predictions"], result["baseline"]["metric"]] for l, h, c in units]
-    write_result(out, RESULT, result, tables={"disable.csv": (
-        ["task", "unit", "layer", "head", "metric", "change", "ci95_low", "ci95_high", "outside", "changed_predictions",
-         "baseline"], rows)}, figures={"disable.png": disable_figure(result)})
+    return ["task", "unit", "layer", "head", "metric", "change", "ci95_low", "ci95_high", "outside",
+            "changed_predictions", "baseline"], [
+        [result["task"], f"L{l}H{h}" if h != "all" else f"L{l}", l, h, c["metric"], c["change"], *c["ci95"],
+         int(c["outside"]), c["changed_predictions"], result["baseline"]["metric"]] for l, h, c in units]
+
+
+def write_outputs(out: Path, result: dict) -> None:
+    """disable.csv (one row per head and per layer), disable.png, then disable.json."""
+    write_result(out, RESULT, result, tables={"disable.csv": rows(result)},
+                 figures={"disable.png": png(disable_plot(result))})

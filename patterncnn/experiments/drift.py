@@ -2,7 +2,8 @@
 
 Usage (what ``patterncnn drift A B`` runs)::
 
-    result = run_drift(enc_a, enc_b, [split], out="runs/drift", progress=tqdm)
+    res = drift("minilm", "models-ft/minilm-rte", tasks=["rte"], glue_dir="glue_data")   # the Python API
+    result = run_drift(enc_a, enc_b, [split], out="runs/drift", progress=tqdm)             # its steps
     result["tasks"]["rte"]["cosine"]     # (L, H) nested lists: mean over examples of cos(flat map A, flat map B)
     result["tasks"]["rte"]["layer_mean"] # (L,) and whether the two lowest are the last two layers
 
@@ -15,23 +16,26 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
 from ..core.fileio import public_fingerprint, public_source
-from ..core.glue import GlueSplit
-from ..core.plots import grid_figure
+from ..core.glue import GlueSplit, dev_splits
+from ..core.plots import grid_plot, png
 from ..core.work import (
     finish,
+    output_dir,
     prepare_out,
+    progress_bars,
     provenance,
     run_parts,
     windows,
     work_dir,
     write_result,
 )
-from ..encoders.load import Encoder, EncoderError
+from ..encoders.load import Encoder, EncoderError, load_encoder
+from .result import ExperimentResult
 
 WINDOW = 64
 RESULT = "drift.json"
@@ -108,13 +112,50 @@ def run_drift(enc_a: Encoder, enc_b: Encoder, splits: list[GlueSplit], out: str 
     return result
 
 
-def write_outputs(out: Path, result: dict) -> None:
-    """drift.csv (one row per task, layer and head), drift.png, then drift.json."""
-    rows = [[task, l, h, c, s["std"][l][h], s["examples"]]
-            for task, s in result["tasks"].items() for l, row in enumerate(s["cosine"]) for h, c in enumerate(row)]
+def drift(model_a: str, model_b: str, tasks: str | Sequence[str], limit: int | None = 1000,
+          glue_dir: str | Path | None = None, out: str | Path | None = None, *, seed: int = 0, max_length: int = 128,
+          batch_size: int = 16, device: str = "auto", overwrite: bool = False,
+          progress: bool | Callable = False) -> ExperimentResult:
+    """What fine-tuning changed: per layer × head, the cosine similarity of two encoders' maps (paper Fig. 5).
+
+    What ``patterncnn drift A B`` runs. The two encoders must share a tokenizer (a model and its fine-tune).
+
+    Args:
+        model_a, model_b: encoders (``minilm``, a hub id, a folder written by ``patterncnn finetune``).
+        tasks: GLUE task names, or ``"all"``; limit: examples per task (seeded sample); glue_dir: a ``glue_data``.
+        out: the result folder (resumable); None: a new temporary folder.
+        device: ``auto``, ``cpu`` or ``cuda`` (untested).
+
+    Returns:
+        :class:`ExperimentResult`: ``.frame`` (task, layer, head, cosine, std), ``.plot()``, ``.to_json()``.
+
+    Example::
+
+        >>> res = patterncnn.drift("minilm", "models-ft/minilm-rte", tasks=["rte"], glue_dir="../shared/glue")
+        >>> res.frame.groupby("layer")["cosine"].mean()     # which layers changed most
+    """
+    splits = dev_splits(tasks, glue_dir, limit, seed)
+    a, b = (load_encoder(m, max_length=max_length, device=device) for m in (model_a, model_b))
+    folder = output_dir(out, "drift")
+    result = run_drift(a, b, splits, folder, seed, limit, batch_size, progress_bars(progress), overwrite)
+    return ExperimentResult(result, folder, plot, rows)
+
+
+def plot(result: dict):
+    """The cosine similarity per layer × head, one panel per task (a Figure)."""
     panels = [(f"{t} ({s['examples']} ex.)", np.array(s["cosine"])) for t, s in result["tasks"].items()]
     lo = min(float(p.min()) for _, p in panels)
-    png = grid_figure(panels, f"drift: cosine similarity of maps, {result['tag_a']} vs {result['tag_b']} (1 = unchanged)",
-                      "viridis", lo, 1.0)
-    write_result(out, RESULT, result, tables={"drift.csv": (["task", "layer", "head", "cosine", "std", "examples"], rows)},
-                 figures={"drift.png": png})
+    return grid_plot(panels, f"drift: cosine similarity of maps, {result['tag_a']} vs {result['tag_b']} (1 = unchanged)",
+                     "viridis", lo, 1.0)
+
+
+def rows(result: dict) -> tuple[list[str], list[list]]:
+    """(header, rows) of drift.csv: one row per task, layer and head."""
+    return ["task", "layer", "head", "cosine", "std", "examples"], [
+        [task, l, h, c, s["std"][l][h], s["examples"]]
+        for task, s in result["tasks"].items() for l, row in enumerate(s["cosine"]) for h, c in enumerate(row)]
+
+
+def write_outputs(out: Path, result: dict) -> None:
+    """drift.csv (one row per task, layer and head), drift.png, then drift.json."""
+    write_result(out, RESULT, result, tables={"drift.csv": rows(result)}, figures={"drift.png": png(plot(result))})

@@ -2,6 +2,8 @@
 
 Usage (what ``patterncnn link`` runs)::
 
+    res = link("runs/census-ft", "runs/disable-rte", task="rte", drift="runs/drift")   # the Python API
+
     result = run_link("runs/census-ft", "runs/drift", "runs/disable-rte", task="rte", out="runs/link-rte")
     result["test"]   # heterogeneous vs vertical heads: mean drop when disabled, permutation p-value
 
@@ -16,13 +18,16 @@ heterogeneous share and its drop (also with a permutation p-value) uses every he
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Union
 
 import numpy as np
 
 from ..core.fileio import output_folder, parse_json
+from ..core.glue import get_task
 from ..core.labels import LABELS
-from ..core.plots import link_figure
-from ..core.work import RunError, provenance, write_result
+from ..core.plots import link_plot, png
+from ..core.work import RunError, output_dir, provenance, write_result
+from .result import ExperimentResult
 
 
 def _load(path: str | Path, name: str) -> dict:
@@ -114,7 +119,45 @@ def run_link(census_path, drift_path, disable_path, task: str, out: str | Path, 
         if drift else None,
         by_majority={k: {"heads": int((majority == k).sum()), "mean_drop": float(drop[majority == k].mean())}
                      for k in LABELS if (majority == k).any()}, heads=rows)
-    keys = list(rows[0])
-    write_result(out, "link.json", result, tables={"link.csv": (keys, [[str(r[k]) for k in keys] for r in rows])},
-                 figures={"link.png": link_figure(result)})
+    write_result(out, "link.json", result, tables={"link.csv": table(result)}, figures={"link.png": png(link_plot(result))})
     return result
+
+
+def table(result: dict) -> tuple[list[str], list[list]]:
+    """(header, rows) of link.csv: one row per head."""
+    keys = list(result["heads"][0])
+    return keys, [[str(r[k]) for k in keys] for r in result["heads"]]
+
+
+Source = Union[str, Path, Any]  # a result folder, its JSON file, or a result object (CensusResult, ExperimentResult)
+
+
+def _folder(x: Source | None) -> str | Path | None:
+    """A result object (its ``out``), a folder or a JSON file."""
+    return getattr(x, "out", x)
+
+
+def link(census: Source, disable: Source, task: str, drift: Source | None = None, out: str | Path | None = None, *,
+         permutations: int = 10000, seed: int = 0, overwrite: bool = False) -> ExperimentResult:
+    """Per head: its census pattern shares, drift and disabling effect; does disabling a heterogeneous head cost
+    more than disabling a vertical one? (a permutation test over heads). What ``patterncnn link`` runs.
+
+    Args:
+        census, disable, drift: finished results: their folders or JSON files, or the objects
+            :func:`patterncnn.census`, :func:`patterncnn.disable` and :func:`patterncnn.drift` return; drift optional.
+        task: the GLUE task, present in all of them.
+        out: the result folder; None: a new temporary folder.
+        overwrite: replace an earlier ``link.json`` in ``out`` (else it is refused).
+
+    Returns:
+        :class:`ExperimentResult`: ``.frame`` (one row per head), ``.data["test"]`` (the permutation test), ``.plot()``.
+
+    Example::
+
+        >>> res = patterncnn.link(census_ft, disable_rte, task="rte", drift=drift_rte)
+        >>> res.data["test"]["p_value"]
+    """
+    folder = output_dir(out, "link")
+    result = run_link(_folder(census), _folder(drift), _folder(disable), get_task(task).name, folder, permutations,
+                      seed, overwrite)
+    return ExperimentResult(result, folder, link_plot, table)

@@ -2,6 +2,8 @@
 
 Usage (what ``patterncnn special-tokens`` runs)::
 
+    res = special_tokens("minilm", tasks=["rte"], glue_dir="glue_data", token_classes={"digits": r"\\d+"})  # the API
+
     classes = TokenClasses.for_tokenizer(enc.tokenizer, {"digits": r"\\d+"})
     result = run_special_tokens(enc, [split], classes, out="runs/special", progress=tqdm)
     result["tasks"]["rte"]["share"]["cls"]     # (L, H): attention all tokens give to [CLS], over T
@@ -22,23 +24,26 @@ import re
 import time
 import unicodedata
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
 from ..core.fileio import public_fingerprint, public_source
-from ..core.glue import GlueSplit
-from ..core.plots import cls_row_figure, grid_figure
+from ..core.glue import GlueSplit, dev_splits
+from ..core.plots import cls_row_figure, grid_plot, png
 from ..core.work import (
     finish,
+    output_dir,
     prepare_out,
+    progress_bars,
     provenance,
     run_parts,
     windows,
     work_dir,
     write_result,
 )
-from ..encoders.load import Encoder
+from ..encoders.load import Encoder, load_encoder
+from .result import ExperimentResult
 
 WINDOW = 64
 RESULT = "special_tokens.json"
@@ -170,19 +175,59 @@ def run_special_tokens(enc: Encoder, splits: list[GlueSplit], classes: TokenClas
     return result
 
 
+def special_tokens(model: str = "minilm", tasks: str | Sequence[str] = ("rte",), limit: int | None = 1000,
+                   glue_dir: str | Path | None = None, out: str | Path | None = None, *,
+                   token_classes: dict[str, str] | None = None, seed: int = 0, max_length: int = 128,
+                   batch_size: int = 16, device: str = "auto", overwrite: bool = False,
+                   progress: bool | Callable = False) -> ExperimentResult:
+    """Attention to [CLS], [SEP], punctuation and regex token classes per layer × head (paper Fig. 6, 7).
+
+    What ``patterncnn special-tokens`` runs.
+
+    Args:
+        model: the encoder; tasks: GLUE task names or ``"all"``; limit: examples per task; glue_dir: ``glue_data``.
+        out: the result folder (resumable); None: a new temporary folder.
+        token_classes: extra classes, name -> regex matched against a whole token (``##`` removed).
+        device: ``auto``, ``cpu`` or ``cuda`` (untested).
+
+    Returns:
+        :class:`ExperimentResult`: ``.frame`` (task, layer, head and each class's share), ``.plot()``, ``.data``.
+
+    Example::
+
+        >>> res = patterncnn.special_tokens("minilm", tasks=["rte"], limit=100, glue_dir="../shared/glue")
+        >>> res.data["tasks"]["rte"]["cls_early_sep_late"]   # [CLS] peaks early and [SEP] late, as in the paper
+    """
+    splits = dev_splits(tasks, glue_dir, limit, seed)
+    enc = load_encoder(model, max_length=max_length, device=device)
+    classes = TokenClasses.for_tokenizer(enc.tokenizer, token_classes)
+    folder = output_dir(out, "special-tokens")
+    result = run_special_tokens(enc, splits, classes, folder, seed, limit, batch_size, progress_bars(progress),
+                                overwrite)
+    return ExperimentResult(result, folder, plot, rows)
+
+
+def plot(result: dict, task: str | None = None):
+    """Attention given to each token class per layer × head for one task (the first by default): a Figure."""
+    task = task or next(iter(result["tasks"]))
+    s = result["tasks"][task]
+    panels = [(f"{k} (tokens: {100 * s['token_fraction'][k]:.0f}%)", np.array(s["share"][k]))
+              for k in result["classes"]["order"] if k != "other"]
+    return grid_plot(panels, f"attention given to each token class, over T — {result['tag']} on {task} "
+                             f"({s['examples']} dev examples)", "viridis", 0.0, max(float(v.max()) for _, v in panels),
+                     cols=len(panels))
+
+
+def rows(result: dict) -> tuple[list[str], list[list]]:
+    """(header, rows) of special_tokens.csv: one row per task, layer and head."""
+    names = result["classes"]["order"]
+    return ["task", "layer", "head", *names], [
+        [task, l, h, *(s["share"][k][l][h] for k in names)]
+        for task, s in result["tasks"].items() for l in range(result["layers"]) for h in range(result["heads"])]
+
+
 def write_outputs(out: Path, result: dict) -> None:
     """special_tokens.csv (one row per task, layer and head), special-<task>.png, cls-row.png, then the JSON."""
-    names = result["classes"]["order"]
-    rows = [[task, l, h, *(s["share"][k][l][h] for k in names)]
-            for task, s in result["tasks"].items() for l in range(result["layers"]) for h in range(result["heads"])]
-    figures = {}
-    for task, s in result["tasks"].items():
-        panels = [(f"{k} (tokens: {100 * s['token_fraction'][k]:.0f}%)", np.array(s["share"][k]))
-                  for k in names if k != "other"]
-        figures[f"special-{task}.png"] = grid_figure(
-            panels, f"attention given to each token class, over T — {result['tag']} on {task} "
-                    f"({s['examples']} dev examples)", "viridis", 0.0, max(float(v.max()) for _, v in panels),
-            cols=len(panels))
+    figures = {f"special-{task}.png": png(plot(result, task)) for task in result["tasks"]}
     figures["cls-row.png"] = cls_row_figure(result)
-    write_result(out, RESULT, result, tables={"special_tokens.csv": (["task", "layer", "head", *names], rows)},
-                 figures=figures)
+    write_result(out, RESULT, result, tables={"special_tokens.csv": rows(result)}, figures=figures)

@@ -3,7 +3,7 @@
 usage: block_candidates.py POOL OUT N [LABELLED ...]   (LABELLED: labelled sets whose maps are skipped; rounds 4, 6)
 """
 import sys
-import numpy as np
+
 from patterncnn.classifier.features import FEATURE_NAMES, map_features
 from patterncnn.core.maps import MapStore, open_maps
 from patterncnn.core.segments import is_pair

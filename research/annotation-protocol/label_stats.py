@@ -1,11 +1,15 @@
 """The datasheet's class counts, votes, uniform shares (Wilson intervals), where block votes fell, and the
 comparison with the legacy single-annotator labels.  usage: label_stats.py [ANNOTATIONS]"""
-import csv, math, os, sys
+import csv
+import math
+import os
+import sys
 from collections import Counter, defaultdict
-from patterncnn.core.maps import encoder_family
-from patterncnn.core.maps import open_maps
-from patterncnn.labelling.agreement import cohen_kappa, confusion
+
 from patterncnn.core.labels import LABELS as L
+from patterncnn.core.maps import encoder_family, open_maps
+from patterncnn.labelling.agreement import cohen_kappa, confusion
+
 root=sys.argv[1] if len(sys.argv)>1 else "annotations"
 labels={r["map_id"]:r for r in csv.DictReader(open(f"{root}/labels.csv"))}
 ann=defaultdict(dict)

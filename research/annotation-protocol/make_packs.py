@@ -7,10 +7,15 @@ The annotators are a, b, c unless $WHO names others (round 3: WHO=g,h,i). Rounds
 same order; $SEEDS gives each annotator of $WHO its own shuffle seed instead (round 7: WHO=s,t,u SEEDS=171,172,173),
 so that two annotators rarely see a map beside the same neighbours.
 """
-import csv, json, os, shutil, sys
+import csv
+import json
+import os
+import shutil
+import sys
 from pathlib import Path
-from patterncnn.core.maps import MultiStore, open_maps
+
 from patterncnn.classifier.render import write_sheets
+from patterncnn.core.maps import MultiStore, open_maps
 
 packs, private, part, stores = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4:]
 maps = MultiStore([open_maps(s) for s in stores])

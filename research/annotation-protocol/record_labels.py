@@ -5,12 +5,17 @@ WHO is a pack folder's letter (annotator-WHO), or FOLDER=WHO when the annotator'
 pack folder's letter (round 2: a=d b=e c=f, three new sessions labelling packs made in folders a, b, c).
 Tokens of the annotator accounts are kept in PRIVATE/tokens.json (made by sign-up through the invite link).
 """
-import csv, json, secrets, sys
+import csv
+import json
+import secrets
+import sys
 from pathlib import Path
+
 import httpx
 from label_studio_sdk import LabelStudio
-from patterncnn.labelling.push import FROM_NAME, TO_NAME, UNCERTAIN, choice_result
+
 from patterncnn.core.labels import LABELS
+from patterncnn.labelling.push import FROM_NAME, TO_NAME, UNCERTAIN, choice_result
 
 url, lead, pid, packs, private, part, whos = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4]), Path(sys.argv[5]), sys.argv[6], sys.argv[7:]
 tokens_file = private / "tokens.json"

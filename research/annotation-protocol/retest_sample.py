@@ -3,9 +3,10 @@ random (seed 71) from its maps, written as a map store to push and to make packs
 
 usage: retest_sample.py OUT
 """
-import random, sys
-from patterncnn.core.maps import encoder_family
-from patterncnn.core.maps import MapStore, open_maps
+import random
+import sys
+
+from patterncnn.core.maps import MapStore, encoder_family, open_maps
 
 src = open_maps("annotations/maps")
 ids = sorted(src.ids)

@@ -8,13 +8,15 @@ models/metrics.json)
 """
 import json
 from collections import Counter
+
 import numpy as np
 from scipy.stats import binomtest
-from patterncnn.labelling.agreement import held_out_rater, rater_votes, two_agree
+
+from patterncnn.core.labels import LABELS
 from patterncnn.core.maps import encoder_family
 from patterncnn.core.scores import subset_scores
+from patterncnn.labelling.agreement import held_out_rater, rater_votes, two_agree
 from patterncnn.labelling.sets import read_tables
-from patterncnn.core.labels import LABELS
 
 retest, main = read_tables("annotations/round7-retest"), read_tables("annotations")
 new = {m: r["label"] for m, r in retest.labels.items()}

@@ -2,51 +2,30 @@
 command classifies, runs a census and serves."""
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 import zipfile
-from pathlib import Path
 
 import httpx
 import numpy as np
 from labelstudio_server import free_port
 from repo import REPO
 from synthetic import pattern_map
+from wheelvenv import build_wheel, wheel_names, wheel_venv
 
 
 def test_wheel_installs_into_a_fresh_venv_and_classifies_censuses_and_serves(tmp_path, tiny_bert, glue_dir):
-    src = tmp_path / "src"  # build from a copy: the clone stays clean
-    skip = shutil.ignore_patterns(".venv", ".git", "runs", "build", "*.egg-info", "tests", "benchmarks", "__pycache__")
-
-    def ignore(folder, names):  # of annotations/, only the guide (models/ANNOTATION_GUIDE.md links to it)
-        if Path(folder) == REPO / "annotations":
-            return {n for n in names if n != "ANNOTATION_GUIDE.md"}
-        return skip(folder, names)
-
-    shutil.copytree(REPO, src, ignore=ignore)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(tmp_path / "dist"), str(src)], check=True, capture_output=True)
-    wheel = next((tmp_path / "dist").glob("patterncnn-*.whl"))
-    names = zipfile.ZipFile(wheel).namelist()
+    wheel = build_wheel(tmp_path)
+    names = wheel_names(wheel)
     assert "patterncnn/shipped/patterncnn.onnx" in names and "patterncnn/training/templates/model_card.md" in names
+    assert "patterncnn/py.typed" in names and "patterncnn/report/assets/report.js" in names
     guide = zipfile.ZipFile(wheel).read("patterncnn/shipped/ANNOTATION_GUIDE.md")  # the guide itself, not a link
     assert guide == (REPO / "annotations" / "ANNOTATION_GUIDE.md").read_bytes()
     packages = {str(d.relative_to(REPO)) for d in (REPO / "patterncnn").rglob("__init__.py")}
     assert {f"{d}" for d in packages} <= set(names)  # every subpackage is in the wheel
 
     # A fresh venv that borrows the heavy dependencies (torch, ...) from the test venv, not patterncnn itself.
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    py = venv / "bin" / "python"
-    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True,
-                          capture_output=True, text=True).stdout.strip()
-    borrowed = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]  # this interpreter's site dirs
-    (tmp_path / "venv" / site.split(str(venv) + "/", 1)[1] / "deps.pth").write_text("\n".join(borrowed) + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "-q", str(wheel)],
-                   check=True, capture_output=True)
-
+    py = wheel_venv(tmp_path, wheel)
+    venv = py.parent.parent
     work = tmp_path / "work"  # away from the repository: no models/ folder to fall back on
     work.mkdir()
     np.savez(work / "m.npz", d=pattern_map("diagonal", 12))

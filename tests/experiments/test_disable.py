@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from synthetic import sequence_classifier
 
 from patterncnn.core.glue import get_task, load_split
 from patterncnn.encoders.uniform_heads import DisableError, UniformHeads
@@ -26,16 +27,7 @@ PAIRS = [("a man is playing a guitar.", "someone plays music!"), ("short", "pair
 
 
 def _classifier(folder, tmp_path, name):
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    torch.manual_seed(1)
-    model = AutoModelForSequenceClassification.from_pretrained(str(folder), num_labels=2, attn_implementation="eager")
-    out = tmp_path / name
-    model.save_pretrained(out)
-    tok = AutoTokenizer.from_pretrained(str(folder))
-    tok.save_pretrained(out)
-    model.eval()
-    return model, tok, out
+    return sequence_classifier(folder, tmp_path / name)
 
 
 FAMILIES = ["bert", "mpnet", "roberta", "distilbert"]

@@ -93,3 +93,22 @@ def concat_rows(*parts):
     from patterncnn.shares.calibrate import FIELDS, Rows
 
     return Rows(*(np.concatenate([getattr(p, f) for p in parts]) for f in FIELDS))
+
+
+def sequence_classifier(folder, out, num_labels: int = 2):
+    """A randomly initialised task head on a tiny encoder, saved to ``out`` (what `patterncnn finetune` would write).
+
+    Returns:
+        (model, tokenizer, out).
+    """
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    torch.manual_seed(1)
+    model = AutoModelForSequenceClassification.from_pretrained(str(folder), num_labels=num_labels,
+                                                               attn_implementation="eager")
+    model.save_pretrained(out)
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    tok.save_pretrained(out)
+    model.eval()
+    return model, tok, out

@@ -5,8 +5,10 @@ are not committed (30-60 kB each, regenerable with ../members/run.py and evaluat
 blend.txt is this script's output.
 """
 import numpy as np
+
 from patterncnn.labelling.sets import load_labelled
 from patterncnn.training import evaluate as ev
+
 data = load_labelled("annotations"); fams = ev.families(data.ids)
 S = [np.load(f"runs/diagnosis/oof_ens_s{s}.npy") for s in range(5)]; G = np.load("runs/diagnosis/oof_gboost.npy")
 preds = {"cnn s0": S[0].argmax(1), "mean2": np.mean(S[:2], 0).argmax(1), "mean3": np.mean(S[:3], 0).argmax(1),

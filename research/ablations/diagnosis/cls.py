@@ -2,10 +2,14 @@
 [CLS] column (mean attention to token 0 over rows) and the share of rows where that column is at least half
 the map's maximum. Output: cls.txt (python research/ablations/diagnosis/cls.py > research/ablations/diagnosis/cls.txt).
 """
-import json, numpy as np
-from patterncnn.labelling.sets import load_labelled
+import json
+
+import numpy as np
+
 from patterncnn.core.labels import LABELS
+from patterncnn.labelling.sets import load_labelled
 from patterncnn.training import evaluate as ev
+
 data = load_labelled("annotations")
 rows = json.load(open("models/metrics.json"))["calibration"]["rows"]
 assert rows["ids"] == list(data.ids)

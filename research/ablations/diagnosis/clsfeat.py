@@ -4,10 +4,12 @@ patterncnn.classifier.features? Same folds as train; scored against the resolved
 Output: clsfeat.txt.
 """
 import numpy as np
+
+from patterncnn.core.scores import macro_f1
 from patterncnn.labelling.sets import load_labelled
 from patterncnn.training import evaluate as ev
 from patterncnn.training.fit import TrainConfig
-from patterncnn.core.scores import macro_f1
+
 data = load_labelled("annotations"); fams = ev.families(data.ids)
 F = ev.feature_matrix(data)
 def colfeats(m, s):

@@ -20,7 +20,6 @@ rows: the classifier as deployed, single-segment rule included) on the maps all 
 and on the two-of-three maps.
 """
 
-import dataclasses
 import json
 import sys
 import time
@@ -28,11 +27,11 @@ import time
 import numpy as np
 import torch
 
-from patterncnn.training import evaluate as ev
-from patterncnn.labelling.sets import load_labelled
 from patterncnn.classifier.model import CNNConfig
-from patterncnn.training.fit import TrainConfig, fit_members, folds, predict_proba
 from patterncnn.core.scores import macro_f1
+from patterncnn.labelling.sets import load_labelled
+from patterncnn.training import evaluate as ev
+from patterncnn.training.fit import TrainConfig, fit_members, folds, predict_proba
 
 ANNOTATIONS = "annotations"
 

@@ -7,13 +7,19 @@ Since 2026-11-24 research/ensemble-x2 holds a fresh `patterncnn train --members 
 for the card's "Against one annotator" section: the same weights, bit for bit, exported with the log-sum-exp
 forward directly; its calibration figures moved in the 8th digit); this script is kept as the record.
 """
-import json, sys, onnx, numpy as np
+import json
+import sys
 from pathlib import Path
+
+import numpy as np
+import onnx
+
 from patterncnn.classifier.model import load_checkpoint
-from patterncnn.classifier.onnx import export_onnx, parity_check, OnnxClassifier
-from patterncnn.labelling.sets import load_labelled
+from patterncnn.classifier.onnx import OnnxClassifier, export_onnx, parity_check
 from patterncnn.core.fileio import write_json, write_text
+from patterncnn.labelling.sets import load_labelled
 from patterncnn.training.modelcard import model_card
+
 d = Path(sys.argv[1]); path = d / "patterncnn.onnx"
 meta = {p.key: json.loads(p.value) for p in onnx.load(str(path)).metadata_props}
 before = OnnxClassifier(path)

@@ -18,12 +18,12 @@ import sys
 import numpy as np
 import torch
 
-from patterncnn.training import evaluate as ev
-from patterncnn.labelling.sets import load_labelled
-from patterncnn.core.labels import LABELS
 from patterncnn.classifier.model import MEMBER_SEED_STEP, CNNConfig
-from patterncnn.training.fit import TrainConfig, fit, folds, predict_proba
+from patterncnn.core.labels import LABELS
 from patterncnn.core.scores import classification_report, macro_f1
+from patterncnn.labelling.sets import load_labelled
+from patterncnn.training import evaluate as ev
+from patterncnn.training.fit import TrainConfig, fit, folds, predict_proba
 
 torch.set_num_threads(2)
 data = load_labelled("annotations")

@@ -10,13 +10,19 @@ definition `patterncnn validate` uses --, and that per pattern in LABELS order).
 applied (a single-segment map could be called block; none of the printed errors comes from that:
 block's errors are <= 4.2 points).
 """
-import json, sys, dataclasses, numpy as np, torch
+import dataclasses
+import json
+import sys
+
+import numpy as np
+import torch
+
 torch.set_num_threads(2)
-from patterncnn.labelling.sets import load_labelled
 from patterncnn.classifier.model import CNNConfig
-from patterncnn.training.fit import TrainConfig, fit, predict_proba
+from patterncnn.labelling.sets import load_labelled
 from patterncnn.training import evaluate as E
-from patterncnn.core.labels import LABELS
+from patterncnn.training.fit import TrainConfig, fit, predict_proba
+
 data = load_labelled("annotations")
 test_sets = {"round5": load_labelled("annotations/round5-heldout-uniform")}
 fams = E.families(data.ids)

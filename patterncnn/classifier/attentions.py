@@ -1,0 +1,207 @@
+"""What the Python API classifies and what it gives back: maps, or a Hugging Face model's attentions, in; patterns out.
+
+Usage (through :meth:`patterncnn.classifier.onnx.OnnxClassifier.classify_attentions`)::
+
+    batch = tokenizer(["The cat sat."], ["A cat was sitting."], padding=True, return_tensors="pt")
+    out = model(**batch, output_attentions=True)                   # eager attention
+    tokens = [tokenizer.convert_ids_to_tokens(ids) for ids in batch["input_ids"]]
+    heads = clf.classify_attentions(out.attentions, attention_mask=batch["attention_mask"], tokens=tokens)
+    heads.labels          # (B, L, H) pattern names;  heads.probs: (B, L, H, 5), LABELS order
+    heads.frame()         # one row per (example, layer, head)
+
+Each example's maps are cut to its real tokens (those whose ``attention_mask`` is 1, on either side
+of the padding), and its separators are found in its tokens by
+:func:`patterncnn.core.segments.separators`, the function the encoders use: the CNN's segment
+channels and the rule that a single-segment input is never ``block`` need them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from ..core.errors import ClassifierError
+from ..core.labels import LABELS, SHORT
+from ..core.maps import check_map
+from ..core.plots import COLORS, head_grid_plot
+from ..core.segments import separators
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+def _numpy(x: Any) -> np.ndarray:
+    """A torch tensor (any device, with or without grad) or an array-like -> a float32 numpy array."""
+    if hasattr(x, "detach"):
+        x = x.detach().float().cpu().numpy()
+    return np.asarray(x, dtype=np.float32)
+
+
+def check_maps(maps: list[np.ndarray]) -> None:
+    """Every map passes :func:`patterncnn.core.maps.check_map`; the first that does not stops with its reason."""
+    for i, m in enumerate(maps):
+        errors, _ = check_map(m)
+        if errors:
+            raise ClassifierError(f"map {i}: {errors[0]}; pass (T, T) attention maps (rows are softmax weights)")
+
+
+def as_maps(maps: Any) -> tuple[list[np.ndarray], tuple[int, ...]]:
+    """One map (T, T), an array of maps (..., T, T), or a list of (T_i, T_i) maps -> (N maps, leading shape)."""
+    if isinstance(maps, (list, tuple)) and maps and np.ndim(maps[0]) == 2 and len({np.shape(m) for m in maps}) > 1:
+        out = [_numpy(m) for m in maps]  # maps of several lengths
+        return out, (len(out),)
+    arr = _numpy(maps)
+    if arr.ndim < 2 or arr.shape[-1] != arr.shape[-2]:
+        raise ClassifierError(f"maps of shape {arr.shape} are not square (..., T, T); pass one map (T, T), an array "
+                              f"(N, T, T) or (L, H, T, T), or a list of (T, T) maps")
+    lead = arr.shape[:-2]
+    flat = arr.reshape(-1, *arr.shape[-2:])
+    return list(flat), lead
+
+
+def per_map_seps(seps: Any, n: int) -> list[list[int] | None]:
+    """``seps`` as one entry per map: None, one list of positions shared by all maps, or one list (or None) per map."""
+    if seps is None:
+        return [None] * n
+    seps = list(seps)
+    if all(isinstance(s, (int, np.integer)) for s in seps):
+        shared = [int(s) for s in seps]
+        return [shared] * n
+    if len(seps) != n:
+        raise ClassifierError(f"got {len(seps)} separator lists for {n} maps; pass one list for all maps or one "
+                              f"per map")
+    return [None if s is None else [int(p) for p in s] for s in seps]
+
+
+def split_attentions(attentions: Any, attention_mask: Any = None, tokens: Sequence | None = None,
+                     sep_token: str | None = None) -> list[tuple[np.ndarray, list[int] | None, list[str] | None]]:
+    """A model's attentions for a batch -> per example (maps (L, H, T, T) of its real tokens, seps, tokens).
+
+    Args:
+        attentions: ``outputs.attentions``: L tensors (B, H, T, T), or one array (B, L, H, T, T) or (L, H, T, T).
+        attention_mask: (B, T) 1 for real tokens, 0 for padding; None: every position is real.
+        tokens: per example its T tokens as the tokenizer gives them (padding included), or one list when B = 1;
+            None: no separators (one segment assumed; the block rule is not applied).
+        sep_token: the separator token; None: ``[SEP]`` or ``</s>``, whichever the tokens hold.
+    """
+    if attentions is None or (isinstance(attentions, (list, tuple)) and not attentions):
+        raise ClassifierError("no attentions: call the model with output_attentions=True (and load it with "
+                              "attn_implementation='eager' so that it returns them)")
+    if isinstance(attentions, (list, tuple)):
+        att = np.stack([_numpy(a) for a in attentions], axis=1)  # (B, L, H, T, T)
+    else:
+        att = _numpy(attentions)
+        if att.ndim == 4:
+            att = att[None]
+    if att.ndim != 5 or att.shape[-1] != att.shape[-2]:
+        raise ClassifierError(f"attentions of shape {att.shape} are not L tensors (B, H, T, T); pass "
+                              f"outputs.attentions of a model called with output_attentions=True")
+    b, t = att.shape[0], att.shape[-1]
+    mask = np.ones((b, t), dtype=bool) if attention_mask is None else _numpy(attention_mask).astype(bool)
+    if mask.ndim == 1:
+        mask = mask[None]
+    if mask.shape != (b, t):
+        raise ClassifierError(f"attention_mask of shape {mask.shape} does not match the attentions' batch and "
+                              f"length ({b}, {t}); pass the mask the model was called with")
+    if tokens is not None and len(tokens) and isinstance(tokens[0], str):
+        tokens = [tokens]
+    if tokens is not None and len(tokens) != b:
+        raise ClassifierError(f"got tokens for {len(tokens)} examples and attentions for {b}; pass one token list "
+                              f"per example (tokenizer.convert_ids_to_tokens of each row of input_ids)")
+    out = []
+    for i in range(b):
+        keep = np.flatnonzero(mask[i])
+        if keep.size == 0:
+            raise ClassifierError(f"example {i} has no real token in attention_mask")
+        maps = att[i][:, :, keep][:, :, :, keep]  # (L, H, T_i, T_i)
+        toks = None
+        if tokens is not None:
+            if len(tokens[i]) != t:
+                raise ClassifierError(f"example {i} has {len(tokens[i])} tokens for attentions over {t} positions; "
+                                      f"pass the tokens of the padded batch the model saw")
+            toks = [str(tokens[i][k]) for k in keep]
+        out.append((maps, None if toks is None else separators(toks, sep_token), toks))
+    return out
+
+
+@dataclasses.dataclass
+class Patterns:
+    """The pattern of each classified map.
+
+    Attributes:
+        probs: (..., 5) probabilities in :data:`patterncnn.LABELS` order (the leading shape is the input's).
+    """
+
+    probs: np.ndarray
+
+    @property
+    def labels(self) -> np.ndarray | str:
+        """(...) the most probable pattern of each map, as names (one name, a ``str``, for a single map)."""
+        return np.asarray(LABELS, dtype=object)[self.probs.argmax(-1)]
+
+    def frame(self) -> "pd.DataFrame":
+        """One row per map: ``label`` and the probability of each pattern."""
+        import pandas as pd
+
+        flat = self.probs.reshape(-1, len(LABELS))
+        df = pd.DataFrame(flat, columns=list(LABELS))
+        df.insert(0, "label", self.labels.reshape(-1))
+        return df
+
+
+@dataclasses.dataclass
+class HeadPatterns(Patterns):
+    """The pattern of every (example, layer, head) map of a batch.
+
+    Attributes:
+        probs: (B, L, H, 5) probabilities, :data:`patterncnn.LABELS` order.
+        tokens: per example its real tokens (None when no tokens were given).
+        seps: per example the separator positions found in its tokens.
+    """
+
+    tokens: list[list[str] | None] = dataclasses.field(default_factory=list)
+    seps: list[list[int] | None] = dataclasses.field(default_factory=list)
+
+    def frame(self) -> "pd.DataFrame":
+        """One row per (example, layer, head): ``label`` and the probability of each pattern."""
+        import pandas as pd
+
+        b, layers, heads, _ = self.probs.shape
+        idx = pd.MultiIndex.from_product([range(b), range(layers), range(heads)], names=["example", "layer", "head"])
+        df = pd.DataFrame(self.probs.reshape(-1, len(LABELS)), index=idx, columns=list(LABELS))
+        df.insert(0, "label", self.labels.reshape(-1))
+        return df
+
+    def shares(self) -> "pd.DataFrame":
+        """Per example, the share of its heads whose most probable pattern is each one."""
+        import pandas as pd
+
+        lab = self.probs.argmax(-1).reshape(self.probs.shape[0], -1)  # (B, L*H)
+        return pd.DataFrame([[float((row == k).mean()) for k in range(len(LABELS))] for row in lab],
+                            columns=list(LABELS)).rename_axis("example")
+
+    def plot(self, example: int = 0) -> "Figure":
+        """The layer × head grid of one example: colour = pattern, shade = its probability."""
+        p = self.probs[example]
+        return head_grid_plot(p, f"example {example}: pattern per head (shade = probability)")
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        parts = []
+        for i, p in enumerate(self.probs[:4]):
+            words = " ".join(self.tokens[i]) if i < len(self.tokens) and self.tokens[i] else ""
+            rows = "".join("<tr><th>{}</th>{}</tr>".format(l, "".join(
+                f'<td style="background:{COLORS[LABELS[k]]};opacity:{0.35 + 0.65 * float(p[l, h, k]):.2f};'
+                f'color:#fff;text-align:center;padding:1px 3px" title="layer {l}, head {h}: {LABELS[k]} '
+                f'{p[l, h, k]:.2f}">{SHORT[LABELS[k]]}</td>' for h, k in enumerate(p[l].argmax(-1))))
+                for l in range(p.shape[0]))
+            parts.append(f"<p><b>example {i}</b> {escape(words[:300])}</p><table style='border-collapse:collapse;"
+                         f"font:11px monospace'><tr><th></th>{''.join(f'<th>{h}</th>' for h in range(p.shape[1]))}"
+                         f"</tr>{rows}</table>")
+        more = f"<p>… and {len(self.probs) - 4} more examples</p>" if len(self.probs) > 4 else ""
+        legend = ", ".join(f"{SHORT[n]} {n}" for n in LABELS)
+        return f"<div>{''.join(parts)}{more}<p style='font:11px sans-serif'>rows: layers, columns: heads; " \
+               f"{legend}</p></div>"

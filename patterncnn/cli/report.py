@@ -1,0 +1,31 @@
+"""``patterncnn report RUN_DIR``: one self-contained HTML file per finished census, to look at in a browser."""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    p = sub.add_parser("report", help="a self-contained HTML report of a finished census (figures, grid, maps)",
+                       description="Write RUN_DIR/report.html: where the numbers come from (encoder, classifier, "
+                                   "estimator, validation), each task's pattern shares with their intervals, the "
+                                   "layer x head grid of each pattern's share (click a head for the example maps the "
+                                   "census kept, tokens on hover), and the drift, special-tokens, disable and link "
+                                   "results found in RUN_DIR, its subfolders or --with. One file, everything inline, "
+                                   "no network. A RUN_DIR of several censuses (census --model A --model B) gets one "
+                                   "report per census.")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a census folder (census --out)")
+    p.add_argument("--out", default=None, help="the HTML file (default: RUN_DIR/report.html; one census only)")
+    p.add_argument("--with", dest="extra", action="append", default=[], metavar="PATH",
+                   help="a drift, special-tokens, disable or link result folder (or JSON) to show too (repeatable)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..report import write_report
+    from ..report.collect import census_folders
+
+    folders = census_folders(args.run_dir)
+    if args.out and len(folders) > 1:
+        raise ValueError(f"{args.run_dir} holds {len(folders)} censuses; leave out --out to write one report each")
+    for folder in folders:
+        print(f"wrote {write_report(folder, args.out, args.extra)}")
+    return 0

@@ -1,0 +1,140 @@
+"""The classifier's Python API: load_classifier, classify (maps of any leading shape) and classify_attentions (a
+Hugging Face model's outputs.attentions for a padded batch), against the census's own path on the same inputs."""
+
+import numpy as np
+import pytest
+import torch
+from synthetic import pattern_map
+
+from patterncnn.classifier.onnx import OnnxClassifier, load_classifier
+from patterncnn.core.errors import ClassifierError
+from patterncnn.core.glue import Example
+from patterncnn.core.labels import LABELS
+from patterncnn.core.segments import separators
+from patterncnn.encoders.load import load_encoder
+
+PAIRS = [("The cat sat on the mat.", "A cat was sitting on a mat."), ("Short one.", "and a much longer second text.")]
+
+
+def test_load_classifier_gives_the_shipped_one_or_a_given_one(tiny_classifier):
+    shipped = load_classifier()
+    assert isinstance(shipped, OnnxClassifier) and shipped.path.name == "patterncnn.onnx"
+    assert shipped.providers == ["CPUExecutionProvider"] and shipped.device == "cpu"
+    assert load_classifier(tiny_classifier[1]).path == tiny_classifier[1]
+    with pytest.raises(ClassifierError, match="no classifier at"):
+        load_classifier("nowhere.onnx")
+
+
+def test_classify_keeps_the_leading_shape_and_matches_predict():
+    clf = load_classifier()
+    kinds = ["vertical", "diagonal", "heterogeneous", "vertical+diagonal", "diagonal", "vertical"]
+    maps = np.stack([pattern_map(k, 14, 6, seed=i) for i, k in enumerate(kinds)]).reshape(2, 3, 14, 14)
+    out = clf.classify(maps, seps=[6, 13])
+    assert out.probs.shape == (2, 3, 5) and out.labels.shape == (2, 3)
+    flat = clf.predict(list(maps.reshape(6, 14, 14)), [[6, 13]] * 6)
+    np.testing.assert_allclose(out.probs.reshape(6, 5), flat, rtol=1e-6)
+    assert out.labels.ravel().tolist() == [LABELS[k] for k in flat.argmax(1)]
+    one = clf.classify(torch.as_tensor(maps[0, 1]))  # a tensor, one map: no leading shape
+    assert one.probs.shape == (5,) and str(one.labels) == LABELS[int(one.probs.argmax())]
+    frame = out.frame()
+    assert list(frame.columns) == ["label", *LABELS] and len(frame) == 6
+
+
+def test_classify_takes_maps_of_several_lengths_and_seps_per_map():
+    clf = load_classifier()
+    maps = [pattern_map("diagonal", 9), pattern_map("block", 16, 7), pattern_map("vertical", 30)]
+    seps = [None, [7, 15], [29]]
+    out = clf.classify(maps, seps)
+    np.testing.assert_allclose(out.probs, clf.predict(maps, seps), rtol=1e-6)
+    assert out.probs[2, LABELS.index("block")] == 0.0  # single segment: the block rule
+    with pytest.raises(ClassifierError, match="2 separator lists for 3 maps"):
+        clf.classify(maps, [[1], [2]])
+
+
+@pytest.mark.parametrize("bad, why", [(np.full((5, 5), np.nan), "NaN"), (np.ones((4, 5)), "not square"),
+                                      (-np.eye(6), "negative")])
+def test_classify_refuses_what_is_not_an_attention_map(bad, why):
+    with pytest.raises(ClassifierError, match=why):
+        load_classifier().classify(bad)
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_bert):
+    return load_encoder(str(tiny_bert), max_length=48, backend="torch")
+
+
+def _census_path(enc, clf, texts):
+    """What the census and `analyze` compute for one input: the encoder's own maps, cut to its length."""
+    ea = next(enc.iter_attentions([Example("rte", "dev", 0, texts, None)]))
+    L, H, t, _ = ea.maps.shape
+    return clf.predict_same_length(ea.maps.reshape(L * H, t, t), [ea.seps] * (L * H)).reshape(L, H, 5), ea
+
+
+def test_classify_attentions_of_a_padded_hf_batch_equals_the_census_path(tiny, tiny_classifier):
+    clf = load_classifier(tiny_classifier[1])
+    tok, model = tiny.tokenizer, tiny.model
+    batch = tok([a for a, _ in PAIRS], [b for _, b in PAIRS], padding=True, return_tensors="pt")
+    assert int(batch["attention_mask"].sum(1).min()) < batch["input_ids"].shape[1]  # one example is padded
+    out = model(**batch, output_attentions=True)  # with grad, as in a notebook
+    tokens = [tok.convert_ids_to_tokens(ids) for ids in batch["input_ids"]]
+    heads = clf.classify_attentions(out.attentions, attention_mask=batch["attention_mask"], tokens=tokens)
+    assert heads.probs.shape == (2, tiny.num_layers, tiny.num_heads, 5)
+    for i, texts in enumerate(PAIRS):
+        ref, ea = _census_path(tiny, clf, texts)
+        np.testing.assert_allclose(heads.probs[i], ref, atol=1e-5)
+        assert heads.tokens[i] == ea.tokens and heads.seps[i] == ea.seps == separators(ea.tokens)
+    frame = heads.frame()
+    assert len(frame) == 2 * tiny.num_layers * tiny.num_heads and frame.index.names == ["example", "layer", "head"]
+    assert heads.shares().shape == (2, 5) and np.allclose(heads.shares().sum(axis=1), 1)
+    assert heads.plot(1).axes and "example 1" in heads._repr_html_()
+
+
+def test_without_tokens_every_example_is_one_segment(tiny, tiny_classifier):
+    clf = load_classifier(tiny_classifier[1])
+    batch = tiny.tokenizer(*PAIRS[0], return_tensors="pt")
+    with torch.inference_mode():
+        att = tiny.model(**batch, output_attentions=True).attentions
+    heads = clf.classify_attentions(att)  # no mask, no tokens
+    assert heads.seps == [None] and heads.probs.shape[0] == 1
+    stacked = torch.stack(att, 1).numpy()  # (1, L, H, T, T): an array works as well as the tuple
+    np.testing.assert_allclose(clf.classify_attentions(stacked).probs, heads.probs, rtol=1e-6)
+
+
+def test_mpnet_separators_are_found_from_its_tokens(tiny_mpnet, tiny_classifier):
+    enc = load_encoder(str(tiny_mpnet), max_length=48, backend="torch")
+    clf = load_classifier(tiny_classifier[1])
+    batch = enc.tokenizer(*PAIRS[1], return_tensors="pt")
+    with torch.inference_mode():
+        att = enc.model(**batch, output_attentions=True).attentions
+    tokens = enc.tokenizer.convert_ids_to_tokens(batch["input_ids"][0])
+    heads = clf.classify_attentions(att, tokens=tokens)  # one example: a flat token list is accepted
+    ref, ea = _census_path(enc, clf, PAIRS[1])
+    assert heads.seps[0] == ea.seps and len(ea.seps) == 3 and ea.seps[1] == ea.seps[0] + 1  # </s></s> ... </s>
+    np.testing.assert_allclose(heads.probs[0], ref, atol=1e-5)
+
+
+def test_padding_is_cut_wherever_it_sits():
+    clf = load_classifier()
+    rng = np.random.default_rng(0)
+    real = np.stack([pattern_map(k, 10, 4, seed=s) for s, k in enumerate(["vertical", "diagonal"] * 3)])  # (6, T, T)
+    att = rng.uniform(size=(1, 2, 3, 13, 13)).astype(np.float32)  # padding positions hold garbage
+    keep = np.array([0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0])  # left and right padding
+    idx = np.flatnonzero(keep)
+    att[0][:, :, idx[:, None], idx] = real.reshape(2, 3, 10, 10)
+    toks = ["[PAD]", "[PAD]", "[CLS]", "a", "b", "c", "[SEP]", "d", "e", "f", "g", "[SEP]", "[PAD]"]
+    heads = clf.classify_attentions(att, attention_mask=keep[None], tokens=[toks])
+    assert heads.tokens[0] == toks[2:12] and heads.seps[0] == [4, 9]
+    np.testing.assert_allclose(heads.probs[0], clf.classify(real.reshape(2, 3, 10, 10), [4, 9]).probs, rtol=1e-6)
+
+
+def test_attention_errors_say_how_to_fix_them():
+    clf = load_classifier()
+    with pytest.raises(ClassifierError, match="output_attentions=True"):
+        clf.classify_attentions(None)
+    with pytest.raises(ClassifierError, match="output_attentions=True"):
+        clf.classify_attentions(())
+    att = np.full((2, 1, 1, 5, 5), 0.2, dtype=np.float32)
+    with pytest.raises(ClassifierError, match="does not match"):
+        clf.classify_attentions(att, attention_mask=np.ones((2, 4)))
+    with pytest.raises(ClassifierError, match="tokens for 1 examples"):
+        clf.classify_attentions(att, tokens=[["a"] * 5])

@@ -1,0 +1,105 @@
+"""`patterncnn report`: one self-contained HTML file per census (nothing fetched from anywhere), its header, figure,
+table, grid data and thumbnails, the experiments found with it, `census --report`, and its one-line errors."""
+
+import base64
+import io
+import json
+import re
+
+import pytest
+from PIL import Image
+
+from patterncnn.cli import main
+from patterncnn.core.labels import LABELS
+from patterncnn.report import write_report
+
+
+@pytest.fixture(scope="module")
+def run(tiny_bert, glue_dir, tmp_path_factory):
+    """A census of tiny BERT with the shipped classifier (validated on MiniLM and MPNet: tiny BERT gets the warning
+    for an unvalidated family), two tasks, written with `census --report`."""
+    out = tmp_path_factory.mktemp("report") / "census"
+    assert main(["census", "--task", "rte", "--task", "sst2", "--model", str(tiny_bert), "--limit", "40",
+                 "--max-length", "48", "--glue-dir", str(glue_dir), "--out", str(out), "--report"]) == 0
+    return out
+
+
+def data(html: str) -> dict:
+    return json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html,
+                                re.S).group(1).replace("<\\/", "</"))
+
+
+def test_census_report_writes_one_self_contained_file(run):
+    html = (run / "report.html").read_text(encoding="utf-8")
+    refs = re.findall(r'(?:src|href)\s*=\s*"([^"]*)"', html)
+    assert refs and all(r.startswith("data:") or r.startswith("#") for r in refs), refs
+    assert not re.search(r"https?://", html.split('<script type="application/json"')[0])
+    assert "url(" not in html and "@import" not in html and "<link rel=\"stylesheet\"" not in html
+    assert "default-src 'none'" in html  # the page may not fetch anything, even by mistake
+
+
+def test_the_header_says_where_the_numbers_come_from(run):
+    html = (run / "report.html").read_text(encoding="utf-8")
+    res = json.loads((run / "census.json").read_text())
+    assert res["classifier"]["version"] in html and res["encoder"]["sha256"][:12] in html
+    assert f"estimator {res['estimator']['name']}" in html
+    assert 'class="warning"' in html and "none the classifier was validated on" in html
+
+
+def test_the_figure_table_grid_and_thumbnails_are_in_it(run):
+    html = (run / "report.html").read_text(encoding="utf-8")
+    res = json.loads((run / "census.json").read_text())
+    figures = re.findall(r'<img class="figure" alt="([^"]*)" src="data:image/png;base64,([^"]+)"', html)
+    assert figures and Image.open(io.BytesIO(base64.b64decode(figures[0][1]))).size[0] > 300
+    s = res["tasks"]["rte"]
+    assert f"{100 * s['shares']['vertical']:.1f}% <span class=\"ci\">[{100 * s['ci95']['vertical'][0]:.1f}" in html
+    d = data(html)
+    assert d["task_order"] == ["rte", "sst2"] and (d["layers"], d["heads"]) == (3, 4)
+    assert d["tasks"]["rte"]["heads"][2][1]["majority"] == s["heads"][2][1]["majority"]
+    thumbs = [t for items in d["thumbs"].values() for t in items]
+    assert thumbs and all(t["label"] in LABELS and t["src"].startswith("data:image/png;base64,") for t in thumbs)
+    for items in d["thumbs"].values():
+        for name in LABELS:
+            assert sum(t["label"] == name for t in items) <= 3
+    first = thumbs[0]
+    img = Image.open(io.BytesIO(base64.b64decode(first["src"].split(",", 1)[1])))
+    assert img.size == (2 * len(first["tokens"]),) * 2  # two pixels per token, so hovering finds the token
+
+
+def test_experiments_found_with_the_census_are_shown(run, tmp_path, tiny_bert, glue_dir):
+    import shutil
+
+    run = shutil.copytree(run, tmp_path / "run")  # a copy: the other tests see the census alone
+    assert main(["drift", str(tiny_bert), str(tiny_bert), "--task", "rte", "--limit", "8", "--glue-dir",
+                 str(glue_dir), "--max-length", "48", "--out", str(run / "drift-rte")]) == 0
+    elsewhere = tmp_path / "special"
+    assert main(["special-tokens", "--model", str(tiny_bert), "--task", "rte", "--limit", "8", "--glue-dir",
+                 str(glue_dir), "--out", str(elsewhere)]) == 0
+    out = tmp_path / "r.html"
+    assert main(["report", str(run), "--out", str(out), "--with", str(elsewhere)]) == 0
+    html = out.read_text(encoding="utf-8")
+    assert "<section id='drift'>" in html and "<section id='special-tokens'>" in html and "disable" not in \
+        html.split("<section id='heads'>")[0]
+    d = data(html)
+    assert d["extras"] and d["extras"][0]["label"].startswith("drift cosine") and d["extras"][0]["values"][0][0] == \
+        "1.000"
+    path = write_report(run, tmp_path / "api.html", extra=[elsewhere])
+    assert path.read_text(encoding="utf-8").count("<section id=") == html.count("<section id=")
+
+
+def test_report_errors_are_one_line(tmp_path, capsys, run):
+    assert main(["report", str(tmp_path)]) == 2
+    assert "no finished census" in capsys.readouterr().err
+    assert main(["report", str(run), "--with", str(tmp_path / "nothing"), "--out", str(tmp_path / "x.html")]) == 2
+    assert "no drift, special-tokens, disable or link result" in capsys.readouterr().err
+
+
+def test_a_folder_of_several_censuses_gets_one_report_each(run, tmp_path, capsys):
+    import shutil
+
+    for name in ("a", "b"):
+        shutil.copytree(run, tmp_path / "two" / name, ignore=shutil.ignore_patterns("report.html"))
+    assert main(["report", str(tmp_path / "two")]) == 0
+    assert (tmp_path / "two" / "a" / "report.html").is_file() and (tmp_path / "two" / "b" / "report.html").is_file()
+    assert main(["report", str(tmp_path / "two"), "--out", str(tmp_path / "one.html")]) == 2
+    assert "one report each" in capsys.readouterr().err
