@@ -10,8 +10,9 @@ def register(sub) -> None:
                        description="Cross-validate (stratified, grouped by input example) the CNN and feature "
                                    "baselines on a labelled set, fit the final model, export ONNX with a parity "
                                    "check and write the model card.")
-    p.add_argument("--annotations", default="annotations",
-                   help="labelled set from `annotate pull` (default: %(default)s)")
+    p.add_argument("--annotations", action="append", default=None,
+                   help="labelled set from `annotate pull`; repeat it to train on several sets at once (each keeps "
+                        "its own resolved labels; e.g. the shipped annotations plus your own) (default: annotations)")
     p.add_argument("--out", default="models", help="output folder (default: %(default)s)")
     p.add_argument("--grid", type=int, default=16, help="input grid size (default: %(default)s)")
     p.add_argument("--representation", choices=("area", "bilinear"), default="area",
@@ -57,7 +58,8 @@ def run(args) -> int:
                        class_weight_power=args.class_weight_power)
     ecfg = EvalConfig(soft_labels=not args.no_soft_labels, leave_one_encoder_out=not args.no_leave_one_encoder_out,
                       loeo_max_epochs=args.loeo_max_epochs, loeo_seeds=args.loeo_seeds)
-    m = train_and_export(args.annotations, args.out, cfg, tcfg, compare=args.compare, progress=progress(), ecfg=ecfg)
+    sets = args.annotations or ["annotations"]
+    m = train_and_export(sets[0] if len(sets) == 1 else sets, args.out, cfg, tcfg, compare=args.compare, progress=progress(), ecfg=ecfg)
     print(summary(m))
     print(f"wrote {args.out}/patterncnn.pt, patterncnn.onnx, metrics.json, README.md")
     return 0

@@ -81,10 +81,11 @@ class Votes:
         return self.top >= 2
 
 
-def load_votes(annotations: str | Path, ids: list[str], y: np.ndarray) -> Votes:
-    """The votes of the set's ``votes.csv`` for the maps ``ids`` (labels ``y``); no file: one vote, the label."""
-
-    rows = list(read_tables(annotations).annotations.values())
+def load_votes(annotations, ids: list[str], y: np.ndarray) -> Votes:
+    """The votes of the set's ``votes.csv`` (of each set's, for a list of sets) for the maps ``ids`` (labels ``y``);
+    a map without votes has one, its label."""
+    sets = [annotations] if isinstance(annotations, (str, Path)) else list(annotations)
+    rows = [r for a in sets for r in read_tables(a).annotations.values()]
     wanted = set(ids)
     votes = {m: v for m, v in rater_votes(rows).items() if m in wanted}
     shares = np.eye(len(LABELS))[y]

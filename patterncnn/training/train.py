@@ -55,7 +55,7 @@ def calibrate_and_validate(data: Labelled, oof: OutOfFold, seed: int) -> tuple[d
     return calibration_record(rows), validation
 
 
-def train_and_export(annotations: str | Path, out: str | Path, cfg: CNNConfig, tcfg: TrainConfig,
+def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNConfig, tcfg: TrainConfig,
                    compare: bool = False, progress=None, ecfg: EvalConfig | None = None) -> dict:
     """``patterncnn train``: cross-validate, compare, score the baselines, fit on all maps, export, write the card.
 
@@ -94,7 +94,8 @@ def train_and_export(annotations: str | Path, out: str | Path, cfg: CNNConfig, t
         best_base = max((v["macro_f1"], k) for k, v in base.items())
         metrics = {
             "created_by": f"patterncnn {__version__}", "data": {
-                "annotations": str(annotations), "maps": len(data.y), "data_hash": data.data_hash,
+                "annotations": str(annotations) if isinstance(annotations, (str, Path)) else [str(a) for a in annotations],
+                "maps": len(data.y), "data_hash": data.data_hash,
                 "labels": dict(zip(LABELS, counts.tolist())), "uncertain": int(data.uncertain.sum()),
                 "groups": int(len(set(data.groups)))},
             "model_config": model_config_dict(cfg), "train_config": dataclasses.asdict(tcfg),
