@@ -17,6 +17,7 @@ import sys
 from ..core.errors import PatternCNNError
 from ..core.version import __version__
 from . import (
+    adapt,
     analyze,
     annotate,
     census,
@@ -32,7 +33,7 @@ from . import (
     validate,
 )
 
-COMMANDS = (sample, finetune, annotate, train, validate, classify, census, drift, special_tokens, disable, link,
+COMMANDS = (sample, finetune, annotate, train, adapt, validate, classify, census, drift, special_tokens, disable, link,
             analyze, serve)  # in pipeline order
 NOISY_LOGGERS = ("transformers", "datasets", "huggingface_hub", "urllib3", "httpx", "filelock", "matplotlib")
 

@@ -88,6 +88,9 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
                 comparison[name] = entry(c, cross_validate(data, c, tcfg, progress))
         evaluation = evaluate(data, annotations, oof, cfg, tcfg, ecfg or EvalConfig(), progress)
         base = evaluation.pop("baselines")
+        unseen = evaluation["leave_one_encoder_out"].get("unseen_family")
+        if validation is not None and unseen:  # the band a census uses on a family never validated
+            validation["unseen_family"] = unseen
         model = fit_final(data, cfg, tcfg, cv["median_best_epoch"])
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)

@@ -15,10 +15,10 @@ import argparse
 import time
 
 import numpy as np
+import synthetic
 import torch
 import torch.nn.functional as F
 
-import synthetic
 from patterncnn.classifier.model import CNNConfig, PatternCNN, model_config_dict, preprocess
 from patterncnn.training.fit import TrainConfig, torch_threads
 
