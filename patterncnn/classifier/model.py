@@ -52,6 +52,7 @@ class CNNConfig:
     structure_channels: bool = True  # + diagonal band (|i-j|<=1) and [CLS]/[SEP] column masks
     intensity: str = "linear"  # or "sqrt": compresses a bright [CLS] corner so faint structure stays visible
     mass_channel: bool = True  # + log of the mass relative to uniform (T * a): how concentrated, not only where
+    row_channel: bool = False  # + each row scaled by its own maximum (the guide: judge a column row by row)
     widths: tuple[int, ...] = (8, 8, 16, 16, 32, 32, 64, 64)  # exactly 8 conv layers
     pool_after: tuple[int, ...] = (1, 3, 5)  # 2x2 max-pool after these conv layers (0-based)
     dropout: float = 0.2
@@ -80,7 +81,8 @@ class CNNConfig:
 
     @property
     def in_channels(self) -> int:
-        return 1 + int(self.mass_channel) + int(self.segment_channel) + 2 * int(self.structure_channels)
+        return (1 + int(self.mass_channel) + int(self.row_channel) + int(self.segment_channel)
+                + 2 * int(self.structure_channels))
 
 
 def segment_masks(t: int, seps: list[list[int] | None]) -> torch.Tensor:
@@ -146,8 +148,8 @@ def preprocess(maps: torch.Tensor, seps: list[list[int] | None], cfg: CNNConfig,
 
     Returns:
         (N, C, grid, grid) float32: channel 0 the map scaled to [0, 1] by its own maximum; then,
-        as configured, the log mass relative to uniform, the segment mask, the diagonal band and
-        the [CLS]/[SEP] columns.
+        as configured, the log mass relative to uniform, the map with each row scaled by its own
+        maximum, the segment mask, the diagonal band and the [CLS]/[SEP] columns.
     """
     x = maps.float().unsqueeze(1)  # (N, 1, T, T)
     t, n = maps.shape[-1], maps.shape[0]
@@ -164,14 +166,17 @@ def preprocess(maps: torch.Tensor, seps: list[list[int] | None], cfg: CNNConfig,
         planes.append(resize(plane, cfg.grid, cfg.representation).expand(len(masks_for), -1, -1, -1))
         del plane
     m = torch.cat(planes, dim=1) if planes else None  # (n or 1, C_masks, G, G)
+    # Each row against its own maximum (guide clarification 7: a column counts where it stands out in a row's own
+    # background), pooled like the map: a column that is the brightest cell of most rows stays bright here.
+    rows = resize(x / x.amax(dim=3, keepdim=True).clamp_min(1e-12), cfg.grid, cfg.representation) \
+        if cfg.row_channel else None
     x = resize(x, cfg.grid, cfg.representation)  # (N, 1, G, G)
     # log2 of each cell's mass relative to a uniform row (1/T), clipped to [-4, 6] and scaled to ~[-1, 1.5]
     rel = (x * t).clamp_min(2 ** -4).log2().clamp_max(6.0) / 4.0 if cfg.mass_channel else None
     x = x / x.amax(dim=(2, 3), keepdim=True).clamp_min(1e-12)
     if cfg.intensity == "sqrt":
         x = x.sqrt()
-    if rel is not None:
-        x = torch.cat([x, rel], dim=1)
+    x = torch.cat([x, *(c for c in (rel, rows) if c is not None)], dim=1)
     if m is None:
         return x.contiguous()
     return torch.cat([x, m.expand(n, -1, -1, -1) if same else m], dim=1).contiguous()

@@ -22,6 +22,7 @@ import traceback
 from ..core.errors import PatternCNNError
 from ..core.version import __version__
 from . import (
+    adapt,
     analyze,
     annotate,
     census,
@@ -38,8 +39,8 @@ from . import (
     validate,
 )
 
-COMMANDS = (sample, finetune, annotate, train, validate, classify, census, drift, special_tokens, disable, link,
-            report, analyze, serve)  # in pipeline order
+COMMANDS = (sample, finetune, annotate, train, adapt, validate, classify, census, drift, special_tokens, disable,
+            link, report, analyze, serve)  # in pipeline order
 EXIT_REFUSED, EXIT_BUG = 2, 70
 NOISY_LOGGERS = ("transformers", "datasets", "huggingface_hub", "urllib3", "httpx", "filelock", "matplotlib")
 

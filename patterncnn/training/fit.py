@@ -140,12 +140,13 @@ def model_inputs(maps, seps, idx, cfg: CNNConfig, rng: np.random.Generator | Non
 
 
 def fit(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, seed: int,
-        epochs: int | None = None, tick: Callable | None = None, targets: np.ndarray | None = None
-        ) -> tuple[PatternCNN, int, list]:
+        epochs: int | None = None, tick: Callable | None = None, targets: np.ndarray | None = None,
+        init: dict | None = None) -> tuple[PatternCNN, int, list]:
     """Train one model. With ``val_idx``, early-stop on its macro-F1; else run ``epochs`` epochs.
 
     ``targets`` (N, 5), e.g. annotator vote shares, replace the hard labels as cross-entropy targets
-    (class weights and early stopping still use the hard labels).
+    (class weights and early stopping still use the hard labels). ``init``: a state dict to start from (a
+    pretrained CNN of the same config, :mod:`patterncnn.training.pretrain`) instead of a random initialisation.
 
     Returns:
         (model with the best weights, best epoch (1-based), per-epoch history).
@@ -153,6 +154,8 @@ def fit(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, s
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = PatternCNN(member_config(cfg))  # one CNN, also when it is a member of an ensemble
+    if init is not None:
+        model.load_state_dict(init)
     opt = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
     n_epochs = epochs or tcfg.max_epochs
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=n_epochs)
@@ -200,15 +203,15 @@ def fit(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, s
 
 
 def fit_members(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, seed: int,
-                epochs: int | None = None, tick: Callable | None = None, targets: np.ndarray | None = None
-                ) -> tuple[nn.Module, list[int]]:
+                epochs: int | None = None, tick: Callable | None = None, targets: np.ndarray | None = None,
+                init: dict | None = None) -> tuple[nn.Module, list[int]]:
     """The classifier ``cfg`` describes, fitted: ``cfg.members`` CNNs by :func:`fit`, each with its own seed.
 
     Returns:
         (one :class:`PatternCNN`, or a :class:`PatternEnsemble` of the members; each member's best epoch).
     """
     fits = [fit(data, train_idx, val_idx, cfg, tcfg, seed=seed + MEMBER_SEED_STEP * s, epochs=epochs, tick=tick,
-                targets=targets) for s in range(cfg.members)]
+                targets=targets, init=init) for s in range(cfg.members)]
     return build_model(cfg, [f[0] for f in fits]).eval(), [f[1] for f in fits]
 
 

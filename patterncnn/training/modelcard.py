@@ -12,6 +12,8 @@ from __future__ import annotations
 import string
 from importlib import resources
 
+import numpy as np
+
 from ..classifier.model import MEMBER_SEED_STEP
 from ..core.labels import LABELS
 from ..core.scores import spread
@@ -120,14 +122,22 @@ def _loeo(e: dict, members: int = 1) -> str:
     first = seed_runs(lo["pairs"][0])[0]["seed"]
     which = "one fit" if first is None else f"seed {first}"
     lines = ["| train on | test on | CNN macro-F1, mean ± sd over seeds (min–max) | CNN accuracy, mean ± sd | "
-             "per seed: macro-F1 / accuracy |", "| --- | --- | --- | --- | --- |"]
+             "four-class macro-F1 (no block maps), mean ± sd | census share error on its uniformly drawn maps, "
+             "mean \\|error\\| per pattern (worst) | per seed: macro-F1 / accuracy |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for p in lo["pairs"]:
         runs = seed_runs(p)
         f1, acc = (spread([r["all"][k] for r in runs]) for k in ("macro_f1", "accuracy"))
+        over = p.get("cnn_over_seeds", {})
+        four = mean_sd(over["four_class_macro_f1"]) if "four_class_macro_f1" in over else "—"
+        err = over.get("abs_share_error")
+        shares = "—" if not err else (f"{100 * np.mean([e['mean'] for e in err.values()]):.1f} points "
+                                      f"({max(err, key=lambda k: err[k]['mean'])} "
+                                      f"{100 * max(e['mean'] for e in err.values()):.1f})")
         each = "; ".join(f"{'—' if r['seed'] is None else r['seed']}: {_f(r['all']['macro_f1'])} / "
                          f"{_f(r['all']['accuracy'])}" for r in runs)
         lines.append(f"| {p['train']} | {p['test']} | **{mean_sd(f1)}** ({_f(f1['min'])}–{_f(f1['max'])}, "
-                     f"{f1['n']} seed{'s' if f1['n'] > 1 else ''}) | {mean_sd(acc)} | {each} |")
+                     f"{f1['n']} seed{'s' if f1['n'] > 1 else ''}) | {mean_sd(acc)} | {four} | {shares} | {each} |")
     lines += ["", f"The CNN's fit ({which}) beside the feature baselines (fitted once: they use every training "
                   f"map, no early-stopping split):", "",
               "| train on | test on | method | macro-F1 / accuracy (maps), all | agreed | per-class F1 (all), "

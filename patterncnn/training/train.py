@@ -72,7 +72,7 @@ def calibrate_and_validate(data: Labelled, oof: OutOfFold, seed: int) -> tuple[d
 RESULTS = ("patterncnn.onnx", "patterncnn.pt", "metrics.json")
 
 
-def train_and_export(annotations: str | Path, out: str | Path, cfg: CNNConfig, tcfg: TrainConfig,
+def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNConfig, tcfg: TrainConfig,
                      compare: bool = False, progress=None, ecfg: EvalConfig | None = None,
                      overwrite: bool = False) -> dict:
     """``patterncnn train``: cross-validate, compare, score the baselines, fit on all maps, export, write the card.
@@ -115,12 +115,16 @@ def train_and_export(annotations: str | Path, out: str | Path, cfg: CNNConfig, t
                 comparison[name] = entry(c, cross_validate(data, c, tcfg, progress, work))
         evaluation = evaluate(data, annotations, oof, cfg, tcfg, ecfg or EvalConfig(), progress, work)
         base = evaluation.pop("baselines")
+        unseen = evaluation["leave_one_encoder_out"].get("unseen_family")
+        if validation is not None and unseen:  # the band a census uses on a family never validated
+            validation["unseen_family"] = unseen
         model = fit_final(data, cfg, tcfg, cv["median_best_epoch"], progress, work)
         out.mkdir(parents=True, exist_ok=True)
         best_base = max((v["macro_f1"], k) for k, v in base.items())
         metrics = {
             "created_by": f"patterncnn {__version__}", "data": {
-                "annotations": str(annotations), "maps": len(data.y), "data_hash": data.data_hash,
+                "annotations": str(annotations) if isinstance(annotations, (str, Path)) else [str(a) for a in annotations],
+                "maps": len(data.y), "data_hash": data.data_hash,
                 "labels": dict(zip(LABELS, counts.tolist())), "uncertain": int(data.uncertain.sum()),
                 "groups": int(len(set(data.groups))),
                 **({"left_out_unresolved_ties": len(data.unresolved)} if data.unresolved else {})},

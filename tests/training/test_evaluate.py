@@ -14,24 +14,27 @@ TINY = dict(grid=16, widths=(4, 4, 8, 8, 8, 8, 16, 16))
 ANNOTATORS = ("annotator-a@patterncnn.local", "annotator-b@patterncnn.local", "annotator-c@patterncnn.local")
 
 
-def two_encoder_set(root, per_class=6, shared=2):
-    """Maps of two encoder families (minilm incl. a fine-tune, mpnet), 3 annotators each; returns the root.
+def two_encoder_set(root, per_class=6, shared=2, third=False):
+    """Maps of two encoder families (minilm incl. a fine-tune, mpnet; with ``third``, e5 too), 3 annotators each,
+    drawn "uniformly" (their metadata says so); returns the root.
 
-    The first ``shared`` examples of each class are seen by both families (the same input example).
+    The first ``shared`` examples of each class are seen by every family (the same input example).
     Annotator c disagrees on every third map; on every fifth map all three disagree.
     """
     recs, rows, anns = [], [], []
     tags = ("minilm-53aa5117", "minilm-sst2-0633eb25", "mpnet-78c0197b")
+    fams = (("minilm", tags[:2]), ("mpnet", tags[2:])) + ((("e5", ("e5-cd1caf18",)),) if third else ())
     for k, kind in enumerate(LABELS):
-        for fam, tag_pair in (("minilm", tags[:2]), ("mpnet", tags[2:])):
+        for f, (fam, tag_pair) in enumerate(fams):
             for i in range(per_class):
                 tag = tag_pair[i % len(tag_pair)]
-                ex = 1000 * k + i if i < shared else 1000 * k + i + (500 if fam == "mpnet" else 0)
+                ex = 1000 * k + i if i < shared else 1000 * k + i + 300 * f
                 t = 12 + (i * 5) % 20
                 sep = t // 2 - 1
                 mid = f"{tag}_rte_dev_{ex:05d}_L{i % 3:02d}_H{i % 4:02d}"
                 recs.append(({"id": mid, "task": "rte", "split": "dev", "example": ex, "layer": i % 3,
-                              "head": i % 4, "T": t, "seps": [sep, t - 1]}, pattern_map(kind, t, sep, seed=7 * k + i)))
+                              "head": i % 4, "T": t, "seps": [sep, t - 1], "sampling": "uniform"},
+                             pattern_map(kind, t, sep, seed=7 * k + i)))
                 rows.append({"map_id": mid, "label": kind, "uncertain": "False"})
                 n = len(recs)
                 other = LABELS[(k + 1) % len(LABELS)]
@@ -165,7 +168,7 @@ def test_leave_one_encoder_out_keeps_test_examples_out_of_training(two_encoders,
     tcfg = train.TrainConfig(folds=3, max_epochs=30, batch_size=8)
     pairs = ev.leave_one_encoder_out(data, fams, votes.agreed, ev.feature_matrix(data), CNNConfig(**TINY), tcfg, 2,
                                      seeds=2)
-    assert [(p["train"], p["test"]) for p in pairs] == [("minilm", "mpnet"), ("mpnet", "minilm")]
+    assert [(p["train"], p["test"]) for p in pairs] == [("mpnet", "minilm"), ("minilm", "mpnet")]  # each held out
     assert len(seen) == 4  # two seeds per direction
     for p in pairs:  # each seed's fit is reported, and the spread over them
         assert [r["seed"] for r in p["seeds"]] == [0, 1]
@@ -176,11 +179,40 @@ def test_leave_one_encoder_out_keeps_test_examples_out_of_training(two_encoders,
     assert [s[3] for s in seen] == [0, 1, 0, 1]  # each fit its own seed
     for (tr, va, epochs, _), p in zip(seen[::2] + seen[1::2], pairs + pairs):  # every fit, both seeds
         test_groups = set(data.groups[fams == p["test"]])
-        assert epochs == 2 and set(fams[np.concatenate([tr, va])]) == {p["train"]}
+        assert epochs == 2 and set(fams[np.concatenate([tr, va])]) == set(p["train"].split("+"))
         assert not test_groups & set(data.groups[np.concatenate([tr, va])])
         assert p["dropped_shared_examples"] == 2 * len(LABELS)  # the shared examples of every class
         assert p["methods"][ev.CNN]["all"]["maps"] == (fams == p["test"]).sum() == 30
         assert set(p["methods"]) == {ev.CNN, *ev.TRAINED_BASELINES}
+    for p in pairs:  # the census's measure too: count's pooled share error on the held-out family's uniform maps
+        for r in p["seeds"]:
+            assert r["share_error"]["maps"] == 30 and abs(sum(r["share_error"][k] for k in LABELS)) < 1e-9
+            assert r["four_classes"]["maps"] == 24 and "block" not in r["four_classes"]["classes"]
+        err = p["cnn_over_seeds"]["abs_share_error"]
+        assert err["vertical"]["mean"] == pytest.approx(np.mean([abs(r["share_error"]["vertical"]) for r in p["seeds"]]))
+    unseen = ev.unseen_family(pairs)
+    assert unseen["families"] == ["minilm", "mpnet"] and unseen["seeds"] == 2
+    assert unseen["bias_band"]["diagonal"] == max(p["cnn_over_seeds"]["abs_share_error"]["diagonal"]["mean"]
+                                                  for p in pairs)
+    assert unseen["accuracy"] == min(p["cnn_over_seeds"]["accuracy"]["mean"] for p in pairs)
+
+
+def test_leave_one_encoder_out_with_three_families_trains_on_the_other_two(tmp_path):
+    from patterncnn.classifier.model import CNNConfig
+    from patterncnn.labelling.sets import load_labelled
+    from patterncnn.training.fit import TrainConfig
+
+    root = two_encoder_set(tmp_path / "three", per_class=4, third=True)
+    data = load_labelled(root)
+    fams = ev.families(data.ids)
+    votes = ev.load_votes(root, data.ids, data.y)
+    pairs = ev.leave_one_encoder_out(data, fams, votes.agreed, ev.feature_matrix(data), CNNConfig(**TINY),
+                                     TrainConfig(folds=3, max_epochs=2, batch_size=8), 2, seeds=1)
+    assert [(p["test"], p["train"]) for p in pairs] == [("e5", "minilm+mpnet"), ("minilm", "e5+mpnet"),
+                                                        ("mpnet", "e5+minilm")]
+    for p in pairs:  # the shared examples of every other family are dropped, once per map
+        assert p["train_maps"] == 2 * (4 * len(LABELS) - 2 * len(LABELS))
+        assert p["dropped_shared_examples"] == 2 * 2 * len(LABELS)
 
 
 def test_soft_labels_train_on_vote_shares_on_the_same_folds(two_encoders, monkeypatch):

@@ -1,0 +1,109 @@
+"""``patterncnn adapt start|finish``: adapt the classifier to an encoder it never saw, through Label Studio."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from .common import add_glue_args, add_model_args, glue_dir, progress
+
+TASKS = ("cola", "sst2", "mrpc", "stsb", "rte", "qnli")
+
+
+def _connection_args(q) -> None:
+    q.add_argument("--url", help="Label Studio URL (default: $LABEL_STUDIO_URL)")
+    q.add_argument("--api-key", help="Label Studio API token (default: $LABEL_STUDIO_API_KEY)")
+
+
+def _connect(args):
+    from ..labelling.labelstudio import connect
+
+    return connect(args.url or os.environ.get("LABEL_STUDIO_URL"), args.api_key or os.environ.get("LABEL_STUDIO_API_KEY"))
+
+
+def register(sub) -> None:
+    p = sub.add_parser("adapt", help="adapt the classifier to a new encoder: label ~100 of its maps, fine-tune, "
+                                     "validate",
+                       description="Two steps around a labelling session in Label Studio. `start` samples maps of "
+                                   "your encoder uniformly (so their hand-labelled shares estimate its census), and "
+                                   "pushes them to a project without showing any prediction. Label them there. "
+                                   "`finish` pulls the labels, fine-tunes the shipped classifier on the shipped set "
+                                   "plus them, validates it cross-fitted on your maps, and writes an adapted "
+                                   "classifier whose census of your encoder has a validated interval of its own.")
+    asub = p.add_subparsers(dest="adapt_command", metavar="STEP", required=True)
+    q = asub.add_parser("start", help="sample uniformly drawn maps of the encoder and push them for labelling")
+    add_model_args(q)
+    q.add_argument("--project", required=True, help="Label Studio project title (created if missing)")
+    q.add_argument("--out", required=True, help="folder of this adaptation (maps/, then labels/ and classifier/)")
+    q.add_argument("--maps", type=int, default=100, help="maps to label, spread over the tasks (default: %(default)s)")
+    q.add_argument("--task", action="append", help=f"GLUE tasks to draw from (default: {', '.join(TASKS)})")
+    q.add_argument("--annotators", type=int, default=1,
+                   help="annotators per map (one account each; with 3, ties and slips are outvoted) "
+                        "(default: %(default)s)")
+    _connection_args(q)
+    add_glue_args(q)
+    q.set_defaults(func=run_start)
+    q = asub.add_parser("finish", help="pull the labels, fine-tune on the shipped set plus them, validate, export")
+    q.add_argument("--project", help="Label Studio project title or id")
+    q.add_argument("--from-file", help="a Label Studio JSON export instead of the server")
+    q.add_argument("--out", required=True, help="the folder `adapt start` wrote")
+    q.add_argument("--annotations", action="append", default=None,
+                   help="the labelled set(s) the classifier was trained on (default: annotations, from a clone)")
+    q.add_argument("--checkpoint", default="models/patterncnn.pt",
+                   help="the classifier to adapt (default: %(default)s, the shipped one, in a clone)")
+    q.add_argument("--epochs", type=int, default=20, help="fine-tuning epochs per fit (default: %(default)s)")
+    q.add_argument("--folds", type=int, default=5, help="cross-fitting folds over your maps (default: %(default)s)")
+    _connection_args(q)
+    q.set_defaults(func=run_finish)
+
+
+def run_start(args) -> int:
+    from ..core.glue import get_task, load_split
+    from ..core.maps import open_maps
+    from ..encoders.load import load_encoder
+    from ..labelling.push import HIDDEN_COLUMNS, label_config, push, setup_annotators
+    from ..labelling.sample import sample_maps
+
+    tasks = [get_task(t) for t in (args.task or TASKS)]
+    maps = Path(args.out) / "maps"
+    if (maps / "store.json").exists():
+        raise FileExistsError(f"{maps} already holds a map store: push it again with `patterncnn annotate push "
+                              f"{maps} --project ... --pre none`, or choose another --out")
+    ls = _connect(args)  # before the encoder runs: a wrong URL or token fails at once
+    splits = [load_split(t, "dev", glue_dir(args)) for t in tasks]
+    enc = load_encoder(args.model, max_length=args.max_length)
+    summary = sample_maps(enc, splits, math.ceil(args.maps / len(tasks)), args.seed, maps, progress=progress(),
+                          design="uniform")
+    project = ls.ensure_project(args.project, label_config(), hidden_columns=HIDDEN_COLUMNS)
+    pushed = push(ls, project, open_maps(maps), predictor=None)
+    r = setup_annotators(ls, project, args.annotators, blind=True)
+    print(f"sampled {sum(summary['tasks'].values())} maps of {enc.tag} uniformly into {maps}; pushed "
+          f"{pushed['pushed']} to project {project.id} ({project.title!r}) without predictions")
+    print(f"label them at {ls.url}/projects/{project.id}/data (Label All Tasks); annotators sign up with {r['invite']}")
+    print(f"then: patterncnn adapt finish --project {project.title!r} --out {args.out}")
+    return 0
+
+
+def run_finish(args) -> int:
+    from ..core.maps import open_maps
+    from ..labelling.pull import pull
+    from ..training.adapt import AdaptConfig, adapt
+
+    out = Path(args.out)
+    if not (out / "maps" / "store.json").exists():
+        raise FileNotFoundError(f"{out / 'maps'} holds no map store: run `patterncnn adapt start --out {out}` first")
+    ls = None if args.from_file else _connect(args)
+    r = pull(ls, args.project, open_maps(out / "maps"), out / "labels", from_file=args.from_file)
+    print(f"pulled {r['labelled']} labelled map(s) into {out / 'labels'} ({', '.join(f'{k} {v}' for k, v in r['labels'].items())})")
+    res = adapt(args.checkpoint, args.annotations or ["annotations"], out / "labels", out / "classifier",
+                AdaptConfig(epochs=args.epochs, folds=args.folds), progress=progress())
+    b, n = res["before"], res["new"]
+    print(f"on your {n['maps']} maps, out of fold: accuracy {n['accuracy']:.3f} (the classifier before adapting: "
+          f"{b['accuracy']:.3f})")
+    for enc, v in res["validation_on_new"].items():
+        print(f"census of {enc}: estimator {v['estimator']}{'/' + v['scope'] if v['scope'] else ''}, validated share "
+              f"error {100 * v['mean_abs_error']:.1f} points per pattern, intervals held the hand share in "
+              f"{100 * v['coverage']:.0f}% of cells")
+    print(f"wrote {out / 'classifier'}; use it with `patterncnn census --classifier {out / 'classifier'}/patterncnn.onnx`")
+    return 0

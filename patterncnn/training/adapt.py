@@ -1,0 +1,203 @@
+"""Adapt the classifier to an encoder it never saw: fine-tune it on the shipped set plus ~100 hand-labelled maps of
+the new encoder, validated cross-fitted on those maps, so that its census gets a validated interval of its own.
+
+Usage (what ``patterncnn adapt finish`` runs)::
+
+    result = adapt("models/patterncnn.pt", ["annotations"], "runs/adapt-e5/labels", "runs/adapt-e5/classifier")
+    result["new"]["accuracy"]          # out of fold, on the new encoder's maps; result["before"]: the shipped one's
+    result["validation"]               # the new encoder's share errors and bands, merged with the shipped classifier's
+
+The new maps must be drawn with ``patterncnn sample --design uniform`` (``patterncnn adapt start`` does), so that
+their hand-labelled shares estimate the census's. Every fit starts from the classifier's weights and runs a fixed
+number of epochs over the base set plus the new maps, the new maps repeated so that they make up a quarter of each
+epoch. Cross-fitting: the new maps are split into folds grouped by input example; each fold is scored by a fit
+that saw the base set and the other folds only, and those out-of-fold scores validate the share estimators on the
+new encoder (:func:`patterncnn.training.validate.validate_rows`) and join the calibration rows. The final
+classifier is one more fit on everything. The base set's rows and validation are the classifier's own (from its
+training, where no map scored itself), carried over unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..classifier.model import PatternCNN, config_from_dict, model_config_dict
+from ..classifier.onnx import OnnxClassifier, export_onnx, parity_check
+from ..core.errors import ClassifierError
+from ..core.fileio import write_bytes, write_json
+from ..core.labels import LABELS
+from ..core.maps import families, tag_of
+from ..core.scores import subset_scores
+from ..core.segments import rule_out_block
+from ..core.version import __version__
+from ..labelling.sets import Labelled, join_labelled, load_labelled
+from ..shares.calibrate import Rows, calibration_record, map_rows, stored_rows
+from .fit import TrainConfig, fit, predict_proba, torch_threads
+from .validate import validate_rows
+
+log = logging.getLogger(__name__)
+
+BLOCK = LABELS.index("block")
+
+
+@dataclasses.dataclass
+class AdaptConfig:
+    """How the classifier is fine-tuned on a new encoder's maps."""
+
+    epochs: int = 20  # fixed: too few new maps to early-stop on
+    lr: float = 1e-3  # a third of training's: the weights start trained
+    new_share: float = 0.25  # the new maps' share of each epoch (repeated as needed)
+    folds: int = 5  # cross-fitting folds over the new maps (fewer when the maps do not allow five)
+    seed: int = 0
+
+
+def _folds(data: Labelled, idx: np.ndarray, k: int, seed: int) -> list[np.ndarray]:
+    """``idx`` split into ``k`` folds grouped by input example (stratified by label where the labels allow)."""
+    from sklearn.model_selection import GroupKFold, StratifiedGroupKFold
+
+    groups = data.groups[idx]
+    k = min(k, len(set(groups.tolist())))
+    if k < 2:
+        raise ClassifierError(f"the new labelled maps come from {k} input example(s); cross-fitting needs at least 2: "
+                              f"label maps of more examples (`patterncnn adapt start --maps 100`)")
+    smallest = np.bincount(data.y[idx]).max()
+    splitter = StratifiedGroupKFold(k, shuffle=True, random_state=seed) if smallest >= k else GroupKFold(k)
+    return [idx[te] for _, te in splitter.split(np.zeros(len(idx)), data.y[idx], groups)]
+
+
+def _train_index(base: np.ndarray, new: np.ndarray, share: float, rng: np.random.Generator) -> np.ndarray:
+    """The base maps once and the new maps repeated (whole copies, then a random part) to ``share`` of the epoch."""
+    if not len(new):
+        return base
+    want = share / (1 - share) * len(base)
+    reps = max(1.0, want / len(new))
+    whole = int(reps)
+    extra = rng.choice(new, size=int(round((reps - whole) * len(new))), replace=False)
+    return np.concatenate([base, np.tile(new, whole), extra])
+
+
+def _fit(data: Labelled, train: np.ndarray, cfg, init: dict, acfg: AdaptConfig, seed: int):
+    tcfg = TrainConfig(lr=acfg.lr, seed=seed)
+    return fit(data, train, None, cfg, tcfg, seed=seed, epochs=acfg.epochs, init=init)[0]
+
+
+def _scores(data: Labelled, idx: np.ndarray, pred: np.ndarray) -> dict:
+    mask = np.zeros(len(data.y), dtype=bool)
+    mask[idx] = True
+    full = np.full(len(data.y), -1)
+    full[idx] = pred
+    four = subset_scores(data.y, full, mask & (data.y != BLOCK))
+    return {"maps": int(len(idx)), "accuracy": float((data.y[idx] == pred).mean()),
+            "four_class_macro_f1": None if four is None else four["macro_f1"]}
+
+
+def merge_validation(base: dict | None, new: dict) -> dict:
+    """The classifier's validation with the new encoder(s)' results added: per (estimator, scope), their per-encoder
+    entries; their ``best_per_encoder``; everything of the base kept (the base encoders' figures are the base's)."""
+    if not base:
+        return new
+    out = {**base, "results": [dict(r, encoders=dict(r["encoders"])) for r in base["results"]],
+           "best_per_encoder": dict(base.get("best_per_encoder") or {}), "adapted_to": sorted(new["encoders"])}
+    for r in out["results"]:
+        match = next((n for n in new["results"] if (n["estimator"], n["scope"]) == (r["estimator"], r["scope"])), None)
+        if match:
+            r["encoders"].update(match["encoders"])
+            r["worst_encoder_mean_abs_error"] = max(e["mean_abs_error"] for e in r["encoders"].values())
+    out["best_per_encoder"].update(new.get("best_per_encoder") or {})
+    return out
+
+
+def adapt(checkpoint: str | Path, base_sets: list[str | Path], new_set: str | Path, out: str | Path,
+          acfg: AdaptConfig | None = None, progress=None) -> dict:
+    """Fine-tune the classifier of ``checkpoint`` on ``base_sets`` plus ``new_set``; write it into ``out``.
+
+    Writes ``patterncnn.pt``, ``patterncnn.onnx`` (its metadata: the calibration rows of the base and the new maps,
+    the merged validation) and ``adapt.json`` (what is returned) into ``out``, each atomically.
+
+    Returns:
+        {"new": out-of-fold scores on the new maps, "before": the starting classifier's on them, "encoders",
+        "validation", "folds", ...}.
+    """
+    acfg = acfg or AdaptConfig()
+    t0 = time.time()
+    ckpt = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    cfg = config_from_dict(ckpt["model_config"])
+    if cfg.members != 1:
+        raise ClassifierError(f"{checkpoint} is an ensemble of {cfg.members} CNNs; adapt a single CNN "
+                              f"(models/patterncnn.pt)")
+    base_rows: Rows | None = stored_rows(ckpt)
+    if base_rows is None:
+        raise ClassifierError(f"{checkpoint} stores no calibration rows; retrain it with `patterncnn train`")
+    base, new = load_labelled(base_sets), load_labelled(new_set)
+    if not any(m.get("sampling") == "uniform" for m in new.meta):
+        raise ClassifierError(f"no map of {new_set} was drawn uniformly at random, so its shares cannot validate the "
+                              f"census; sample with `patterncnn adapt start` (or `sample --design uniform`)")
+    data = join_labelled([base, new], [str(base_sets), str(new_set)])
+    new_idx = np.arange(len(base.y), len(data.y))
+    base_idx = np.arange(len(base.y))
+    rng = np.random.default_rng(acfg.seed)
+    with torch_threads(2):
+        before = PatternCNN(cfg)  # the classifier as it is, to score the new maps before adapting
+        before.load_state_dict(ckpt["state_dict"])
+        probs_before = predict_proba(before.eval(), data, new_idx, cfg)
+        oof = np.zeros((len(new_idx), len(LABELS)))
+        fold_of = np.full(len(new_idx), -1)
+        parts = _folds(data, new_idx, acfg.folds, acfg.seed)
+        bar = progress(total=len(parts) + 1, desc="adapt", unit="fit") if progress else None
+        for k, test in enumerate(parts):
+            train_new = np.setdiff1d(new_idx, test)
+            model = _fit(data, _train_index(base_idx, train_new, acfg.new_share, rng), cfg, ckpt["state_dict"], acfg,
+                         acfg.seed + k)
+            at = np.searchsorted(new_idx, test)
+            oof[at] = predict_proba(model, data, test, cfg)
+            fold_of[at] = k
+            if bar:
+                bar.update(1)
+        final = _fit(data, _train_index(base_idx, new_idx, acfg.new_share, rng), cfg, ckpt["state_dict"], acfg,
+                     acfg.seed + len(parts))
+        if bar:
+            bar.update(1)
+            bar.close()
+    seps = [data.seps[i] for i in new_idx]
+    oof = rule_out_block(oof, seps)
+    new_rows = map_rows([data.ids[i] for i in new_idx], data.y[new_idx], oof, fold_of,
+                        [data.meta[i] for i in new_idx], seps)
+    new_validation = validate_rows(new_rows, acfg.seed)
+    validation = merge_validation(ckpt.get("validation"), new_validation)
+    rows = Rows(*(np.concatenate([getattr(base_rows, f), getattr(new_rows, f)]) for f in
+                  ("ids", "y", "probs", "fold", "encoder", "task", "group", "uniform", "single")))
+    calibration = calibration_record(rows)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    encoders = sorted({tag_of(data.ids[i]) for i in new_idx})
+    result = {
+        "created_by": f"patterncnn {__version__}", "adapted_from": {"checkpoint": Path(checkpoint).name,
+                                                                  "data_hash": ckpt.get("data_hash")},
+        "base_sets": [str(s) for s in base_sets], "new_set": str(new_set), "encoders": encoders,
+        "families": sorted(set(families([data.ids[i] for i in new_idx]).tolist())), "config": dataclasses.asdict(acfg),
+        "folds": len(parts), "new": _scores(data, new_idx, oof.argmax(1)),
+        "before": _scores(data, new_idx, rule_out_block(probs_before.astype(np.float64), seps).argmax(1)),
+        "validation_on_new": {e: new_validation["best_per_encoder"][e] for e in encoders
+                              if e in new_validation["best_per_encoder"]},
+        "seconds": None}
+    buf = io.BytesIO()
+    torch.save({"state_dict": final.state_dict(), "model_config": model_config_dict(cfg), "labels": list(LABELS),
+                "data_hash": data.data_hash, "patterncnn_version": __version__, "calibration": calibration,
+                "validation": validation, "adapted": result}, buf)
+    write_bytes(out / "patterncnn.pt", buf.getvalue())
+    export_onnx(final, out / "patterncnn.onnx", {"data_hash": data.data_hash, "trained_on": len(data.y),
+                                                  "calibration": calibration, "validation": validation,
+                                                  "adapted_to": encoders})
+    result["onnx_parity_max_abs_diff"] = parity_check(final, out / "patterncnn.onnx", [data.maps[i] for i in new_idx],
+                                                      seps)
+    result["classifier_version"] = OnnxClassifier(out / "patterncnn.onnx").model_version
+    result["seconds"] = round(time.time() - t0, 1)
+    write_json(out / "adapt.json", {**result, "validation": validation})
+    return {**result, "validation": validation}

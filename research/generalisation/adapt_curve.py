@@ -1,0 +1,87 @@
+"""How many labelled maps adapting to a new encoder family takes: a learning curve on a held-out family.
+
+    python research/generalisation/adapt_curve.py CHECKPOINT NAME [--ks 0 25 50 100 200] [--seeds 5]
+
+CHECKPOINT is a classifier trained without the held-out family (the shipped one never saw E5). The held-out
+family's labelled maps (annotations/round8-e5-uniform: 360 uniformly drawn E5 maps) are split once, by input
+example, into a test third and a pool. For each k and seed: k maps drawn from the pool, the classifier fine-tuned
+on the base set plus them as ``patterncnn adapt`` does (patterncnn.training.adapt), and scored on the test maps:
+accuracy, four-class macro-F1, and count's share error per pattern against the hand labels of the same maps
+(tasks pooled with equal weight, as a census). k = 0 is the classifier as it is. One JSON line per (k, seed) is
+appended to adapt_curve.jsonl beside this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from patterncnn.classifier.model import PatternCNN, config_from_dict
+from patterncnn.core.segments import rule_out_block
+from patterncnn.labelling.sets import join_labelled, load_labelled
+from patterncnn.training.adapt import AdaptConfig, _fit, _scores, _train_index
+from patterncnn.training.evaluate import share_error
+from patterncnn.training.fit import predict_proba, torch_threads
+
+HERE = Path(__file__).resolve().parent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("checkpoint")
+    ap.add_argument("name")
+    ap.add_argument("--base", nargs="+", default=["annotations"])
+    ap.add_argument("--new", default="annotations/round8-e5-uniform")
+    ap.add_argument("--ks", nargs="+", type=int, default=[0, 25, 50, 100, 200])
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--epochs", type=int, default=20)
+    args = ap.parse_args()
+    ckpt = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
+    cfg = config_from_dict(ckpt["model_config"])
+    base, new = load_labelled(args.base), load_labelled(args.new)
+    data = join_labelled([base, new], ["base", "new"])
+    base_idx, new_idx = np.arange(len(base.y)), np.arange(len(base.y), len(data.y))
+    groups = sorted(set(data.groups[new_idx].tolist()))
+    split = np.random.default_rng(1234).permutation(len(groups))
+    test_groups = {groups[i] for i in split[: len(groups) // 3]}
+    test = np.array([i for i in new_idx if data.groups[i] in test_groups])
+    pool = np.array([i for i in new_idx if data.groups[i] not in test_groups])
+    mask = np.zeros(len(data.y), dtype=bool)
+    mask[test] = True
+    with torch_threads(2), open(HERE / "adapt_curve.jsonl", "a") as out:
+        for k in args.ks:
+            for seed in range(args.seeds if k else 1):
+                t0 = time.time()
+                rng = np.random.default_rng(seed)
+                if k == 0:
+                    model = PatternCNN(cfg)
+                    model.load_state_dict(ckpt["state_dict"])
+                    model.eval()
+                else:
+                    chosen = rng.choice(pool, size=min(k, len(pool)), replace=False)
+                    acfg = AdaptConfig(epochs=args.epochs, seed=seed)
+                    model = _fit(data, _train_index(base_idx, chosen, acfg.new_share, rng), cfg, ckpt["state_dict"],
+                                 acfg, seed)
+                probs = rule_out_block(predict_proba(model, data, test, cfg).astype(np.float64),
+                                       [data.seps[i] for i in test])
+                pred = np.full(len(data.y), -1)
+                pred[test] = probs.argmax(1)
+                err = share_error(data, pred, mask)
+                rec = {"name": args.name, "k": k, "seed": seed, "test_maps": int(len(test)), "pool": int(len(pool)),
+                       **_scores(data, test, probs.argmax(1)), "share_error": err,
+                       "mean_abs_share_error": float(np.mean([abs(v) for key, v in err.items()
+                                                              if key not in ("maps", "tasks")])),
+                       "seconds": round(time.time() - t0, 1), "checkpoint": Path(args.checkpoint).name}
+                out.write(json.dumps(rec) + "\n")
+                out.flush()
+                print(f"{args.name} k={k} seed {seed}: acc {rec['accuracy']:.3f} F1-4 {rec['four_class_macro_f1']:.3f} "
+                      f"share error {100 * rec['mean_abs_share_error']:.1f} points ({rec['seconds']} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
