@@ -98,7 +98,7 @@ int h_embed(e5_model *m, const char *text, int is_query, int fp32, float *out) {
 
 def build():
     """Write the instrumented source and compile both libraries into BUILD."""
-    BUILD.mkdir(exist_ok=True)
+    BUILD.mkdir(parents=True, exist_ok=True)
     src = (SRC / "e5.c").read_text()
     for old, new in PATCHES:
         assert src.count(old) == 1, old
