@@ -3,23 +3,11 @@
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
-from .common import add_glue_args, add_model_args, glue_dir, progress
+from .common import add_connection_args, add_glue_args, add_model_args, add_overwrite, connect, glue_dir, progress
 
 TASKS = ("cola", "sst2", "mrpc", "stsb", "rte", "qnli")
-
-
-def _connection_args(q) -> None:
-    q.add_argument("--url", help="Label Studio URL (default: $LABEL_STUDIO_URL)")
-    q.add_argument("--api-key", help="Label Studio API token (default: $LABEL_STUDIO_API_KEY)")
-
-
-def _connect(args):
-    from ..labelling.labelstudio import connect
-
-    return connect(args.url or os.environ.get("LABEL_STUDIO_URL"), args.api_key or os.environ.get("LABEL_STUDIO_API_KEY"))
 
 
 def register(sub) -> None:
@@ -41,7 +29,7 @@ def register(sub) -> None:
     q.add_argument("--annotators", type=int, default=1,
                    help="annotators per map (one account each; with 3, ties and slips are outvoted) "
                         "(default: %(default)s)")
-    _connection_args(q)
+    add_connection_args(q)
     add_glue_args(q)
     q.set_defaults(func=run_start)
     q = asub.add_parser("finish", help="pull the labels, fine-tune on the shipped set plus them, validate, export")
@@ -54,11 +42,13 @@ def register(sub) -> None:
                    help="the classifier to adapt (default: %(default)s, the shipped one, in a clone)")
     q.add_argument("--epochs", type=int, default=20, help="fine-tuning epochs per fit (default: %(default)s)")
     q.add_argument("--folds", type=int, default=5, help="cross-fitting folds over your maps (default: %(default)s)")
-    _connection_args(q)
+    add_overwrite(q, "adapted classifier in OUT/classifier")
+    add_connection_args(q)
     q.set_defaults(func=run_finish)
 
 
 def run_start(args) -> int:
+    from ..core.fileio import output_folder
     from ..core.glue import get_task, load_split
     from ..core.maps import open_maps
     from ..encoders.load import load_encoder
@@ -70,7 +60,8 @@ def run_start(args) -> int:
     if (maps / "store.json").exists():
         raise FileExistsError(f"{maps} already holds a map store: push it again with `patterncnn annotate push "
                               f"{maps} --project ... --pre none`, or choose another --out")
-    ls = _connect(args)  # before the encoder runs: a wrong URL or token fails at once
+    output_folder(maps, ("store.json",), False)  # not a file, a FIFO or a device
+    ls = connect(args)  # before the encoder runs: a wrong URL or token fails at once
     splits = [load_split(t, "dev", glue_dir(args)) for t in tasks]
     enc = load_encoder(args.model, max_length=args.max_length)
     summary = sample_maps(enc, splits, math.ceil(args.maps / len(tasks)), args.seed, maps, progress=progress(),
@@ -93,11 +84,11 @@ def run_finish(args) -> int:
     out = Path(args.out)
     if not (out / "maps" / "store.json").exists():
         raise FileNotFoundError(f"{out / 'maps'} holds no map store: run `patterncnn adapt start --out {out}` first")
-    ls = None if args.from_file else _connect(args)
+    ls = None if args.from_file else connect(args)
     r = pull(ls, args.project, open_maps(out / "maps"), out / "labels", from_file=args.from_file)
     print(f"pulled {r['labelled']} labelled map(s) into {out / 'labels'} ({', '.join(f'{k} {v}' for k, v in r['labels'].items())})")
     res = adapt(args.checkpoint, args.annotations or ["annotations"], out / "labels", out / "classifier",
-                AdaptConfig(epochs=args.epochs, folds=args.folds), progress=progress())
+                AdaptConfig(epochs=args.epochs, folds=args.folds), progress=progress(), overwrite=args.overwrite)
     b, n = res["before"], res["new"]
     print(f"on your {n['maps']} maps, out of fold: accuracy {n['accuracy']:.3f} (the classifier before adapting: "
           f"{b['accuracy']:.3f})")

@@ -2,23 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 
 from ..labelling.agreement import METHODS
-from .common import add_labelled_args, add_overwrite, labelled_set, text
-
-
-def _connection_args(q) -> None:
-    q.add_argument("--url", type=text, help="Label Studio URL (default: $LABEL_STUDIO_URL)")
-    q.add_argument("--api-key", type=text, help="Label Studio API token (default: $LABEL_STUDIO_API_KEY)")
-
-
-def _connect(args):
-    from ..labelling.labelstudio import connect
-
-    return connect(args.url or os.environ.get("LABEL_STUDIO_URL"),
-                   args.api_key or os.environ.get("LABEL_STUDIO_API_KEY"))
+from .common import add_connection_args, add_labelled_args, add_overwrite, connect, labelled_set, text
 
 
 def register(sub) -> None:
@@ -43,7 +30,7 @@ def register(sub) -> None:
                    help="'uncertain': push the maps the predictor is least sure about first (default: %(default)s)")
     q.add_argument("--limit", type=int, help="push at most this many new maps")
     add_labelled_args(q, "leave out")
-    _connection_args(q)
+    add_connection_args(q)
     q.set_defaults(func=run_push)
 
     q = asub.add_parser("sheets", help="render maps as numbered contact sheets, to look through a batch by eye",
@@ -68,7 +55,7 @@ def _register_annotators(asub) -> None:
     q.add_argument("--project", type=text, required=True, help="project title or id")
     q.add_argument("--per-task", type=int, default=3, help="annotators per task (default: %(default)s)")
     q.add_argument("--show-predictions", action="store_true", help="show the pre-annotations to annotators")
-    _connection_args(q)
+    add_connection_args(q)
     q.set_defaults(func=run_annotators)
 
     q = asub.add_parser("agreement", help="agreement between the annotators of a labelled set (Cohen's, Fleiss' "
@@ -118,7 +105,7 @@ def _register_pull(asub) -> None:
                    help="the name recorded as the rows' server (their origin, with project and task): default the "
                         "URL pulled from; with --from-file, name the server the export came from (default: none, "
                         "the origin of sets pulled before servers were recorded)")
-    _connection_args(q)
+    add_connection_args(q)
     q.set_defaults(func=run_pull)
 
 
@@ -141,7 +128,7 @@ def run_push(args) -> int:
         predictor = OnnxClassifier(args.classifier)
     else:
         predictor = RulePredictor() if args.pre == "rule" else None
-    ls = _connect(args)
+    ls = connect(args)
     project = ls.ensure_project(args.project, label_config(), hidden_columns=HIDDEN_COLUMNS)
     if blind_project(ls, project):
         print(f"project {project.id} showed the map id and metadata to annotators (an earlier patterncnn's config): "
@@ -175,7 +162,7 @@ def run_annotators(args) -> int:
     from ..labelling.labelstudio import AnnotateError
     from ..labelling.push import setup_annotators
 
-    ls = _connect(args)
+    ls = connect(args)
     project = ls.find_project(args.project)
     if project is None:
         raise AnnotateError(f"no Label Studio project titled {args.project!r}; push maps to it first")
@@ -231,7 +218,7 @@ def run_pull(args) -> int:
     output_folder(args.out, (), overwrite=True)  # the set it merges into: a folder, or nothing yet
     names = _names(args.annotator)
     maps = MultiStore([open_maps(m) for m in args.maps]) if args.maps else None
-    ls = None if args.from_file else _connect(args)
+    ls = None if args.from_file else connect(args)
     r = pull(ls, args.project, maps, args.out, from_file=args.from_file, method=args.resolve,
              replace=args.replace, dry_run=args.dry_run, names=names, server=args.server)
     c = r["changes"]

@@ -121,3 +121,17 @@ def labelled_set(args) -> tuple[str | None, set[str]]:
         raise FileNotFoundError(f"{root}/labels.csv not found: --labelled-set takes a folder written by "
                                 f"`patterncnn annotate pull`")
     return root, labelled_ids(root)
+
+
+def add_connection_args(q) -> None:
+    """--url and --api-key of a Label Studio server (annotate, adapt)."""
+    q.add_argument("--url", type=text, help="Label Studio URL (default: $LABEL_STUDIO_URL)")
+    q.add_argument("--api-key", type=text, help="Label Studio API token (default: $LABEL_STUDIO_API_KEY)")
+
+
+def connect(args):
+    """The checked Label Studio connection from --url/--api-key or LABEL_STUDIO_URL/LABEL_STUDIO_API_KEY."""
+    from ..labelling.labelstudio import connect as open_connection
+
+    return open_connection(args.url or os.environ.get("LABEL_STUDIO_URL"),
+                           args.api_key or os.environ.get("LABEL_STUDIO_API_KEY"))

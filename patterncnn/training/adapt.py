@@ -31,7 +31,7 @@ import torch
 from ..classifier.model import PatternCNN, config_from_dict, model_config_dict
 from ..classifier.onnx import OnnxClassifier, export_onnx, parity_check
 from ..core.errors import ClassifierError
-from ..core.fileio import write_bytes, write_json
+from ..core.fileio import output_folder, write_bytes, write_json
 from ..core.labels import LABELS
 from ..core.maps import families, tag_of
 from ..core.scores import subset_scores
@@ -115,17 +115,19 @@ def merge_validation(base: dict | None, new: dict) -> dict:
 
 
 def adapt(checkpoint: str | Path, base_sets: list[str | Path], new_set: str | Path, out: str | Path,
-          acfg: AdaptConfig | None = None, progress=None) -> dict:
+          acfg: AdaptConfig | None = None, progress=None, overwrite: bool = False) -> dict:
     """Fine-tune the classifier of ``checkpoint`` on ``base_sets`` plus ``new_set``; write it into ``out``.
 
     Writes ``patterncnn.pt``, ``patterncnn.onnx`` (its metadata: the calibration rows of the base and the new maps,
-    the merged validation) and ``adapt.json`` (what is returned) into ``out``, each atomically.
+    the merged validation) and ``adapt.json`` (what is returned) into ``out``, each atomically; an adapted classifier
+    already there needs ``overwrite`` (:func:`patterncnn.core.fileio.output_folder`).
 
     Returns:
         {"new": out-of-fold scores on the new maps, "before": the starting classifier's on them, "encoders",
         "validation", "folds", ...}.
     """
     acfg = acfg or AdaptConfig()
+    out = output_folder(out, ("patterncnn.onnx", "patterncnn.pt", "adapt.json"), overwrite)
     t0 = time.time()
     ckpt = torch.load(checkpoint, map_location="cpu", weights_only=True)
     cfg = config_from_dict(ckpt["model_config"])
@@ -174,7 +176,6 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path], new_set: str | Pa
     rows = Rows(*(np.concatenate([getattr(base_rows, f), getattr(new_rows, f)]) for f in
                   ("ids", "y", "probs", "fold", "encoder", "task", "group", "uniform", "single")))
     calibration = calibration_record(rows)
-    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     encoders = sorted({tag_of(data.ids[i]) for i in new_idx})
     result = {

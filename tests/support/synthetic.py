@@ -1,5 +1,7 @@
 """Synthetic attention maps with a known pattern, for tests that need maps but no encoder."""
 
+import csv
+
 import numpy as np
 
 from patterncnn.core.labels import LABELS
@@ -38,6 +40,49 @@ def pattern_store(path, kinds, t: int = 12):
         recs.append((meta, pattern_map(kind, t, sep, seed=i)))
     store.append(recs)
     return store
+
+
+ANNOTATORS = ("annotator-a@patterncnn.local", "annotator-b@patterncnn.local", "annotator-c@patterncnn.local")
+
+
+def family_set(root, per_class=6, shared=2, third=False, only=None):
+    """A labelled set of maps of two encoder families (minilm incl. a fine-tune, mpnet; with ``third``, e5 too; with
+    ``only``, just the families named), 3 annotators each, drawn "uniformly" (their metadata says so); returns the root.
+
+    The first ``shared`` examples of each class are seen by every family (the same input example).
+    Annotator c disagrees on every third map; on every fifth map all three disagree.
+    """
+    recs, rows, anns = [], [], []
+    tags = ("minilm-53aa5117", "minilm-sst2-0633eb25", "mpnet-78c0197b")
+    fams = (("minilm", tags[:2]), ("mpnet", tags[2:])) + ((("e5", ("e5-cd1caf18",)),) if third or only else ())
+    for k, kind in enumerate(LABELS):
+        for f, (fam, tag_pair) in enumerate(fams):
+            if only is not None and fam not in only:
+                continue
+            for i in range(per_class):
+                tag = tag_pair[i % len(tag_pair)]
+                ex = 1000 * k + i if i < shared else 1000 * k + i + 300 * f
+                t = 12 + (i * 5) % 20
+                sep = t // 2 - 1
+                mid = f"{tag}_rte_dev_{ex:05d}_L{i % 3:02d}_H{i % 4:02d}"
+                recs.append(({"id": mid, "task": "rte", "split": "dev", "example": ex, "layer": i % 3,
+                              "head": i % 4, "T": t, "seps": [sep, t - 1], "sampling": "uniform"},
+                             pattern_map(kind, t, sep, seed=7 * k + i)))
+                rows.append({"map_id": mid, "label": kind, "uncertain": "False"})
+                n = len(recs)
+                other = LABELS[(k + 1) % len(LABELS)]
+                votes = [kind, kind, other if n % 3 == 0 else kind]
+                if n % 5 == 0:
+                    votes = [kind, other, LABELS[(k + 2) % len(LABELS)]]
+                for a, (who, lab) in enumerate(zip(ANNOTATORS, votes)):
+                    anns.append({"map_id": mid, "annotator": who, "label": lab, "skipped": "False",
+                                 "created_at": f"2026-11-23T10:00:{a:02d}Z", "ls_annotation_id": str(10 * n + a)})
+    write_labelled_set(root, recs, rows)
+    with open(root / "votes.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(anns[0]))
+        w.writeheader()
+        w.writerows(anns)
+    return root
 
 
 def write_labelled_set(root, records, rows):

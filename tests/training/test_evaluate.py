@@ -5,56 +5,17 @@ import dataclasses
 
 import numpy as np
 import pytest
-from synthetic import pattern_map, simulated_rows, write_labelled_set, write_votes
+from synthetic import family_set, simulated_rows, write_votes
 
 from patterncnn.core.labels import LABELS
 from patterncnn.training import evaluate as ev
 
 TINY = dict(grid=16, widths=(4, 4, 8, 8, 8, 8, 16, 16))
-ANNOTATORS = ("annotator-a@patterncnn.local", "annotator-b@patterncnn.local", "annotator-c@patterncnn.local")
-
-
-def two_encoder_set(root, per_class=6, shared=2, third=False):
-    """Maps of two encoder families (minilm incl. a fine-tune, mpnet; with ``third``, e5 too), 3 annotators each,
-    drawn "uniformly" (their metadata says so); returns the root.
-
-    The first ``shared`` examples of each class are seen by every family (the same input example).
-    Annotator c disagrees on every third map; on every fifth map all three disagree.
-    """
-    recs, rows, anns = [], [], []
-    tags = ("minilm-53aa5117", "minilm-sst2-0633eb25", "mpnet-78c0197b")
-    fams = (("minilm", tags[:2]), ("mpnet", tags[2:])) + ((("e5", ("e5-cd1caf18",)),) if third else ())
-    for k, kind in enumerate(LABELS):
-        for f, (fam, tag_pair) in enumerate(fams):
-            for i in range(per_class):
-                tag = tag_pair[i % len(tag_pair)]
-                ex = 1000 * k + i if i < shared else 1000 * k + i + 300 * f
-                t = 12 + (i * 5) % 20
-                sep = t // 2 - 1
-                mid = f"{tag}_rte_dev_{ex:05d}_L{i % 3:02d}_H{i % 4:02d}"
-                recs.append(({"id": mid, "task": "rte", "split": "dev", "example": ex, "layer": i % 3,
-                              "head": i % 4, "T": t, "seps": [sep, t - 1], "sampling": "uniform"},
-                             pattern_map(kind, t, sep, seed=7 * k + i)))
-                rows.append({"map_id": mid, "label": kind, "uncertain": "False"})
-                n = len(recs)
-                other = LABELS[(k + 1) % len(LABELS)]
-                votes = [kind, kind, other if n % 3 == 0 else kind]
-                if n % 5 == 0:
-                    votes = [kind, other, LABELS[(k + 2) % len(LABELS)]]
-                for a, (who, lab) in enumerate(zip(ANNOTATORS, votes)):
-                    anns.append({"map_id": mid, "annotator": who, "label": lab, "skipped": "False",
-                                 "created_at": f"2026-11-23T10:00:{a:02d}Z", "ls_annotation_id": str(10 * n + a)})
-    write_labelled_set(root, recs, rows)
-    with open(root / "votes.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(anns[0]))
-        w.writeheader()
-        w.writerows(anns)
-    return root
 
 
 @pytest.fixture(scope="module")
 def two_encoders(tmp_path_factory):
-    return two_encoder_set(tmp_path_factory.mktemp("two-encoders"))
+    return family_set(tmp_path_factory.mktemp("two-encoders"))
 
 
 def test_encoder_family_groups_fine_tunes_with_their_base():
@@ -202,7 +163,7 @@ def test_leave_one_encoder_out_with_three_families_trains_on_the_other_two(tmp_p
     from patterncnn.labelling.sets import load_labelled
     from patterncnn.training.fit import TrainConfig
 
-    root = two_encoder_set(tmp_path / "three", per_class=4, third=True)
+    root = family_set(tmp_path / "three", per_class=4, third=True)
     data = load_labelled(root)
     fams = ev.families(data.ids)
     votes = ev.load_votes(root, data.ids, data.y)

@@ -1,0 +1,120 @@
+"""patterncnn adapt (patterncnn.training.adapt): a classifier fine-tuned on a new family's uniformly drawn maps, with
+a validated band of its own for that family, and the warning of an unvalidated family gone."""
+
+import json
+
+import numpy as np
+import pytest
+from synthetic import family_set
+
+from patterncnn.classifier.onnx import OnnxClassifier
+from patterncnn.cli import main
+from patterncnn.core.errors import ClassifierError
+from patterncnn.shares.estimate import plan_for
+from patterncnn.training.adapt import AdaptConfig, _train_index, adapt, merge_validation
+
+E5 = "e5-cd1caf18"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A small classifier trained with `patterncnn train` on MiniLM and MPNet maps only, and an E5 set beside it."""
+    root = tmp_path_factory.mktemp("adapt")
+    base = family_set(root / "base", per_class=6, only=("minilm", "mpnet"))
+    new = family_set(root / "e5", per_class=6, only=("e5",))
+    models = root / "models"
+    assert main(["train", "--annotations", str(base), "--out", str(models), "--folds", "3", "--max-epochs", "3",
+                 "--loeo-seeds", "1", "--loeo-max-epochs", "2"]) == 0
+    return base, new, models
+
+
+def test_adapt_validates_the_new_family_and_the_warning_goes(trained, tmp_path):
+    base, new, models = trained
+    before = OnnxClassifier(models / "patterncnn.onnx").metadata
+    unadapted = plan_for(before, None, None, E5)
+    assert "warning" in unadapted.validated and "e5" in unadapted.validated["warning"]
+
+    res = adapt(models / "patterncnn.pt", [base], new, tmp_path / "adapted", AdaptConfig(epochs=2, folds=3))
+    assert res["encoders"] == [E5] and res["families"] == ["e5"] and res["folds"] == 3
+    assert res["new"]["maps"] == res["before"]["maps"] == 30  # 6 per class, 5 classes, every E5 map scored once
+    assert 0 <= res["new"]["accuracy"] <= 1 and res["onnx_parity_max_abs_diff"] < 1e-4
+    assert E5 in res["validation_on_new"]
+    written = json.loads((tmp_path / "adapted" / "adapt.json").read_text())
+    assert written["new"] == res["new"] and written["classifier_version"] == res["classifier_version"]
+
+    meta = OnnxClassifier(tmp_path / "adapted" / "patterncnn.onnx").metadata
+    assert meta["adapted_to"] == [E5]
+    validated = meta["validation"]["best_per_encoder"]
+    assert E5 in validated and set(before["validation"]["best_per_encoder"]) <= set(validated)
+    plan = plan_for(meta, None, None, E5)  # the census of an E5 encoder: its own band, no warning
+    assert "warning" not in plan.validated and E5 in plan.validated["encoder"]
+    # The base encoders keep the base classifier's figures.
+    for enc, v in before["validation"]["best_per_encoder"].items():
+        assert validated[enc] == v
+
+
+def test_adapt_refuses_maps_that_were_not_drawn_uniformly(trained, tmp_path):
+    base, new, models = trained
+    meta_lines = []
+    for part in sorted((new / "maps").glob("*.jsonl")):
+        lines = [json.loads(line) for line in part.read_text().splitlines() if line.strip()]
+        meta_lines += lines
+        part.write_text("".join(json.dumps({**m, "sampling": "stratified"}) + "\n" for m in lines))
+    try:
+        with pytest.raises(ClassifierError, match="uniformly"):
+            adapt(models / "patterncnn.pt", [base], new, tmp_path / "out", AdaptConfig(epochs=1, folds=2))
+    finally:
+        for part in sorted((new / "maps").glob("*.jsonl")):
+            ids = {json.loads(line)["id"] for line in part.read_text().splitlines() if line.strip()}
+            part.write_text("".join(json.dumps(m) + "\n" for m in meta_lines if m["id"] in ids))
+
+
+def test_the_new_maps_make_up_the_asked_share_of_each_epoch():
+    rng = np.random.default_rng(0)
+    base, new = np.arange(300), np.arange(300, 330)
+    idx = _train_index(base, new, 0.25, rng)
+    assert np.isin(base, idx).all() and (idx < 300).sum() == 300
+    assert (idx >= 300).sum() == 100  # 100 of 400: a quarter, every new map at least three times
+    assert np.bincount(idx[idx >= 300] - 300, minlength=30).min() >= 3
+    assert _train_index(base, new[:0], 0.25, rng).tolist() == base.tolist()
+
+
+def test_merge_validation_adds_the_new_encoder_and_keeps_the_rest():
+    base = {"results": [{"estimator": "count", "scope": None, "encoders": {"a": {"mean_abs_error": 0.01}},
+                         "worst_encoder_mean_abs_error": 0.01}],
+            "best_per_encoder": {"a": {"estimator": "count"}}, "mode": "cross-validated"}
+    new = {"results": [{"estimator": "count", "scope": None, "encoders": {"b": {"mean_abs_error": 0.04}}}],
+           "best_per_encoder": {"b": {"estimator": "count"}}, "encoders": ["b"]}
+    out = merge_validation(base, new)
+    assert out["results"][0]["encoders"] == {"a": {"mean_abs_error": 0.01}, "b": {"mean_abs_error": 0.04}}
+    assert out["results"][0]["worst_encoder_mean_abs_error"] == 0.04 and out["adapted_to"] == ["b"]
+    assert set(out["best_per_encoder"]) == {"a", "b"} and out["mode"] == "cross-validated"
+    assert base["results"][0]["encoders"] == {"a": {"mean_abs_error": 0.01}}  # the base is not changed
+
+
+def test_adapt_finish_pulls_an_export_and_writes_the_adapted_classifier(trained, tmp_path, capsys):
+    import csv
+    import shutil
+
+    base, new, models = trained
+    out = tmp_path / "adapt-e5"
+    shutil.copytree(new / "maps", out / "maps")  # what `adapt start` leaves: the sampled maps
+    when = "2026-11-25T10:00:00Z"
+    labels = list(csv.DictReader(open(new / "labels.csv", encoding="utf-8")))
+    export = [{"id": 100 + t, "project": 7, "created_at": when, "predictions": [],
+               "data": {"map_id": r["map_id"], "guide": "1.1"},
+               "annotations": [{"id": 500 + t, "unique_id": f"u{t}", "was_cancelled": False, "created_at": when,
+                                "updated_at": when, "lead_time": 2.0,
+                                "completed_by": {"id": 3, "email": "me@example.com"},
+                                "result": [{"from_name": "pattern", "to_name": "map", "type": "choices",
+                                            "value": {"choices": [r["label"]]}}]}]}
+              for t, r in enumerate(labels)]
+    (tmp_path / "export.json").write_text(json.dumps(export))
+    args = ["adapt", "finish", "--from-file", str(tmp_path / "export.json"), "--out", str(out), "--annotations",
+            str(base), "--checkpoint", str(models / "patterncnn.pt"), "--epochs", "1", "--folds", "2"]
+    assert main(args) == 0
+    said = capsys.readouterr().out
+    assert f"pulled {len(labels)} labelled map(s)" in said and f"census of {E5}:" in said
+    assert (out / "classifier" / "patterncnn.onnx").is_file() and (out / "labels" / "labels.csv").is_file()
+    assert main(["adapt", "finish", "--from-file", str(tmp_path / "export.json"), "--out", str(tmp_path / "none")]) == 2
+    assert "adapt start" in capsys.readouterr().err
