@@ -127,21 +127,26 @@ def export_encoder(model, path: Path, names: tuple[str, ...]) -> None:
 
 
 def _onnx(model, tag: str = "model", threads: int = 2, cache: Path | None = None, device: str = "cpu",
-          **_) -> Runner:
+          inputs: tuple[str, ...] = ("input_ids", "attention_mask"), **_) -> Runner:
     import onnxruntime as ort
     import torch
 
-    names = ("input_ids", "attention_mask") + (("token_type_ids",) if _uses_token_types(model) else ())
+    names = tuple(inputs)
     path = Path(cache or cache_root() / "onnx") / f"{tag}-attn-torch{torch.__version__.split('+')[0]}.onnx"
-    if not path.is_file():
-        log.info("exporting %s to %s", tag, path)
-        export_encoder(model.cpu(), path, names)  # exported from the CPU: one file for every device
-        model.to(device)
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    session = ort.InferenceSession(str(path), opts, providers=onnx_providers(device))
+    session = None
+    if path.is_file():
+        session = ort.InferenceSession(str(path), opts, providers=onnx_providers(device))
+        if tuple(i.name for i in session.get_inputs()) != names:  # exported for other inputs: export again
+            session = None
+    if session is None:
+        log.info("exporting %s to %s", tag, path)
+        export_encoder(model.cpu(), path, names)  # exported from the CPU: one file for every device
+        model.to(device)
+        session = ort.InferenceSession(str(path), opts, providers=onnx_providers(device))
 
     def run(inputs: dict) -> torch.Tensor:
         feed = {n: inputs[n].numpy() for n in names}
@@ -166,10 +171,6 @@ def _parity(ref: Runner, run: Runner, names: tuple[str, ...], path: Path, vocab:
                            f"re-export, or use --backend torch")
 
 
-def _uses_token_types(model) -> bool:
-    return getattr(model.config, "type_vocab_size", 0) > 1
-
-
 BACKENDS: dict[str, Callable[..., Runner]] = {"torch": _torch, "bf16": _bf16, "compile": _compile, "onnx": _onnx,
                                               "int8": _int8}
 # The backends that passed the drift check on real MiniLM maps (tests/test_backends.py, benchmarks/bench_census.py);
@@ -186,6 +187,7 @@ def make_backend(name: str, model, **options) -> Runner:
 
     Args:
         options: ``tag`` (a file-safe model name, for the ONNX cache), ``threads``, ``cache`` (a folder),
+            ``inputs`` (the names of the tensors the encoder is fed, in order: what the ONNX graph takes),
             ``device`` (``cpu`` or ``cuda``: torch runs the model where it is; onnxruntime takes CUDA's provider
             where installed).
 

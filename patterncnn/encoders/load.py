@@ -156,7 +156,7 @@ class Encoder:
         try:
             if self._run is None:
                 self._run = make_backend(self.backend, self.model, tag=self.tag, threads=self._threads,
-                                         device=self.device)
+                                         device=self.device, inputs=tuple(kwargs))
             return self._run(kwargs), lengths  # (B, L, H, T, T)
         except BackendError as e:
             raise EncoderError(f"{self.name}: {e}") from None

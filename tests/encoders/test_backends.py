@@ -62,6 +62,31 @@ def test_onnx_backend_matches_torch_on_a_pair_model(tiny_bert, tiny_classifier, 
     assert max(float(np.abs(a - b).max()) for a, b in zip(ref, onnx)) < 1e-5
 
 
+def test_onnx_backend_feeds_what_the_tokenizer_gives(tiny_bert, glue_dir, tmp_path, monkeypatch):
+    """A BERT model whose tokenizer gives no token type ids (E5: XLM-R's tokenizer on a BertModel) is exported and
+    fed without them; an export cached for other inputs is made again, not fed the wrong tensors."""
+    import json
+    import shutil
+
+    monkeypatch.setenv("PATTERNCNN_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "no-types"
+    shutil.copytree(tiny_bert, folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config,
+                                                              "model_input_names": ["input_ids", "attention_mask"]}))
+    split = load_split("rte", "dev", glue_dir, limit=12, seed=3)
+    typed = load_encoder(str(tiny_bert), max_length=48, backend="onnx")
+    untyped = load_encoder(str(folder), max_length=48, backend="onnx")
+    assert typed._uses_token_types and not untyped._uses_token_types
+    typed_maps = [ea.maps for ea in typed.iter_attentions(split.examples)]
+    (export,) = (tmp_path / "cache" / "onnx").glob("*.onnx")  # a graph of three inputs where the untyped one looks
+    shutil.copy(export, export.with_name(export.name.replace(typed.tag, untyped.tag)))
+    maps = [ea.maps for ea in untyped.iter_attentions(split.examples)]  # that graph is not fed: exported again
+    ref = [ea.maps for ea in load_encoder(str(folder), max_length=48).iter_attentions(split.examples)]
+    assert max(float(np.abs(a - b).max()) for a, b in zip(ref, maps)) < 1e-5
+    assert max(float(np.abs(a - b).max()) for a, b in zip(typed_maps, maps)) > 1e-4  # segment B's type changed
+
+
 def test_unknown_backend_names_the_choices(tiny_bert):
     with pytest.raises(EncoderError, match="choose one of torch"):
         load_encoder(str(tiny_bert), backend="tpu")
