@@ -13,15 +13,16 @@ from __future__ import annotations
 import sys
 import types
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
-from ..classifier.onnx import OnnxClassifier, load_classifier
 from ..core.glue import dev_splits
 from ..core.work import output_dir, progress_bars
 from ..encoders.backends import DEFAULT_BACKEND
 from ..shares.precision import Precision
-from .result import CensusResult
-from .run import run_censuses
+
+if TYPE_CHECKING:
+    from ..classifier.onnx import OnnxClassifier
+    from .result import CensusResult
 
 __all__ = ["census", "CensusResult"]
 
@@ -61,6 +62,11 @@ def census(model: str = "minilm", tasks: str | Sequence[str] = MAIN_TASKS, limit
         >>> res.shares.loc["rte"]["share"].round(2).to_dict()
         {'vertical': 0.54, 'diagonal': 0.17, 'vertical+diagonal': 0.18, 'block': 0.0, 'heterogeneous': 0.11}
     """
+    # Loaded here, not when the package is: reading a finished result (census.results) needs no torch.
+    from ..classifier.onnx import OnnxClassifier, load_classifier  # torch, onnxruntime: only to run a census
+    from .result import CensusResult  # pandas, matplotlib: only for a result
+    from .run import run_censuses  # the encoder's side: torch, transformers
+
     clf = classifier if isinstance(classifier, OnnxClassifier) else load_classifier(classifier, device=device,
                                                                                      threads=threads)
     splits = dev_splits(tasks, glue_dir, limit, seed)
@@ -71,6 +77,14 @@ def census(model: str = "minilm", tasks: str | Sequence[str] = MAIN_TASKS, limit
         batch_size=batch_size, progress=progress_bars(progress), save_maps=save_maps, overwrite=overwrite, estimator=estimator,
         scope=calibration_scope, precision=rule)
     return CensusResult(result, folder)
+
+
+def __getattr__(name: str):
+    if name == "CensusResult":  # loaded on first use, like patterncnn's own public names
+        from .result import CensusResult  # pandas, matplotlib: on first use only
+
+        return CensusResult
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _CallableModule(types.ModuleType):

@@ -30,7 +30,8 @@ from ..core.fileio import sha256_file
 from ..core.glue import GlueSplit
 from ..core.work import prepare_out, work_dir
 from ..encoders.load import load_encoder
-from .run import RESULT, CensusError, output_folder, run_census, task_params
+from .results import CensusError
+from .run import RESULT, output_folder, run_census, task_params
 from .windows import classify_window, read_window, save_window, split_windows, window_name
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from ..core.labels import LABELS
 from ..core.plots import census_plot, heads_plot, png
 from ..shares.estimate import describe
-from .run import load_result, table
+from .results import load_result, table
 from .thumbnails import read_thumbnails
 
 if TYPE_CHECKING:

@@ -73,13 +73,15 @@ def run(args) -> int:
     # Idle OpenMP workers (torch's preprocessing) must not spin while onnxruntime runs the encoder or the CNN on
     # the same cores: busy-waiting cost the onnx census up to 2.5x (README, Benchmarks). Set before torch loads.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from ..census.run import compare, load_result, run_censuses, table
+    from ..census.results import compare, load_result, table
+
+    if args.compare:  # reads two results: no encoder, no classifier, nothing of torch
+        print(compare(*(load_result(p) for p in args.compare))[0])
+        return 0
+    from ..census.run import run_censuses
     from ..core.glue import dev_splits
     from ..shares.precision import Precision
 
-    if args.compare:
-        print(compare(*(load_result(p) for p in args.compare))[0])
-        return 0
     if not args.task:
         raise ValueError("pass --task (e.g. --task sst2, repeatable, or --task all), or --compare A B")
     if args.limit is not None and args.limit < 1:

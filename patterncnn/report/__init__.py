@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..census.run import CensusError
+from ..census.results import CensusError
 from ..core.fileio import write_text
 from .collect import census_folders, collect
 from .page import page

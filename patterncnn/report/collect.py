@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 from ..census.result import CensusResult
-from ..census.run import CensusError
+from ..census.results import CensusError
 
 EXPERIMENTS = {"drift": "drift.json", "special-tokens": "special_tokens.json", "disable": "disable.json",
                "link": "link.json"}

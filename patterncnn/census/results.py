@@ -1,0 +1,142 @@
+"""Finished census results read back, checked, shown and compared: what ``census --compare`` and the report need.
+
+Nothing here runs an encoder or a classifier, so reading a result imports neither torch nor onnxruntime.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ..core.errors import PatternCNNError
+from ..core.fileio import parse_json
+from ..core.labels import LABELS
+from ..shares.estimate import bias_band, pattern_errors
+
+
+class CensusError(PatternCNNError, RuntimeError):
+    """A finished census cannot be read (missing or not a census result); the message says which command writes one."""
+
+
+def load_result(path: str | Path) -> dict:
+    """A finished census (its folder or its ``census.json``), checked to hold what :func:`compare` and
+    :func:`table` read: a damaged or foreign file is refused naming the field at fault."""
+    p = Path(path)
+    p = p / "census.json" if p.is_dir() else p
+    if not p.is_file():
+        raise CensusError(f"no finished census at {path} (no census.json); run `patterncnn census --out {path}` first")
+    fix = f"run `patterncnn census` again to write {p}"
+    result = parse_json(p.read_bytes(), f"{p} (a census result)", fix, CensusError)
+    problem = result_problem(result)
+    if problem:
+        raise CensusError(f"{p} is not a census result: {problem}; {fix}")
+    return result
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _per_label(x, path: str, interval: bool = False) -> str | None:
+    """What is wrong with an object holding a number (or an interval) per pattern, or None."""
+    if not isinstance(x, dict):
+        return f"{path} must be an object with one entry per pattern"
+    for name in LABELS:
+        v = x.get(name)
+        ok = isinstance(v, list) and len(v) == 2 and all(map(_number, v)) if interval else _number(v)
+        if not ok:
+            return f"{path}.{name} must be {'two numbers' if interval else 'a number'}"
+    return None
+
+
+def result_problem(r) -> str | None:
+    """What is wrong with a census result for :func:`compare` and :func:`table`, or None."""
+    if not isinstance(r, dict):
+        return "it must be a JSON object"
+    if not isinstance(r.get("encoder"), dict) or not isinstance(r["encoder"].get("model"), str):
+        return "encoder.model must be a string"
+    if not isinstance(r.get("tasks"), dict) or not r["tasks"]:
+        return "tasks must be an object with one entry per task"
+    for task, s in r["tasks"].items():
+        where = f"tasks.{task}"
+        if not isinstance(s, dict):
+            return f"{where} must be an object"
+        if not isinstance(s.get("examples"), int) or isinstance(s.get("examples"), bool):
+            return f"{where}.examples must be a whole number"
+        problem = _per_label(s.get("shares"), f"{where}.shares") or _per_label(s.get("ci95"), f"{where}.ci95", True)
+        parts = s.get("ci95_parts", {})
+        if not problem and (not isinstance(parts, dict) or "examples" in parts):
+            problem = _per_label(parts.get("examples") if isinstance(parts, dict) else None,
+                                 f"{where}.ci95_parts.examples", True)
+        if problem:
+            return problem
+    e = r.get("estimator", {})
+    if not isinstance(e, dict) or not isinstance(e.get("name", "count"), str):
+        return "estimator must be an object with a name"
+    v = e.get("validated_share_error")
+    if isinstance(v, dict):
+        if v.get("bias_band") is not None and _per_label(v["bias_band"], "estimator.validated_share_error.bias_band"):
+            return _per_label(v["bias_band"], "estimator.validated_share_error.bias_band")
+        if v.get("abs_error"):
+            return _per_label(v["abs_error"], "estimator.validated_share_error.abs_error")
+        if not _number(v.get("mean_abs_error")):
+            return "estimator.validated_share_error.mean_abs_error must be a number"
+    return None
+
+
+def table(result: dict) -> str:
+    """A terminal table: one row per task, one column per pattern (share and 95% CI)."""
+    head = f"{'task':<8} {'examples':>8} " + " ".join(f"{n:>21}" for n in LABELS)
+    lines = [head, "-" * len(head)]
+    for task, s in result["tasks"].items():
+        cells = " ".join(f"{100 * s['shares'][n]:5.1f}% [{100 * s['ci95'][n][0]:4.1f},{100 * s['ci95'][n][1]:5.1f}]"
+                         .rjust(21) for n in LABELS)
+        used = f"{s['examples']}/{s['precision']['budget']}" if s.get("precision") else str(s["examples"])
+        lines.append(f"{task:<8} {used:>8} {cells}")
+    return "\n".join(lines)
+
+
+def _apart(x: list[float], y: list[float]) -> bool:
+    return x[0] > y[1] or y[0] > x[1]
+
+
+def has_classifier_part(e: dict) -> bool:
+    """Whether a census's intervals include the classifier: a calibration, or count's validated band."""
+    return bool(e.get("calibration")) or bias_band(e.get("validated_share_error")) is not None
+
+
+def compare(a: dict, b: dict) -> tuple[str, dict]:
+    """Per-task, per-pattern share differences (b − a) between two census results, as text and data.
+
+    Three checks per difference: the two example-bootstrap intervals are apart; the total intervals
+    (examples and the classifier's calibration, or count's validated band) are apart; the difference exceeds the two censuses'
+    validated share errors for that pattern added together (None when either is unknown).
+    """
+    est = [r.get("estimator", {}).get("name", "count") for r in (a, b)]
+    err = [pattern_errors(r.get("estimator", {})) for r in (a, b)]
+    no_part = [x for x, r in zip("AB", (a, b)) if not has_classifier_part(r.get("estimator", {}))]
+    diff = {}
+    lines = [f"B - A, percentage points (A: {a['encoder']['model']}, {est[0]}; B: {b['encoder']['model']}, {est[1]})",
+             f"{'task':<8} " + " ".join(f"{n:>19}" for n in LABELS)]
+    for task in a["tasks"]:
+        if task not in b["tasks"]:
+            continue
+        sa, sb = a["tasks"][task], b["tasks"][task]
+        d = {n: sb["shares"][n] - sa["shares"][n] for n in LABELS}
+        ex = {n: _apart(*(s.get("ci95_parts", {}).get("examples", s["ci95"])[n] for s in (sa, sb))) for n in LABELS}
+        # Count without a validated band has no classifier part: its total interval is the examples' alone.
+        tot = {n: None if no_part else _apart(sa["ci95"][n], sb["ci95"][n]) for n in LABELS}
+        val = {n: None if None in err else bool(abs(d[n]) > err[0][n] + err[1][n]) for n in LABELS}
+        diff[task] = {"difference": d, "separated_examples": ex, "separated_total": tot, "exceeds_validated_error": val}
+        marks = {n: ("*" if ex[n] else "") + ("*" if ex[n] and tot[n] else "") + ("!" if val[n] else "") for n in LABELS}
+        lines.append(f"{task:<8} " + " ".join(f"{100 * d[n]:+6.1f}{marks[n]:<3}".rjust(19) for n in LABELS))
+    lines += ["*  the 95% intervals over examples do not overlap (the classifier held fixed)",
+              "** the total 95% intervals (examples and the classifier's error) do not overlap either"
+              if not no_part else "   (** not checked: the intervals of " + " and ".join(no_part) + " hold no classifier "
+              "part: count with a classifier that was not validated)",
+              "!  the difference exceeds the validated share errors of A and B for that pattern, added" if None not in err
+              else "   (the classifier's validated share error is unknown for " + " and ".join(
+                  x for x, e in zip("AB", err) if e is None) + ": not checked against it)"]
+    if est[0] != est[1]:
+        lines.append(f"note: A used the {est[0]} estimator and B the {est[1]} estimator")
+    return "\n".join(lines), diff
