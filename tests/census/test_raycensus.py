@@ -116,4 +116,4 @@ def test_census_cli_on_ray(cluster, tiny_bert, tiny_classifier, glue_dir, local,
     for f in ("census.csv", "heads.csv"):
         assert (tmp_path / "a" / f).read_text() == (local[3] / f).read_text()
     assert main(args + ["--ray", "auto", "--save-maps", "--out", str(tmp_path / "b")]) == 2
-    assert "--save-maps is not available with --ray" in capsys.readouterr().err
+    assert "--save-maps, --precision and --device are for the local census, not --ray" in capsys.readouterr().err

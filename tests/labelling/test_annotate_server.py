@@ -186,9 +186,13 @@ def test_failures_are_one_line(label_studio, conn, tmp_path, capsys):
     client = connect(label_studio.url, label_studio.token)
     client.ensure_project("empty", label_config())
     (tmp_path / "a").mkdir()
-    (tmp_path / "a" / "labels.csv").write_text("keep me\n")
+    (tmp_path / "a" / "labels.csv").write_text("map_id,label\n")  # a set that labels nothing yet
     assert main(["annotate", "pull", "--project", "empty", "--out", str(tmp_path / "a"), *conn]) == 2
     assert "no labelled maps" in capsys.readouterr().err
+    assert (tmp_path / "a" / "labels.csv").read_text() == "map_id,label\n"
+    (tmp_path / "a" / "labels.csv").write_text("keep me\n")  # a damaged one is refused by name, and kept as it is
+    assert main(["annotate", "pull", "--project", "empty", "--out", str(tmp_path / "a"), *conn]) == 2
+    assert "labels.csv has no column 'map_id'" in capsys.readouterr().err
     assert (tmp_path / "a" / "labels.csv").read_text() == "keep me\n"
 
 

@@ -84,10 +84,20 @@ def test_a_stopped_train_keeps_its_finished_folds_and_resumes_to_the_same_model(
 
     import patterncnn.training.fit as fit
 
+    from synthetic import pattern_map
+
+    from patterncnn.core.maps import MapStore
+
     data = tmp_path / "set"
     shutil.copytree(labelled_set, data)
-    with open(data / "labels.csv", "a", newline="") as f:  # a map whose two annotators tied
-        csv.writer(f).writerow(["m_tie", "", "False"])
+    MapStore(data / "maps").append([({"id": "m_tie", "task": "rte", "split": "dev", "example": 999, "layer": 0,
+                                      "head": 0, "T": 12, "seps": [5, 11]}, pattern_map("vertical", 12, 5))])
+    rows = list(csv.DictReader(open(data / "labels.csv", encoding="utf-8")))
+    with open(data / "labels.csv", "w", newline="") as f:  # and a map whose two annotators tied, left open
+        w = csv.DictWriter(f, fieldnames=[*rows[0], "resolution"])
+        w.writeheader()
+        w.writerows([*({**r, "resolution": "majority"} for r in rows),
+                     {"map_id": "m_tie", "label": "", "uncertain": "False", "resolution": "unresolved"}])
     args = ["train", "--annotations", str(data), "--folds", "3", "--max-epochs", "2", "--no-soft-labels",
             "--no-leave-one-encoder-out"]
     assert main([*args, "--out", str(tmp_path / "whole")]) == 0

@@ -198,7 +198,10 @@ def test_train_validate_census_end_to_end(tmp_path, tiny_bert, tiny_classifier, 
     args = ["census", "--task", "rte", "--model", str(tiny_bert), "--limit", "12", "--glue-dir", str(glue_dir),
             "--classifier", str(out / "patterncnn.onnx")]
     assert main(args + ["--out", str(tmp_path / "a")]) == 0
-    assert f"estimator {v['best']['estimator']} (validation" in capsys.readouterr().out
+    printed = capsys.readouterr().out  # a family never validated: count, with the band of holding families out
+    assert "estimator count (the encoder's family was never validated: count, with the leave-one-family-out band)" \
+        in printed and "on a family it never saw it labelled" in printed and "measured by holding out" in printed
+    assert m["validation"]["unseen_family"]["families"] == ["enca", "encb"]
     assert main(args + ["--out", str(tmp_path / "b"), "--estimator", "adjusted", "--calibration-scope", "all"]) == 0
     res = json.loads((tmp_path / "b" / "census.json").read_text())
     est = res["estimator"]
