@@ -82,10 +82,9 @@ def test_a_stopped_train_keeps_its_finished_folds_and_resumes_to_the_same_model(
     import csv
     import shutil
 
-    import patterncnn.training.fit as fit
-
     from synthetic import pattern_map
 
+    import patterncnn.training.fit as fit
     from patterncnn.core.maps import MapStore
 
     data = tmp_path / "set"
