@@ -68,6 +68,10 @@ def result_problem(r) -> str | None:
         if not problem and (not isinstance(parts, dict) or "examples" in parts):
             problem = _per_label(parts.get("examples") if isinstance(parts, dict) else None,
                                  f"{where}.ci95_parts.examples", True)
+        precision = s.get("precision")
+        if not problem and precision and (not isinstance(precision, dict) or not isinstance(precision.get("budget"), int)
+                                          or isinstance(precision.get("budget"), bool)):
+            problem = f"{where}.precision must be an object with a whole-number budget"
         if problem:
             return problem
     e = r.get("estimator", {})

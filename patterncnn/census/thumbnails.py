@@ -31,6 +31,7 @@ PER_HEAD = 3  # maps kept per (layer, head, pattern)
 FILE = "thumbnails.npz"
 _JOIN = "\x1f"  # between the tokens of one example (no tokenizer emits it)
 _NO_INDEX = np.iinfo(np.int64).max
+MAX_T = 1 << 16  # the longest input a kept map may come from (a window's check)
 
 
 def quantize(a: np.ndarray) -> np.ndarray:
@@ -116,12 +117,18 @@ def problem(arrays: dict, num_maps: int) -> str | None:
     if any(arrays[k].dtype.kind not in "iu" for k in ("thumb_key", "thumb_index", "thumb_t", "text_index")) \
             or arrays["thumb_maps"].dtype != np.uint8 or any(arrays[k].dtype.kind != "U" for k in names[6:]):
         return "its example maps' arrays have the wrong types"
-    t = arrays["thumb_t"].astype(np.int64)
-    keys = arrays["thumb_key"]
-    if n and (t.min() < 1 or keys.min() < 0 or keys.max() >= num_maps * len(LABELS)):
-        return "an example map's size or key is out of range"
-    if len(arrays["thumb_maps"]) != int((t**2).sum()):
+    if arrays["thumb_prob"].dtype.kind != "f":
+        return "its example maps' probabilities are not numbers"
+    t, keys, prob = arrays["thumb_t"], arrays["thumb_key"], arrays["thumb_prob"]
+    if n and (t.min() < 1 or t.max() > MAX_T or keys.min() < 0 or keys.max() >= num_maps * len(LABELS)
+              or not (np.isfinite(prob).all() and prob.min() >= 0 and prob.max() <= 1)):
+        return "an example map's size, key or probability is out of range"
+    if len(arrays["thumb_maps"]) != sum(int(x) ** 2 for x in t):  # Python ints: no overflow
         return "its example maps do not fill their array"
+    if not set(arrays["thumb_index"].tolist()) <= set(arrays["text_index"].tolist()):
+        return "an example map's input has no tokens stored"
+    if any(sep and not all(x.isdigit() for x in str(sep).split(",")) for sep in arrays["text_seps"]):
+        return "a separator list is not comma-separated positions"
     return None
 
 

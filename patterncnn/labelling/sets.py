@@ -71,7 +71,7 @@ TABLES = {"labels": ("labels.csv", LABEL_COLUMNS), "annotations": ("votes.csv", 
 LEGACY = {"annotations": "annotations.csv"}  # the votes' earlier file name: read if votes.csv is absent, then replaced
 # The columns each table must have (older sets may lack the others), and those that hold a label.
 REQUIRED = {"labels": ("map_id", "label"), "annotations": ("map_id", "annotator", "label", "ls_annotation_id"),
-            "predictions": ("map_id", "source", "model_version", "label")}
+            "predictions": ("map_id", "source", "model_version", "label", "ls_prediction_id")}
 # The annotation guide's version of a vote whose task did not record one: tasks were pushed without it before guide
 # 1.1, so every such vote was made under 1.0 (annotations/README.md).
 GUIDE_BEFORE_VERSIONS = "1.0"
@@ -117,8 +117,9 @@ class Tables:
     @classmethod
     def of(cls, **rows: Iterable[dict]) -> "Tables":
         """Tables from row lists, cells normalised with :func:`text`."""
-        return cls(**{name: {row_key(name, r): {k: text(v) for k, v in r.items()} for r in rs}
-                      for name, rs in rows.items()})
+        normal = {name: [{k: text(v) for k, v in r.items()} for r in rs] for name, rs in rows.items()}
+        # keyed after normalising, so a row's key in memory is the key it reads back with (None is "")
+        return cls(**{name: {row_key(name, r): r for r in rs} for name, rs in normal.items()})
 
 
 def read_tables(root: str | Path) -> Tables:

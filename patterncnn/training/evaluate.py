@@ -18,11 +18,11 @@ Reports, all on the folds of :func:`patterncnn.training.fit.folds` (grouped by i
   how far a careful reader of the guide gets; the methods' on the same pairs is comparable with it.
 - **soft labels**: the same CV (same folds, seeds and epochs budget) with the annotators' vote shares as
   cross-entropy targets instead of the resolved label, scored against the resolved label beside the hard one.
-- **leave one encoder out**: train on one family's maps, test on another's, each direction. Training
-  maps whose input example also appears among the test maps are dropped (the example is one group, as
-  in the CV); early stopping watches a split of the training family, never the test family. The CNN is
-  fitted with several seeds per direction and reported as mean ± sd over them: one fit moves by several
-  points of macro-F1 with its seed.
+- **leave one encoder out**: each family held out in turn, trained on every other family's maps, tested on
+  all of its own. Training maps whose input example also appears among the test maps are dropped (the
+  example is one group, as in the CV); early stopping watches a split of the training maps, never the test
+  family. The CNN is fitted with several seeds per direction and reported as mean ± sd over them: one fit
+  moves by several points with its seed.
 
 A macro-F1 on a subset averages the F1 of the classes that subset's labels hold (a family without
 ``block`` maps is not charged a zero for it); the classes averaged are recorded beside it.
@@ -292,7 +292,8 @@ def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.
                 return {"pred": rule_out_block(probs, [data.seps[i] for i in te]).argmax(1),
                         "epochs": np.array(epochs)}
 
-            part, _ = work.part("loeo", inputs(data, cfg, loeo, train=train, test=b, seed=seed), compute)
+            part, _ = work.part("loeo", inputs(data, cfg, loeo, train=train, test=b, seed=seed,
+                                                  rule="block ruled out for single segments"), compute)
             if bar:
                 bar.update((k + 1) * per_fit - bar.n)
             pred = np.full(len(data.y), -1)

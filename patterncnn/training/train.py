@@ -89,9 +89,10 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
         counts = np.bincount(data.y, minlength=len(LABELS))
         log.info("%d labelled maps: %s", len(data.y), dict(zip(LABELS, counts.tolist())))
         if data.unresolved:
-            log.warning("left out %d map(s) whose annotators tied, unresolved in %s/labels.csv (e.g. %s): get a third "
-                        "annotator (`patterncnn annotate annotators --per-task 3`) and pull again, or pull with "
-                        "--resolve majority-dawid-skene", len(data.unresolved), annotations, data.unresolved[0])
+            sets = annotations if isinstance(annotations, (str, Path)) else ", ".join(map(str, annotations))
+            log.warning("left out %d map(s) whose annotators tied, unresolved in the labels.csv of %s (e.g. %s): get "
+                        "a third annotator (`patterncnn annotate annotators --per-task 3`) and pull again, or pull "
+                        "with --resolve majority-dawid-skene", len(data.unresolved), sets, data.unresolved[0])
         out = Path(out)
         work = Work(out / ".work" / "train")
         oof = out_of_fold(data, cfg, tcfg, progress, work=work)

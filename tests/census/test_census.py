@@ -230,3 +230,15 @@ def test_compare_refuses_a_damaged_census_naming_the_field(tmp_path, capsys, dam
     (tmp_path / "a.json").write_text("[" * 100_000)
     assert main(["census", "--compare", str(tmp_path / "a.json"), str(shipped)]) == 2
     assert "is not valid JSON (nested too deeply)" in capsys.readouterr().err
+
+
+def test_a_result_whose_precision_record_is_damaged_is_refused(tmp_path):
+    from patterncnn.census.results import CensusError, load_result
+
+    shares = dict.fromkeys(LABELS, 0.2)
+    result = {"encoder": {"model": "m"}, "tasks": {"rte": {"examples": 3, "shares": shares,
+                                                           "ci95": {k: [0.1, 0.3] for k in LABELS},
+                                                           "precision": {"x": 1}}}}
+    (tmp_path / "census.json").write_text(json.dumps(result))
+    with pytest.raises(CensusError, match="precision must be an object with a whole-number budget"):
+        load_result(tmp_path)

@@ -73,3 +73,19 @@ def test_census_keeps_the_surest_maps_of_each_head_and_pattern(setup, tmp_path):
         assert r["tokens"] == meta["tokens"] and r["seps"] == meta["seps"] and r["map"].shape == (meta["T"],) * 2
         np.testing.assert_allclose(r["map"], quantize(store.get(meta["id"])) / 255.0)
     assert res["tasks"]["rte"]["examples"] == 90
+
+
+@pytest.mark.parametrize("damage", ["size", "prob", "seps", "tokens"])
+def test_damaged_example_maps_are_found_by_the_check(damage):
+    """A window whose example maps are damaged fails the check (and is computed again), never crashes the merge."""
+    from patterncnn.census.thumbnails import Keeper, problem
+
+    keep = Keeper(num_maps=4)
+    keep.offer(3, np.tile([[0.7, 0.1, 0.1, 0.05, 0.05]], (4, 1)), np.random.default_rng(0).random((2, 2, 5, 5)),
+               ["a", "b", "c", "d", "e"], [2, 4])
+    arrays = keep.arrays()
+    assert problem(arrays, 4) is None
+    n = len(arrays["thumb_t"])
+    arrays = {**arrays, **{"size": {"thumb_t": np.full(n, 2**32)}, "prob": {"thumb_prob": np.array(["x"] * n)},
+                           "seps": {"text_seps": np.array(["a,b"])}, "tokens": {"text_index": np.array([99])}}[damage]}
+    assert problem(arrays, 4) is not None

@@ -197,3 +197,21 @@ def test_a_bad_export_changes_nothing(tmp_path, capsys, bad):
     (tmp_path / "bad.json").write_text(bad)
     assert main([*pull, str(tmp_path / "bad.json")]) == 2
     assert capsys.readouterr().err.count("\n") == 1 and snapshot(out) == before
+
+
+def test_an_export_without_annotation_ids_pulled_three_times_stays_readable(tmp_path, capsys):
+    """Rows are keyed as they read back: an id the export leaves out (None) is the empty cell in memory too, so
+    pulling the same file again neither adds the vote twice nor writes a table that repeats a key."""
+    store = pattern_store(tmp_path / "maps", ["vertical", "diagonal"], t=12)
+    export = [task(1, store.ids[0], {"a@x.org": "vertical"}), task(2, store.ids[1], {"a@x.org": "diagonal"})]
+    for t in export:
+        for ann in t["annotations"]:
+            ann["id"] = None
+            ann.pop("unique_id")
+    (tmp_path / "export.json").write_text(json.dumps(export))
+    pull = ["annotate", "pull", "--from-file", str(tmp_path / "export.json"), "--out", str(tmp_path / "set"),
+            "--maps", str(tmp_path / "maps")]
+    for _ in range(3):
+        assert main(pull) == 0
+    assert len(read_tables(tmp_path / "set").annotations) == 2
+    assert len(load_labelled(tmp_path / "set").y) == 2
