@@ -1,6 +1,6 @@
 """How many labelled maps adapting to a new encoder family takes: a learning curve on a held-out family.
 
-    python research/generalisation/adapt_curve.py CHECKPOINT NAME [--ks 0 25 50 100 200] [--seeds 5]
+    python research/generalisation/adapt_curve.py CHECKPOINT NAME [--ks 0 25 50 100 200] [--seeds 5] [--seed-start 0]
 
 CHECKPOINT is a classifier trained without the held-out family (the shipped one never saw E5). The held-out
 family's labelled maps (annotations/round8-e5-uniform: 360 uniformly drawn E5 maps) are split once, by input
@@ -39,6 +39,7 @@ def main() -> None:
     ap.add_argument("--new", default="annotations/round8-e5-uniform")
     ap.add_argument("--ks", nargs="+", type=int, default=[0, 25, 50, 100, 200])
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--seed-start", type=int, default=0, help="the first seed (to add seeds to an earlier run)")
     ap.add_argument("--epochs", type=int, default=20)
     args = ap.parse_args()
     ckpt = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
@@ -55,7 +56,7 @@ def main() -> None:
     mask[test] = True
     with torch_threads(2), open(HERE / "adapt_curve.jsonl", "a") as out:
         for k in args.ks:
-            for seed in range(args.seeds if k else 1):
+            for seed in range(args.seed_start, args.seed_start + (args.seeds if k else 1)):
                 t0 = time.time()
                 rng = np.random.default_rng(seed)
                 if k == 0:
