@@ -133,3 +133,21 @@ def test_a_stopped_train_keeps_its_finished_folds_and_resumes_to_the_same_model(
 
     assert numbers(out / "metrics.json") == numbers(tmp_path / "whole" / "metrics.json")
     assert not (out / ".work").exists()
+
+
+def test_a_damaged_map_in_the_labelled_set_is_named_not_a_crash(tmp_path, capsys):
+    """The fuzz's case: a labelled set whose stored map is not a square map; train and validate name it, exit 2."""
+    from synthetic import pattern_map, write_labelled_set
+
+    recs = [({"id": f"m{i}", "task": "rte", "split": "dev", "example": i, "layer": 0, "head": 0, "T": 8,
+              "seps": [3, 7]}, pattern_map("vertical", 8, 3, seed=i)) for i in range(3)]
+    root = write_labelled_set(tmp_path / "set", recs, [{"map_id": f"m{i}", "label": "vertical", "uncertain": "False"}
+                                                       for i in range(3)])
+    (part,) = (root / "maps").glob("*.npz")  # then damaged on disk: one map that is not (T, T)
+    with np.load(part) as z:
+        members = {k: z[k] for k in z.files}
+    members["m1"] = np.zeros(8, dtype=np.float32)
+    np.savez(part, **members)
+    assert main(["train", "--annotations", str(root), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "map 'm1'" in err and "not a square 2-D map" in err and len(err.strip().splitlines()) == 1
