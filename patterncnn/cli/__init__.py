@@ -31,6 +31,7 @@ from . import (
     drift,
     finetune,
     link,
+    pretrain,
     report,
     sample,
     serve,
@@ -39,7 +40,7 @@ from . import (
     validate,
 )
 
-COMMANDS = (sample, finetune, annotate, train, adapt, validate, classify, census, drift, special_tokens, disable,
+COMMANDS = (sample, finetune, annotate, pretrain, train, adapt, validate, classify, census, drift, special_tokens, disable,
             link, report, analyze, serve)  # in pipeline order
 EXIT_REFUSED, EXIT_BUG = 2, 70
 NOISY_LOGGERS = ("transformers", "datasets", "huggingface_hub", "urllib3", "httpx", "filelock", "matplotlib")

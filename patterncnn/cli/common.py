@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
+import threading
 
 
 def positive_int(text: str) -> int:
@@ -14,6 +17,17 @@ def positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1 (got {text!r})")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (a learning rate, a time)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a number greater than 0 (got {text!r})")
     return value
 
 
@@ -71,6 +85,46 @@ def add_classifier_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--classifier", default=None, help="ONNX classifier (default: the shipped patterncnn.onnx)")
     p.add_argument("--threads", type=positive_int, default=2,
                    help="onnxruntime (and torch) threads (default: %(default)s)")
+
+
+def add_cnn_args(p: argparse.ArgumentParser) -> None:
+    """The CNN's input options, the same for `pretrain` and `train` (a pretrained CNN serves only the same CNN)."""
+    p.add_argument("--grid", type=int, default=16, help="input grid size (default: %(default)s)")
+    p.add_argument("--representation", choices=("area", "bilinear"), default="area",
+                   help="how a TxT map becomes the grid (default: %(default)s)")
+    p.add_argument("--no-segment-channel", action="store_true", help="do not give the segment squares as a channel")
+    p.add_argument("--no-structure-channels", action="store_true",
+                   help="do not give the diagonal band and [CLS]/[SEP] columns as channels")
+    p.add_argument("--no-mass-channel", action="store_true",
+                   help="do not give log mass relative to uniform as a channel (only the max-scaled map)")
+
+
+def cnn_config(args, **more):
+    """The :class:`~patterncnn.classifier.model.CNNConfig` of :func:`add_cnn_args`' options (and ``more``)."""
+    from ..classifier.model import CNNConfig
+
+    return CNNConfig(grid=args.grid, representation=args.representation,
+                     segment_channel=not args.no_segment_channel, structure_channels=not args.no_structure_channels,
+                     mass_channel=not args.no_mass_channel, **more)
+
+
+def _stopped(signum, frame):
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """A time limit's SIGTERM ends the block as Ctrl-C does: a resumable command keeps its finished work and says so.
+
+    Only in the main thread (signal handlers can be set nowhere else); the caller's handler comes back after.
+    """
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _stopped) if main_thread else None
+    try:
+        yield
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, before)
 
 
 def add_overwrite(p: argparse.ArgumentParser, what: str = "result") -> None:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import signal
-import threading
-
-from .common import add_overwrite, progress
+from .common import add_cnn_args, add_overwrite, cnn_config, positive_float, progress, sigterm_as_interrupt
 
 
 def register(sub) -> None:
@@ -18,14 +15,11 @@ def register(sub) -> None:
                         "its own resolved labels; e.g. the shipped annotations plus your own) (default: annotations)")
     p.add_argument("--out", default="models", help="output folder (default: %(default)s)")
     add_overwrite(p, "classifier")
-    p.add_argument("--grid", type=int, default=16, help="input grid size (default: %(default)s)")
-    p.add_argument("--representation", choices=("area", "bilinear"), default="area",
-                   help="how a TxT map becomes the grid (default: %(default)s)")
-    p.add_argument("--no-segment-channel", action="store_true", help="do not give the segment squares as a channel")
-    p.add_argument("--no-structure-channels", action="store_true",
-                   help="do not give the diagonal band and [CLS]/[SEP] columns as channels")
-    p.add_argument("--no-mass-channel", action="store_true",
-                   help="do not give log mass relative to uniform as a channel (only the max-scaled map)")
+    add_cnn_args(p)
+    p.add_argument("--init", default=None, metavar="CKPT",
+                   help="start every fit (folds, leave one encoder out, the final fit) from a CNN pretrained on "
+                        "synthetic maps by `patterncnn pretrain` (the shipped one: models/pretrained-synthetic.pt) "
+                        "instead of a random initialisation (default: random)")
     p.add_argument("--compare", action="store_true",
                    help="also cross-validate area/bilinear x 16/32, area 64 and the channel choices, for the card")
     p.add_argument("--members", type=int, default=1,
@@ -34,6 +28,8 @@ def register(sub) -> None:
     p.add_argument("--folds", type=int, default=5, help="(default: %(default)s)")
     p.add_argument("--max-epochs", type=int, default=80, help="(default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
+    p.add_argument("--lr", type=positive_float, default=None,
+                   help="peak learning rate (default: 3e-3 from a random start, 3e-4 with --init)")
     p.add_argument("--class-weight-power", type=float, default=0.5,
                    help="class weights (n / (5 * count)) ** POWER in the loss: 1 balances the classes fully, 0 not "
                         "at all (default: %(default)s)")
@@ -49,32 +45,21 @@ def register(sub) -> None:
     p.set_defaults(func=run, resumable="folds and fits (in .work/train)")
 
 
-def _stopped(signum, frame):
-    raise KeyboardInterrupt  # a time limit's SIGTERM ends the run as Ctrl-C does: finished folds stay, it says so
-
-
 def run(args) -> int:
-    from ..classifier.model import CNNConfig
     from ..training.evaluate import EvalConfig
-    from ..training.fit import TrainConfig
+    from ..training.fit import INIT_LR, TrainConfig
     from ..training.train import summary, train_and_export
 
-    cfg = CNNConfig(grid=args.grid, representation=args.representation,
-                    segment_channel=not args.no_segment_channel, structure_channels=not args.no_structure_channels,
-                    mass_channel=not args.no_mass_channel, members=args.members)
+    cfg = cnn_config(args, members=args.members)
     tcfg = TrainConfig(folds=args.folds, seed=args.seed, max_epochs=args.max_epochs,
-                       class_weight_power=args.class_weight_power)
+                       class_weight_power=args.class_weight_power, init=args.init,
+                       lr=args.lr or (INIT_LR if args.init else TrainConfig.lr))
     ecfg = EvalConfig(soft_labels=not args.no_soft_labels, leave_one_encoder_out=not args.no_leave_one_encoder_out,
                       loeo_max_epochs=args.loeo_max_epochs, loeo_seeds=args.loeo_seeds)
-    main_thread = threading.current_thread() is threading.main_thread()
-    before = signal.signal(signal.SIGTERM, _stopped) if main_thread else None
-    try:
-        sets = args.annotations or ["annotations"]
+    sets = args.annotations or ["annotations"]
+    with sigterm_as_interrupt():  # finished folds stay, and it says so
         m = train_and_export(sets[0] if len(sets) == 1 else sets, args.out, cfg, tcfg, compare=args.compare,
                              progress=progress(), ecfg=ecfg, overwrite=args.overwrite)
-    finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, before)
     print(summary(m))
     print(f"wrote {args.out}/patterncnn.pt, patterncnn.onnx, metrics.json, README.md")
     return 0

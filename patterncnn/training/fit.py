@@ -40,8 +40,18 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..classifier.model import MEMBER_SEED_STEP, CNNConfig, PatternCNN, build_model, member_config, preprocess
+from ..classifier.model import (
+    MEMBER_SEED_STEP,
+    CNNConfig,
+    PatternCNN,
+    build_model,
+    config_from_dict,
+    member_config,
+    model_config_dict,
+    preprocess,
+)
 from ..core.errors import PatternCNNError
+from ..core.fileio import sha256_file
 from ..core.labels import LABELS
 from ..core.scores import classification_report, macro_f1
 from ..core.version import __version__
@@ -49,6 +59,9 @@ from ..core.work import run_key, run_parts
 from ..labelling.sets import Labelled
 
 INNER_SPLITS = 5  # early stopping watches one fifth of each fold's training part
+# The learning rate of fits that start from pretrained weights (`train --init`): a tenth of a random start's, so
+# fine-tuning on two or three encoder families keeps what the synthetic maps taught (docs/pages/classifier.md).
+INIT_LR = 3e-4
 
 
 class TrainError(PatternCNNError, ValueError):
@@ -84,8 +97,9 @@ NO_WORK = Work(None)
 
 
 def inputs(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, **more) -> dict:
-    """What determines a part of training: the data, the configs and ``more`` (fold, seed, targets, ...)."""
-    return {"data": data.data_hash, "cfg": dataclasses.asdict(cfg), "tcfg": dataclasses.asdict(tcfg), **more}
+    """What determines a part of training: the data, the configs, the --init weights and ``more`` (fold, seed, ...)."""
+    init = {"init_sha256": sha256_file(tcfg.init)} if tcfg.init else {}
+    return {"data": data.data_hash, "cfg": dataclasses.asdict(cfg), "tcfg": dataclasses.asdict(tcfg), **init, **more}
 
 
 def array_hash(a: np.ndarray | None) -> str | None:
@@ -109,6 +123,9 @@ class TrainConfig:
     # handful of maps (block: 6 of 1,075) full balancing weighs each of its maps ~85x a vertical one, and the
     # model then calls vertical maps block; the square root keeps the rare classes heard without that.
     class_weight_power: float = 0.5
+    # A checkpoint of `patterncnn pretrain` (a CNN pretrained on synthetic maps) every fit starts from, instead of
+    # a random initialisation; None: random. Its hash goes into every resumable part's name.
+    init: str | None = None
 
 
 @contextlib.contextmanager
@@ -139,6 +156,36 @@ def model_inputs(maps, seps, idx, cfg: CNNConfig, rng: np.random.Generator | Non
     return torch.cat(out)
 
 
+def load_init(path: str | Path, cfg: CNNConfig) -> dict:
+    """The state dict of a pretrained checkpoint (``patterncnn pretrain``) to start a fit of ``cfg`` from.
+
+    Raises:
+        TrainError: the file is missing or not a pretrained checkpoint, or its CNN differs from ``cfg``'s.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise TrainError(f"--init {path}: no such file; make one with `patterncnn pretrain --out {path}`")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        theirs = config_from_dict(ckpt["model_config"])
+        state = ckpt["state_dict"]
+    except Exception as e:
+        raise TrainError(f"--init {path} is not a checkpoint of `patterncnn pretrain` ({type(e).__name__}: {e}); "
+                         f"make one with `patterncnn pretrain --out {path}`") from None
+    mine = member_config(cfg)
+    if model_config_dict(theirs) != model_config_dict(mine):
+        diff = sorted(k for k, v in model_config_dict(mine).items() if model_config_dict(theirs).get(k) != v)
+        raise TrainError(f"--init {path} was pretrained for another CNN (differs in {', '.join(diff)}): pretrain "
+                         f"one with the same options as this `train` (`patterncnn pretrain --help`)")
+    try:
+        with torch.random.fork_rng():  # checking the weights must not move the caller's random state
+            PatternCNN(mine).load_state_dict(state)
+    except (RuntimeError, TypeError, AttributeError) as e:
+        raise TrainError(f"--init {path}: its weights do not fit its own model config ({str(e).splitlines()[0]}); "
+                         f"pretrain it again with `patterncnn pretrain --out {path}`") from None
+    return state
+
+
 def fit(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, seed: int,
         epochs: int | None = None, tick: Callable | None = None, targets: np.ndarray | None = None,
         init: dict | None = None) -> tuple[PatternCNN, int, list]:
@@ -146,7 +193,8 @@ def fit(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, s
 
     ``targets`` (N, 5), e.g. annotator vote shares, replace the hard labels as cross-entropy targets
     (class weights and early stopping still use the hard labels). ``init``: a state dict to start from (a
-    pretrained CNN of the same config, :mod:`patterncnn.training.pretrain`) instead of a random initialisation.
+    pretrained CNN of the same config, :mod:`patterncnn.training.pretrain`) instead of a random initialisation;
+    without it, ``tcfg.init``'s checkpoint when set.
 
     Returns:
         (model with the best weights, best epoch (1-based), per-epoch history).
@@ -154,6 +202,8 @@ def fit(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, s
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = PatternCNN(member_config(cfg))  # one CNN, also when it is a member of an ensemble
+    if init is None and tcfg.init:
+        init = load_init(tcfg.init, cfg)
     if init is not None:
         model.load_state_dict(init)
     opt = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)

@@ -242,6 +242,19 @@ def _members_note(m: dict) -> str:
             f"all.")
 
 
+def _init_note(m: dict) -> str:
+    """Where every fit (folds, leave one encoder out, the final fit) started: random, or pretrained weights."""
+    init = m.get("init")
+    if not init:
+        return "Every fit starts from a random initialisation."
+    on = init.get("pretrained_on", {})
+    return (f"Every fit (each fold, each leave-one-encoder-out seed, the final fit) starts from the weights of "
+            f"`{init['path']}` (sha256 `{init['sha256'][:16]}…`): the same CNN pretrained by `patterncnn pretrain` "
+            f"on {on.get('synthetic_maps', '?'):,} synthetic maps labelled by construction (seed {on.get('seed', '?')}; "
+            f"{on.get('held_out_accuracy', '?')} accuracy on {on.get('held_out', '?')} held-out synthetic maps), "
+            f"never on a real map.")
+
+
 def model_card(m: dict) -> str:
     """The model card as Markdown, from the metrics that ``patterncnn train`` writes."""
     cv, mc, data, tc = m["cv"], m["model_config"], m["data"], m["train_config"]
@@ -266,7 +279,7 @@ def model_card(m: dict) -> str:
         "verdict": "The CNN beats every baseline on macro-F1." if m["cnn_beats_best_baseline"] else
         f"**The CNN does not beat the best baseline ({m['best_baseline']}) on macro-F1.**",
         "parity": f"{m['onnx_parity_max_abs_diff']:.2e}", "block_count": data["labels"].get("block"),
-        "limits_data": _limits(m), **_rows(m), **_calibration(m), **_evaluation(m),
+        "limits_data": _limits(m), "init_note": _init_note(m), **_rows(m), **_calibration(m), **_evaluation(m),
     }
     template = resources.files(__package__).joinpath("templates/model_card.md").read_text(encoding="utf-8")
     return string.Template(template).substitute(fields)

@@ -30,7 +30,7 @@ import torch
 
 from ..classifier.model import CNNConfig, count_conv_layers, model_config_dict
 from ..classifier.onnx import export_onnx, parity_check
-from ..core.fileio import output_folder, write_bytes, write_json, write_text
+from ..core.fileio import output_folder, public_path, write_bytes, write_json, write_text
 from ..core.labels import LABELS
 from ..core.version import __version__
 from ..labelling.sets import Labelled, load_labelled
@@ -44,11 +44,13 @@ from .fit import (
     cross_validate,
     cv_report,
     fit_final,
+    load_init,
     out_of_fold,
     throughput,
     torch_threads,
 )
 from .modelcard import model_card
+from .pretrain import init_record
 from .validate import validate_rows
 
 log = logging.getLogger(__name__)
@@ -83,6 +85,8 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
     metrics. Finished folds and fits are kept in ``out/.work/train`` until then (resumable, see the module docstring).
     """
     out = output_folder(out, RESULTS, overwrite)
+    if tcfg.init:
+        load_init(tcfg.init, cfg)  # a wrong --init is refused now, not after the folds
     with torch_threads(2):  # the thread count the shipped figures were measured with; restored after
         t0 = time.time()
         data = load_labelled(annotations)
@@ -129,18 +133,21 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
                 "labels": dict(zip(LABELS, counts.tolist())), "uncertain": int(data.uncertain.sum()),
                 "groups": int(len(set(data.groups))),
                 **({"left_out_unresolved_ties": len(data.unresolved)} if data.unresolved else {})},
-            "model_config": model_config_dict(cfg), "train_config": dataclasses.asdict(tcfg),
+            "model_config": model_config_dict(cfg),
+            "train_config": {**dataclasses.asdict(tcfg), "init": public_path(tcfg.init)},
             "conv_layers": count_conv_layers(model), "parameters": int(sum(p.numel() for p in model.parameters())),
             "cv": cv, "baselines": base, "representation_comparison": comparison,
             "cnn_beats_best_baseline": bool(cv["macro_f1"] > best_base[0]), "best_baseline": best_base[1],
             "final_fit_epochs": cv["median_best_epoch"], "calibration": calibration, "validation": validation,
             "evaluation": evaluation,
+            "init": init_record(tcfg.init) if tcfg.init else None,  # pretrained weights every fit started from
             "platform": platform.platform(),
             "torch": torch.__version__, "seconds": None,
         }
         buf = io.BytesIO()
         torch.save({"state_dict": model.state_dict(), "model_config": model_config_dict(cfg), "labels": list(LABELS),
-                    "train_config": dataclasses.asdict(tcfg), "metrics": {"cv_macro_f1": cv["macro_f1"]},
+                    "train_config": {**dataclasses.asdict(tcfg), "init": public_path(tcfg.init)},
+                    "metrics": {"cv_macro_f1": cv["macro_f1"]},
                     "data_hash": data.data_hash, "patterncnn_version": __version__, "calibration": calibration,
                     "validation": validation}, buf)
         write_bytes(out / "patterncnn.pt", buf.getvalue())

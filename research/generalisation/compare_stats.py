@@ -29,8 +29,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import synthetic  # noqa: E402
 from realmaps import LABELS, load_real, same_segment  # noqa: E402
+
+from patterncnn.training import synthetic  # noqa: E402
 
 STATS = ("T", "band", "maxcol", "cls", "entropy", "insq", "rowmax", "lit", "spread")
 

@@ -1,6 +1,6 @@
 """Leave one encoder family out, over seeds: the measure of issue 30 for one classifier configuration.
 
-    python research/generalisation/loeo.py NAME [--row] [--init CKPT] [--adabn] [--seeds 5] [--sets annotations]
+    python research/generalisation/loeo.py NAME [--row] [--init CKPT] [--lr LR] [--mix N] [--adabn] [--seeds 5]
 
 For each family F of the labelled set(s): train on every other family's maps (maps whose input example is also
 among F's maps dropped, early stopping on a grouped fifth of the training maps, as `patterncnn train`'s leave one
@@ -8,9 +8,10 @@ encoder out), test on all of F's maps. One JSON line per (test family, seed) is 
 this script: accuracy, four-class macro-F1 (the maps not labelled block, classes vertical, diagonal,
 vertical+diagonal, heterogeneous), the same on maps where two annotators agree, and the confusion.
 
---init starts every fit from a pretrained CNN's weights (patterncnn.training.pretrain); --adabn also scores the
+--init starts every fit from a pretrained CNN's weights (`patterncnn pretrain`); --adabn also scores the
 same fit after re-estimating its BatchNorm statistics on the test family's own maps, unlabelled (test-time
-adaptation), as adabn_all / adabn_agreed.
+adaptation), as adabn_all / adabn_agreed. --mix N adds N synthetic maps (synthetic.py, drawn with the fit's seed,
+classes balanced) to every fit's training part, never to its early-stopping part; --lr sets the fine-tuning rate.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 import torch
 
 from patterncnn.classifier.model import CNNConfig, config_from_dict
+from patterncnn.core.fileio import public_path, sha256_file
 from patterncnn.core.labels import LABELS
 from patterncnn.core.maps import families
 from patterncnn.labelling.sets import load_labelled
@@ -48,6 +50,23 @@ def adabn(model: torch.nn.Module, x: torch.Tensor, batch: int = 256) -> None:
     model.eval()
 
 
+def with_synthetic(data, n: int, seed: int):
+    """``data`` with ``n`` synthetic maps appended (family ``synthetic``, each its own input example), and their
+    indices."""
+    from patterncnn.training import synthetic
+
+    samples = synthetic.batch(n, np.random.default_rng(50_000 + seed))
+    k = len(data.ids)
+    joined = dataclasses.replace(
+        data, ids=data.ids + [f"synthetic:{seed}:{i}" for i in range(n)], maps=data.maps + [s.map for s in samples],
+        seps=data.seps + [list(s.seps) for s in samples],
+        y=np.concatenate([data.y, [s.label for s in samples]]).astype(data.y.dtype),
+        groups=np.concatenate([data.groups, [f"synthetic:{seed}:{i}" for i in range(n)]]),
+        uncertain=np.concatenate([data.uncertain, np.zeros(n, dtype=bool)]),
+        meta=data.meta + [{"sampling": "synthetic"}] * n)
+    return joined, np.arange(k, k + n)
+
+
 def scores(y: np.ndarray, pred: np.ndarray, mask: np.ndarray) -> dict:
     from sklearn.metrics import f1_score
 
@@ -67,6 +86,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--max-epochs", type=int, default=40)
     ap.add_argument("--only", help="test family to run (default: each in turn)")
+    ap.add_argument("--lr", type=float, help="learning rate (default: TrainConfig's)")
+    ap.add_argument("--soft", action="store_true", help="the annotators' vote shares as targets")
+    ap.add_argument("--mix", type=int, default=0, help="synthetic maps added to each fit's training part")
     args = ap.parse_args()
     data = load_labelled(args.sets)
     fams = families(data.ids)
@@ -76,6 +98,8 @@ def main() -> None:
         ckpt = torch.load(args.init, map_location="cpu", weights_only=True)
         cfg, init = config_from_dict(ckpt["model_config"]), ckpt["state_dict"]
     tcfg = dataclasses.replace(TrainConfig(), max_epochs=args.max_epochs)
+    if args.lr:
+        tcfg = dataclasses.replace(tcfg, lr=args.lr)
     with torch_threads(2), open(HERE / "results.jsonl", "a") as out:
         for b in sorted(set(fams.tolist())):
             if args.only and b != args.only:
@@ -87,7 +111,13 @@ def main() -> None:
             for seed in range(args.seeds):
                 t0 = time.time()
                 tr, va = _split_train(data, pool, seed)
-                model, epochs = fit_members(data, tr, va, cfg, tcfg, seed=seed, init=init)
+                fitdata, targets = data, (votes.shares if args.soft else None)
+                if args.mix:
+                    fitdata, extra = with_synthetic(data, args.mix, seed)
+                    tr = np.concatenate([tr, extra])
+                    if targets is not None:  # a synthetic map's target is its class, by construction
+                        targets = np.concatenate([targets, np.eye(len(LABELS))[fitdata.y[extra]]])
+                model, epochs = fit_members(fitdata, tr, va, cfg, tcfg, seed=seed, init=init, targets=targets)
                 pred = np.full(len(data.y), -1)
                 pred[te] = predict_proba(model, data, te, cfg).argmax(1)
                 adapted = {}
@@ -102,7 +132,9 @@ def main() -> None:
                        "all": scores(data.y, pred, test), "agreed": scores(data.y, pred, test & votes.agreed),
                        "confusion": np.bincount(data.y[te] * len(LABELS) + pred[te],
                                                 minlength=len(LABELS) ** 2).reshape(len(LABELS), -1).tolist(),
-                       **adapted, "seconds": round(time.time() - t0, 1), "args": vars(args)}
+                       **adapted, "seconds": round(time.time() - t0, 1),
+                       "args": {**vars(args), "init": public_path(args.init)},
+                       **({"init_sha256": sha256_file(args.init)} if args.init else {})}
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
                 extra = f" adabn acc {adapted['adabn_all']['accuracy']:.3f}" if adapted else ""

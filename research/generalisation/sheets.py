@@ -25,8 +25,9 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import synthetic  # noqa: E402
 from realmaps import LABELS, contact_sheet, grid16, grid_seps, load_real, side_by_side  # noqa: E402
+
+from patterncnn.training import synthetic  # noqa: E402
 
 OUT = HERE / "sheets"
 

@@ -17,9 +17,9 @@ Usage::
     for samples in iter_batches(256, rng): ...      # endless stream (generated 4096 at a time)
 
 Generate a few thousand maps per call: maps are built in padded chunks of similar T, and a chunk
-costs a few milliseconds whatever its size (``bench.py``).
+costs a few milliseconds whatever its size.
 
-Layout (guide: "How to look at a map"; ``patterncnn.segments``)
+Layout (guide: "How to look at a map"; :mod:`patterncnn.core.segments`)
     T follows the real maps (quantile tables below, from the 1,505 labelled maps of
     ``annotations/``): pairs median 47 (13..128), single sentences median 13 (5..55); a 5 %
     tail of long pairs up to ``max_t`` (default 256) and a 2.5 % spike at 128 (truncated inputs).
@@ -117,8 +117,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-LABELS: tuple[str, ...] = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous")
-LABEL_TO_INDEX = {name: i for i, name in enumerate(LABELS)}
+from ..core.labels import LABELS
 
 # Quantiles (0, 5, ..., 100 %) of T in the real labelled maps (annotations/, 1,505 maps).
 PAIR_T_Q = np.array([13, 20, 25, 31, 34, 37, 39, 41, 44, 46, 47, 50, 53, 56, 60, 63, 68, 71, 79, 114, 128], float)

@@ -1,0 +1,136 @@
+"""`patterncnn pretrain` and `train --init`: synthetic maps labelled by construction, a resumable stream, and fits
+that start from the pretrained weights (or refuse a checkpoint that cannot serve)."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from patterncnn.classifier.model import CNNConfig, PatternCNN
+from patterncnn.cli import main
+from patterncnn.core.labels import LABELS
+from patterncnn.labelling.sets import load_labelled
+from patterncnn.training import pretrain as pretrain_mod
+from patterncnn.training import synthetic as generator
+from patterncnn.training.fit import TrainConfig, TrainError, fit, inputs, load_init
+from patterncnn.training.pretrain import PretrainConfig, PretrainError, pretrain
+
+TINY = dict(maps=256, batch_size=32, held_out=20, max_t=64, pool=64)  # 8 steps, 2 per pool
+
+
+def test_the_generator_draws_attention_maps_of_every_class_reproducibly():
+    a = generator.batch(40, np.random.default_rng(3), max_t=64)
+    b = generator.batch(40, np.random.default_rng(3), max_t=64)
+    assert np.bincount([s.label for s in a], minlength=len(LABELS)).tolist() == [8] * len(LABELS)
+    for s, r in zip(a, b):
+        t = s.map.shape[0]
+        assert s.map.shape == (t, t) and s.map.dtype == np.float32 and 3 <= t <= 64
+        assert np.allclose(s.map.sum(1), 1, atol=1e-4) and (s.map >= 0).all()  # rows are attention distributions
+        assert all(0 < p < t for p in s.seps) and s.seps[-1] == t - 1
+        assert s.label == r.label and np.array_equal(s.map, r.map)  # the same seed draws the same maps
+    assert not np.array_equal(a[0].map, generator.batch(1, np.random.default_rng(4), max_t=64)[0].map)
+    blocks = [s for s in a if LABELS[s.label] == "block"]
+    assert blocks and all(len(s.seps) >= 2 for s in blocks)  # block is always a pair of segments
+
+
+def test_pretraining_writes_a_checkpoint_that_train_can_start_from(tmp_path):
+    out = tmp_path / "pre.pt"
+    rec = pretrain(out, CNNConfig(), PretrainConfig(**TINY))
+    ckpt = torch.load(out, weights_only=True)
+    assert ckpt["pretrained_on"]["synthetic_maps"] == 256 and rec["held_out"] == 20
+    assert 0 <= rec["held_out_accuracy"] <= 1 and not (tmp_path / "pre.pt.partial").exists()
+    state = load_init(out, CNNConfig(members=3))  # each member of an ensemble starts from the one CNN
+    assert set(state) == set(PatternCNN(CNNConfig()).state_dict())
+
+
+def test_a_stopped_pretraining_resumes_to_the_same_weights(tmp_path, monkeypatch):
+    monkeypatch.setattr(pretrain_mod, "SAVE_EVERY", 3)
+    whole = tmp_path / "whole.pt"
+    pretrain(whole, CNNConfig(), PretrainConfig(**TINY))
+
+    class Stop:  # a progress bar whose 5th update is Ctrl-C
+        def __init__(self, **kw):
+            self.n = 0
+
+        def update(self, k):
+            self.n += 1
+            if self.n == 5:
+                raise KeyboardInterrupt
+
+        def set_postfix_str(self, s):
+            pass
+
+        def close(self):
+            pass
+
+    out = tmp_path / "resumed.pt"
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(out, CNNConfig(), PretrainConfig(**TINY), progress=Stop)
+    partial = tmp_path / "resumed.pt.partial"
+    assert not out.exists() and torch.load(partial, weights_only=True)["step"] == 3
+    with pytest.raises(PretrainError, match="other options"):  # the partial run is not mixed with another
+        pretrain(out, CNNConfig(), PretrainConfig(**{**TINY, "lr": 1e-3}))
+    rec = pretrain(out, CNNConfig(), PretrainConfig(**TINY))
+    a, b = torch.load(whole, weights_only=True), torch.load(out, weights_only=True)
+    assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
+    assert rec["held_out_accuracy"] == a["pretrained_on"]["held_out_accuracy"] and not partial.exists()
+
+
+def test_a_fit_with_init_starts_from_the_pretrained_weights(tmp_path, labelled_set):
+    out = tmp_path / "pre.pt"
+    pretrain(out, CNNConfig(), PretrainConfig(**TINY))
+    data = load_labelled(labelled_set)
+    idx = np.arange(len(data.y))
+    tcfg = TrainConfig(init=str(out), lr=0.0, weight_decay=0.0)  # no step moves a weight: the init is what stays
+    model, _, _ = fit(data, idx, None, CNNConfig(), tcfg, seed=0, epochs=1)
+    pre = torch.load(out, weights_only=True)["state_dict"]
+    convs = [k for k in pre if k.endswith(".weight") and pre[k].dim() == 4]
+    assert convs and all(torch.equal(model.state_dict()[k], pre[k]) for k in convs)
+    random_start, _, _ = fit(data, idx, None, CNNConfig(), dataclasses.replace(tcfg, init=None), seed=0, epochs=1)
+    assert not torch.equal(random_start.state_dict()[convs[0]], pre[convs[0]])
+    # a resumable part is named by the init's content, not only its path
+    other = tmp_path / "other.pt"
+    pretrain(other, CNNConfig(), PretrainConfig(**{**TINY, "seed": 1}))
+    assert inputs(data, CNNConfig(), tcfg) != inputs(data, CNNConfig(), dataclasses.replace(tcfg, init=str(other)))
+
+
+def test_an_init_that_cannot_serve_is_refused_with_the_fix(tmp_path):
+    with pytest.raises(TrainError, match="no such file; make one with `patterncnn pretrain"):
+        load_init(tmp_path / "missing.pt", CNNConfig())
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"not a checkpoint")
+    with pytest.raises(TrainError, match="is not a checkpoint of `patterncnn pretrain`"):
+        load_init(junk, CNNConfig())
+    out = tmp_path / "pre.pt"
+    pretrain(out, CNNConfig(), PretrainConfig(**TINY))
+    with pytest.raises(TrainError, match="another CNN \\(differs in mass_channel\\)"):
+        load_init(out, CNNConfig(mass_channel=False))
+    ckpt = torch.load(out, weights_only=True)
+    ckpt["state_dict"].pop(next(iter(ckpt["state_dict"])))
+    torch.save(ckpt, tmp_path / "cut.pt")
+    with pytest.raises(TrainError, match="its weights do not fit"):
+        load_init(tmp_path / "cut.pt", CNNConfig())
+
+
+@pytest.mark.slow
+def test_train_init_on_the_command_line(labelled_set, tmp_path, capsys):
+    rc = main(["train", "--annotations", str(labelled_set), "--out", str(tmp_path / "m"), "--init",
+               str(tmp_path / "missing.pt")])
+    assert rc == 2 and "patterncnn pretrain --out" in capsys.readouterr().err
+    assert not (tmp_path / "m" / "patterncnn.pt").exists()
+    pre = tmp_path / "pre.pt"
+    assert main(["pretrain", "--out", str(pre), "--maps", "64", "--batch-size", "32", "--max-t", "32"]) == 0
+    assert "pretrained on 64 synthetic maps" in capsys.readouterr().out
+    assert main(["pretrain", "--out", str(pre), "--maps", "64"]) == 2  # an existing checkpoint needs --overwrite
+    assert main(["pretrain", "--out", str(tmp_path / "x.pt"), "--lr", "0"]) == 2
+    assert "--lr: must be a number greater than 0" in capsys.readouterr().err
+    rc = main(["train", "--annotations", str(labelled_set), "--out", str(tmp_path / "m"), "--init", str(pre),
+               "--folds", "3", "--max-epochs", "2", "--no-leave-one-encoder-out", "--no-soft-labels"])
+    assert rc == 0
+    m = json.loads((tmp_path / "m" / "metrics.json").read_text())
+    assert m["init"]["path"] == "pre.pt" and m["init"]["pretrained_on"]["synthetic_maps"] == 64
+    assert m["train_config"]["init"] == "pre.pt"  # an absolute path is not published, its name and hash are
+    assert m["train_config"]["lr"] == 3e-4  # fine-tuning from pretrained weights: a tenth of a random start's rate
+    assert "starts from the weights of `pre.pt`" in (tmp_path / "m" / "README.md").read_text()
