@@ -18,7 +18,7 @@ def register(sub) -> None:
                        description="Train the 8-layer CNN on a stream of synthetic attention maps of the five "
                                    "patterns, each labelled by construction under the annotation guide 1.1 (never "
                                    "stored), and write its weights for `patterncnn train --init`. One million maps "
-                                   "take about 16 minutes on two CPU cores.")
+                                   "take about 20 minutes on two CPU cores.")
     p.add_argument("--out", default="models/pretrained-synthetic.pt", help="checkpoint file (default: %(default)s)")
     add_overwrite(p, "checkpoint")
     add_cnn_args(p)

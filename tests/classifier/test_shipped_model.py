@@ -7,12 +7,14 @@ from repo import REPO
 
 from patterncnn.classifier.model import load_checkpoint
 from patterncnn.classifier.onnx import OnnxClassifier, parity_check
+from patterncnn.core.fileio import sha256_file
 from patterncnn.core.glue import load_split
 from patterncnn.core.labels import LABELS
 from patterncnn.encoders.load import load_encoder
 from patterncnn.labelling.sets import load_labelled
 
 MODELS = REPO / "models"
+PREVIOUS = REPO / "research" / "previous-classifier" / "222b7338"  # shipped until 2026-11-25; the docs quote it
 MEASUREMENTS = REPO / "docs" / "pages" / "classifier.md"  # the published figures of the classifier
 
 
@@ -34,18 +36,28 @@ def test_artifacts_are_complete_and_consistent():
     assert clf.cfg == model.cfg
     metrics = json.loads((MODELS / "metrics.json").read_text())
     assert metrics["conv_layers"] == 8
-    # Trained on exactly the labelled set that ships in annotations/.
-    data = load_labelled(REPO / "annotations")
+    # Trained on exactly the labelled sets that ship in annotations/ (the main set and round 8's E5 maps).
+    sets = metrics["data"]["annotations"]
+    assert sets == ["annotations", "annotations/round8-e5-uniform"]
+    data = load_labelled([REPO / s for s in sets])
     assert ckpt["data_hash"] == metrics["data"]["data_hash"] == data.data_hash
     assert metrics["data"]["maps"] == len(data.y) >= 500
     assert metrics["onnx_parity_max_abs_diff"] <= 1e-4
+    # every fit started from the pretrained CNN that ships beside it
+    assert metrics["init"]["path"] == "pretrained-synthetic.pt" and metrics["train_config"]["init"]
+    assert metrics["init"]["sha256"] == sha256_file(MODELS / "pretrained-synthetic.pt")
 
 
-def test_published_yardstick_is_the_shipped_models():
-    """The one-annotator table of docs/pages/classifier.md quotes the shipped metrics (annotator and CNN on the same
-    pairs)."""
-    y = json.loads((MODELS / "metrics.json").read_text())["evaluation"]["annotator_yardstick"]
+def test_published_yardstick_is_the_classifiers_it_names():
+    """The one-annotator table of docs/pages/classifier.md quotes the previous classifier's metrics (annotator and CNN
+    on the same pairs), and the shipped classifier's section quotes the shipped metrics."""
     page = MEASUREMENTS.read_text(encoding="utf-8")
+    shipped = json.loads((MODELS / "metrics.json").read_text())["evaluation"]["annotator_yardstick"]
+    assert table_row(page, "cross-validated, against one annotator (MiniLM + MPNet pairs; one annotator 0.868 / "
+                           "0.941)")[0] == ", ".join(
+        f"{name} {shipped[f]['methods']['CNN']['macro_f1']:.3f} / {shipped[f]['methods']['CNN']['agree']:.3f}"
+        for name, f in (("MiniLM", "minilm"), ("MPNet", "mpnet")))
+    y = json.loads((PREVIOUS / "metrics.json").read_text())["evaluation"]["annotator_yardstick"]
 
     def cells(who, bold=""):
         return " | ".join(f"{bold}{s['macro_f1']:.3f} / {s['agree']:.3f}{bold}"
@@ -54,7 +66,7 @@ def test_published_yardstick_is_the_shipped_models():
 
     assert [y[f]["pairs"] for f in ("minilm", "mpnet", "all")] == [2317, 1688, 4005]
     assert f"| one blind annotator | {cells('annotator', '**')} |" in page
-    assert f"| the CNN (shipped), cross-validated | {cells('CNN')} |" in page
+    assert f"| the CNN (`222b7338`), cross-validated | {cells('CNN')} |" in page
     assert f"| features + gradient boosting, same folds | {cells('features+gboost')} |" in page
     assert f"| the CNN with soft labels (vote shares), cross-validated | {cells('CNN (soft labels)')} |" in page
 
@@ -84,13 +96,13 @@ def test_the_opt_in_ensemble_is_two_cnns_trained_on_the_shipped_annotations(tmp_
     assert metrics["conv_layers"] == 8 and metrics["model_config"]["members"] == 2
     data = load_labelled(REPO / "annotations")
     assert ckpt["data_hash"] == metrics["data"]["data_hash"] == clf.metadata["data_hash"] == data.data_hash
-    assert clf.model_version == OnnxClassifier(MODELS / "patterncnn.onnx").model_version + "-x2"
+    assert clf.model_version == "patterncnn-0.1.0-222b7338-x2"  # the single CNN it is compared with
     assert parity_check(model, ensemble / "patterncnn.onnx", data.maps[:300], data.seps[:300]) <= 1e-4
     assert "the mean of 2 such CNNs' probabilities" in (ensemble / "README.md").read_text()
     # the figures docs/pages/classifier.md publishes for it, beside the single CNN's: cross-validated, against one
     # annotator, and on the held-out round 5
     page = MEASUREMENTS.read_text(encoding="utf-8")
-    shipped = json.loads((MODELS / "metrics.json").read_text())
+    shipped = json.loads((PREVIOUS / "metrics.json").read_text())  # the single CNN of the comparison: same maps
 
     def pair(s, second="accuracy"):
         return f"{s['macro_f1']:.3f} / {s[second]:.3f}"
@@ -121,3 +133,29 @@ def test_the_opt_in_ensemble_is_two_cnns_trained_on_the_shipped_annotations(tmp_
         one, "agree")
     assert table_row(page, "round 5 census share error (`count`), MiniLM / MPNet, points")[1] == " / ".join(
         f"{100 * count[e]['mean_abs_error']:.1f}" for e in ("minilm-53aa5117", "mpnet-78c0197b"))
+
+
+def test_published_round5_and_loeo_figures_are_the_shipped_classifiers(tmp_path):
+    """The section of docs/pages/classifier.md on the shipped classifier quotes what `validate` measures on the held-out
+    round 5 and what its own training measured by leaving each family out."""
+    from patterncnn.cli import main
+
+    page = MEASUREMENTS.read_text(encoding="utf-8")
+    held = REPO / "annotations" / "round5-heldout-uniform"
+    assert main(["validate", "--annotations", str(held), "--out", str(tmp_path / "v")]) == 0
+    v = json.loads((tmp_path / "v" / "validation.json").read_text())
+    groups = v["labels"]["groups"]
+    assert table_row(page, "held-out round 5 (240 maps it never saw): accuracy MiniLM / MPNet")[0] == " / ".join(
+        f"{groups[f'family {f}']['all']['accuracy']:.3f}" for f in ("minilm", "mpnet"))
+    one = v["labels"]["against_one_annotator"]["all"]["methods"]["classifier"]
+    assert table_row(page, "round 5, each against one annotator (666 pairs; one annotator 0.939 / 0.959)")[0] == (
+        f"{one['macro_f1']:.3f} / {one['agree']:.3f}")
+    count = next(r for r in v["results"] if r["estimator"] == "count")["encoders"]
+    assert table_row(page, "round 5 census share error (`count`), MiniLM / MPNet, points; intervals holding the hand "
+                           "share")[0].startswith(" / ".join(f"{100 * count[e]['mean_abs_error']:.1f}"
+                                                             for e in ("minilm-53aa5117", "mpnet-78c0197b")) + ";")
+    pairs = json.loads((MODELS / "metrics.json").read_text())["evaluation"]["leave_one_encoder_out"]["pairs"]
+    over = {p["test"]: p["cnn_over_seeds"]["accuracy"] for p in pairs}
+    assert table_row(page, "leave one family out, accuracy, mean ± sd over 5 seeds: E5 / MiniLM / MPNet held "
+                           "out")[0] == " / ".join(f"{over[f]['mean']:.3f} ± {over[f]['sd']:.3f}"
+                                                   for f in ("e5", "minilm", "mpnet"))

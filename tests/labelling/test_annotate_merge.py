@@ -6,10 +6,12 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 from repo import REPO  # noqa: E402
 from synthetic import pattern_store
 
+from patterncnn.classifier.onnx import OnnxClassifier
 from patterncnn.cli import main
 from patterncnn.core.maps import MapStore
 from patterncnn.labelling.agreement import agreement_report
@@ -252,15 +254,18 @@ def test_round5_is_a_held_out_uniform_test_set_scored_by_validate(tmp_path, caps
     assert {m["split"] for m in load_labelled(SHIPPED).meta} == {"dev"}
     assert main(["validate", "--annotations", str(held), "--out", str(tmp_path / "v")]) == 0
     v = json.loads((tmp_path / "v" / "validation.json").read_text())
-    pre = [r["pre_label"] == r["label"] for r in tables.labels.values()]
-    assert {r["pre_model"] for r in tables.labels.values()} == {v["classifier"]["version"]}
-    assert v["labels"]["groups"]["all"]["all"]["accuracy"] == pytest.approx(sum(pre) / len(pre))
-    # the figures docs/pages/classifier.md and the datasheet publish
-    assert round(v["labels"]["groups"]["all"]["all"]["accuracy"], 3) == 0.842
-    assert round(v["labels"]["groups"]["family mpnet"]["all"]["macro_f1"], 3) == 0.718
-    assert round(v["labels"]["groups"]["family minilm"]["all"]["accuracy"], 3) == 0.883
+    # the maps were pre-annotated (hidden from the annotators) by the classifier of the day, 222b7338: its labels
+    # give the figures the datasheet and docs/pages/classifier.md publish for it
+    rows = list(tables.labels.values())
+    assert {r["pre_model"] for r in rows} == {"patterncnn-0.1.0-222b7338"}
+    pre = np.array([r["pre_label"] == r["label"] for r in rows])
+    minilm = np.array([m.startswith("minilm") for m in tables.labels])
+    assert [round(float(pre.mean()), 3), round(float(pre[minilm].mean()), 3)] == [0.842, 0.883]
+    # validate scores the shipped classifier (9f40f2d2 since 2026-11-25) on the same maps
+    assert v["classifier"]["version"] == OnnxClassifier().model_version
+    assert round(v["labels"]["groups"]["all"]["all"]["accuracy"], 3) == 0.838
     count = next(r for r in v["results"] if r["estimator"] == "count")["encoders"]
-    assert [round(count[e]["mean_abs_error"], 3) for e in ("minilm-53aa5117", "mpnet-78c0197b")] == [0.017, 0.027]
+    assert [round(count[e]["mean_abs_error"], 3) for e in ("minilm-53aa5117", "mpnet-78c0197b")] == [0.017, 0.010]
 
 
 def test_round6_block_candidates_a_second_triad_held_out_of_training():
@@ -289,7 +294,15 @@ def test_round7_a_second_triad_relabels_240_training_maps_and_agrees_on_84_perce
                  str(SHIPPED.parent / "models" / "patterncnn.onnx"), "--out", str(out)]) == 0
     assert "this set's resolved label vs the reference's: 240 maps, 83.8% agree, kappa 0.751" in capsys.readouterr().out
     r = json.loads(out.read_text())["by_family"]
-    assert json.loads((held / "against-main.json").read_text())["by_family"] == r  # the committed report
+    committed = json.loads((held / "against-main.json").read_text())["by_family"]
+
+    def annotators_only(report):
+        return {f: {k: v for k, v in part.items() if k != "methods"} for f, part in report.items()}
+
+    assert annotators_only(committed) == annotators_only(r)  # the committed report, the annotators' part
+    # its classifier part is the classifier of the day, 222b7338 (out of fold); the shipped one is scored today
+    assert list(r["all"]["methods"]) == [f"{OnnxClassifier().model_version} out-of-fold"]
+    r = committed
 
     def fig(s):
         return round(s["agree"], 3), round(s["kappa"], 3), round(s["macro_f1"], 3)

@@ -160,8 +160,9 @@ def test_the_shipped_classifier_is_calibrated_and_validated_per_encoder():
 
     meta = OnnxClassifier().metadata
     best = meta["validation"]["best_per_encoder"]
-    # the encoders with uniformly drawn labelled maps: both pretrained, and one fine-tune of each
-    assert set(best) == {"minilm-53aa5117", "minilm-sst2-24e77125", "mpnet-78c0197b", "mpnet-stsb-b9324d55"}
+    # the encoders with uniformly drawn labelled maps: the three pretrained ones, and one fine-tune of MiniLM and MPNet
+    assert set(best) == {"e5-cd1caf18", "minilm-53aa5117", "minilm-sst2-24e77125", "mpnet-78c0197b",
+                         "mpnet-stsb-b9324d55"}
     for encoder, choice in best.items():
         plan = plan_for(meta, None, None, encoder)
         assert (plan.estimator, plan.scope) == (choice["estimator"], choice["scope"])
@@ -171,6 +172,12 @@ def test_the_shipped_classifier_is_calibrated_and_validated_per_encoder():
     fine_tune = plan_for(meta, None, None, "mpnet-sst2-d16d7a85")  # no validated maps of its own
     assert "not validated on mpnet-sst2-d16d7a85" in fine_tune.validated["encoder"]
     assert "warning" not in fine_tune.validated  # a validated family: no warning about unseen ones
+    # a family it never saw: count, with the band its own training measured by holding each family out
+    unseen = meta["validation"]["unseen_family"]
+    assert unseen["families"] == ["e5", "minilm", "mpnet"] and unseen["seeds"] == 5
+    plan = plan_for(meta, None, None, "roberta-0badcafe")
+    assert plan.estimator == "count" and plan.validated["bias_band"] == unseen["bias_band"]
+    assert f"labelled {unseen['accuracy']:.0%} of the maps right" in plan.validated["warning"]
 
 
 def test_an_unvalidated_fine_tune_takes_its_pretrained_base_choice_not_another_fine_tunes():
