@@ -47,13 +47,13 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..training.evaluate import EvalConfig
-    from ..training.fit import INIT_LR, TrainConfig
+    from ..training.fit import TrainConfig
     from ..training.train import summary, train_and_export
 
     cfg = cnn_config(args, members=args.members)
     tcfg = TrainConfig(folds=args.folds, seed=args.seed, max_epochs=args.max_epochs,
                        class_weight_power=args.class_weight_power, init=args.init,
-                       lr=args.lr or (INIT_LR if args.init else TrainConfig.lr))
+                       lr=args.lr)
     ecfg = EvalConfig(soft_labels=not args.no_soft_labels, leave_one_encoder_out=not args.no_leave_one_encoder_out,
                       loeo_max_epochs=args.loeo_max_epochs, loeo_seeds=args.loeo_seeds)
     sets = args.annotations or ["annotations"]

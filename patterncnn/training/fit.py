@@ -62,6 +62,7 @@ INNER_SPLITS = 5  # early stopping watches one fifth of each fold's training par
 # The learning rate of fits that start from pretrained weights (`train --init`): a tenth of a random start's, so
 # fine-tuning on two or three encoder families keeps what the synthetic maps taught (docs/pages/classifier.md).
 INIT_LR = 3e-4
+RANDOM_START_LR = 3e-3
 
 
 class TrainError(PatternCNNError, ValueError):
@@ -98,8 +99,10 @@ NO_WORK = Work(None)
 
 def inputs(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, **more) -> dict:
     """What determines a part of training: the data, the configs, the --init weights and ``more`` (fold, seed, ...)."""
-    init = {"init_sha256": sha256_file(tcfg.init)} if tcfg.init else {}
-    return {"data": data.data_hash, "cfg": dataclasses.asdict(cfg), "tcfg": dataclasses.asdict(tcfg), **init, **more}
+    t = dataclasses.asdict(tcfg)
+    if tcfg.init:  # the checkpoint's content, not its path: a renamed checkpoint still resumes
+        t["init"] = sha256_file(tcfg.init)
+    return {"data": data.data_hash, "cfg": dataclasses.asdict(cfg), "tcfg": t, **more}
 
 
 def array_hash(a: np.ndarray | None) -> str | None:
@@ -113,7 +116,7 @@ class TrainConfig:
     max_epochs: int = 80
     patience: int = 15
     batch_size: int = 16
-    lr: float = 3e-3
+    lr: float | None = None  # None: 3e-3 from a random start, INIT_LR with init (resolved when the config is made)
     weight_decay: float = 1e-4
     resample_p: float = 0.5  # probability of resampling T in augmentation
     resample_range: tuple[float, float] = (0.7, 1.4)
@@ -126,6 +129,10 @@ class TrainConfig:
     # A checkpoint of `patterncnn pretrain` (a CNN pretrained on synthetic maps) every fit starts from, instead of
     # a random initialisation; None: random. Its hash goes into every resumable part's name.
     init: str | None = None
+
+    def __post_init__(self):
+        if self.lr is None:
+            self.lr = INIT_LR if self.init else RANDOM_START_LR
 
 
 @contextlib.contextmanager
@@ -169,6 +176,7 @@ def load_init(path: str | Path, cfg: CNNConfig) -> dict:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
         theirs = config_from_dict(ckpt["model_config"])
         state = ckpt["state_dict"]
+        ckpt["pretrained_on"]["synthetic_maps"]  # what the model card will say it started from
     except Exception as e:
         raise TrainError(f"--init {path} is not a checkpoint of `patterncnn pretrain` ({type(e).__name__}: {e}); "
                          f"make one with `patterncnn pretrain --out {path}`") from None

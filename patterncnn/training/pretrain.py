@@ -133,7 +133,9 @@ def pretrain(out: str | Path, cfg: CNNConfig, pcfg: PretrainConfig, overwrite: b
     tcfg = TrainConfig()
     key = {"model_config": model_config_dict(cfg), "pretrain_config": dataclasses.asdict(pcfg),
            "augmentation": {k: getattr(tcfg, k) for k in ("resample_p", "resample_range", "gamma_range")},
-           "label_smoothing": tcfg.label_smoothing, "weight_decay": tcfg.weight_decay, "patterncnn": __version__}
+           "label_smoothing": tcfg.label_smoothing, "weight_decay": tcfg.weight_decay, "patterncnn": __version__,
+           "torch": str(torch.__version__), "numpy": np.__version__,
+           "generator": sha256_file(synthetic.__file__)}  # a changed generator must not continue an old stream
     with torch_threads(2):
         torch.manual_seed(pcfg.seed)
         model = PatternCNN(cfg)
@@ -143,6 +145,9 @@ def pretrain(out: str | Path, cfg: CNNConfig, pcfg: PretrainConfig, overwrite: b
         if partial.is_file():
             try:
                 state = torch.load(partial, map_location="cpu", weights_only=True)
+                if not isinstance(state, dict) or not {"key", "state_dict", "optimizer", "scheduler", "step",
+                                                        "history"} <= set(state):
+                    raise ValueError("not a partial pretraining run")
             except Exception as e:  # a damaged partial file: start again rather than stop
                 log.warning("%s is not readable (%s): starting again", partial, e)
                 state = None

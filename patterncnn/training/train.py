@@ -40,6 +40,7 @@ from .evaluate import CNN, EvalConfig, evaluate
 from .fit import (
     OutOfFold,
     TrainConfig,
+    TrainError,
     Work,
     cross_validate,
     cv_report,
@@ -87,6 +88,9 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
     out = output_folder(out, RESULTS, overwrite)
     if tcfg.init:
         load_init(tcfg.init, cfg)  # a wrong --init is refused now, not after the folds
+        if compare:
+            raise TrainError("--compare cross-validates other CNN configs, which one --init checkpoint (pretrained "
+                             "for one config) cannot start: drop --compare, or --init")
     with torch_threads(2):  # the thread count the shipped figures were measured with; restored after
         t0 = time.time()
         data = load_labelled(annotations)

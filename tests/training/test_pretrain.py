@@ -50,13 +50,18 @@ def test_a_stopped_pretraining_resumes_to_the_same_weights(tmp_path, monkeypatch
     whole = tmp_path / "whole.pt"
     pretrain(whole, CNNConfig(), PretrainConfig(**TINY))
 
+    starts = []
+
     class Stop:  # a progress bar whose 5th update is Ctrl-C
         def __init__(self, **kw):
             self.n = 0
+            starts.append(kw["initial"])
+
+        stop_at = 5
 
         def update(self, k):
             self.n += 1
-            if self.n == 5:
+            if self.n == self.stop_at:
                 raise KeyboardInterrupt
 
         def set_postfix_str(self, s):
@@ -72,7 +77,11 @@ def test_a_stopped_pretraining_resumes_to_the_same_weights(tmp_path, monkeypatch
     assert not out.exists() and torch.load(partial, weights_only=True)["step"] == 3
     with pytest.raises(PretrainError, match="other options"):  # the partial run is not mixed with another
         pretrain(out, CNNConfig(), PretrainConfig(**{**TINY, "lr": 1e-3}))
-    rec = pretrain(out, CNNConfig(), PretrainConfig(**TINY))
+    class Record(Stop):  # the same bar, never stopping
+        stop_at = None
+
+    rec = pretrain(out, CNNConfig(), PretrainConfig(**TINY), progress=Record)
+    assert starts == [0, 3 * 32]  # the second run began where the partial file left off, not at the start
     a, b = torch.load(whole, weights_only=True), torch.load(out, weights_only=True)
     assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
     assert rec["held_out_accuracy"] == a["pretrained_on"]["held_out_accuracy"] and not partial.exists()
@@ -90,10 +99,13 @@ def test_a_fit_with_init_starts_from_the_pretrained_weights(tmp_path, labelled_s
     assert convs and all(torch.equal(model.state_dict()[k], pre[k]) for k in convs)
     random_start, _, _ = fit(data, idx, None, CNNConfig(), dataclasses.replace(tcfg, init=None), seed=0, epochs=1)
     assert not torch.equal(random_start.state_dict()[convs[0]], pre[convs[0]])
-    # a resumable part is named by the init's content, not only its path
-    other = tmp_path / "other.pt"
-    pretrain(other, CNNConfig(), PretrainConfig(**{**TINY, "seed": 1}))
-    assert inputs(data, CNNConfig(), tcfg) != inputs(data, CNNConfig(), dataclasses.replace(tcfg, init=str(other)))
+    # a resumable part is named by the init's content, not its path: other weights at the same path, another name
+    before = inputs(data, CNNConfig(), tcfg)
+    renamed = tmp_path / "renamed.pt"
+    renamed.write_bytes(out.read_bytes())
+    assert inputs(data, CNNConfig(), dataclasses.replace(tcfg, init=str(renamed))) == before
+    pretrain(out, CNNConfig(), PretrainConfig(**{**TINY, "seed": 1}), overwrite=True)
+    assert inputs(data, CNNConfig(), tcfg) != before
 
 
 def test_an_init_that_cannot_serve_is_refused_with_the_fix(tmp_path):
@@ -108,10 +120,18 @@ def test_an_init_that_cannot_serve_is_refused_with_the_fix(tmp_path):
     with pytest.raises(TrainError, match="another CNN \\(differs in mass_channel\\)"):
         load_init(out, CNNConfig(mass_channel=False))
     ckpt = torch.load(out, weights_only=True)
+    torch.save({k: v for k, v in ckpt.items() if k != "pretrained_on"}, tmp_path / "classifier.pt")
+    with pytest.raises(TrainError, match="is not a checkpoint of `patterncnn pretrain`"):  # e.g. a trained classifier
+        load_init(tmp_path / "classifier.pt", CNNConfig())
     ckpt["state_dict"].pop(next(iter(ckpt["state_dict"])))
     torch.save(ckpt, tmp_path / "cut.pt")
     with pytest.raises(TrainError, match="its weights do not fit"):
         load_init(tmp_path / "cut.pt", CNNConfig())
+
+
+def test_the_learning_rate_follows_the_start_unless_given():
+    assert TrainConfig().lr == 3e-3 and TrainConfig(init="x.pt").lr == 3e-4
+    assert TrainConfig(init="x.pt", lr=1e-3).lr == 1e-3
 
 
 @pytest.mark.slow
@@ -124,7 +144,12 @@ def test_train_init_on_the_command_line(labelled_set, tmp_path, capsys):
     assert main(["pretrain", "--out", str(pre), "--maps", "64", "--batch-size", "32", "--max-t", "32"]) == 0
     assert "pretrained on 64 synthetic maps" in capsys.readouterr().out
     assert main(["pretrain", "--out", str(pre), "--maps", "64"]) == 2  # an existing checkpoint needs --overwrite
-    assert main(["pretrain", "--out", str(tmp_path / "x.pt"), "--lr", "0"]) == 2
+    assert main(["train", "--annotations", str(labelled_set), "--out", str(tmp_path / "c"), "--init", str(pre),
+                 "--compare"]) == 2
+    assert "drop --compare, or --init" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:  # argparse's refusal: exit 2, one line
+        main(["pretrain", "--out", str(tmp_path / "x.pt"), "--lr", "0"])
+    assert refused.value.code == 2
     assert "--lr: must be a number greater than 0" in capsys.readouterr().err
     rc = main(["train", "--annotations", str(labelled_set), "--out", str(tmp_path / "m"), "--init", str(pre),
                "--folds", "3", "--max-epochs", "2", "--no-leave-one-encoder-out", "--no-soft-labels"])
