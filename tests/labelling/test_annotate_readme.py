@@ -101,12 +101,13 @@ def test_readme_label_studio_section_end_to_end(label_studio, glue_dir, tmp_path
     assert len(new) == 30 and len(labels) == len(shipped) + 30
     relabelled_in_ls = {tables.annotations[k]["map_id"] for k in set(tables.annotations) - shipped_annotations}
     assert new <= relabelled_in_ls
-    # recomputed at every pull: a Dawid-Skene posterior is refitted on the whole set (it may move a little), and
-    # `uncertain` is more than half of a map's annotators' flag (the shipped file has one annotator's)
+    # recomputed at every pull: a Dawid-Skene posterior is refitted on the whole set (it moves with the 30 new maps'
+    # labels, which follow the shipped classifier's pre-annotations: up to 0.075 with 9f40f2d2's; the label itself
+    # never), and `uncertain` is more than half of a map's annotators' flag (the shipped file has one annotator's)
     same = [k for k in next(iter(shipped.values())) if k not in ("resolution_p", "uncertain")]
     for m, row in shipped.items():  # the old labels, together with the new ones
         if m not in relabelled_in_ls:
-            assert abs(float(labels[m]["resolution_p"]) - float(row["resolution_p"])) < 0.05
+            assert abs(float(labels[m]["resolution_p"]) - float(row["resolution_p"])) < 0.1
             assert {k: labels[m][k] for k in same} == {k: row[k] for k in same}
             assert (labels[m]["server"], labels[m]["guide"], labels[m]["origins"]) == ("", "1.0", "1")
     assert shipped_annotations <= set(tables.annotations)
