@@ -37,7 +37,8 @@ def register(sub) -> None:
     q.add_argument("--from-file", help="a Label Studio JSON export instead of the server")
     q.add_argument("--out", required=True, help="the folder `adapt start` wrote")
     q.add_argument("--annotations", action="append", default=None,
-                   help="the labelled set(s) the classifier was trained on (default: annotations, from a clone)")
+                   help="the labelled set(s) the classifier was trained on (default: those its metrics.json names; for the "
+                        "shipped one annotations and annotations/round8-e5-uniform, from a clone)")
     q.add_argument("--checkpoint", default="models/patterncnn.pt",
                    help="the classifier to adapt (default: %(default)s, the shipped one, in a clone)")
     q.add_argument("--epochs", type=int, default=20, help="fine-tuning epochs per fit (default: %(default)s)")
@@ -87,7 +88,7 @@ def run_finish(args) -> int:
     ls = None if args.from_file else connect(args)
     r = pull(ls, args.project, open_maps(out / "maps"), out / "labels", from_file=args.from_file)
     print(f"pulled {r['labelled']} labelled map(s) into {out / 'labels'} ({', '.join(f'{k} {v}' for k, v in r['labels'].items())})")
-    res = adapt(args.checkpoint, args.annotations or ["annotations"], out / "labels", out / "classifier",
+    res = adapt(args.checkpoint, args.annotations, out / "labels", out / "classifier",
                 AdaptConfig(epochs=args.epochs, folds=args.folds), progress=progress(), overwrite=args.overwrite)
     b, n = res["before"], res["new"]
     print(f"on your {n['maps']} maps, out of fold: accuracy {n['accuracy']:.3f} (the classifier before adapting: "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import logging
 import time
 from pathlib import Path
@@ -52,7 +53,10 @@ class AdaptConfig:
     """How the classifier is fine-tuned on a new encoder's maps."""
 
     epochs: int = 20  # fixed: too few new maps to early-stop on
-    lr: float = 1e-3  # a third of training's: the weights start trained
+    # A third of training's rate from a random start: the weights start trained. The shipped classifier is now
+    # fine-tuned from a pretrained CNN at 3e-4; adapting it at 1e-4 instead was measured (MiniLM held out, 3 fits
+    # per k, docs/pages/commands/adapt.md) and was no better.
+    lr: float = 1e-3
     new_share: float = 0.25  # the new maps' share of each epoch (repeated as needed)
     folds: int = 5  # cross-fitting folds over the new maps (fewer when the maps do not allow five)
     seed: int = 0
@@ -114,9 +118,24 @@ def merge_validation(base: dict | None, new: dict) -> dict:
     return out
 
 
-def adapt(checkpoint: str | Path, base_sets: list[str | Path], new_set: str | Path, out: str | Path,
+def trained_on(checkpoint: str | Path) -> list[str] | None:
+    """The labelled sets ``train`` fitted ``checkpoint`` on, as the ``metrics.json`` beside it records them (paths
+    relative to where train ran: a clone's root for the shipped classifier); None without such a record."""
+    try:
+        sets = json.loads(Path(checkpoint).with_name("metrics.json").read_text())["data"]["annotations"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if isinstance(sets, str):  # one set is recorded as its path
+        sets = [sets]
+    return [str(s) for s in sets] if isinstance(sets, list) and sets else None
+
+
+def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: str | Path, out: str | Path,
           acfg: AdaptConfig | None = None, progress=None, overwrite: bool = False) -> dict:
     """Fine-tune the classifier of ``checkpoint`` on ``base_sets`` plus ``new_set``; write it into ``out``.
+
+    ``base_sets`` None: the sets it was trained on (:func:`trained_on`). Sets that are not the ones it was trained
+    on (another data hash) are used, with a warning: its stored calibration rows are of its own training maps.
 
     Writes ``patterncnn.pt``, ``patterncnn.onnx`` (its metadata: the calibration rows of the base and the new maps,
     the merged validation) and ``adapt.json`` (what is returned) into ``out``, each atomically; an adapted classifier
@@ -137,7 +156,18 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path], new_set: str | Pa
     base_rows: Rows | None = stored_rows(ckpt)
     if base_rows is None:
         raise ClassifierError(f"{checkpoint} stores no calibration rows; retrain it with `patterncnn train`")
+    if base_sets is None:
+        base_sets = trained_on(checkpoint)
+        if base_sets is None:
+            raise ClassifierError(f"{checkpoint} has no metrics.json beside it that names the labelled sets it was "
+                                  f"trained on; name them with --annotations (the shipped classifier's: "
+                                  f"annotations and annotations/round8-e5-uniform, in a clone)")
     base, new = load_labelled(base_sets), load_labelled(new_set)
+    if ckpt.get("data_hash") and base.data_hash != ckpt["data_hash"]:
+        named = trained_on(checkpoint)
+        log.warning("%s was trained on other labelled data (%s) than %s (%s)%s; adapting on these anyway", checkpoint,
+                    ckpt["data_hash"][:8], " + ".join(map(str, base_sets)), base.data_hash[:8],
+                    f": it was trained on {' + '.join(named)}" if named else "")
     if not any(m.get("sampling") == "uniform" for m in new.meta):
         raise ClassifierError(f"no map of {new_set} was drawn uniformly at random, so its shares cannot validate the "
                               f"census; sample with `patterncnn adapt start` (or `sample --design uniform`)")

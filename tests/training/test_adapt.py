@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+from repo import REPO
 from synthetic import family_set
 
 from patterncnn.classifier.onnx import OnnxClassifier
@@ -118,3 +119,29 @@ def test_adapt_finish_pulls_an_export_and_writes_the_adapted_classifier(trained,
     assert (out / "classifier" / "patterncnn.onnx").is_file() and (out / "labels" / "labels.csv").is_file()
     assert main(["adapt", "finish", "--from-file", str(tmp_path / "export.json"), "--out", str(tmp_path / "none")]) == 2
     assert "adapt start" in capsys.readouterr().err
+
+
+def test_adapt_starts_from_the_labelled_sets_the_classifier_was_trained_on(trained, tmp_path, caplog):
+    """Without --annotations, the sets that `train` recorded in metrics.json beside the checkpoint (the shipped one:
+    two sets); other sets are used with a warning naming the ones it was trained on; no record is refused."""
+    import logging
+    import shutil
+
+    from patterncnn.training.adapt import trained_on
+
+    base, new, models = trained
+    assert trained_on(models / "patterncnn.pt") == [str(base)]
+    assert trained_on(REPO / "models" / "patterncnn.pt") == ["annotations", "annotations/round8-e5-uniform"]
+    res = adapt(models / "patterncnn.pt", None, new, tmp_path / "a", AdaptConfig(epochs=1, folds=2))
+    assert res["new"]["maps"] == 30 and "trained on other labelled data" not in caplog.text
+
+    other = family_set(tmp_path / "other", per_class=4, only=("minilm",))
+    with caplog.at_level(logging.WARNING, logger="patterncnn.training.adapt"):
+        adapt(models / "patterncnn.pt", [other], new, tmp_path / "b", AdaptConfig(epochs=1, folds=2))
+    assert f"it was trained on {base}" in caplog.text
+
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(models / "patterncnn.pt", bare / "patterncnn.pt")  # no metrics.json beside it
+    with pytest.raises(ClassifierError, match="--annotations"):
+        adapt(bare / "patterncnn.pt", None, new, tmp_path / "c", AdaptConfig(epochs=1, folds=2))
