@@ -383,3 +383,35 @@ def test_a_new_server_labelling_a_shipped_map_keeps_the_shipped_provenance(shipp
     assert {(r["server"], r["ls_task_id"], r["model_version"]) for r in new} == {
         ("http://localhost:8080", "1", "patterncnn-0.1.0-abcdef12"), ("http://localhost:8080", "1", "rule-v1")}
     assert len(tables.annotations) == N_ANNOTATIONS + 3 and len(tables.labels) == N_MAPS
+
+
+def test_round9_two_fresh_annotators_re_adjudicate_every_split_training_map():
+    """Round 9: the maps of both training sets whose three votes were not unanimous, labelled again by two fresh
+    blind annotators (y, z) under guide 1.1; the committed adjudication.json (and the datasheet's figures) is what
+    research/annotation-protocol/adjudication_stats.py computes from the committed votes."""
+    import subprocess
+    import sys
+
+    held = SHIPPED / "round9-adjudication"
+    tables = read_tables(held)
+    assert len(tables.labels) == 314 and len(tables.annotations) == 2 * 314
+    per_map = {}
+    for r in tables.annotations.values():
+        per_map.setdefault(r["map_id"], set()).add(r["annotator"])
+        assert r["guide"] == "1.1"
+    assert all(v == {"annotator-y@patterncnn.local", "annotator-z@patterncnn.local"} for v in per_map.values())
+    split = {m for root in (SHIPPED, SHIPPED / "round8-e5-uniform")
+             for m, r in read_tables(root).labels.items() if len(json.loads(r["labels_seen"])) > 1}
+    assert set(per_map) == split  # exactly the training maps whose three annotators split, no other
+    assert Counter(m.split("-")[0] for m in split) == {"minilm": 121, "mpnet": 128, "e5": 65}
+    out = subprocess.run([sys.executable, "research/annotation-protocol/adjudication_stats.py"], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout
+    report = json.loads(out)
+    assert report == json.loads((held / "adjudication.json").read_text())
+    fam = report["by_family"]["all"]
+    assert (fam["new_annotators_agree"], fam["label_changes_with_five_votes"]) == (194, 87)
+    assert fam["new_votes"] == {"with the first majority": 295, "with its minority": 270,
+                                "with none of the three": 63}
+    r7 = report["round7_second_triad_vs_first"]
+    assert [(r7[f]["agree_before"], r7[f]["agree_after"]) for f in ("minilm", "mpnet", "all")] == [
+        (0.85, 0.8417), (0.825, 0.8583), (0.8375, 0.85)]

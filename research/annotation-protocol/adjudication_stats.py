@@ -1,0 +1,62 @@
+"""Round 9's figures: what two fresh blind annotators under guide 1.1 say on the training maps whose first three
+annotators split, and what the labels would become with their votes added (five votes, resolved as every set is:
+the most votes, Dawid-Skene for ties, fitted on every map of the two sets with round 9's votes added).
+
+usage: adjudication_stats.py [OUT.json]   (run from the repository root)
+"""
+import csv
+import json
+import sys
+from collections import Counter
+
+from patterncnn.core.labels import SHORT
+from patterncnn.core.maps import encoder_family
+from patterncnn.labelling.agreement import rater_votes, resolve_votes
+
+SETS = ("annotations", "annotations/round8-e5-uniform")
+ROUND9, ROUND7 = "annotations/round9-adjudication", "annotations/round7-retest"
+
+
+def rows(root):
+    return list(csv.DictReader(open(f"{root}/votes.csv")))
+
+
+def labels(root):
+    return {r["map_id"]: r["label"] for r in csv.DictReader(open(f"{root}/labels.csv"))}
+
+
+first = {m: lab for s in SETS for m, lab in labels(s).items()}
+old_votes = rater_votes([r for s in SETS for r in rows(s)])
+new_votes = rater_votes(rows(ROUND9))
+contested = sorted(new_votes)
+five = resolve_votes(rater_votes([r for s in (*SETS, ROUND9) for r in rows(s)]), "majority-dawid-skene")
+out = {"maps": len(contested), "by_family": {}}
+for fam in sorted({encoder_family(m) for m in contested}) + ["all"]:
+    ms = [m for m in contested if fam == "all" or encoder_family(m) == fam]
+    both_agree = [m for m in ms if len({v.label for v in new_votes[m].values()}) == 1]
+    side = Counter()
+    for m in ms:
+        counts = Counter(v.label for v in old_votes[m].values())
+        top = counts.most_common(1)[0]
+        for v in new_votes[m].values():
+            side["with the first majority" if top[1] >= 2 and v.label == top[0] else
+                 "with its minority" if v.label in counts else "with none of the three"] += 1
+    changed = [m for m in ms if five[m].label != first[m]]
+    out["by_family"][fam] = {
+        "maps": len(ms), "new_annotators_agree": len(both_agree),
+        "new_votes": dict(side),
+        "label_changes_with_five_votes": len(changed),
+        "changes": dict(Counter(f"{SHORT[first[m]]}->{SHORT[five[m].label]}" for m in changed).most_common()),
+    }
+# Round 7's second triad against the first triad's labels, before and after the five-vote resolution.
+second = {m: lab for m, lab in labels(ROUND7).items() if lab}
+for fam in ("minilm", "mpnet", "all"):
+    ms = [m for m in second if fam == "all" or encoder_family(m) == fam]
+    before = sum(second[m] == first[m] for m in ms) / len(ms)
+    after = sum(second[m] == (five[m].label if m in new_votes else first[m]) for m in ms) / len(ms)
+    out.setdefault("round7_second_triad_vs_first", {})[fam] = {
+        "maps": len(ms), "re_adjudicated": sum(m in new_votes for m in ms),
+        "agree_before": round(before, 4), "agree_after": round(after, 4)}
+print(json.dumps(out, indent=1))
+if len(sys.argv) > 1:
+    open(sys.argv[1], "w").write(json.dumps(out, indent=1) + "\n")
