@@ -1,6 +1,7 @@
 """How many labelled maps adapting to a new encoder family takes: a learning curve on a held-out family.
 
     python research/generalisation/adapt_curve.py CHECKPOINT NAME [--ks 0 25 50 100 200] [--seeds 5] [--seed-start 0]
+    python research/generalisation/adapt_curve.py --hold FAMILY PRETRAINED NAME [--ks ...]
 
 CHECKPOINT is a classifier trained without the held-out family (the shipped one never saw E5). The held-out
 family's labelled maps (annotations/round8-e5-uniform: 360 uniformly drawn E5 maps) are split once, by input
@@ -9,11 +10,21 @@ on the base set plus them as ``patterncnn adapt`` does (patterncnn.training.adap
 accuracy, four-class macro-F1, and count's share error per pattern against the hand labels of the same maps
 (tasks pooled with equal weight, as a census). k = 0 is the classifier as it is. One JSON line per (k, seed) is
 appended to adapt_curve.jsonl beside this script.
+
+--hold FAMILY (minilm, mpnet, e5) holds out one family of all the labelled sets (--base and --new together) instead:
+CHECKPOINT is then a pretrained CNN (`patterncnn pretrain`), from which a classifier is first fitted on the other
+families' maps as `train --init` fits one (its rate, early stopping on a grouped fifth; maps whose input example
+the held-out family also has are left out, as leave one encoder out does): the classifier that family would meet,
+k = 0 its leave-one-family-out seed 0. The held-out family's maps are then split and adapted to as above.
+With --refit, each k instead refits from the pretrained CNN itself (train's rate, --epochs epochs) on the other
+families' maps plus the k new ones (a quarter of each epoch, as adapt): what `train --init` with the user's labels
+added would give, without its cross-validation.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -22,11 +33,12 @@ import numpy as np
 import torch
 
 from patterncnn.classifier.model import PatternCNN, config_from_dict
+from patterncnn.core.maps import families
 from patterncnn.core.segments import rule_out_block
 from patterncnn.labelling.sets import join_labelled, load_labelled
 from patterncnn.training.adapt import AdaptConfig, _fit, _scores, _train_index
-from patterncnn.training.evaluate import share_error
-from patterncnn.training.fit import predict_proba, torch_threads
+from patterncnn.training.evaluate import _split_train, share_error
+from patterncnn.training.fit import INIT_LR, TrainConfig, fit_members, predict_proba, torch_threads
 
 HERE = Path(__file__).resolve().parent
 
@@ -41,12 +53,32 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--seed-start", type=int, default=0, help="the first seed (to add seeds to an earlier run)")
     ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--lr", type=float, help="the adapting rate (default: AdaptConfig's)")
+    ap.add_argument("--refit", action="store_true", help="with --hold: refit from the pretrained CNN for every k")
+    ap.add_argument("--hold", help="the family to hold out of --base and --new together (CHECKPOINT: a pretrained CNN)")
     args = ap.parse_args()
     ckpt = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
     cfg = config_from_dict(ckpt["model_config"])
-    base, new = load_labelled(args.base), load_labelled(args.new)
-    data = join_labelled([base, new], ["base", "new"])
-    base_idx, new_idx = np.arange(len(base.y)), np.arange(len(base.y), len(data.y))
+    if args.hold:
+        data = load_labelled([*args.base, args.new])
+        fams = families(data.ids)
+        held = fams == args.hold
+        if not held.any():
+            raise SystemExit(f"--hold {args.hold}: no such family among {sorted(set(fams.tolist()))}")
+        shared = ~held & np.isin(data.groups, data.groups[held])
+        base_idx, new_idx = np.flatnonzero(~held & ~shared), np.flatnonzero(held)
+        tr, va = _split_train(data, base_idx, 0)
+        t0 = time.time()
+        with torch_threads(2):
+            model, _ = fit_members(data, tr, va, cfg, TrainConfig(init=args.checkpoint), seed=0,
+                                   init=ckpt["state_dict"])
+        pretrained = ckpt["state_dict"]
+        ckpt = {"model_config": ckpt["model_config"], "state_dict": model.state_dict()}
+        print(f"classifier without {args.hold}: {len(base_idx)} maps, {time.time() - t0:.0f} s", flush=True)
+    else:
+        base, new = load_labelled(args.base), load_labelled(args.new)
+        data = join_labelled([base, new], ["base", "new"])
+        base_idx, new_idx = np.arange(len(base.y)), np.arange(len(base.y), len(data.y))
     groups = sorted(set(data.groups[new_idx].tolist()))
     split = np.random.default_rng(1234).permutation(len(groups))
     test_groups = {groups[i] for i in split[: len(groups) // 3]}
@@ -65,9 +97,11 @@ def main() -> None:
                     model.eval()
                 else:
                     chosen = rng.choice(pool, size=min(k, len(pool)), replace=False)
-                    acfg = AdaptConfig(epochs=args.epochs, seed=seed)
-                    model = _fit(data, _train_index(base_idx, chosen, acfg.new_share, rng), cfg, ckpt["state_dict"],
-                                 acfg, seed)
+                    acfg = AdaptConfig(epochs=args.epochs, seed=seed, **({"lr": args.lr} if args.lr else {}))
+                    start = ckpt["state_dict"]
+                    if args.refit:
+                        acfg, start = dataclasses.replace(acfg, lr=args.lr or INIT_LR), pretrained
+                    model = _fit(data, _train_index(base_idx, chosen, acfg.new_share, rng), cfg, start, acfg, seed)
                 probs = rule_out_block(predict_proba(model, data, test, cfg).astype(np.float64),
                                        [data.seps[i] for i in test])
                 pred = np.full(len(data.y), -1)
@@ -77,7 +111,8 @@ def main() -> None:
                        **_scores(data, test, probs.argmax(1)), "share_error": err,
                        "mean_abs_share_error": float(np.mean([abs(v) for key, v in err.items()
                                                               if key not in ("maps", "tasks")])),
-                       "seconds": round(time.time() - t0, 1), "checkpoint": Path(args.checkpoint).name}
+                       "seconds": round(time.time() - t0, 1), "checkpoint": Path(args.checkpoint).name,
+                       **({"held_out": args.hold} if args.hold else {}), **({"lr": args.lr} if args.lr else {}), **({"refit": True} if args.refit else {})}
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
                 print(f"{args.name} k={k} seed {seed}: acc {rec['accuracy']:.3f} F1-4 {rec['four_class_macro_f1']:.3f} "

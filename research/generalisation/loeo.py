@@ -11,7 +11,10 @@ vertical+diagonal, heterogeneous), the same on maps where two annotators agree, 
 --init starts every fit from a pretrained CNN's weights (`patterncnn pretrain`); --adabn also scores the
 same fit after re-estimating its BatchNorm statistics on the test family's own maps, unlabelled (test-time
 adaptation), as adabn_all / adabn_agreed. --mix N adds N synthetic maps (synthetic.py, drawn with the fit's seed,
-classes balanced) to every fit's training part, never to its early-stopping part; --lr sets the fine-tuning rate.
+classes balanced) to every fit's training part, never to its early-stopping part; --lr sets the learning rate
+(default: train's, 3e-4 from --init, else 3e-3); --flip P reverses the token order of a training map with
+probability P (both axes of every input channel: a column moves to the other edge; a diagonal, a band, the two
+squares and a haze stay what they were, so the class is kept; its own random stream, seeded 7).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from patterncnn.core.labels import LABELS
 from patterncnn.core.maps import families
 from patterncnn.labelling.sets import load_labelled
 from patterncnn.training.evaluate import _split_train, load_votes
-from patterncnn.training.fit import TrainConfig, fit_members, model_inputs, predict_proba, torch_threads
+from patterncnn.training.fit import INIT_LR, TrainConfig, fit_members, model_inputs, predict_proba, torch_threads
 
 HERE = Path(__file__).resolve().parent
 BLOCK = LABELS.index("block")
@@ -48,6 +51,23 @@ def adabn(model: torch.nn.Module, x: torch.Tensor, batch: int = 256) -> None:
         for s in range(0, len(x), batch):
             model(x[s : s + batch])
     model.eval()
+
+
+def flip_training_maps(p: float) -> None:
+    """Make every augmented training batch of :mod:`patterncnn.training.fit` reverse each map's token order with
+    probability ``p`` (research only: a patch of ``fit.model_inputs``, drawn from its own generator)."""
+    from patterncnn.training import fit as fit_mod
+
+    plain, rng = fit_mod.model_inputs, np.random.default_rng(7)
+
+    def flipped(maps, seps, idx, cfg, aug=None, tcfg=None):
+        x = plain(maps, seps, idx, cfg, aug, tcfg)
+        if aug is not None:  # training only
+            which = torch.from_numpy(rng.random(len(x)) < p)
+            x[which] = x[which].flip((2, 3))
+        return x
+
+    fit_mod.model_inputs = flipped
 
 
 def with_synthetic(data, n: int, seed: int):
@@ -86,8 +106,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--max-epochs", type=int, default=40)
     ap.add_argument("--only", help="test family to run (default: each in turn)")
-    ap.add_argument("--lr", type=float, help="learning rate (default: TrainConfig's)")
+    ap.add_argument("--lr", type=float, help="learning rate (default: 3e-4 with --init, else 3e-3, as train)")
     ap.add_argument("--soft", action="store_true", help="the annotators' vote shares as targets")
+    ap.add_argument("--flip", type=float, default=0.0, help="probability of the token-order reversal augmentation")
     ap.add_argument("--mix", type=int, default=0, help="synthetic maps added to each fit's training part")
     args = ap.parse_args()
     data = load_labelled(args.sets)
@@ -97,9 +118,10 @@ def main() -> None:
     if args.init:
         ckpt = torch.load(args.init, map_location="cpu", weights_only=True)
         cfg, init = config_from_dict(ckpt["model_config"]), ckpt["state_dict"]
-    tcfg = dataclasses.replace(TrainConfig(), max_epochs=args.max_epochs)
-    if args.lr:
-        tcfg = dataclasses.replace(tcfg, lr=args.lr)
+    # the fine-tuning rate of `train --init` (INIT_LR) when starting from a checkpoint, as train would use
+    tcfg = TrainConfig(max_epochs=args.max_epochs, lr=args.lr or (INIT_LR if args.init else None))
+    if args.flip:
+        flip_training_maps(args.flip)
     with torch_threads(2), open(HERE / "results.jsonl", "a") as out:
         for b in sorted(set(fams.tolist())):
             if args.only and b != args.only:
