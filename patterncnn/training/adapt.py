@@ -3,7 +3,8 @@ the new encoder, validated cross-fitted on those maps, so that its census gets a
 
 Usage (what ``patterncnn adapt finish`` runs)::
 
-    result = adapt("models/patterncnn.pt", ["annotations"], "runs/adapt-e5/labels", "runs/adapt-e5/classifier")
+    result = adapt("models/patterncnn.pt", None, "runs/adapt-x/labels", "runs/adapt-x/classifier")  # None: the
+    # labelled sets it was trained on (the shipped one: annotations and annotations/round8-e5-uniform)
     result["new"]["accuracy"]          # out of fold, on the new encoder's maps; result["before"]: the shipped one's
     result["validation"]               # the new encoder's share errors and bands, merged with the shipped classifier's
 
@@ -54,8 +55,9 @@ class AdaptConfig:
 
     epochs: int = 20  # fixed: too few new maps to early-stop on
     # A third of training's rate from a random start: the weights start trained. The shipped classifier is now
-    # fine-tuned from a pretrained CNN at 3e-4; adapting it at 1e-4 instead was measured (MiniLM held out, 3 fits
-    # per k, docs/pages/commands/adapt.md) and was no better.
+    # fine-tuned from a pretrained CNN at 3e-4; 1e-4 instead was measured on a classifier of that recipe fitted
+    # without MiniLM (3 fits per k, docs/pages/commands/adapt.md): a little higher macro-F1, a larger share error,
+    # accuracy within the spread; not changed.
     lr: float = 1e-3
     new_share: float = 0.25  # the new maps' share of each epoch (repeated as needed)
     folds: int = 5  # cross-fitting folds over the new maps (fewer when the maps do not allow five)
@@ -119,15 +121,25 @@ def merge_validation(base: dict | None, new: dict) -> dict:
 
 
 def trained_on(checkpoint: str | Path) -> list[str] | None:
-    """The labelled sets ``train`` fitted ``checkpoint`` on, as the ``metrics.json`` beside it records them (paths
-    relative to where train ran: a clone's root for the shipped classifier); None without such a record."""
+    """The labelled sets ``checkpoint`` was fitted on: for a classifier of ``train``, as the ``metrics.json`` beside it
+    records them (paths relative to where train ran: a clone's root for the shipped classifier; a relative path that
+    is not there but is beside the checkpoint's folder, as ``models/`` sits in a clone, is taken from there); for
+    an adapted classifier, its base sets and new set as its own record holds them. None without such a record."""
+    checkpoint = Path(checkpoint)
     try:
-        sets = json.loads(Path(checkpoint).with_name("metrics.json").read_text())["data"]["annotations"]
+        sets = json.loads(checkpoint.with_name("metrics.json").read_text())["data"]["annotations"]
     except (OSError, ValueError, KeyError, TypeError):
-        return None
+        try:
+            done = torch.load(checkpoint, map_location="cpu", weights_only=True)["adapted"]
+            sets = [*done["base_sets"], done["new_set"]]
+        except Exception:
+            return None
     if isinstance(sets, str):  # one set is recorded as its path
         sets = [sets]
-    return [str(s) for s in sets] if isinstance(sets, list) and sets else None
+    if not isinstance(sets, list) or not sets or not all(isinstance(x, str) and x for x in sets):
+        return None
+    root = checkpoint.resolve().parent.parent
+    return [x if Path(x).is_absolute() or Path(x).exists() or not (root / x).exists() else str(root / x) for x in sets]
 
 
 def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: str | Path, out: str | Path,
@@ -159,18 +171,20 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
     if base_sets is None:
         base_sets = trained_on(checkpoint)
         if base_sets is None:
-            raise ClassifierError(f"{checkpoint} has no metrics.json beside it that names the labelled sets it was "
-                                  f"trained on; name them with --annotations (the shipped classifier's: "
-                                  f"annotations and annotations/round8-e5-uniform, in a clone)")
+            raise ClassifierError(f"{checkpoint} has no record of the labelled sets it was trained on (a metrics.json "
+                                  f"beside it, or an adapted classifier's own record); name them with --annotations "
+                                  f"(the shipped classifier's: annotations and annotations/round8-e5-uniform, in a "
+                                  f"clone)")
     base, new = load_labelled(base_sets), load_labelled(new_set)
-    if ckpt.get("data_hash") and base.data_hash != ckpt["data_hash"]:
-        named = trained_on(checkpoint)
-        log.warning("%s was trained on other labelled data (%s) than %s (%s)%s; adapting on these anyway", checkpoint,
-                    ckpt["data_hash"][:8], " + ".join(map(str, base_sets)), base.data_hash[:8],
-                    f": it was trained on {' + '.join(named)}" if named else "")
-    if not any(m.get("sampling") == "uniform" for m in new.meta):
-        raise ClassifierError(f"no map of {new_set} was drawn uniformly at random, so its shares cannot validate the "
-                              f"census; sample with `patterncnn adapt start` (or `sample --design uniform`)")
+    named = trained_on(checkpoint)
+    if ckpt.get("data_hash") and base.data_hash != ckpt["data_hash"] and "adapted" not in ckpt:
+        same = named is not None and [str(x) for x in base_sets] == named
+        log.warning("%s was trained on labelled data %s; %s hold%s other data (%s)%s. Adapting fine-tunes on the sets "
+                    "given: maps it was trained on that they lack are not rehearsed, and its stored calibration rows "
+                    "still describe its own training maps", checkpoint, ckpt["data_hash"][:8],
+                    " + ".join(map(str, base_sets)), "s" if len(base_sets) == 1 else "", base.data_hash[:8],
+                    ": they changed since it was trained" if same else
+                    f"; it was trained on {' + '.join(named)}" if named else "")
     data = join_labelled([base, new], [str(base_sets), str(new_set)])
     new_idx = np.arange(len(base.y), len(data.y))
     base_idx = np.arange(len(base.y))

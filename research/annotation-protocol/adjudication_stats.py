@@ -34,17 +34,21 @@ out = {"maps": len(contested), "by_family": {}}
 for fam in sorted({encoder_family(m) for m in contested}) + ["all"]:
     ms = [m for m in contested if fam == "all" or encoder_family(m) == fam]
     both_agree = [m for m in ms if len({v.label for v in new_votes[m].values()}) == 1]
-    side = Counter()
+    side = Counter()  # on the maps two of the first three agreed on: a new vote with the two, the one, or neither
     for m in ms:
         counts = Counter(v.label for v in old_votes[m].values())
-        top = counts.most_common(1)[0]
+        if counts.most_common(1)[0][1] < 2:
+            continue  # a three-way split has no majority to side with
+        top = counts.most_common(1)[0][0]
         for v in new_votes[m].values():
-            side["with the first majority" if top[1] >= 2 and v.label == top[0] else
+            side["with the first majority" if v.label == top else
                  "with its minority" if v.label in counts else "with none of the three"] += 1
+    three_way = sum(len(Counter(v.label for v in old_votes[m].values())) == 3 for m in ms)
+    ties = sum(five[m].tie for m in ms)
     changed = [m for m in ms if five[m].label != first[m]]
     out["by_family"][fam] = {
-        "maps": len(ms), "new_annotators_agree": len(both_agree),
-        "new_votes": dict(side),
+        "maps": len(ms), "three_way_splits": three_way, "new_annotators_agree": len(both_agree),
+        "new_votes_on_two_to_one_maps": dict(side), "five_vote_ties": ties,
         "label_changes_with_five_votes": len(changed),
         "changes": dict(Counter(f"{SHORT[first[m]]}->{SHORT[five[m].label]}" for m in changed).most_common()),
     }
@@ -54,8 +58,11 @@ for fam in ("minilm", "mpnet", "all"):
     ms = [m for m in second if fam == "all" or encoder_family(m) == fam]
     before = sum(second[m] == first[m] for m in ms) / len(ms)
     after = sum(second[m] == (five[m].label if m in new_votes else first[m]) for m in ms) / len(ms)
+    moved = [m for m in ms if m in new_votes and five[m].label != first[m]]
     out.setdefault("round7_second_triad_vs_first", {})[fam] = {
-        "maps": len(ms), "re_adjudicated": sum(m in new_votes for m in ms),
+        "maps": len(ms), "re_adjudicated": sum(m in new_votes for m in ms), "relabelled": len(moved),
+        "relabelled_now_agree": sum(second[m] == five[m].label for m in moved),
+        "relabelled_agreed_before": sum(second[m] == first[m] for m in moved),
         "agree_before": round(before, 4), "agree_after": round(after, 4)}
 print(json.dumps(out, indent=1))
 if len(sys.argv) > 1:

@@ -13,12 +13,13 @@ appended to adapt_curve.jsonl beside this script.
 
 --hold FAMILY (minilm, mpnet, e5) holds out one family of all the labelled sets (--base and --new together) instead:
 CHECKPOINT is then a pretrained CNN (`patterncnn pretrain`), from which a classifier is first fitted on the other
-families' maps as `train --init` fits one (its rate, early stopping on a grouped fifth; maps whose input example
-the held-out family also has are left out, as leave one encoder out does): the classifier that family would meet,
-k = 0 its leave-one-family-out seed 0. The held-out family's maps are then split and adapted to as above.
-With --refit, each k instead refits from the pretrained CNN itself (train's rate, --epochs epochs) on the other
-families' maps plus the k new ones (a quarter of each epoch, as adapt): what `train --init` with the user's labels
-added would give, without its cross-validation.
+families' maps as `train`'s leave one encoder out fits one (`train --init`'s rate 3e-4, early stopping on a grouped
+fifth, seed 0; maps whose input example the held-out family also has are left out), except that it may run 80
+epochs where train's leave-one-out stops at 40: the classifier that family would meet. The held-out family's maps
+are then split and adapted to as above. With --refit (only with --hold), each k instead refits from the pretrained
+CNN itself (3e-4, --epochs epochs) on the other families' maps plus the k new ones (repeated to a quarter of each
+epoch, or each once when they are more, as adapt): close to what `train --init` with the user's labels added would
+give, without its cross-validation.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ def main() -> None:
     ap.add_argument("--refit", action="store_true", help="with --hold: refit from the pretrained CNN for every k")
     ap.add_argument("--hold", help="the family to hold out of --base and --new together (CHECKPOINT: a pretrained CNN)")
     args = ap.parse_args()
+    if args.refit and not args.hold:
+        ap.error("--refit refits from a pretrained CNN: it needs --hold FAMILY")
     ckpt = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
     cfg = config_from_dict(ckpt["model_config"])
     if args.hold:
@@ -112,7 +115,7 @@ def main() -> None:
                        "mean_abs_share_error": float(np.mean([abs(v) for key, v in err.items()
                                                               if key not in ("maps", "tasks")])),
                        "seconds": round(time.time() - t0, 1), "checkpoint": Path(args.checkpoint).name,
-                       **({"held_out": args.hold} if args.hold else {}), **({"lr": args.lr} if args.lr else {}), **({"refit": True} if args.refit else {})}
+                       **({"held_out": args.hold} if args.hold else {}), **({"lr": acfg.lr} if k else {}), **({"refit": True} if args.refit else {})}
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
                 print(f"{args.name} k={k} seed {seed}: acc {rec['accuracy']:.3f} F1-4 {rec['four_class_macro_f1']:.3f} "

@@ -6,13 +6,14 @@ with the two triads of round 7 on the held-out family's retest maps.
 The fit is loeo.py's (the other families' maps, those sharing an input example with FAMILY's dropped; early
 stopping on a grouped fifth; at most 40 epochs; 3e-4 from --init), seed 0. Writes
 ``sheets/loeo-FAMILY-TRUE-called-PRED.png`` for the three commonest confusions (at most 30 maps each, in map
-order) and prints the agreement figures.
+order; of two confusions as common, the later label first), and prints its figures and writes them to ``sheets/loeo-FAMILY.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import sys
 from pathlib import Path
 
@@ -51,8 +52,11 @@ def main() -> None:
         pred = predict_proba(model, data, te, cfg).argmax(1)
     y = data.y[te]
     print(f"{args.family} held out, {len(te)} maps: accuracy {(pred == y).mean():.3f}")
+    record = {"family": args.family, "init": Path(args.init).name, "lr": INIT_LR, "seed": 0, "maps": int(len(te)),
+              "accuracy": float((pred == y).mean())}
     conf = np.bincount(y * len(LABELS) + pred, minlength=len(LABELS) ** 2).reshape(len(LABELS), -1)
     off = [(conf[a, b], a, b) for a in range(len(LABELS)) for b in range(len(LABELS)) if a != b]
+    record["confusion"] = conf.tolist()  # rows: the label, columns: the prediction, in LABELS order
     for n, a, b in sorted(off, reverse=True)[:3]:
         sel = [i for i, p in zip(te, pred) if data.y[i] == a and p == b][:30]
         out = HERE / "sheets" / f"loeo-{args.family}-{SHORT[LABELS[a]]}-called-{SHORT[LABELS[b]]}.png"
@@ -72,6 +76,10 @@ def main() -> None:
             print(f"  on its {len(at)} maps of {retest.parent}: vs the first triad {(p == first).mean():.3f}, vs the "
                   f"second {(p == two).mean():.3f}; the triads agree on {both.sum()} ({both.mean():.3f}), where the "
                   f"classifier scores {(p == first)[both].mean():.3f}")
+            record["retest"] = {"maps": len(at), "vs_first_triad": float((p == first).mean()),
+                                "vs_second_triad": float((p == two).mean()), "triads_agree": int(both.sum()),
+                                "on_agreed_maps": float((p == first)[both].mean())}
+    (HERE / "sheets" / f"loeo-{args.family}.json").write_text(json.dumps(record, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -404,14 +404,20 @@ def test_round9_two_fresh_annotators_re_adjudicate_every_split_training_map():
              for m, r in read_tables(root).labels.items() if len(json.loads(r["labels_seen"])) > 1}
     assert set(per_map) == split  # exactly the training maps whose three annotators split, no other
     assert Counter(m.split("-")[0] for m in split) == {"minilm": 121, "mpnet": 128, "e5": 65}
+    import os
+
     out = subprocess.run([sys.executable, "research/annotation-protocol/adjudication_stats.py"], cwd=REPO,
-                         capture_output=True, text=True, check=True).stdout
+                         capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
     report = json.loads(out)
     assert report == json.loads((held / "adjudication.json").read_text())
     fam = report["by_family"]["all"]
     assert (fam["new_annotators_agree"], fam["label_changes_with_five_votes"]) == (194, 87)
-    assert fam["new_votes"] == {"with the first majority": 295, "with its minority": 270,
-                                "with none of the three": 63}
+    assert (fam["three_way_splits"], fam["five_vote_ties"]) == (16, 34)
+    assert fam["new_votes_on_two_to_one_maps"] == {"with the first majority": 295, "with its minority": 242,
+                                                   "with none of the three": 59}
     r7 = report["round7_second_triad_vs_first"]
     assert [(r7[f]["agree_before"], r7[f]["agree_after"]) for f in ("minilm", "mpnet", "all")] == [
         (0.85, 0.8417), (0.825, 0.8583), (0.8375, 0.85)]
+    assert (r7["all"]["relabelled"], r7["all"]["relabelled_agreed_before"], r7["all"]["relabelled_now_agree"]) == (
+        10, 3, 6)

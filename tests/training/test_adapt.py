@@ -131,7 +131,8 @@ def test_adapt_starts_from_the_labelled_sets_the_classifier_was_trained_on(train
 
     base, new, models = trained
     assert trained_on(models / "patterncnn.pt") == [str(base)]
-    assert trained_on(REPO / "models" / "patterncnn.pt") == ["annotations", "annotations/round8-e5-uniform"]
+    shipped = trained_on(REPO / "models" / "patterncnn.pt")  # relative to the clone, from wherever it runs
+    assert [(REPO / x).resolve() for x in shipped] == [REPO / "annotations", REPO / "annotations" / "round8-e5-uniform"]
     res = adapt(models / "patterncnn.pt", None, new, tmp_path / "a", AdaptConfig(epochs=1, folds=2))
     assert res["new"]["maps"] == 30 and "trained on other labelled data" not in caplog.text
 
@@ -145,3 +146,9 @@ def test_adapt_starts_from_the_labelled_sets_the_classifier_was_trained_on(train
     shutil.copy(models / "patterncnn.pt", bare / "patterncnn.pt")  # no metrics.json beside it
     with pytest.raises(ClassifierError, match="--annotations"):
         adapt(bare / "patterncnn.pt", None, new, tmp_path / "c", AdaptConfig(epochs=1, folds=2))
+    for record, sets in (({"data": {"annotations": str(base)}}, [str(base)]), ({"data": {"annotations": [""]}}, None),
+                         ({"data": {}}, None), ([1, 2], None)):
+        (bare / "metrics.json").write_text(json.dumps(record))
+        assert trained_on(bare / "patterncnn.pt") == sets
+    adapted = trained_on(tmp_path / "a" / "patterncnn.pt")  # an adapted classifier: its own record
+    assert adapted == [str(base), str(new)]
