@@ -185,6 +185,9 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
                     " + ".join(map(str, base_sets)), "s" if len(base_sets) == 1 else "", base.data_hash[:8],
                     ": they changed since it was trained" if same else
                     f"; it was trained on {' + '.join(named)}" if named else "")
+    if not any(m.get("sampling") == "uniform" for m in new.meta):
+        raise ClassifierError(f"no map of {new_set} was drawn uniformly at random, so its shares cannot validate the "
+                              f"census; sample with `patterncnn adapt start` (or `sample --design uniform`)")
     data = join_labelled([base, new], [str(base_sets), str(new_set)])
     new_idx = np.arange(len(base.y), len(data.y))
     base_idx = np.arange(len(base.y))
