@@ -168,15 +168,15 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
     base_rows: Rows | None = stored_rows(ckpt)
     if base_rows is None:
         raise ClassifierError(f"{checkpoint} stores no calibration rows; retrain it with `patterncnn train`")
+    named = trained_on(checkpoint)
     if base_sets is None:
-        base_sets = trained_on(checkpoint)
+        base_sets = named
         if base_sets is None:
             raise ClassifierError(f"{checkpoint} has no record of the labelled sets it was trained on (a metrics.json "
                                   f"beside it, or an adapted classifier's own record); name them with --annotations "
                                   f"(the shipped classifier's: annotations and annotations/round8-e5-uniform, in a "
                                   f"clone)")
     base, new = load_labelled(base_sets), load_labelled(new_set)
-    named = trained_on(checkpoint)
     if ckpt.get("data_hash") and base.data_hash != ckpt["data_hash"] and "adapted" not in ckpt:
         same = named is not None and [str(x) for x in base_sets] == named
         log.warning("%s was trained on labelled data %s; %s hold%s other data (%s)%s. Adapting fine-tunes on the sets "
