@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from loeo import held_out
 
 from patterncnn.classifier.model import PatternCNN, config_from_dict
 from patterncnn.core.maps import families
@@ -65,11 +66,9 @@ def main() -> None:
     if args.hold:
         data = load_labelled([*args.base, args.new])
         fams = families(data.ids)
-        held = fams == args.hold
-        if not held.any():
+        if args.hold not in fams:
             raise SystemExit(f"--hold {args.hold}: no such family among {sorted(set(fams.tolist()))}")
-        shared = ~held & np.isin(data.groups, data.groups[held])
-        base_idx, new_idx = np.flatnonzero(~held & ~shared), np.flatnonzero(held)
+        base_idx, new_idx = held_out(data, fams, args.hold)
         tr, va = _split_train(data, base_idx, 0)
         t0 = time.time()
         with torch_threads(2):

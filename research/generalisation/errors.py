@@ -22,6 +22,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from loeo import held_out  # noqa: E402
 from realmaps import contact_sheet  # noqa: E402
 
 from patterncnn.classifier.model import config_from_dict  # noqa: E402
@@ -42,9 +43,7 @@ def main() -> None:
     fams = families(data.ids)
     ckpt = torch.load(args.init, map_location="cpu", weights_only=True)
     cfg = config_from_dict(ckpt["model_config"])
-    test = fams == args.family
-    shared = ~test & np.isin(data.groups, data.groups[test])
-    pool, te = np.flatnonzero(~test & ~shared), np.flatnonzero(test)
+    pool, te = held_out(data, fams, args.family)
     with torch_threads(2):
         tr, va = _split_train(data, pool, 0)
         model, _ = fit_members(data, tr, va, cfg, TrainConfig(max_epochs=40, lr=INIT_LR), seed=0,

@@ -40,6 +40,14 @@ HERE = Path(__file__).resolve().parent
 BLOCK = LABELS.index("block")
 
 
+def held_out(data, fams: np.ndarray, family: str) -> tuple[np.ndarray, np.ndarray]:
+    """(training pool, test maps) of holding ``family`` out: the other families' maps, less those whose input example
+    ``family`` also has (as `patterncnn train`'s leave one encoder out), and all of ``family``'s maps."""
+    test = fams == family
+    shared = ~test & np.isin(data.groups, data.groups[test])
+    return np.flatnonzero(~test & ~shared), np.flatnonzero(test)
+
+
 def adabn(model: torch.nn.Module, x: torch.Tensor, batch: int = 256) -> None:
     """Re-estimate every BatchNorm's running statistics on ``x`` (cumulative average), weights unchanged."""
     bns = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
@@ -127,8 +135,7 @@ def main() -> None:
             if args.only and b != args.only:
                 continue
             test = fams == b
-            shared = ~test & np.isin(data.groups, data.groups[test])
-            pool, te = np.flatnonzero(~test & ~shared), np.flatnonzero(test)
+            pool, te = held_out(data, fams, b)
             x_te = model_inputs(data.maps, data.seps, te, cfg) if args.adabn else None
             for seed in range(args.seeds):
                 t0 = time.time()
