@@ -129,6 +129,10 @@ class TrainConfig:
     # A checkpoint of `patterncnn pretrain` (a CNN pretrained on synthetic maps) every fit starts from, instead of
     # a random initialisation; None: random. Its hash goes into every resumable part's name.
     init: str | None = None
+    # Keep the BatchNorm running statistics the fit starts from (the pretrained CNN's, from synthetic maps) instead
+    # of re-estimating them on the labelled maps' batches; the BatchNorm scales and shifts still learn. Only with
+    # init: a random start has no statistics to keep.
+    freeze_bn: bool = False
 
     def __post_init__(self):
         if self.lr is None:
@@ -226,6 +230,13 @@ def fit(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, s
     history, stale = [], 0
     for epoch in range(1, n_epochs + 1):
         model.train()
+        if tcfg.freeze_bn:
+            if init is None:
+                raise TrainError("freezing the BatchNorm statistics keeps those of the weights a fit starts from: "
+                                 "give --init a pretrained CNN, or drop --freeze-bn")
+            for m in model.modules():
+                if isinstance(m, nn.BatchNorm2d):
+                    m.eval()  # normalise with the kept statistics, and do not update them
         order = rng.permutation(train_idx)
         x_all = model_inputs(data.maps, data.seps, order, cfg, rng, tcfg)
         total = 0.0

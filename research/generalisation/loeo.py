@@ -1,6 +1,6 @@
 """Leave one encoder family out, over seeds: the measure of issue 30 for one classifier configuration.
 
-    python research/generalisation/loeo.py NAME [--row] [--init CKPT] [--lr LR] [--mix N] [--adabn] [--seeds 5]
+    python research/generalisation/loeo.py NAME [--row] [--init CKPT] [--lr LR] [--mix N] [--adabn] [--freeze-bn] [--seeds 5]
 
 For each family F of the labelled set(s): train on every other family's maps (maps whose input example is also
 among F's maps dropped, early stopping on a grouped fifth of the training maps, as `patterncnn train`'s leave one
@@ -15,6 +15,9 @@ classes balanced) to every fit's training part, never to its early-stopping part
 (default: train's, 3e-4 from --init, else 3e-3); --flip P reverses the token order of a training map with
 probability P (both axes of every input channel: a column moves to the other edge; a diagonal, a band, the two
 squares and a haze stay what they were, so the class is kept; its own random stream, seeded 7).
+--freeze-bn keeps the --init checkpoint's BatchNorm running statistics (from the synthetic maps) through the
+fine-tuning, as `train --freeze-bn` (the 2026-11-26 `pre1m-ft-lr3e-4-freezebn` rows ran with an equivalent patch
+of BatchNorm's train mode, before TrainConfig had the option); the BatchNorm scales and shifts still learn.
 """
 
 from __future__ import annotations
@@ -117,6 +120,8 @@ def main() -> None:
     ap.add_argument("--lr", type=float, help="learning rate (default: 3e-4 with --init, else 3e-3, as train)")
     ap.add_argument("--soft", action="store_true", help="the annotators' vote shares as targets")
     ap.add_argument("--flip", type=float, default=0.0, help="probability of the token-order reversal augmentation")
+    ap.add_argument("--freeze-bn", action="store_true",
+                    help="keep the --init checkpoint's BatchNorm statistics while fine-tuning")
     ap.add_argument("--mix", type=int, default=0, help="synthetic maps added to each fit's training part")
     args = ap.parse_args()
     data = load_labelled(args.sets)
@@ -127,7 +132,8 @@ def main() -> None:
         ckpt = torch.load(args.init, map_location="cpu", weights_only=True)
         cfg, init = config_from_dict(ckpt["model_config"]), ckpt["state_dict"]
     # the fine-tuning rate of `train --init` (INIT_LR) when starting from a checkpoint, as train would use
-    tcfg = TrainConfig(max_epochs=args.max_epochs, lr=args.lr or (INIT_LR if args.init else None))
+    tcfg = TrainConfig(max_epochs=args.max_epochs, lr=args.lr or (INIT_LR if args.init else None),
+                       freeze_bn=args.freeze_bn)
     if args.flip:
         flip_training_maps(args.flip)
     with torch_threads(2), open(HERE / "results.jsonl", "a") as out:

@@ -129,6 +129,24 @@ def test_an_init_that_cannot_serve_is_refused_with_the_fix(tmp_path):
         load_init(tmp_path / "cut.pt", CNNConfig())
 
 
+def test_freeze_bn_keeps_the_pretrained_batchnorm_statistics(tmp_path, labelled_set):
+    out = tmp_path / "pre.pt"
+    pretrain(out, CNNConfig(), PretrainConfig(**TINY))
+    data = load_labelled(labelled_set)
+    idx = np.arange(len(data.y))
+    pre = torch.load(out, weights_only=True)["state_dict"]
+    stats = [k for k in pre if k.endswith(("running_mean", "running_var"))]
+    affine = [k for k in pre if k.endswith(".bias") and k.replace(".bias", ".running_mean") in pre]
+    tcfg = TrainConfig(init=str(out), freeze_bn=True)
+    frozen, _, _ = fit(data, idx, None, CNNConfig(), tcfg, seed=0, epochs=2)
+    assert stats and all(torch.equal(frozen.state_dict()[k], pre[k]) for k in stats)
+    assert affine and any(not torch.equal(frozen.state_dict()[k], pre[k]) for k in affine)  # scales/shifts learn
+    moving, _, _ = fit(data, idx, None, CNNConfig(), dataclasses.replace(tcfg, freeze_bn=False), seed=0, epochs=2)
+    assert all(not torch.equal(moving.state_dict()[k], pre[k]) for k in stats)
+    with pytest.raises(TrainError, match="give --init a pretrained CNN, or drop --freeze-bn"):
+        fit(data, idx, None, CNNConfig(), TrainConfig(freeze_bn=True), seed=0, epochs=1)
+
+
 def test_the_learning_rate_follows_the_start_unless_given():
     assert TrainConfig().lr == 3e-3 and TrainConfig(init="x.pt").lr == 3e-4
     assert TrainConfig(init="x.pt", lr=1e-3).lr == 1e-3

@@ -1,0 +1,212 @@
+"""Semi-supervised fine-tuning on unlabelled maps (FixMatch), measured by leaving one encoder family out.
+
+    python research/generalisation/fixmatch.py NAME --init CKPT --unlabelled STORE [STORE ...] [--seeds 5]
+        [--only FAMILY] [--threshold 0.85] [--mu 2] [--lambda-u 1] [--transductive]
+
+The same leave-one-family-out fits as `loeo.py` (its `held_out` split, early stopping on a grouped fifth of the
+training maps, the pretrained CNN as the start, train's fine-tuning rate), with one more loss term
+(Sohn et al. 2020, FixMatch): every labelled batch of B maps comes with mu * B unlabelled maps; the model's
+prediction on an unaugmented view is the pseudo-label wherever its probability reaches --threshold, and the loss
+asks the same prediction of a strongly augmented view of that map. The strong view keeps the class:
+
+* dropping 10-30 % of the ordinary tokens (never [CLS], a separator, or a token whose column stands out: its
+  column mean above 1.5 / T), the rows renormalised;
+* a temperature: each row to the power 1 / tau, tau in [0.7, 1.4], renormalised (sharper or flatter rows);
+* resampling the length (x 0.6 - 1.6, nearest) and the intensity gamma (as train's augmentation).
+
+The unlabelled maps come from map stores (`patterncnn sample --design uniform --no-png`). By default a fit sees only
+the unlabelled maps of the families it trains on (what a shipped classifier can have seen); --transductive adds the
+held-out family's own unlabelled maps (what a census could do on the user's encoder before classifying it). The
+stores are drawn from GLUE *train* splits, the labelled maps from dev splits, so no input example is on both sides.
+One JSON line per (held-out family, seed) is appended to results.jsonl, as loeo.py's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from patterncnn.classifier.model import PatternCNN, config_from_dict, member_config, preprocess
+from patterncnn.core.fileio import public_path, sha256_file
+from patterncnn.core.labels import LABELS
+from patterncnn.core.maps import MapStore, classifier_input, encoder_family, families
+from patterncnn.core.scores import macro_f1
+from patterncnn.labelling.sets import load_labelled
+from patterncnn.training.evaluate import _split_train, load_votes
+from patterncnn.training.fit import INIT_LR, TrainConfig, model_inputs, predict_proba, torch_threads
+
+HERE = Path(__file__).resolve().parent
+if __package__ in (None, ""):
+    import sys
+
+    sys.path.insert(0, str(HERE))
+from loeo import held_out, scores  # noqa: E402
+
+
+def load_unlabelled(stores: list[str]) -> tuple[list[np.ndarray], list[list[int] | None], np.ndarray]:
+    """(maps, seps, family of each) of every map in the stores."""
+    maps, seps, fams = [], [], []
+    for root in stores:
+        store = MapStore(root)
+        for meta in store.meta:
+            arr, errors, _ = classifier_input(store.get(meta["id"]), seps=meta.get("seps"))
+            if errors:
+                raise ValueError(f"{root}: {meta['id']}: {errors[0]}")
+            maps.append(arr)
+            seps.append(meta.get("seps"))
+            fams.append(encoder_family(meta["id"]))
+    return maps, seps, np.array(fams)
+
+
+def strong_view(a: np.ndarray, seps: list[int] | None, rng: np.random.Generator) -> tuple[np.ndarray, list[int]]:
+    """A class-keeping strong augmentation of one map: token dropping and a temperature (see the module doc)."""
+    t = a.shape[0]
+    seps = [s for s in (seps or []) if 0 <= s < t]
+    special = {0, *seps}
+    col = a.mean(axis=0)
+    droppable = [i for i in range(1, t) if i not in special and col[i] <= 1.5 / t]
+    k = min(len(droppable), int(round(t * rng.uniform(0.1, 0.3))), max(0, t - 4))
+    if k:
+        drop = set(rng.choice(droppable, size=k, replace=False).tolist())
+        keep = np.array([i for i in range(t) if i not in drop])
+        a = a[np.ix_(keep, keep)]
+        new_pos = {old: new for new, old in enumerate(keep.tolist())}
+        seps = [new_pos[s] for s in seps]
+    tau = rng.uniform(0.7, 1.4)
+    a = np.power(np.maximum(a, 1e-12), 1.0 / tau)
+    a = (a / a.sum(axis=1, keepdims=True)).astype(np.float32)
+    return a, seps
+
+
+def strong_inputs(maps, seps, idx, cfg, rng: np.random.Generator) -> torch.Tensor:
+    out = []
+    for i in idx:
+        a, s = strong_view(maps[i], seps[i], rng)
+        t = a.shape[0]
+        resample = max(4, int(round(t * rng.uniform(0.6, 1.6)))) if rng.random() < 0.7 else None
+        x = preprocess(torch.from_numpy(a)[None], [s], cfg, resample_to=resample)
+        x[:, 0] = x[:, 0] ** float(rng.uniform(0.7, 1.4))
+        out.append(x)
+    return torch.cat(out)
+
+
+def fit_fixmatch(data, train_idx, val_idx, cfg, tcfg: TrainConfig, seed: int, init: dict, unl_maps, unl_seps,
+                 unl_idx: np.ndarray, x_unl_weak: torch.Tensor, threshold: float, mu: int, lambda_u: float):
+    """fit.fit's loop (labelled loss, class weights, label smoothing, cosine rate, early stopping on the
+    validation macro-F1) with FixMatch's unlabelled term added. Returns (model, best epoch, mask rate)."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    urng = np.random.default_rng(10_000 + seed)
+    model = PatternCNN(member_config(cfg))
+    model.load_state_dict(init)
+    opt = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=tcfg.max_epochs)
+    y = torch.as_tensor(data.y)
+    counts = np.bincount(data.y[train_idx], minlength=len(LABELS)).astype(np.float64)
+    weights = torch.tensor((len(train_idx) / (len(LABELS) * np.maximum(counts, 1))) ** tcfg.class_weight_power,
+                           dtype=torch.float32)
+    x_val = model_inputs(data.maps, data.seps, val_idx, cfg)
+    best, stale, kept = (-1.0, 0, None), 0, []
+    for epoch in range(1, tcfg.max_epochs + 1):
+        model.train()
+        order = rng.permutation(train_idx)
+        x_all = model_inputs(data.maps, data.seps, order, cfg, rng, tcfg)
+        for s in range(0, len(order), tcfg.batch_size):
+            xb, yb = x_all[s : s + tcfg.batch_size], y[order[s : s + tcfg.batch_size]]
+            if len(yb) < 2:
+                continue
+            u = urng.choice(len(unl_idx), size=mu * len(yb), replace=False)
+            xw = x_unl_weak[u]
+            xs = strong_inputs(unl_maps, unl_seps, unl_idx[u], cfg, urng)
+            logits = model(torch.cat([xb, xw, xs]))
+            lb, lw, ls = logits[: len(yb)], logits[len(yb) : len(yb) + len(u)], logits[len(yb) + len(u) :]
+            loss = F.cross_entropy(lb, yb, weight=weights, label_smoothing=tcfg.label_smoothing)
+            with torch.no_grad():
+                p = torch.softmax(lw.detach(), dim=1)
+                conf, pseudo = p.max(dim=1)
+                mask = (conf >= threshold).float()
+            kept.append(float(mask.mean()))
+            loss = loss + lambda_u * (F.cross_entropy(ls, pseudo, reduction="none") * mask).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        sched.step()
+        model.eval()
+        with torch.inference_mode():
+            f1 = macro_f1(data.y[val_idx], model(x_val).argmax(1).numpy())
+        if f1 > best[0]:
+            best, stale = (f1, epoch, copy.deepcopy(model.state_dict())), 0
+        else:
+            stale += 1
+        if stale >= tcfg.patience:
+            break
+    model.load_state_dict(best[2])
+    return model.eval(), best[1], float(np.mean(kept))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("name")
+    ap.add_argument("--sets", nargs="+", default=["annotations", "annotations/round8-e5-uniform"])
+    ap.add_argument("--init", required=True, help="pretrained weights (`patterncnn pretrain`)")
+    ap.add_argument("--unlabelled", nargs="+", required=True, help="map stores of unlabelled maps")
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--max-epochs", type=int, default=40)
+    ap.add_argument("--only", help="held-out family to run (default: each in turn)")
+    ap.add_argument("--threshold", type=float, default=0.85)
+    ap.add_argument("--mu", type=int, default=2, help="unlabelled maps per labelled map in a batch")
+    ap.add_argument("--lambda-u", type=float, default=1.0)
+    ap.add_argument("--transductive", action="store_true",
+                    help="also the held-out family's own unlabelled maps (never its labelled ones)")
+    args = ap.parse_args()
+    data = load_labelled(args.sets)
+    fams = families(data.ids)
+    votes = load_votes(args.sets, data.ids, data.y)
+    ckpt = torch.load(args.init, map_location="cpu", weights_only=True)
+    cfg, init = config_from_dict(ckpt["model_config"]), ckpt["state_dict"]
+    tcfg = TrainConfig(max_epochs=args.max_epochs, lr=INIT_LR)
+    unl_maps, unl_seps, unl_fams = load_unlabelled(args.unlabelled)
+    with torch_threads(2):
+        x_unl_weak = model_inputs(unl_maps, unl_seps, np.arange(len(unl_maps)), cfg)
+    with torch_threads(2), open(HERE / "results.jsonl", "a") as out:
+        for b in sorted(set(fams.tolist())):
+            if args.only and b != args.only:
+                continue
+            test = fams == b
+            pool, te = held_out(data, fams, b)
+            unl_idx = np.flatnonzero((unl_fams != b) | args.transductive)
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
+                t0 = time.time()
+                tr, va = _split_train(data, pool, seed)
+                model, epoch, kept = fit_fixmatch(data, tr, va, cfg, tcfg, seed, init, unl_maps, unl_seps, unl_idx,
+                                                  x_unl_weak, args.threshold, args.mu, args.lambda_u)
+                pred = np.full(len(data.y), -1)
+                pred[te] = predict_proba(model, data, te, cfg).argmax(1)
+                rec = {"name": args.name, "test": b, "train": sorted(set(fams[pool].tolist())), "seed": seed,
+                       "train_maps": int(len(pool)), "unlabelled_maps": int(len(unl_idx)),
+                       "unlabelled_families": sorted(set(unl_fams[unl_idx].tolist())), "best_epoch": epoch,
+                       "pseudo_label_rate": round(kept, 3),
+                       "all": scores(data.y, pred, test), "agreed": scores(data.y, pred, test & votes.agreed),
+                       "confusion": np.bincount(data.y[te] * len(LABELS) + pred[te],
+                                                minlength=len(LABELS) ** 2).reshape(len(LABELS), -1).tolist(),
+                       "seconds": round(time.time() - t0, 1),
+                       "args": {**vars(args), "init": public_path(args.init),
+                                "unlabelled": [public_path(u) for u in args.unlabelled]},
+                       "init_sha256": sha256_file(args.init)}
+                out.write(json.dumps(rec) + "\n")
+                out.flush()
+                print(f"{args.name} test {b} seed {seed}: acc {rec['all']['accuracy']:.3f} "
+                      f"F1-4 {rec['all']['macro_f1_4']:.3f} pseudo {kept:.2f} epoch {epoch} ({rec['seconds']} s)",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()
