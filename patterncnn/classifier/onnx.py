@@ -123,11 +123,13 @@ class OnnxClassifier:
             raise ClassifierError(f"{self.path} has labels {self.labels}, expected {LABELS}")
         self.cfg = config_from_dict(json.loads(meta["cnn_config"]))
         self.metadata = {k: json.loads(v) for k, v in meta.items()}
-        # The version names the data it was trained on and, for an ensemble, its size: two classifiers trained on
-        # the same maps (one CNN, the mean of two) must not pass for one in pre-annotations and the ML backend.
+        # The version names the data it was trained on, the training recipe (classifiers exported since 2026-11-26
+        # record one) and, for an ensemble, its size: two classifiers trained on the same maps (one CNN, the mean of
+        # two; another recipe) must not pass for one in pre-annotations and the ML backend.
+        recipe = str(self.metadata.get("recipe") or "")
         self.model_version = f"patterncnn-{self.metadata.get('patterncnn_version')}-" \
-                             f"{str(self.metadata.get('data_hash', ''))[:8]}" + \
-                             (f"-x{self.cfg.members}" if self.cfg.members > 1 else "")
+                             f"{str(self.metadata.get('data_hash', ''))[:8]}" + (f"-r{recipe[:6]}" if recipe else "") \
+                             + (f"-x{self.cfg.members}" if self.cfg.members > 1 else "")
         self.threads = threads
 
     @property

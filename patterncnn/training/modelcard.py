@@ -252,7 +252,10 @@ def _init_note(m: dict) -> str:
             f"`{init['path']}` (sha256 `{init['sha256'][:16]}…`): the same CNN pretrained by `patterncnn pretrain` "
             f"on {on.get('synthetic_maps', '?'):,} synthetic maps labelled by construction (seed {on.get('seed', '?')}; "
             f"{on.get('held_out_accuracy', '?')} accuracy on {on.get('held_out', '?')} held-out synthetic maps), "
-            f"never on a real map.")
+            f"never on a real map."
+            + (" Its BatchNorm running statistics, learnt on those synthetic maps, are kept through the fine-tuning "
+               "(`--freeze-bn`); the BatchNorm scales and shifts still learn." if m["train_config"].get("freeze_bn")
+               else ""))
 
 
 def model_card(m: dict) -> str:
@@ -262,7 +265,10 @@ def model_card(m: dict) -> str:
         "labels": ", ".join(f"`{x}`" for x in LABELS), "created_by": m["created_by"],
         "maps": data["maps"], "annotations": data["annotations"], "groups": data["groups"],
         "label_counts": ", ".join(f"{k} {v}" for k, v in data["labels"].items()), "uncertain": data["uncertain"],
-        "data_hash": data["data_hash"][:16], "grid": mc["grid"], "representation": mc["representation"],
+        "data_hash": data["data_hash"][:16],
+        "version": (f" Version `patterncnn-{m['created_by'].split()[-1]}-{data['data_hash'][:8]}-r{m['recipe'][:6]}"
+                    f"{'-x' + str(mc['members']) if mc.get('members', 1) > 1 else ''}` (data, then recipe: "
+                    f"`{m['recipe']}`)." if m.get("recipe") else ""), "grid": mc["grid"], "representation": mc["representation"],
         "representation_note": "adaptive average pooling: mass-preserving, so one-token lines survive"
         if mc["representation"] == "area" else "bilinear interpolation",
         "channels": _channels(mc), "conv_layers": m["conv_layers"], "widths": list(mc["widths"]),

@@ -19,7 +19,9 @@ run again after an interruption reads them back and gives the same model, bit fo
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
+import json
 import logging
 import platform
 import time
@@ -30,7 +32,7 @@ import torch
 
 from ..classifier.model import CNNConfig, count_conv_layers, model_config_dict
 from ..classifier.onnx import export_onnx, parity_check
-from ..core.fileio import output_folder, public_path, write_bytes, write_json, write_text
+from ..core.fileio import output_folder, public_path, sha256_file, write_bytes, write_json, write_text
 from ..core.labels import LABELS
 from ..core.version import __version__
 from ..labelling.sets import Labelled, load_labelled
@@ -73,6 +75,14 @@ def calibrate_and_validate(data: Labelled, oof: OutOfFold, seed: int) -> tuple[d
 
 
 RESULTS = ("patterncnn.onnx", "patterncnn.pt", "metrics.json")
+
+
+def recipe_hash(cfg: CNNConfig, tcfg: TrainConfig) -> str:
+    """A short hash of how a classifier was trained: the CNN's config and the training config, the --init weights by
+    content (two classifiers of the same maps by another recipe get other versions)."""
+    t = {**dataclasses.asdict(tcfg), "init": sha256_file(tcfg.init) if tcfg.init else None}
+    blob = json.dumps({"model_config": model_config_dict(cfg), "train_config": t}, sort_keys=True, default=list)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNConfig, tcfg: TrainConfig,
@@ -139,6 +149,7 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
                 **({"left_out_unresolved_ties": len(data.unresolved)} if data.unresolved else {})},
             "model_config": model_config_dict(cfg),
             "train_config": {**dataclasses.asdict(tcfg), "init": public_path(tcfg.init)},
+            "recipe": recipe_hash(cfg, tcfg),  # part of the classifier's version: data, then recipe
             "conv_layers": count_conv_layers(model), "parameters": int(sum(p.numel() for p in model.parameters())),
             "cv": cv, "baselines": base, "representation_comparison": comparison,
             "cnn_beats_best_baseline": bool(cv["macro_f1"] > best_base[0]), "best_baseline": best_base[1],
@@ -157,7 +168,7 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
         write_bytes(out / "patterncnn.pt", buf.getvalue())
         export_onnx(model, out / "patterncnn.onnx", {"data_hash": data.data_hash, "cv_macro_f1": cv["macro_f1"],
                                                       "trained_on": len(data.y), "calibration": calibration,
-                                                      "validation": validation})
+                                                      "validation": validation, "recipe": metrics["recipe"]})
         metrics["onnx_parity_max_abs_diff"] = parity_check(model, out / "patterncnn.onnx", data.maps, data.seps)
         metrics["seconds"] = round(time.time() - t0, 1)
         write_json(out / "metrics.json", metrics)

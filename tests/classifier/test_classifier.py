@@ -195,6 +195,17 @@ def test_an_ensemble_has_its_own_version_and_an_old_single_cnn_checkpoint_still_
         export_onnx(build_model(CNNConfig(members=k)).eval(), path, {"data_hash": "ab" * 32})
         versions[k] = OnnxClassifier(path).model_version
     assert versions[1].endswith("-abababab") and versions[2] == versions[1] + "-x2"
+    # a classifier exported since 2026-11-26 records its recipe: the same maps trained otherwise get another version
+    from patterncnn.training.fit import TrainConfig
+    from patterncnn.training.train import recipe_hash
+
+    recipes = {recipe_hash(CNNConfig(), TrainConfig()), recipe_hash(CNNConfig(), TrainConfig(lr=1e-3)),
+               recipe_hash(CNNConfig(row_channel=True), TrainConfig())}
+    assert len(recipes) == 3 and recipe_hash(CNNConfig(), TrainConfig()) in recipes
+    for k in (1, 2):
+        path = tmp_path / f"r{k}.onnx"
+        export_onnx(build_model(CNNConfig(members=k)).eval(), path, {"data_hash": "ab" * 32, "recipe": "dc863fcb36f6"})
+        assert OnnxClassifier(path).model_version == versions[1] + "-rdc863f" + ("-x2" if k == 2 else "")
     # a checkpoint written before ensembles existed has no "members" in its config: one CNN
     single = PatternCNN(CNNConfig()).eval()
     old_config = model_config_dict(single.cfg)
