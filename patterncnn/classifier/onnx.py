@@ -80,7 +80,7 @@ def load_classifier(path: str | os.PathLike | None = None, *, device: str = "cpu
 
         >>> clf = patterncnn.load_classifier()
         >>> clf.model_version
-        'patterncnn-0.1.0-222b7338'
+        'patterncnn-0.1.0-9f40f2d2-rdc863f'
         >>> m = np.zeros((12, 12), dtype=np.float32); m[:, 0] = 1   # every token attends to the first one
         >>> clf.classify(m).labels
         'vertical'

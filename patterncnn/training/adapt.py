@@ -21,6 +21,7 @@ training, where no map scored itself), carried over unchanged.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import json
 import logging
@@ -33,7 +34,7 @@ import torch
 from ..classifier.model import PatternCNN, config_from_dict, model_config_dict
 from ..classifier.onnx import OnnxClassifier, export_onnx, parity_check
 from ..core.errors import ClassifierError
-from ..core.fileio import output_folder, write_bytes, write_json
+from ..core.fileio import output_folder, sha256_file, write_bytes, write_json
 from ..core.labels import LABELS
 from ..core.maps import families, tag_of
 from ..core.scores import subset_scores
@@ -234,6 +235,10 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
         "before": _scores(data, new_idx, rule_out_block(probs_before.astype(np.float64), seps).argmax(1)),
         "validation_on_new": {e: new_validation["best_per_encoder"][e] for e in encoders
                               if e in new_validation["best_per_encoder"]},
+        # part of the adapted classifier's version: the classifier it started from (by content) and how it was
+        # adapted, so adaptations of two classifiers of the same maps on the same new set do not share a version
+        "recipe": hashlib.sha256(json.dumps({"from": sha256_file(checkpoint), "adapt": dataclasses.asdict(acfg)},
+                                            sort_keys=True, default=list).encode()).hexdigest()[:12],
         "seconds": None}
     buf = io.BytesIO()
     torch.save({"state_dict": final.state_dict(), "model_config": model_config_dict(cfg), "labels": list(LABELS),
@@ -242,7 +247,7 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
     write_bytes(out / "patterncnn.pt", buf.getvalue())
     export_onnx(final, out / "patterncnn.onnx", {"data_hash": data.data_hash, "trained_on": len(data.y),
                                                   "calibration": calibration, "validation": validation,
-                                                  "adapted_to": encoders})
+                                                  "adapted_to": encoders, "recipe": result["recipe"]})
     result["onnx_parity_max_abs_diff"] = parity_check(final, out / "patterncnn.onnx", [data.maps[i] for i in new_idx],
                                                       seps)
     result["classifier_version"] = OnnxClassifier(out / "patterncnn.onnx").model_version

@@ -96,6 +96,9 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
     metrics. Finished folds and fits are kept in ``out/.work/train`` until then (resumable, see the module docstring).
     """
     out = output_folder(out, RESULTS, overwrite)
+    if tcfg.freeze_bn and not tcfg.init:
+        raise TrainError("--freeze-bn keeps the BatchNorm statistics of the CNN every fit starts from: give --init a "
+                         "pretrained CNN (`patterncnn pretrain`), or drop --freeze-bn")
     if tcfg.init:
         load_init(tcfg.init, cfg)  # a wrong --init is refused now, not after the folds
         if compare:

@@ -123,7 +123,7 @@ def fit_fixmatch(data, train_idx, val_idx, cfg, tcfg: TrainConfig, seed: int, in
             if len(yb) < 2:
                 continue
             u = urng.choice(len(unl_idx), size=mu * len(yb), replace=False)
-            xw = x_unl_weak[u]
+            xw = x_unl_weak[unl_idx[u]]
             xs = strong_inputs(unl_maps, unl_seps, unl_idx[u], cfg, urng)
             logits = model(torch.cat([xb, xw, xs]))
             lb, lw, ls = logits[: len(yb)], logits[len(yb) : len(yb) + len(u)], logits[len(yb) + len(u) :]

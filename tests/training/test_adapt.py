@@ -42,6 +42,8 @@ def test_adapt_validates_the_new_family_and_the_warning_goes(trained, tmp_path):
     assert E5 in res["validation_on_new"]
     written = json.loads((tmp_path / "adapted" / "adapt.json").read_text())
     assert written["new"] == res["new"] and written["classifier_version"] == res["classifier_version"]
+    # the version names the joined maps, then the recipe: which classifier it started from and how it was adapted
+    assert res["classifier_version"].endswith(f"-r{res['recipe'][:6]}")
 
     meta = OnnxClassifier(tmp_path / "adapted" / "patterncnn.onnx").metadata
     assert meta["adapted_to"] == [E5]

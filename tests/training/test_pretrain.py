@@ -158,6 +158,9 @@ def test_train_init_on_the_command_line(labelled_set, tmp_path, capsys):
                str(tmp_path / "missing.pt")])
     assert rc == 2 and "patterncnn pretrain --out" in capsys.readouterr().err
     assert not (tmp_path / "m" / "patterncnn.pt").exists()
+    assert main(["train", "--annotations", str(labelled_set), "--out", str(tmp_path / "m"), "--freeze-bn"]) == 2
+    assert "give --init a pretrained CNN (`patterncnn pretrain`), or drop --freeze-bn" in capsys.readouterr().err
+    assert not (tmp_path / "m" / "patterncnn.pt").exists()
     pre = tmp_path / "pre.pt"
     assert main(["pretrain", "--out", str(pre), "--maps", "64", "--batch-size", "32", "--max-t", "32"]) == 0
     assert "pretrained on 64 synthetic maps" in capsys.readouterr().out
