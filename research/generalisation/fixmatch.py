@@ -33,13 +33,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from patterncnn.classifier.model import PatternCNN, config_from_dict, member_config, preprocess
+from patterncnn.classifier.model import PatternCNN, member_config, preprocess
 from patterncnn.core.fileio import public_path, sha256_file
 from patterncnn.core.labels import LABELS
-from patterncnn.core.maps import MapStore, classifier_input, encoder_family, families
+from patterncnn.core.maps import MapStore, classifier_input, encoder_family
 from patterncnn.core.scores import macro_f1
-from patterncnn.labelling.sets import load_labelled
-from patterncnn.training.evaluate import _split_train, load_votes
+from patterncnn.training.evaluate import _split_train
 from patterncnn.training.fit import INIT_LR, TrainConfig, model_inputs, predict_proba, torch_threads
 
 HERE = Path(__file__).resolve().parent
@@ -47,7 +46,7 @@ if __package__ in (None, ""):
     import sys
 
     sys.path.insert(0, str(HERE))
-from loeo import held_out, scores  # noqa: E402
+from loeo import directions, load_pretrained, load_sets, scores  # noqa: E402
 
 
 def load_unlabelled(stores: list[str]) -> tuple[list[np.ndarray], list[list[int] | None], np.ndarray]:
@@ -167,21 +166,14 @@ def main() -> None:
     ap.add_argument("--transductive", action="store_true",
                     help="also the held-out family's own unlabelled maps (never its labelled ones)")
     args = ap.parse_args()
-    data = load_labelled(args.sets)
-    fams = families(data.ids)
-    votes = load_votes(args.sets, data.ids, data.y)
-    ckpt = torch.load(args.init, map_location="cpu", weights_only=True)
-    cfg, init = config_from_dict(ckpt["model_config"]), ckpt["state_dict"]
+    data, fams, votes = load_sets(args.sets)
+    cfg, init = load_pretrained(args.init)
     tcfg = TrainConfig(max_epochs=args.max_epochs, lr=INIT_LR)
     unl_maps, unl_seps, unl_fams = load_unlabelled(args.unlabelled)
     with torch_threads(2):
         x_unl_weak = model_inputs(unl_maps, unl_seps, np.arange(len(unl_maps)), cfg)
     with torch_threads(2), open(HERE / "results.jsonl", "a") as out:
-        for b in sorted(set(fams.tolist())):
-            if args.only and b != args.only:
-                continue
-            test = fams == b
-            pool, te = held_out(data, fams, b)
+        for b, test, pool, te in directions(data, fams, args.only):
             unl_idx = np.flatnonzero((unl_fams != b) | args.transductive)
             for seed in range(args.first_seed, args.first_seed + args.seeds):
                 t0 = time.time()

@@ -51,6 +51,26 @@ def held_out(data, fams: np.ndarray, family: str) -> tuple[np.ndarray, np.ndarra
     return np.flatnonzero(~test & ~shared), np.flatnonzero(test)
 
 
+def load_sets(sets) -> tuple:
+    """(the labelled maps of ``sets``, each map's family, the annotators' votes)."""
+    data = load_labelled(sets)
+    return data, families(data.ids), load_votes(sets, data.ids, data.y)
+
+
+def load_pretrained(path) -> tuple:
+    """(CNN config, state dict) of a pretrained checkpoint (`patterncnn pretrain`)."""
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    return config_from_dict(ckpt["model_config"]), ckpt["state_dict"]
+
+
+def directions(data, fams: np.ndarray, only: str | None = None):
+    """(family, its mask, training pool, test maps) for each family held out in turn (``only``: that one)."""
+    for b in sorted(set(fams.tolist())):
+        if not only or b == only:
+            pool, te = held_out(data, fams, b)
+            yield b, fams == b, pool, te
+
+
 def adabn(model: torch.nn.Module, x: torch.Tensor, batch: int = 256) -> None:
     """Re-estimate every BatchNorm's running statistics on ``x`` (cumulative average), weights unchanged."""
     bns = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
@@ -124,24 +144,15 @@ def main() -> None:
                     help="keep the --init checkpoint's BatchNorm statistics while fine-tuning")
     ap.add_argument("--mix", type=int, default=0, help="synthetic maps added to each fit's training part")
     args = ap.parse_args()
-    data = load_labelled(args.sets)
-    fams = families(data.ids)
-    votes = load_votes(args.sets, data.ids, data.y)
-    cfg, init = CNNConfig(row_channel=args.row), None
-    if args.init:
-        ckpt = torch.load(args.init, map_location="cpu", weights_only=True)
-        cfg, init = config_from_dict(ckpt["model_config"]), ckpt["state_dict"]
+    data, fams, votes = load_sets(args.sets)
+    cfg, init = load_pretrained(args.init) if args.init else (CNNConfig(row_channel=args.row), None)
     # the fine-tuning rate of `train --init` (INIT_LR) when starting from a checkpoint, as train would use
     tcfg = TrainConfig(max_epochs=args.max_epochs, lr=args.lr or (INIT_LR if args.init else None),
                        freeze_bn=args.freeze_bn)
     if args.flip:
         flip_training_maps(args.flip)
     with torch_threads(2), open(HERE / "results.jsonl", "a") as out:
-        for b in sorted(set(fams.tolist())):
-            if args.only and b != args.only:
-                continue
-            test = fams == b
-            pool, te = held_out(data, fams, b)
+        for b, test, pool, te in directions(data, fams, args.only):
             x_te = model_inputs(data.maps, data.seps, te, cfg) if args.adabn else None
             for seed in range(args.seeds):
                 t0 = time.time()

@@ -24,18 +24,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from patterncnn.classifier.model import config_from_dict
 from patterncnn.core.fileio import public_path, sha256_file
-from patterncnn.core.maps import families
-from patterncnn.labelling.sets import load_labelled
-from patterncnn.training.evaluate import _split_train, load_votes
+from patterncnn.training.evaluate import _split_train
 from patterncnn.training.fit import INIT_LR, TrainConfig, fit_members, model_inputs, predict_proba, torch_threads
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from loeo import adabn, held_out, scores  # noqa: E402
+from loeo import adabn, directions, load_pretrained, load_sets, scores  # noqa: E402
 
 
 def interpolate(pre: dict, ft: dict, alpha: float) -> dict:
@@ -54,18 +50,11 @@ def main() -> None:
     ap.add_argument("--max-epochs", type=int, default=40)
     ap.add_argument("--only")
     args = ap.parse_args()
-    data = load_labelled(args.sets)
-    fams = families(data.ids)
-    votes = load_votes(args.sets, data.ids, data.y)
-    ckpt = torch.load(args.init, map_location="cpu", weights_only=True)
-    cfg, init = config_from_dict(ckpt["model_config"]), ckpt["state_dict"]
+    data, fams, votes = load_sets(args.sets)
+    cfg, init = load_pretrained(args.init)
     tcfg = TrainConfig(max_epochs=args.max_epochs, lr=INIT_LR)
     with torch_threads(2), open(HERE / "wiseft.jsonl", "a") as out:
-        for b in sorted(set(fams.tolist())):
-            if args.only and b != args.only:
-                continue
-            test = fams == b
-            pool, te = held_out(data, fams, b)
+        for b, test, pool, te in directions(data, fams, args.only):
             for seed in range(args.seeds):
                 t0 = time.time()
                 tr, va = _split_train(data, pool, seed)
