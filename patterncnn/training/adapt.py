@@ -21,7 +21,6 @@ training, where no map scored itself), carried over unchanged.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import io
 import json
 import logging
@@ -40,6 +39,7 @@ from ..core.maps import families, tag_of
 from ..core.scores import subset_scores
 from ..core.segments import rule_out_block
 from ..core.version import __version__
+from ..core.work import run_key
 from ..labelling.sets import Labelled, join_labelled, load_labelled
 from ..shares.calibrate import Rows, calibration_record, map_rows, stored_rows
 from .fit import TrainConfig, fit, predict_proba, torch_threads
@@ -237,8 +237,7 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
                               if e in new_validation["best_per_encoder"]},
         # part of the adapted classifier's version: the classifier it started from (by content) and how it was
         # adapted, so adaptations of two classifiers of the same maps on the same new set do not share a version
-        "recipe": hashlib.sha256(json.dumps({"from": sha256_file(checkpoint), "adapt": dataclasses.asdict(acfg)},
-                                            sort_keys=True, default=list).encode()).hexdigest()[:12],
+        "recipe": run_key({"from": sha256_file(checkpoint), "adapt": dataclasses.asdict(acfg)})[:12],
         "seconds": None}
     buf = io.BytesIO()
     torch.save({"state_dict": final.state_dict(), "model_config": model_config_dict(cfg), "labels": list(LABELS),

@@ -19,9 +19,7 @@ run again after an interruption reads them back and gives the same model, bit fo
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import io
-import json
 import logging
 import platform
 import time
@@ -35,6 +33,7 @@ from ..classifier.onnx import export_onnx, parity_check
 from ..core.fileio import output_folder, public_path, sha256_file, write_bytes, write_json, write_text
 from ..core.labels import LABELS
 from ..core.version import __version__
+from ..core.work import run_key
 from ..labelling.sets import Labelled, load_labelled
 from ..shares.calibrate import calibration_record, oof_rows
 from ..shares.estimate import best_result
@@ -81,8 +80,7 @@ def recipe_hash(cfg: CNNConfig, tcfg: TrainConfig) -> str:
     """A short hash of how a classifier was trained: the CNN's config and the training config, the --init weights by
     content (two classifiers of the same maps by another recipe get other versions)."""
     t = {**dataclasses.asdict(tcfg), "init": sha256_file(tcfg.init) if tcfg.init else None}
-    blob = json.dumps({"model_config": model_config_dict(cfg), "train_config": t}, sort_keys=True, default=list)
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+    return run_key({"model_config": model_config_dict(cfg), "train_config": t})[:12]
 
 
 def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNConfig, tcfg: TrainConfig,
