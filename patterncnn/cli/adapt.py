@@ -43,6 +43,9 @@ def register(sub) -> None:
                    help="the classifier to adapt (default: %(default)s, the shipped one, in a clone)")
     q.add_argument("--epochs", type=int, default=20, help="fine-tuning epochs per fit (default: %(default)s)")
     q.add_argument("--folds", type=int, default=5, help="cross-fitting folds over your maps (default: %(default)s)")
+    q.add_argument("--freeze-bn", action="store_true",
+                   help="keep the classifier's BatchNorm statistics while fine-tuning (default: re-estimate them; "
+                        "measured against each other in docs/pages/commands/adapt.md)")
     add_overwrite(q, "adapted classifier in OUT/classifier")
     add_connection_args(q)
     q.set_defaults(func=run_finish)
@@ -89,7 +92,7 @@ def run_finish(args) -> int:
     r = pull(ls, args.project, open_maps(out / "maps"), out / "labels", from_file=args.from_file)
     print(f"pulled {r['labelled']} labelled map(s) into {out / 'labels'} ({', '.join(f'{k} {v}' for k, v in r['labels'].items())})")
     res = adapt(args.checkpoint, args.annotations, out / "labels", out / "classifier",
-                AdaptConfig(epochs=args.epochs, folds=args.folds), progress=progress(), overwrite=args.overwrite)
+                AdaptConfig(epochs=args.epochs, folds=args.folds, freeze_bn=args.freeze_bn), progress=progress(), overwrite=args.overwrite)
     b, n = res["before"], res["new"]
     print(f"on your {n['maps']} maps, out of fold: accuracy {n['accuracy']:.3f} (the classifier before adapting: "
           f"{b['accuracy']:.3f})")

@@ -20,6 +20,11 @@ are then split and adapted to as above. With --refit (only with --hold), each k 
 CNN itself (3e-4, --epochs epochs) on the other families' maps plus the k new ones (repeated to a quarter of each
 epoch, or each once when they are more, as adapt): close to what `train --init` with the user's labels added would
 give, without its cross-validation.
+
+--freeze-bn (with --hold) fits the classifier without the family with the pretrained CNN's BatchNorm statistics kept,
+as the shipped recipe does (`train --freeze-bn`), and so does --refit. --adapt-bn names how the adapting fits treat
+the BatchNorm statistics: `re-estimate` (on the adapting batches), `keep` (AdaptConfig.freeze_bn), or both, each
+scored on the same k maps drawn for a seed; the record's ``adapt_bn`` says which.
 """
 
 from __future__ import annotations
@@ -58,9 +63,15 @@ def main() -> None:
     ap.add_argument("--lr", type=float, help="the adapting rate (default: AdaptConfig's)")
     ap.add_argument("--refit", action="store_true", help="with --hold: refit from the pretrained CNN for every k")
     ap.add_argument("--hold", help="the family to hold out of --base and --new together (CHECKPOINT: a pretrained CNN)")
+    ap.add_argument("--freeze-bn", action="store_true",
+                    help="with --hold: fit (and --refit) with the pretrained BatchNorm statistics kept")
+    ap.add_argument("--adapt-bn", nargs="+", choices=["re-estimate", "keep"], default=["re-estimate"],
+                    help="the adapting fits' BatchNorm statistics (default: %(default)s)")
     args = ap.parse_args()
     if args.refit and not args.hold:
         ap.error("--refit refits from a pretrained CNN: it needs --hold FAMILY")
+    if args.freeze_bn and not args.hold:
+        ap.error("--freeze-bn is how the classifier without the family is fitted: it needs --hold FAMILY")
     ckpt = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
     cfg = config_from_dict(ckpt["model_config"])
     if args.hold:
@@ -69,14 +80,15 @@ def main() -> None:
         if args.hold not in fams:
             raise SystemExit(f"--hold {args.hold}: no such family among {sorted(set(fams.tolist()))}")
         base_idx, new_idx = held_out(data, fams, args.hold)
-        tr, va = _split_train(data, base_idx, 0)
-        t0 = time.time()
-        with torch_threads(2):
-            model, _ = fit_members(data, tr, va, cfg, TrainConfig(init=args.checkpoint), seed=0,
-                                   init=ckpt["state_dict"])
         pretrained = ckpt["state_dict"]
-        ckpt = {"model_config": ckpt["model_config"], "state_dict": model.state_dict()}
-        print(f"classifier without {args.hold}: {len(base_idx)} maps, {time.time() - t0:.0f} s", flush=True)
+        if not args.refit or 0 in args.ks:  # a refit starts from the pretrained CNN: only k = 0 needs the classifier
+            tr, va = _split_train(data, base_idx, 0)
+            t0 = time.time()
+            with torch_threads(2):
+                model, _ = fit_members(data, tr, va, cfg, TrainConfig(init=args.checkpoint, freeze_bn=args.freeze_bn),
+                                       seed=0, init=pretrained)
+            ckpt = {"model_config": ckpt["model_config"], "state_dict": model.state_dict()}
+            print(f"classifier without {args.hold}: {len(base_idx)} maps, {time.time() - t0:.0f} s", flush=True)
     else:
         base, new = load_labelled(args.base), load_labelled(args.new)
         data = join_labelled([base, new], ["base", "new"])
@@ -91,34 +103,46 @@ def main() -> None:
     with torch_threads(2), open(HERE / "adapt_curve.jsonl", "a") as out:
         for k in args.ks:
             for seed in range(args.seed_start, args.seed_start + (args.seeds if k else 1)):
-                t0 = time.time()
                 rng = np.random.default_rng(seed)
                 if k == 0:
                     model = PatternCNN(cfg)
                     model.load_state_dict(ckpt["state_dict"])
-                    model.eval()
+                    fits = [(None, model.eval(), 0.0)]
                 else:
                     chosen = rng.choice(pool, size=min(k, len(pool)), replace=False)
-                    acfg = AdaptConfig(epochs=args.epochs, seed=seed, **({"lr": args.lr} if args.lr else {}))
-                    start = ckpt["state_dict"]
-                    if args.refit:
-                        acfg, start = dataclasses.replace(acfg, lr=args.lr or INIT_LR), pretrained
-                    model = _fit(data, _train_index(base_idx, chosen, acfg.new_share, rng), cfg, start, acfg, seed)
-                probs = rule_out_block(predict_proba(model, data, test, cfg).astype(np.float64),
-                                       [data.seps[i] for i in test])
-                pred = np.full(len(data.y), -1)
-                pred[test] = probs.argmax(1)
-                err = share_error(data, pred, mask)
-                rec = {"name": args.name, "k": k, "seed": seed, "test_maps": int(len(test)), "pool": int(len(pool)),
-                       **_scores(data, test, probs.argmax(1)), "share_error": err,
-                       "mean_abs_share_error": float(np.mean([abs(v) for key, v in err.items()
-                                                              if key not in ("maps", "tasks")])),
-                       "seconds": round(time.time() - t0, 1), "checkpoint": Path(args.checkpoint).name,
-                       **({"held_out": args.hold} if args.hold else {}), **({"lr": acfg.lr} if k else {}), **({"refit": True} if args.refit else {})}
-                out.write(json.dumps(rec) + "\n")
-                out.flush()
-                print(f"{args.name} k={k} seed {seed}: acc {rec['accuracy']:.3f} F1-4 {rec['four_class_macro_f1']:.3f} "
-                      f"share error {100 * rec['mean_abs_share_error']:.1f} points ({rec['seconds']} s)", flush=True)
+                    train = _train_index(base_idx, chosen, AdaptConfig.new_share, rng)
+                    fits = []
+                    for bn in args.adapt_bn:
+                        acfg = AdaptConfig(epochs=args.epochs, seed=seed, freeze_bn=bn == "keep",
+                                           **({"lr": args.lr} if args.lr else {}))
+                        start = ckpt["state_dict"]
+                        if args.refit:
+                            acfg, start = dataclasses.replace(acfg, lr=args.lr or INIT_LR,
+                                                              freeze_bn=args.freeze_bn), pretrained
+                        t0 = time.time()
+                        fits.append((bn, _fit(data, train, cfg, start, acfg, seed), time.time() - t0))
+                        if args.refit:
+                            break  # a refit's statistics follow --freeze-bn
+                for bn, model, seconds in fits:
+                    probs = rule_out_block(predict_proba(model, data, test, cfg).astype(np.float64),
+                                           [data.seps[i] for i in test])
+                    pred = np.full(len(data.y), -1)
+                    pred[test] = probs.argmax(1)
+                    err = share_error(data, pred, mask)
+                    rec = {"name": args.name, "k": k, "seed": seed, "test_maps": int(len(test)),
+                           "pool": int(len(pool)), **_scores(data, test, probs.argmax(1)), "share_error": err,
+                           "mean_abs_share_error": float(np.mean([abs(v) for key, v in err.items()
+                                                                  if key not in ("maps", "tasks")])),
+                           "seconds": round(seconds, 1), "checkpoint": Path(args.checkpoint).name,
+                           **({"held_out": args.hold} if args.hold else {}), **({"lr": acfg.lr} if k else {}),
+                           **({"refit": True} if args.refit else {}),
+                           **({"freeze_bn": True} if args.freeze_bn else {}),
+                           **({"adapt_bn": bn} if bn and not args.refit else {})}
+                    out.write(json.dumps(rec) + "\n")
+                    out.flush()
+                    print(f"{args.name} k={k} seed {seed} {rec.get('adapt_bn', '')}: acc {rec['accuracy']:.3f} F1-4 {rec['four_class_macro_f1']:.3f} "
+                          f"share error {100 * rec['mean_abs_share_error']:.1f} points ({rec['seconds']} s)",
+                          flush=True)
 
 
 if __name__ == "__main__":

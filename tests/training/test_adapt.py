@@ -114,11 +114,12 @@ def test_adapt_finish_pulls_an_export_and_writes_the_adapted_classifier(trained,
               for t, r in enumerate(labels)]
     (tmp_path / "export.json").write_text(json.dumps(export))
     args = ["adapt", "finish", "--from-file", str(tmp_path / "export.json"), "--out", str(out), "--annotations",
-            str(base), "--checkpoint", str(models / "patterncnn.pt"), "--epochs", "1", "--folds", "2"]
+            str(base), "--checkpoint", str(models / "patterncnn.pt"), "--epochs", "1", "--folds", "2", "--freeze-bn"]
     assert main(args) == 0
     said = capsys.readouterr().out
     assert f"pulled {len(labels)} labelled map(s)" in said and f"census of {E5}:" in said
     assert (out / "classifier" / "patterncnn.onnx").is_file() and (out / "labels" / "labels.csv").is_file()
+    assert json.loads((out / "classifier" / "adapt.json").read_text())["config"]["freeze_bn"] is True
     assert main(["adapt", "finish", "--from-file", str(tmp_path / "export.json"), "--out", str(tmp_path / "none")]) == 2
     assert "adapt start" in capsys.readouterr().err
 
@@ -154,3 +155,26 @@ def test_adapt_starts_from_the_labelled_sets_the_classifier_was_trained_on(train
         assert trained_on(bare / "patterncnn.pt") == sets
     adapted = trained_on(tmp_path / "a" / "patterncnn.pt")  # an adapted classifier: its own record
     assert adapted == [str(base), str(new)]
+
+
+def test_adapt_keeps_the_batchnorm_statistics_when_asked(trained, tmp_path):
+    """AdaptConfig.freeze_bn: the adapted CNN normalises with the statistics of the classifier it started from (as
+    `train --freeze-bn` keeps the pretrained CNN's); without it they are re-estimated on the adapting batches."""
+    import torch
+
+    base, new, models = trained
+    start = torch.load(models / "patterncnn.pt", weights_only=True)["state_dict"]
+    stats = [k for k in start if k.endswith(("running_mean", "running_var"))]
+    assert stats
+    versions = set()
+    for freeze in (True, False):
+        out = tmp_path / str(freeze)
+        res = adapt(models / "patterncnn.pt", [base], new, out, AdaptConfig(epochs=1, folds=2, freeze_bn=freeze))
+        assert res["config"]["freeze_bn"] is freeze
+        versions.add(res["classifier_version"])
+        done = torch.load(out / "patterncnn.pt", weights_only=True)["state_dict"]
+        kept = [torch.equal(done[k], start[k]) for k in stats]
+        assert all(kept) if freeze else not any(kept)
+        # the BatchNorm scales and shifts learn either way
+        assert not torch.equal(done["features.1.weight"], start["features.1.weight"])
+    assert len(versions) == 2  # the recipe, and so the version, says which
