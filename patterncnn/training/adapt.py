@@ -66,7 +66,7 @@ class AdaptConfig:
     # Keep the classifier's BatchNorm running statistics while fine-tuning (as `train --freeze-bn` does) instead of
     # re-estimating them on the adapting batches; the scales and shifts still learn. Off by default, also for a
     # classifier trained with --freeze-bn: with 100 labels of a held-out family it was 0.4 points of accuracy worse
-    # over the three families (MiniLM +1.4, MPNet -0.8, E5 -2.0; docs/pages/commands/adapt.md).
+    # on the mean of the three families (MiniLM +1.4, MPNet -0.8, E5 -2.0; docs/pages/commands/adapt.md).
     freeze_bn: bool = False
 
 
@@ -242,7 +242,10 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
                               if e in new_validation["best_per_encoder"]},
         # part of the adapted classifier's version: the classifier it started from (by content) and how it was
         # adapted, so adaptations of two classifiers of the same maps on the same new set do not share a version
-        "recipe": run_key({"from": sha256_file(checkpoint), "adapt": dataclasses.asdict(acfg)})[:12],
+        # (freeze_bn only when set, so adaptations made before the option existed keep their versions)
+        "recipe": run_key({"from": sha256_file(checkpoint),
+                           "adapt": {k: v for k, v in dataclasses.asdict(acfg).items()
+                                     if k != "freeze_bn" or v}})[:12],
         "seconds": None}
     buf = io.BytesIO()
     torch.save({"state_dict": final.state_dict(), "model_config": model_config_dict(cfg), "labels": list(LABELS),

@@ -24,13 +24,18 @@ give, without its cross-validation.
 --freeze-bn (with --hold) fits the classifier without the family with the pretrained CNN's BatchNorm statistics kept,
 as the shipped recipe does (`train --freeze-bn`), and so does --refit. --adapt-bn names how the adapting fits treat
 the BatchNorm statistics: `re-estimate` (on the adapting batches), `keep` (AdaptConfig.freeze_bn), or both, each
-scored on the same k maps drawn for a seed; the record's ``adapt_bn`` says which.
+scored on the same k maps drawn for a seed; the record's ``adapt_bn`` says which (lines without it re-estimated),
+and ``base_freeze_bn`` that the classifier without the family was fitted with --freeze-bn. A record's ``seconds`` is
+the fit's own time (0 for k = 0); lines written before 2026-11-26 timed the scoring too. Each run fits the classifier
+without the family afresh (seed 0); the record's ``base_sha256`` names its weights (lines before 2026-11-26 10:30 have
+none).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -48,6 +53,15 @@ from patterncnn.training.evaluate import _split_train, share_error
 from patterncnn.training.fit import INIT_LR, TrainConfig, fit_members, predict_proba, torch_threads
 
 HERE = Path(__file__).resolve().parent
+
+
+def state_sha256(state: dict) -> str:
+    """A hash of a state dict's tensors (names and bytes), to tell whether two runs fitted the same classifier."""
+    h = hashlib.sha256()
+    for name, t in sorted(state.items()):
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
 
 
 def main() -> None:
@@ -70,6 +84,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.refit and not args.hold:
         ap.error("--refit refits from a pretrained CNN: it needs --hold FAMILY")
+    if args.refit and "keep" in args.adapt_bn:
+        ap.error("--refit refits from the pretrained CNN; its BatchNorm statistics follow --freeze-bn, not --adapt-bn")
     if args.freeze_bn and not args.hold:
         ap.error("--freeze-bn is how the classifier without the family is fitted: it needs --hold FAMILY")
     ckpt = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
@@ -80,7 +96,7 @@ def main() -> None:
         if args.hold not in fams:
             raise SystemExit(f"--hold {args.hold}: no such family among {sorted(set(fams.tolist()))}")
         base_idx, new_idx = held_out(data, fams, args.hold)
-        pretrained = ckpt["state_dict"]
+        pretrained, base_sha = ckpt["state_dict"], None
         if not args.refit or 0 in args.ks:  # a refit starts from the pretrained CNN: only k = 0 needs the classifier
             tr, va = _split_train(data, base_idx, 0)
             t0 = time.time()
@@ -88,8 +104,10 @@ def main() -> None:
                 model, _ = fit_members(data, tr, va, cfg, TrainConfig(init=args.checkpoint, freeze_bn=args.freeze_bn),
                                        seed=0, init=pretrained)
             ckpt = {"model_config": ckpt["model_config"], "state_dict": model.state_dict()}
+            base_sha = state_sha256(ckpt["state_dict"])
             print(f"classifier without {args.hold}: {len(base_idx)} maps, {time.time() - t0:.0f} s", flush=True)
     else:
+        base_sha = None
         base, new = load_labelled(args.base), load_labelled(args.new)
         data = join_labelled([base, new], ["base", "new"])
         base_idx, new_idx = np.arange(len(base.y)), np.arange(len(base.y), len(data.y))
@@ -107,7 +125,7 @@ def main() -> None:
                 if k == 0:
                     model = PatternCNN(cfg)
                     model.load_state_dict(ckpt["state_dict"])
-                    fits = [(None, model.eval(), 0.0)]
+                    fits = [(None, model.eval(), 0.0, None)]
                 else:
                     chosen = rng.choice(pool, size=min(k, len(pool)), replace=False)
                     train = _train_index(base_idx, chosen, AdaptConfig.new_share, rng)
@@ -120,10 +138,10 @@ def main() -> None:
                             acfg, start = dataclasses.replace(acfg, lr=args.lr or INIT_LR,
                                                               freeze_bn=args.freeze_bn), pretrained
                         t0 = time.time()
-                        fits.append((bn, _fit(data, train, cfg, start, acfg, seed), time.time() - t0))
+                        fits.append((bn, _fit(data, train, cfg, start, acfg, seed), time.time() - t0, acfg.lr))
                         if args.refit:
                             break  # a refit's statistics follow --freeze-bn
-                for bn, model, seconds in fits:
+                for bn, model, seconds, lr in fits:
                     probs = rule_out_block(predict_proba(model, data, test, cfg).astype(np.float64),
                                            [data.seps[i] for i in test])
                     pred = np.full(len(data.y), -1)
@@ -134,13 +152,16 @@ def main() -> None:
                            "mean_abs_share_error": float(np.mean([abs(v) for key, v in err.items()
                                                                   if key not in ("maps", "tasks")])),
                            "seconds": round(seconds, 1), "checkpoint": Path(args.checkpoint).name,
-                           **({"held_out": args.hold} if args.hold else {}), **({"lr": acfg.lr} if k else {}),
+                           **({"held_out": args.hold} if args.hold else {}), **({"lr": lr} if k else {}),
                            **({"refit": True} if args.refit else {}),
-                           **({"freeze_bn": True} if args.freeze_bn else {}),
+                           **({"base_freeze_bn": True} if args.freeze_bn else {}),
+                           **({"base_sha256": base_sha} if base_sha else {}),
                            **({"adapt_bn": bn} if bn and not args.refit else {})}
                     out.write(json.dumps(rec) + "\n")
                     out.flush()
-                    print(f"{args.name} k={k} seed {seed} {rec.get('adapt_bn', '')}: acc {rec['accuracy']:.3f} F1-4 {rec['four_class_macro_f1']:.3f} "
+                    how = f" {bn}" if "adapt_bn" in rec else ""
+                    print(f"{args.name} k={k} seed {seed}{how}: acc {rec['accuracy']:.3f} "
+                          f"F1-4 {rec['four_class_macro_f1']:.3f} "
                           f"share error {100 * rec['mean_abs_share_error']:.1f} points ({rec['seconds']} s)",
                           flush=True)
 

@@ -16,9 +16,10 @@ import numpy as np
 rows = defaultdict(list)
 for line in open(Path(__file__).resolve().parent / "adapt_curve.jsonl"):
     r = json.loads(line)
-    rows[(r["name"], r.get("adapt_bn", ""), r["k"])].append(r)
+    # lines without adapt_bn re-estimated the statistics while adapting (k = 0 and refits do not adapt)
+    rows[(r["name"], r.get("adapt_bn") or ("re-estimate" if r["k"] and not r.get("refit") else ""), r["k"])].append(r)
 for name in sys.argv[1:]:
-    for (n, bn, k), rs in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+    for (n, bn, k), rs in sorted(rows.items()):
         if n != name:
             continue
         acc = [r["accuracy"] for r in rs]

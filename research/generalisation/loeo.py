@@ -1,6 +1,7 @@
 """Leave one encoder family out, over seeds: the measure of issue 30 for one classifier configuration.
 
-    python research/generalisation/loeo.py NAME [--row] [--init CKPT] [--lr LR] [--mix N] [--adabn] [--freeze-bn] [--seeds 5]
+    python research/generalisation/loeo.py NAME [--row] [--init CKPT] [--lr LR] [--mix N] [--adabn] [--freeze-bn]
+        [--flip P] [--lp] [--seeds 5]
 
 For each family F of the labelled set(s): train on every other family's maps (maps whose input example is also
 among F's maps dropped, early stopping on a grouped fifth of the training maps, as `patterncnn train`'s leave one
@@ -18,6 +19,13 @@ squares and a haze stay what they were, so the class is kept; its own random str
 --freeze-bn keeps the --init checkpoint's BatchNorm running statistics (from the synthetic maps) through the
 fine-tuning, as `train --freeze-bn` (the 2026-11-26 `pre1m-ft-lr3e-4-freezebn` rows ran with an equivalent patch
 of BatchNorm's train mode, before TrainConfig had the option); the BatchNorm scales and shifts still learn.
+--lp (with --init) first refits the pretrained CNN's linear head alone on its frozen features of the training part
+(a linear probe: L2-regularised multinomial logistic regression, C 1, on standardised features of each map and two
+augmented views, classes weighted as `train` weighs them), then fine-tunes everything from there (LP-FT, Kumar et
+al. 2022: the head's large first gradients no longer distort the pretrained features); the linear probe alone is
+scored too, as lp_all / lp_agreed. Only with --freeze-bn: the probe's features are normalised with the pretrained
+statistics, which the fine-tuning must then keep for the head to see the features it was fitted on; not with --soft
+or --flip (the probe fits hard labels on unflipped views).
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from patterncnn.classifier.model import CNNConfig, config_from_dict
+from patterncnn.classifier.model import CNNConfig, PatternCNN, config_from_dict
 from patterncnn.core.fileio import public_path, sha256_file
 from patterncnn.core.labels import LABELS
 from patterncnn.core.maps import families
@@ -118,6 +126,33 @@ def with_synthetic(data, n: int, seed: int):
     return joined, np.arange(k, k + n)
 
 
+def linear_probe(cfg, init: dict, data, tr: np.ndarray, tcfg: TrainConfig, seed: int) -> dict:
+    """``init`` with its linear head refitted on its frozen features of ``data``'s maps ``tr`` (see --lp)."""
+    from sklearn.linear_model import LogisticRegression
+
+    model = PatternCNN(cfg)
+    model.load_state_dict(init)
+    model.eval()
+    rng = np.random.default_rng(60_000 + seed)
+    idx = np.concatenate([tr, tr, tr])
+    x = torch.cat([model_inputs(data.maps, data.seps, tr, cfg),
+                   *(model_inputs(data.maps, data.seps, tr, cfg, rng, tcfg) for _ in range(2))])
+    with torch.inference_mode():
+        f = model.forward_features(x).numpy().astype(np.float64)
+    mu, sd = f.mean(0), f.std(0)
+    sd = np.where(sd > 0, sd, 1.0)  # a feature that never fires stays out of the fit
+    counts = np.bincount(data.y[tr], minlength=len(LABELS)).astype(np.float64)
+    weight = (len(tr) / (len(LABELS) * np.maximum(counts, 1))) ** tcfg.class_weight_power
+    lr = LogisticRegression(C=1.0, max_iter=3000).fit((f - mu) / sd, data.y[idx], sample_weight=weight[data.y[idx]])
+    if len(lr.classes_) < 3:  # binary: one row of coefficients, not one per class
+        raise SystemExit(f"--lp: the training part holds {len(lr.classes_)} classes; a probe needs at least 3")
+    w, b = dict(init)["head.1.weight"].clone(), dict(init)["head.1.bias"].clone()
+    for row, k in enumerate(lr.classes_):  # a class absent from the training part keeps its pretrained row
+        w[k] = torch.as_tensor(lr.coef_[row] / sd, dtype=w.dtype)
+        b[k] = float(lr.intercept_[row] - (lr.coef_[row] * mu / sd).sum())
+    return {**init, "head.1.weight": w, "head.1.bias": b}
+
+
 def scores(y: np.ndarray, pred: np.ndarray, mask: np.ndarray) -> dict:
     from sklearn.metrics import f1_score
 
@@ -143,7 +178,11 @@ def main() -> None:
     ap.add_argument("--freeze-bn", action="store_true",
                     help="keep the --init checkpoint's BatchNorm statistics while fine-tuning")
     ap.add_argument("--mix", type=int, default=0, help="synthetic maps added to each fit's training part")
+    ap.add_argument("--lp", action="store_true", help="with --init: a linear probe of the head first (LP-FT)")
     args = ap.parse_args()
+    if args.lp and not (args.init and args.freeze_bn) or args.lp and (args.soft or args.flip):
+        ap.error("--lp refits a pretrained CNN's head on its features under the pretrained BatchNorm statistics: it "
+                 "needs --init and --freeze-bn, and takes neither --soft nor --flip")
     data, fams, votes = load_sets(args.sets)
     cfg, init = load_pretrained(args.init) if args.init else (CNNConfig(row_channel=args.row), None)
     # the fine-tuning rate of `train --init` (INIT_LR) when starting from a checkpoint, as train would use
@@ -163,7 +202,16 @@ def main() -> None:
                     tr = np.concatenate([tr, extra])
                     if targets is not None:  # a synthetic map's target is its class, by construction
                         targets = np.concatenate([targets, np.eye(len(LABELS))[fitdata.y[extra]]])
-                model, epochs = fit_members(fitdata, tr, va, cfg, tcfg, seed=seed, init=init, targets=targets)
+                start, probed = init, {}
+                if args.lp:
+                    start = linear_probe(cfg, init, fitdata, tr, tcfg, seed)
+                    lp = PatternCNN(cfg)
+                    lp.load_state_dict(start)
+                    pred_lp = np.full(len(data.y), -1)
+                    pred_lp[te] = predict_proba(lp.eval(), data, te, cfg).argmax(1)
+                    probed = {"lp_all": scores(data.y, pred_lp, test),
+                              "lp_agreed": scores(data.y, pred_lp, test & votes.agreed)}
+                model, epochs = fit_members(fitdata, tr, va, cfg, tcfg, seed=seed, init=start, targets=targets)
                 pred = np.full(len(data.y), -1)
                 pred[te] = predict_proba(model, data, te, cfg).argmax(1)
                 adapted = {}
@@ -178,12 +226,13 @@ def main() -> None:
                        "all": scores(data.y, pred, test), "agreed": scores(data.y, pred, test & votes.agreed),
                        "confusion": np.bincount(data.y[te] * len(LABELS) + pred[te],
                                                 minlength=len(LABELS) ** 2).reshape(len(LABELS), -1).tolist(),
-                       **adapted, "seconds": round(time.time() - t0, 1),
+                       **adapted, **probed, "seconds": round(time.time() - t0, 1),
                        "args": {**vars(args), "init": public_path(args.init)},
                        **({"init_sha256": sha256_file(args.init)} if args.init else {})}
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
                 extra = f" adabn acc {adapted['adabn_all']['accuracy']:.3f}" if adapted else ""
+                extra += f" lp acc {probed['lp_all']['accuracy']:.3f}" if probed else ""
                 print(f"{args.name} test {b} seed {seed}: acc {rec['all']['accuracy']:.3f} "
                       f"F1-4 {rec['all']['macro_f1_4']:.3f}{extra} ({rec['seconds']} s)", flush=True)
 
