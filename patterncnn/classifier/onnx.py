@@ -91,6 +91,13 @@ def load_classifier(path: str | os.PathLike | None = None, *, device: str = "cpu
     return OnnxClassifier(path, threads=threads, device=device)
 
 
+def model_version(patterncnn_version, data_hash, recipe=None, members: int = 1) -> str:
+    """A classifier's version: ``patterncnn-<version>-<data hash, 8>[-r<recipe hash, 6>][-x<members>]``."""
+    recipe = str(recipe or "")
+    return (f"patterncnn-{patterncnn_version}-{str(data_hash or '')[:8]}" + (f"-r{recipe[:6]}" if recipe else "")
+            + (f"-x{members}" if members > 1 else ""))
+
+
 class OnnxClassifier:
     """A trained pattern classifier on onnxruntime. Thread count is bounded (default 2).
 
@@ -126,10 +133,8 @@ class OnnxClassifier:
         # The version names the data it was trained on, the training recipe (classifiers exported since 2026-11-26
         # record one) and, for an ensemble, its size: two classifiers trained on the same maps (one CNN, the mean of
         # two; another recipe) must not pass for one in pre-annotations and the ML backend.
-        recipe = str(self.metadata.get("recipe") or "")
-        self.model_version = f"patterncnn-{self.metadata.get('patterncnn_version')}-" \
-                             f"{str(self.metadata.get('data_hash', ''))[:8]}" + (f"-r{recipe[:6]}" if recipe else "") \
-                             + (f"-x{self.cfg.members}" if self.cfg.members > 1 else "")
+        self.model_version = model_version(self.metadata.get("patterncnn_version"), self.metadata.get("data_hash"),
+                                           self.metadata.get("recipe"), self.cfg.members)
         self.threads = threads
 
     @property

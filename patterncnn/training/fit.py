@@ -151,6 +151,13 @@ def torch_threads(n: int):
         torch.set_num_threads(before)
 
 
+def class_weights(y: np.ndarray, power: float) -> np.ndarray:
+    """The loss weight of each class for training labels ``y``: (n / (K * count)) ** power (see
+    TrainConfig.class_weight_power); a class with no map weighs as one with one."""
+    counts = np.bincount(y, minlength=len(LABELS)).astype(np.float64)
+    return (len(y) / (len(LABELS) * np.maximum(counts, 1))) ** power
+
+
 def model_inputs(maps, seps, idx, cfg: CNNConfig, rng: np.random.Generator | None = None,
                  tcfg: TrainConfig | None = None) -> torch.Tensor:
     """Preprocess maps ``idx`` one by one (their T differ); with ``rng``, augment."""
@@ -218,22 +225,20 @@ def fit(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, s
         init = load_init(tcfg.init, cfg)
     if init is not None:
         model.load_state_dict(init)
+    if tcfg.freeze_bn and init is None:
+        raise TrainError("freezing the BatchNorm statistics keeps those of the weights a fit starts from: "
+                         "give --init a pretrained CNN, or drop --freeze-bn")
     opt = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
     n_epochs = epochs or tcfg.max_epochs
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=n_epochs)
     y = torch.as_tensor(data.y if targets is None else np.asarray(targets, dtype=np.float32))
-    counts = np.bincount(data.y[train_idx], minlength=len(LABELS)).astype(np.float64)
-    weights = torch.tensor((len(train_idx) / (len(LABELS) * np.maximum(counts, 1))) ** tcfg.class_weight_power,
-                           dtype=torch.float32)
+    weights = torch.tensor(class_weights(data.y[train_idx], tcfg.class_weight_power), dtype=torch.float32)
     x_val = model_inputs(data.maps, data.seps, val_idx, cfg) if val_idx is not None and len(val_idx) else None
     best = (-1.0, 0, None)
     history, stale = [], 0
     for epoch in range(1, n_epochs + 1):
         model.train()
         if tcfg.freeze_bn:
-            if init is None:
-                raise TrainError("freezing the BatchNorm statistics keeps those of the weights a fit starts from: "
-                                 "give --init a pretrained CNN, or drop --freeze-bn")
             for m in model.modules():
                 if isinstance(m, nn.BatchNorm2d):
                     m.eval()  # normalise with the kept statistics, and do not update them

@@ -15,6 +15,7 @@ from importlib import resources
 import numpy as np
 
 from ..classifier.model import MEMBER_SEED_STEP
+from ..classifier.onnx import model_version
 from ..core.labels import LABELS
 from ..core.scores import spread
 from .validate import markdown_table
@@ -261,14 +262,15 @@ def _init_note(m: dict) -> str:
 def model_card(m: dict) -> str:
     """The model card as Markdown, from the metrics that ``patterncnn train`` writes."""
     cv, mc, data, tc = m["cv"], m["model_config"], m["data"], m["train_config"]
+    version = (model_version(m["created_by"].split()[-1], data["data_hash"], m["recipe"], mc.get("members", 1))
+               if m.get("recipe") else None)
     fields = {
         "labels": ", ".join(f"`{x}`" for x in LABELS), "created_by": m["created_by"],
         "maps": data["maps"], "annotations": data["annotations"], "groups": data["groups"],
         "label_counts": ", ".join(f"{k} {v}" for k, v in data["labels"].items()), "uncertain": data["uncertain"],
         "data_hash": data["data_hash"][:16],
-        "version": (f" Version `patterncnn-{m['created_by'].split()[-1]}-{data['data_hash'][:8]}-r{m['recipe'][:6]}"
-                    f"{'-x' + str(mc['members']) if mc.get('members', 1) > 1 else ''}` (data, then recipe: "
-                    f"`{m['recipe']}`)." if m.get("recipe") else ""), "grid": mc["grid"], "representation": mc["representation"],
+        "version": f" Version `{version}` (data, then recipe: `{m['recipe']}`)." if version else "",
+        "grid": mc["grid"], "representation": mc["representation"],
         "representation_note": "adaptive average pooling: mass-preserving, so one-token lines survive"
         if mc["representation"] == "area" else "bilinear interpolation",
         "channels": _channels(mc), "conv_layers": m["conv_layers"], "widths": list(mc["widths"]),

@@ -39,7 +39,7 @@ from patterncnn.core.labels import LABELS
 from patterncnn.core.maps import MapStore, classifier_input, encoder_family
 from patterncnn.core.scores import macro_f1
 from patterncnn.training.evaluate import _split_train
-from patterncnn.training.fit import INIT_LR, TrainConfig, model_inputs, predict_proba, torch_threads
+from patterncnn.training.fit import INIT_LR, TrainConfig, class_weights, model_inputs, predict_proba, torch_threads
 
 HERE = Path(__file__).resolve().parent
 if __package__ in (None, ""):
@@ -108,9 +108,7 @@ def fit_fixmatch(data, train_idx, val_idx, cfg, tcfg: TrainConfig, seed: int, in
     opt = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=tcfg.max_epochs)
     y = torch.as_tensor(data.y)
-    counts = np.bincount(data.y[train_idx], minlength=len(LABELS)).astype(np.float64)
-    weights = torch.tensor((len(train_idx) / (len(LABELS) * np.maximum(counts, 1))) ** tcfg.class_weight_power,
-                           dtype=torch.float32)
+    weights = torch.tensor(class_weights(data.y[train_idx], tcfg.class_weight_power), dtype=torch.float32)
     x_val = model_inputs(data.maps, data.seps, val_idx, cfg)
     best, stale, kept = (-1.0, 0, None), 0, []
     for epoch in range(1, tcfg.max_epochs + 1):

@@ -45,7 +45,15 @@ from patterncnn.core.labels import LABELS
 from patterncnn.core.maps import families
 from patterncnn.labelling.sets import load_labelled
 from patterncnn.training.evaluate import _split_train, load_votes
-from patterncnn.training.fit import INIT_LR, TrainConfig, fit_members, model_inputs, predict_proba, torch_threads
+from patterncnn.training.fit import (
+    INIT_LR,
+    TrainConfig,
+    class_weights,
+    fit_members,
+    model_inputs,
+    predict_proba,
+    torch_threads,
+)
 
 HERE = Path(__file__).resolve().parent
 BLOCK = LABELS.index("block")
@@ -141,8 +149,7 @@ def linear_probe(cfg, init: dict, data, tr: np.ndarray, tcfg: TrainConfig, seed:
         f = model.forward_features(x).numpy().astype(np.float64)
     mu, sd = f.mean(0), f.std(0)
     sd = np.where(sd > 0, sd, 1.0)  # a feature that never fires stays out of the fit
-    counts = np.bincount(data.y[tr], minlength=len(LABELS)).astype(np.float64)
-    weight = (len(tr) / (len(LABELS) * np.maximum(counts, 1))) ** tcfg.class_weight_power
+    weight = class_weights(data.y[tr], tcfg.class_weight_power)
     lr = LogisticRegression(C=1.0, max_iter=3000).fit((f - mu) / sd, data.y[idx], sample_weight=weight[data.y[idx]])
     if len(lr.classes_) < 3:  # binary: one row of coefficients, not one per class
         raise SystemExit(f"--lp: the training part holds {len(lr.classes_)} classes; a probe needs at least 3")
