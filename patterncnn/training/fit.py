@@ -158,6 +158,16 @@ def class_weights(y: np.ndarray, power: float) -> np.ndarray:
     return (len(y) / (len(LABELS) * np.maximum(counts, 1))) ** power
 
 
+def train_mode(model: nn.Module, freeze_bn: bool = False) -> None:
+    """Put ``model`` in training mode; with ``freeze_bn`` its BatchNorm layers stay in eval mode: they normalise
+    with the statistics they hold and do not update them (TrainConfig.freeze_bn)."""
+    model.train()
+    if freeze_bn:
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.eval()
+
+
 def model_inputs(maps, seps, idx, cfg: CNNConfig, rng: np.random.Generator | None = None,
                  tcfg: TrainConfig | None = None) -> torch.Tensor:
     """Preprocess maps ``idx`` one by one (their T differ); with ``rng``, augment."""
@@ -237,11 +247,7 @@ def fit(data: Labelled, train_idx, val_idx, cfg: CNNConfig, tcfg: TrainConfig, s
     best = (-1.0, 0, None)
     history, stale = [], 0
     for epoch in range(1, n_epochs + 1):
-        model.train()
-        if tcfg.freeze_bn:
-            for m in model.modules():
-                if isinstance(m, nn.BatchNorm2d):
-                    m.eval()  # normalise with the kept statistics, and do not update them
+        train_mode(model, tcfg.freeze_bn)
         order = rng.permutation(train_idx)
         x_all = model_inputs(data.maps, data.seps, order, cfg, rng, tcfg)
         total = 0.0

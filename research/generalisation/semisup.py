@@ -1,13 +1,24 @@
-"""Semi-supervised fine-tuning on unlabelled maps (FixMatch), measured by leaving one encoder family out.
+"""Semi-supervised fine-tuning on unlabelled maps (FixMatch or a mean teacher), measured by leaving one encoder
+family out.
 
-    python research/generalisation/fixmatch.py NAME --init CKPT --unlabelled STORE [STORE ...] [--seeds 5]
-        [--only FAMILY] [--threshold 0.85] [--mu 2] [--lambda-u 1] [--transductive]
+    python research/generalisation/semisup.py NAME --init CKPT --unlabelled STORE [STORE ...] [--seeds 5]
+        [--method fixmatch|mean-teacher] [--freeze-bn] [--only FAMILY] [--threshold 0.85] [--mu 2] [--lambda-u 1]
+        [--ema 0.99] [--rampup 5] [--transductive]
 
 The same leave-one-family-out fits as `loeo.py` (its `held_out` split, early stopping on a grouped fifth of the
-training maps, the pretrained CNN as the start, train's fine-tuning rate), with one more loss term
-(Sohn et al. 2020, FixMatch): every labelled batch of B maps comes with mu * B unlabelled maps; the model's
-prediction on an unaugmented view is the pseudo-label wherever its probability reaches --threshold, and the loss
-asks the same prediction of a strongly augmented view of that map. The strong view keeps the class:
+training maps, the pretrained CNN as the start, train's fine-tuning rate; --freeze-bn as train's), with one more
+loss term on unlabelled maps: every labelled batch of B maps comes with mu * B of them.
+
+* --method fixmatch (Sohn et al. 2020): the model's prediction on an unaugmented view is the pseudo-label wherever
+  its probability reaches --threshold, and the loss asks the same prediction (cross-entropy) of a strongly
+  augmented view of that map.
+* --method mean-teacher (Tarvainen & Valpola 2017): a teacher whose weights are the exponential moving average
+  (decay --ema) of the student's; the loss asks the student's softmax on a strong view to match the teacher's on a
+  weakly augmented view (train's augmentation): the squared difference summed over classes, averaged over maps,
+  weighted --lambda-u times exp(-5 (1 - t)^2), t rising from 0 to 1 over the first --rampup epochs. Early stopping
+  and scoring use the teacher. With --freeze-bn both share the pretrained BatchNorm statistics.
+
+The strong view keeps the class:
 
 * dropping 10-30 % of the ordinary tokens (never [CLS], a separator, or a token whose column stands out: its
   column mean above 1.5 / T), the rows renormalised;
@@ -18,7 +29,8 @@ The unlabelled maps come from map stores (`patterncnn sample --design uniform --
 the unlabelled maps of the families it trains on (what a shipped classifier can have seen); --transductive adds the
 held-out family's own unlabelled maps (what a census could do on the user's encoder before classifying it). The
 stores are drawn from GLUE *train* splits, the labelled maps from dev splits, so no input example is on both sides.
-One JSON line per (held-out family, seed) is appended to results.jsonl, as loeo.py's.
+One JSON line per (held-out family, seed) is appended to results.jsonl, as loeo.py's. (Until 2026-11-26 this
+script was fixmatch.py, FixMatch only; its rows have no "method".)
 """
 
 from __future__ import annotations
@@ -39,7 +51,15 @@ from patterncnn.core.labels import LABELS
 from patterncnn.core.maps import MapStore, classifier_input, encoder_family
 from patterncnn.core.scores import macro_f1
 from patterncnn.training.evaluate import _split_train
-from patterncnn.training.fit import INIT_LR, TrainConfig, class_weights, model_inputs, predict_proba, torch_threads
+from patterncnn.training.fit import (
+    INIT_LR,
+    TrainConfig,
+    class_weights,
+    model_inputs,
+    predict_proba,
+    torch_threads,
+    train_mode,
+)
 
 HERE = Path(__file__).resolve().parent
 if __package__ in (None, ""):
@@ -96,56 +116,81 @@ def strong_inputs(maps, seps, idx, cfg, rng: np.random.Generator) -> torch.Tenso
     return torch.cat(out)
 
 
-def fit_fixmatch(data, train_idx, val_idx, cfg, tcfg: TrainConfig, seed: int, init: dict, unl_maps, unl_seps,
-                 unl_idx: np.ndarray, x_unl_weak: torch.Tensor, threshold: float, mu: int, lambda_u: float):
+def fit_semisup(data, train_idx, val_idx, cfg, tcfg: TrainConfig, seed: int, init: dict, unl_maps, unl_seps,
+                unl_idx: np.ndarray, x_unl_plain: torch.Tensor, args):
     """fit.fit's loop (labelled loss, class weights, label smoothing, cosine rate, early stopping on the
-    validation macro-F1) with FixMatch's unlabelled term added. Returns (model, best epoch, mask rate)."""
+    validation macro-F1, --freeze-bn) with the unlabelled term of ``args.method`` added (see the module doc).
+    Returns (the model scored: the student, or the mean teacher; best epoch; FixMatch's rate of maps passing the
+    threshold, or None)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     urng = np.random.default_rng(10_000 + seed)
     model = PatternCNN(member_config(cfg))
     model.load_state_dict(init)
+    teacher = None
+    if args.method == "mean-teacher":
+        teacher = copy.deepcopy(model).eval()
+        for q in teacher.parameters():
+            q.requires_grad_(False)
+    scored = teacher if teacher is not None else model
     opt = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=tcfg.max_epochs)
     y = torch.as_tensor(data.y)
     weights = torch.tensor(class_weights(data.y[train_idx], tcfg.class_weight_power), dtype=torch.float32)
     x_val = model_inputs(data.maps, data.seps, val_idx, cfg)
     best, stale, kept = (-1.0, 0, None), 0, []
+    steps_per_epoch = max(1, len(train_idx) // tcfg.batch_size)
+    step = 0
     for epoch in range(1, tcfg.max_epochs + 1):
-        model.train()
+        train_mode(model, tcfg.freeze_bn)
         order = rng.permutation(train_idx)
         x_all = model_inputs(data.maps, data.seps, order, cfg, rng, tcfg)
         for s in range(0, len(order), tcfg.batch_size):
             xb, yb = x_all[s : s + tcfg.batch_size], y[order[s : s + tcfg.batch_size]]
             if len(yb) < 2:
                 continue
-            u = urng.choice(len(unl_idx), size=mu * len(yb), replace=False)
-            xw = x_unl_weak[unl_idx[u]]
-            xs = strong_inputs(unl_maps, unl_seps, unl_idx[u], cfg, urng)
-            logits = model(torch.cat([xb, xw, xs]))
-            lb, lw, ls = logits[: len(yb)], logits[len(yb) : len(yb) + len(u)], logits[len(yb) + len(u) :]
-            loss = F.cross_entropy(lb, yb, weight=weights, label_smoothing=tcfg.label_smoothing)
-            with torch.no_grad():
-                p = torch.softmax(lw.detach(), dim=1)
-                conf, pseudo = p.max(dim=1)
-                mask = (conf >= threshold).float()
-            kept.append(float(mask.mean()))
-            loss = loss + lambda_u * (F.cross_entropy(ls, pseudo, reduction="none") * mask).mean()
+            u = unl_idx[urng.choice(len(unl_idx), size=args.mu * len(yb), replace=False)]
+            xs = strong_inputs(unl_maps, unl_seps, u, cfg, urng)
+            if teacher is None:  # FixMatch: pseudo-labels from the student's own unaugmented view
+                logits = model(torch.cat([xb, x_unl_plain[u], xs]))
+                lb, lw, ls = logits[: len(yb)], logits[len(yb) : len(yb) + len(u)], logits[len(yb) + len(u) :]
+                with torch.no_grad():
+                    conf, pseudo = torch.softmax(lw.detach(), dim=1).max(dim=1)
+                    mask = (conf >= args.threshold).float()
+                kept.append(float(mask.mean()))
+                unl = (F.cross_entropy(ls, pseudo, reduction="none") * mask).mean()
+                weight = args.lambda_u
+            else:  # mean teacher: the teacher's softmax on a weak view, asked of the student's on a strong one
+                logits = model(torch.cat([xb, xs]))
+                lb, ls = logits[: len(yb)], logits[len(yb) :]
+                with torch.no_grad():
+                    target = torch.softmax(teacher(model_inputs(unl_maps, unl_seps, u, cfg, urng, tcfg)), dim=1)
+                unl = ((torch.softmax(ls, dim=1) - target) ** 2).sum(dim=1).mean()
+                t = min(1.0, step / (args.rampup * steps_per_epoch)) if args.rampup else 1.0
+                weight = args.lambda_u * float(np.exp(-5.0 * (1.0 - t) ** 2))
+            loss = F.cross_entropy(lb, yb, weight=weights, label_smoothing=tcfg.label_smoothing) + weight * unl
             opt.zero_grad()
             loss.backward()
             opt.step()
+            step += 1
+            if teacher is not None:
+                with torch.no_grad():
+                    for qt, qs in zip(teacher.parameters(), model.parameters(), strict=True):
+                        qt.mul_(args.ema).add_(qs.detach(), alpha=1.0 - args.ema)
+                    for bt, bs in zip(teacher.buffers(), model.buffers(), strict=True):
+                        bt.copy_(bs)  # BatchNorm statistics: the student's (the kept ones with --freeze-bn)
         sched.step()
         model.eval()
         with torch.inference_mode():
-            f1 = macro_f1(data.y[val_idx], model(x_val).argmax(1).numpy())
+            f1 = macro_f1(data.y[val_idx], scored(x_val).argmax(1).numpy())
         if f1 > best[0]:
-            best, stale = (f1, epoch, copy.deepcopy(model.state_dict())), 0
+            best, stale = (f1, epoch, copy.deepcopy(scored.state_dict())), 0
         else:
             stale += 1
         if stale >= tcfg.patience:
             break
-    model.load_state_dict(best[2])
-    return model.eval(), best[1], float(np.mean(kept))
+    scored.load_state_dict(best[2])
+    return scored.eval(), best[1], (float(np.mean(kept)) if kept else None)
 
 
 def main() -> None:
@@ -161,29 +206,35 @@ def main() -> None:
     ap.add_argument("--threshold", type=float, default=0.85)
     ap.add_argument("--mu", type=int, default=2, help="unlabelled maps per labelled map in a batch")
     ap.add_argument("--lambda-u", type=float, default=1.0)
+    ap.add_argument("--method", choices=["fixmatch", "mean-teacher"], default="fixmatch")
+    ap.add_argument("--ema", type=float, default=0.99, help="mean teacher: the teacher's decay per step")
+    ap.add_argument("--rampup", type=int, default=5, help="mean teacher: epochs over which the weight rises")
+    ap.add_argument("--freeze-bn", action="store_true",
+                    help="keep the --init checkpoint's BatchNorm statistics while fine-tuning (train --freeze-bn)")
     ap.add_argument("--transductive", action="store_true",
                     help="also the held-out family's own unlabelled maps (never its labelled ones)")
     args = ap.parse_args()
     data, fams, votes = load_sets(args.sets)
     cfg, init = load_pretrained(args.init)
-    tcfg = TrainConfig(max_epochs=args.max_epochs, lr=INIT_LR)
+    tcfg = TrainConfig(max_epochs=args.max_epochs, lr=INIT_LR, freeze_bn=args.freeze_bn)
     unl_maps, unl_seps, unl_fams = load_unlabelled(args.unlabelled)
     with torch_threads(2):
-        x_unl_weak = model_inputs(unl_maps, unl_seps, np.arange(len(unl_maps)), cfg)
+        x_unl_plain = model_inputs(unl_maps, unl_seps, np.arange(len(unl_maps)), cfg)
     with torch_threads(2), open(HERE / "results.jsonl", "a") as out:
         for b, test, pool, te in directions(data, fams, args.only):
             unl_idx = np.flatnonzero((unl_fams != b) | args.transductive)
             for seed in range(args.first_seed, args.first_seed + args.seeds):
                 t0 = time.time()
                 tr, va = _split_train(data, pool, seed)
-                model, epoch, kept = fit_fixmatch(data, tr, va, cfg, tcfg, seed, init, unl_maps, unl_seps, unl_idx,
-                                                  x_unl_weak, args.threshold, args.mu, args.lambda_u)
+                model, epoch, kept = fit_semisup(data, tr, va, cfg, tcfg, seed, init, unl_maps, unl_seps, unl_idx,
+                                                 x_unl_plain, args)
                 pred = np.full(len(data.y), -1)
                 pred[te] = predict_proba(model, data, te, cfg).argmax(1)
                 rec = {"name": args.name, "test": b, "train": sorted(set(fams[pool].tolist())), "seed": seed,
                        "train_maps": int(len(pool)), "unlabelled_maps": int(len(unl_idx)),
                        "unlabelled_families": sorted(set(unl_fams[unl_idx].tolist())), "best_epoch": epoch,
-                       "pseudo_label_rate": round(kept, 3),
+                       "method": args.method,
+                       "pseudo_label_rate": None if kept is None else round(kept, 3),
                        "all": scores(data.y, pred, test), "agreed": scores(data.y, pred, test & votes.agreed),
                        "confusion": np.bincount(data.y[te] * len(LABELS) + pred[te],
                                                 minlength=len(LABELS) ** 2).reshape(len(LABELS), -1).tolist(),
@@ -194,7 +245,7 @@ def main() -> None:
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
                 print(f"{args.name} test {b} seed {seed}: acc {rec['all']['accuracy']:.3f} "
-                      f"F1-4 {rec['all']['macro_f1_4']:.3f} pseudo {kept:.2f} epoch {epoch} ({rec['seconds']} s)",
+                      f"F1-4 {rec['all']['macro_f1_4']:.3f} pseudo {kept} epoch {epoch} ({rec['seconds']} s)",
                       flush=True)
 
 
