@@ -15,8 +15,10 @@ loss term on unlabelled maps: every labelled batch of B maps comes with mu * B o
 * --method mean-teacher (Tarvainen & Valpola 2017): a teacher whose weights are the exponential moving average
   (decay --ema) of the student's; the loss asks the student's softmax on a strong view to match the teacher's on a
   weakly augmented view (train's augmentation): the squared difference summed over classes, averaged over maps,
-  weighted --lambda-u times exp(-5 (1 - t)^2), t rising from 0 to 1 over the first --rampup epochs. Early stopping
-  and scoring use the teacher. With --freeze-bn both share the pretrained BatchNorm statistics.
+  weighted --lambda-u (default 10: the CIFAR-10 weight of the paper's reference code, CuriousAI/mean-teacher, 100
+  on the sum over classes divided by its 10 classes) times exp(-5 (1 - t)^2), t rising from 0 to 1 over the first --rampup epochs. Early stopping and scoring
+  use the teacher. The teacher's BatchNorm running statistics are the student's, copied after every step; with
+  --freeze-bn both keep the pretrained ones.
 
 The strong view keeps the class:
 
@@ -139,7 +141,8 @@ def fit_semisup(data, train_idx, val_idx, cfg, tcfg: TrainConfig, seed: int, ini
     weights = torch.tensor(class_weights(data.y[train_idx], tcfg.class_weight_power), dtype=torch.float32)
     x_val = model_inputs(data.maps, data.seps, val_idx, cfg)
     best, stale, kept = (-1.0, 0, None), 0, []
-    steps_per_epoch = max(1, len(train_idx) // tcfg.batch_size)
+    steps_per_epoch = sum(1 for s in range(0, len(train_idx), tcfg.batch_size)  # the batches of two maps or more
+                          if min(tcfg.batch_size, len(train_idx) - s) >= 2)
     step = 0
     for epoch in range(1, tcfg.max_epochs + 1):
         train_mode(model, tcfg.freeze_bn)
@@ -205,7 +208,8 @@ def main() -> None:
     ap.add_argument("--only", help="held-out family to run (default: each in turn)")
     ap.add_argument("--threshold", type=float, default=0.85)
     ap.add_argument("--mu", type=int, default=2, help="unlabelled maps per labelled map in a batch")
-    ap.add_argument("--lambda-u", type=float, default=1.0)
+    ap.add_argument("--lambda-u", type=float,
+                    help="the unlabelled term's weight (default: 1 for fixmatch, 10 for mean-teacher)")
     ap.add_argument("--method", choices=["fixmatch", "mean-teacher"], default="fixmatch")
     ap.add_argument("--ema", type=float, default=0.99, help="mean teacher: the teacher's decay per step")
     ap.add_argument("--rampup", type=int, default=5, help="mean teacher: epochs over which the weight rises")
@@ -214,6 +218,8 @@ def main() -> None:
     ap.add_argument("--transductive", action="store_true",
                     help="also the held-out family's own unlabelled maps (never its labelled ones)")
     args = ap.parse_args()
+    if args.lambda_u is None:
+        args.lambda_u = 10.0 if args.method == "mean-teacher" else 1.0
     data, fams, votes = load_sets(args.sets)
     cfg, init = load_pretrained(args.init)
     tcfg = TrainConfig(max_epochs=args.max_epochs, lr=INIT_LR, freeze_bn=args.freeze_bn)
@@ -245,7 +251,8 @@ def main() -> None:
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
                 print(f"{args.name} test {b} seed {seed}: acc {rec['all']['accuracy']:.3f} "
-                      f"F1-4 {rec['all']['macro_f1_4']:.3f} pseudo {kept} epoch {epoch} ({rec['seconds']} s)",
+                      f"F1-4 {rec['all']['macro_f1_4']:.3f} pseudo {'-' if kept is None else f'{kept:.2f}'} epoch {epoch} "
+                      f"({rec['seconds']} s)",
                       flush=True)
 
 
