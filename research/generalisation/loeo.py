@@ -1,7 +1,7 @@
 """Leave one encoder family out, over seeds: the measure of issue 30 for one classifier configuration.
 
     python research/generalisation/loeo.py NAME [--row] [--init CKPT] [--lr LR] [--mix N] [--adabn] [--freeze-bn]
-        [--flip P] [--lp] [--seeds 5]
+        [--flip P] [--lp] [--tta] [--seeds 5]
 
 For each family F of the labelled set(s): train on every other family's maps (maps whose input example is also
 among F's maps dropped, early stopping on a grouped fifth of the training maps, as `patterncnn train`'s leave one
@@ -26,6 +26,10 @@ al. 2022: the head's large first gradients no longer distort the pretrained feat
 scored too, as lp_all / lp_agreed. Only with --freeze-bn: the probe's features are normalised with the pretrained
 statistics, which the fine-tuning must then keep for the head to see the features it was fitted on; not with --soft
 or --flip (the probe fits hard labels on unflipped views).
+--tta also scores the same fit with test-time augmentation, as tta_all / tta_agreed: the softmax averaged over five
+views of each test map, the map itself, resampled to 0.8 and 1.25 times its length (nearest), and its intensity to
+the power 0.8 and 1.25 (within the ranges of train's augmentation); before --adabn's re-estimation when both are
+given.
 """
 
 from __future__ import annotations
@@ -160,6 +164,27 @@ def linear_probe(cfg, init: dict, data, tr: np.ndarray, tcfg: TrainConfig, seed:
     return {**init, "head.1.weight": w, "head.1.bias": b}
 
 
+TTA_VIEWS = ((1.0, 1.0), (0.8, 1.0), (1.25, 1.0), (1.0, 0.8), (1.0, 1.25))  # (length factor, intensity power)
+
+
+def tta_proba(model: torch.nn.Module, data, idx: np.ndarray, cfg) -> np.ndarray:
+    """The softmax of ``model`` averaged over TTA_VIEWS of each map ``idx`` (see --tta)."""
+    from patterncnn.classifier.model import preprocess
+
+    out = np.zeros((len(idx), len(LABELS)))
+    with torch.inference_mode():
+        for j, i in enumerate(idx):
+            t = data.maps[i].shape[0]
+            views = []
+            for factor, power in TTA_VIEWS:
+                x = preprocess(torch.from_numpy(data.maps[i])[None], [data.seps[i]], cfg,
+                               resample_to=None if factor == 1.0 else max(4, int(round(t * factor))))
+                x[:, 0] = x[:, 0] ** power
+                views.append(x)
+            out[j] = torch.softmax(model(torch.cat(views)), dim=1).mean(0).numpy()
+    return out
+
+
 def scores(y: np.ndarray, pred: np.ndarray, mask: np.ndarray) -> dict:
     from sklearn.metrics import f1_score
 
@@ -185,6 +210,7 @@ def main() -> None:
     ap.add_argument("--freeze-bn", action="store_true",
                     help="keep the --init checkpoint's BatchNorm statistics while fine-tuning")
     ap.add_argument("--mix", type=int, default=0, help="synthetic maps added to each fit's training part")
+    ap.add_argument("--tta", action="store_true", help="also score with test-time augmentation (five views)")
     ap.add_argument("--lp", action="store_true", help="with --init: a linear probe of the head first (LP-FT)")
     args = ap.parse_args()
     if args.lp and not (args.init and args.freeze_bn) or args.lp and (args.soft or args.flip):
@@ -222,11 +248,16 @@ def main() -> None:
                 pred = np.full(len(data.y), -1)
                 pred[te] = predict_proba(model, data, te, cfg).argmax(1)
                 adapted = {}
+                if args.tta:
+                    pred_t = np.full(len(data.y), -1)
+                    pred_t[te] = tta_proba(model, data, te, cfg).argmax(1)
+                    adapted = {"tta_all": scores(data.y, pred_t, test),
+                               "tta_agreed": scores(data.y, pred_t, test & votes.agreed)}
                 if args.adabn:  # the same fit, its BatchNorm statistics re-estimated on the test family
                     adabn(model, x_te)
                     pred_a = np.full(len(data.y), -1)
                     pred_a[te] = predict_proba(model, data, te, cfg).argmax(1)
-                    adapted = {"adabn_all": scores(data.y, pred_a, test),
+                    adapted |= {"adabn_all": scores(data.y, pred_a, test),
                                "adabn_agreed": scores(data.y, pred_a, test & votes.agreed)}
                 rec = {"name": args.name, "test": b, "train": sorted(set(fams[pool].tolist())), "seed": seed,
                        "train_maps": int(len(pool)), "best_epoch": int(np.median(epochs)),
@@ -238,7 +269,8 @@ def main() -> None:
                        **({"init_sha256": sha256_file(args.init)} if args.init else {})}
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
-                extra = f" adabn acc {adapted['adabn_all']['accuracy']:.3f}" if adapted else ""
+                extra = f" tta acc {adapted['tta_all']['accuracy']:.3f}" if args.tta else ""
+                extra += f" adabn acc {adapted['adabn_all']['accuracy']:.3f}" if args.adabn else ""
                 extra += f" lp acc {probed['lp_all']['accuracy']:.3f}" if probed else ""
                 print(f"{args.name} test {b} seed {seed}: acc {rec['all']['accuracy']:.3f} "
                       f"F1-4 {rec['all']['macro_f1_4']:.3f}{extra} ({rec['seconds']} s)", flush=True)
