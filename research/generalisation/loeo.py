@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from patterncnn.classifier.model import CNNConfig, PatternCNN, config_from_dict
+from patterncnn.classifier.model import CNNConfig, PatternCNN, config_from_dict, preprocess
 from patterncnn.core.fileio import public_path, sha256_file
 from patterncnn.core.labels import LABELS
 from patterncnn.core.maps import families
@@ -169,8 +169,6 @@ TTA_VIEWS = ((1.0, 1.0), (0.8, 1.0), (1.25, 1.0), (1.0, 0.8), (1.0, 1.25))  # (l
 
 def tta_proba(model: torch.nn.Module, data, idx: np.ndarray, cfg) -> np.ndarray:
     """The softmax of ``model`` averaged over TTA_VIEWS of each map ``idx`` (see --tta)."""
-    from patterncnn.classifier.model import preprocess
-
     out = np.zeros((len(idx), len(LABELS)))
     with torch.inference_mode():
         for j, i in enumerate(idx):

@@ -16,9 +16,9 @@ loss term on unlabelled maps: every labelled batch of B maps comes with mu * B o
   (decay --ema) of the student's; the loss asks the student's softmax on a strong view to match the teacher's on a
   weakly augmented view (train's augmentation): the squared difference summed over classes, averaged over maps,
   weighted --lambda-u (default 10: the CIFAR-10 weight of the paper's reference code, CuriousAI/mean-teacher, 100
-  on the sum over classes divided by its 10 classes) times exp(-5 (1 - t)^2), t rising from 0 to 1 over the first --rampup epochs. Early stopping and scoring
-  use the teacher. The teacher's BatchNorm running statistics are the student's, copied after every step; with
-  --freeze-bn both keep the pretrained ones.
+  on the sum over classes divided by its 10 classes) times exp(-5 (1 - t)^2), t rising from 0 to 1 over the first
+  --rampup epochs. Early stopping and scoring use the teacher. The teacher's BatchNorm running statistics are the
+  student's, copied after every step; with --freeze-bn both keep the pretrained ones.
 
 The strong view keeps the class:
 
@@ -141,17 +141,15 @@ def fit_semisup(data, train_idx, val_idx, cfg, tcfg: TrainConfig, seed: int, ini
     weights = torch.tensor(class_weights(data.y[train_idx], tcfg.class_weight_power), dtype=torch.float32)
     x_val = model_inputs(data.maps, data.seps, val_idx, cfg)
     best, stale, kept = (-1.0, 0, None), 0, []
-    steps_per_epoch = sum(1 for s in range(0, len(train_idx), tcfg.batch_size)  # the batches of two maps or more
-                          if min(tcfg.batch_size, len(train_idx) - s) >= 2)
+    # the starts of an epoch's batches: every batch of two maps or more (BatchNorm needs two)
+    starts = [s for s in range(0, len(train_idx), tcfg.batch_size) if min(tcfg.batch_size, len(train_idx) - s) >= 2]
     step = 0
     for epoch in range(1, tcfg.max_epochs + 1):
         train_mode(model, tcfg.freeze_bn)
         order = rng.permutation(train_idx)
         x_all = model_inputs(data.maps, data.seps, order, cfg, rng, tcfg)
-        for s in range(0, len(order), tcfg.batch_size):
+        for s in starts:
             xb, yb = x_all[s : s + tcfg.batch_size], y[order[s : s + tcfg.batch_size]]
-            if len(yb) < 2:
-                continue
             u = unl_idx[urng.choice(len(unl_idx), size=args.mu * len(yb), replace=False)]
             xs = strong_inputs(unl_maps, unl_seps, u, cfg, urng)
             if teacher is None:  # FixMatch: pseudo-labels from the student's own unaugmented view
@@ -169,7 +167,7 @@ def fit_semisup(data, train_idx, val_idx, cfg, tcfg: TrainConfig, seed: int, ini
                 with torch.no_grad():
                     target = torch.softmax(teacher(model_inputs(unl_maps, unl_seps, u, cfg, urng, tcfg)), dim=1)
                 unl = ((torch.softmax(ls, dim=1) - target) ** 2).sum(dim=1).mean()
-                t = min(1.0, step / (args.rampup * steps_per_epoch)) if args.rampup else 1.0
+                t = min(1.0, step / (args.rampup * len(starts))) if args.rampup else 1.0
                 weight = args.lambda_u * float(np.exp(-5.0 * (1.0 - t) ** 2))
             loss = F.cross_entropy(lb, yb, weight=weights, label_smoothing=tcfg.label_smoothing) + weight * unl
             opt.zero_grad()
@@ -251,8 +249,8 @@ def main() -> None:
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
                 print(f"{args.name} test {b} seed {seed}: acc {rec['all']['accuracy']:.3f} "
-                      f"F1-4 {rec['all']['macro_f1_4']:.3f} pseudo {'-' if kept is None else f'{kept:.2f}'} epoch {epoch} "
-                      f"({rec['seconds']} s)",
+                      f"F1-4 {rec['all']['macro_f1_4']:.3f} pseudo {'-' if kept is None else f'{kept:.2f}'} "
+                      f"epoch {epoch} ({rec['seconds']} s)",
                       flush=True)
 
 
