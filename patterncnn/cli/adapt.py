@@ -92,7 +92,8 @@ def run_finish(args) -> int:
     r = pull(ls, args.project, open_maps(out / "maps"), out / "labels", from_file=args.from_file)
     print(f"pulled {r['labelled']} labelled map(s) into {out / 'labels'} ({', '.join(f'{k} {v}' for k, v in r['labels'].items())})")
     res = adapt(args.checkpoint, args.annotations, out / "labels", out / "classifier",
-                AdaptConfig(epochs=args.epochs, folds=args.folds, freeze_bn=args.freeze_bn), progress=progress(), overwrite=args.overwrite)
+                AdaptConfig(epochs=args.epochs, folds=args.folds, freeze_bn=args.freeze_bn), progress=progress(),
+                overwrite=args.overwrite)
     b, n = res["before"], res["new"]
     print(f"on your {n['maps']} maps, out of fold: accuracy {n['accuracy']:.3f} (the classifier before adapting: "
           f"{b['accuracy']:.3f})")

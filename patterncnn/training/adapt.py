@@ -242,10 +242,7 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
                               if e in new_validation["best_per_encoder"]},
         # part of the adapted classifier's version: the classifier it started from (by content) and how it was
         # adapted, so adaptations of two classifiers of the same maps on the same new set do not share a version
-        # (freeze_bn only when set, so adaptations made before the option existed keep their versions)
-        "recipe": run_key({"from": sha256_file(checkpoint),
-                           "adapt": {k: v for k, v in dataclasses.asdict(acfg).items()
-                                     if k != "freeze_bn" or v}})[:12],
+        "recipe": run_key({"from": sha256_file(checkpoint), "adapt": dataclasses.asdict(acfg)})[:12],
         "seconds": None}
     buf = io.BytesIO()
     torch.save({"state_dict": final.state_dict(), "model_config": model_config_dict(cfg), "labels": list(LABELS),

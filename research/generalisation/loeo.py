@@ -192,6 +192,15 @@ def scores(y: np.ndarray, pred: np.ndarray, mask: np.ndarray) -> dict:
     return {"maps": int(mask.sum()), "accuracy": float((y[mask] == pred[mask]).mean()), "macro_f1_4": float(f1)}
 
 
+
+def scored(data, votes, test: np.ndarray, te: np.ndarray, probs: np.ndarray, prefix: str = "") -> tuple:
+    """(the predictions over all maps, -1 outside the test family ``te``; their scores on every test map and on
+    those two annotators agree on, as PREFIXall / PREFIXagreed)."""
+    pred = np.full(len(data.y), -1)
+    pred[te] = probs.argmax(1)
+    return pred, {f"{prefix}all": scores(data.y, pred, test),
+                  f"{prefix}agreed": scores(data.y, pred, test & votes.agreed)}
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("name")
@@ -238,28 +247,17 @@ def main() -> None:
                     start = linear_probe(cfg, init, fitdata, tr, tcfg, seed)
                     lp = PatternCNN(cfg)
                     lp.load_state_dict(start)
-                    pred_lp = np.full(len(data.y), -1)
-                    pred_lp[te] = predict_proba(lp.eval(), data, te, cfg).argmax(1)
-                    probed = {"lp_all": scores(data.y, pred_lp, test),
-                              "lp_agreed": scores(data.y, pred_lp, test & votes.agreed)}
+                    probed = scored(data, votes, test, te, predict_proba(lp.eval(), data, te, cfg), "lp_")[1]
                 model, epochs = fit_members(fitdata, tr, va, cfg, tcfg, seed=seed, init=start, targets=targets)
-                pred = np.full(len(data.y), -1)
-                pred[te] = predict_proba(model, data, te, cfg).argmax(1)
+                pred, plain = scored(data, votes, test, te, predict_proba(model, data, te, cfg))
                 adapted = {}
                 if args.tta:
-                    pred_t = np.full(len(data.y), -1)
-                    pred_t[te] = tta_proba(model, data, te, cfg).argmax(1)
-                    adapted = {"tta_all": scores(data.y, pred_t, test),
-                               "tta_agreed": scores(data.y, pred_t, test & votes.agreed)}
+                    adapted |= scored(data, votes, test, te, tta_proba(model, data, te, cfg), "tta_")[1]
                 if args.adabn:  # the same fit, its BatchNorm statistics re-estimated on the test family
                     adabn(model, x_te)
-                    pred_a = np.full(len(data.y), -1)
-                    pred_a[te] = predict_proba(model, data, te, cfg).argmax(1)
-                    adapted |= {"adabn_all": scores(data.y, pred_a, test),
-                               "adabn_agreed": scores(data.y, pred_a, test & votes.agreed)}
+                    adapted |= scored(data, votes, test, te, predict_proba(model, data, te, cfg), "adabn_")[1]
                 rec = {"name": args.name, "test": b, "train": sorted(set(fams[pool].tolist())), "seed": seed,
-                       "train_maps": int(len(pool)), "best_epoch": int(np.median(epochs)),
-                       "all": scores(data.y, pred, test), "agreed": scores(data.y, pred, test & votes.agreed),
+                       "train_maps": int(len(pool)), "best_epoch": int(np.median(epochs)), **plain,
                        "confusion": np.bincount(data.y[te] * len(LABELS) + pred[te],
                                                 minlength=len(LABELS) ** 2).reshape(len(LABELS), -1).tolist(),
                        **adapted, **probed, "seconds": round(time.time() - t0, 1),

@@ -68,7 +68,7 @@ if __package__ in (None, ""):
     import sys
 
     sys.path.insert(0, str(HERE))
-from loeo import directions, load_pretrained, load_sets, scores  # noqa: E402
+from loeo import directions, load_pretrained, load_sets, scored  # noqa: E402
 
 
 def load_unlabelled(stores: list[str]) -> tuple[list[np.ndarray], list[list[int] | None], np.ndarray]:
@@ -232,14 +232,13 @@ def main() -> None:
                 tr, va = _split_train(data, pool, seed)
                 model, epoch, kept = fit_semisup(data, tr, va, cfg, tcfg, seed, init, unl_maps, unl_seps, unl_idx,
                                                  x_unl_plain, args)
-                pred = np.full(len(data.y), -1)
-                pred[te] = predict_proba(model, data, te, cfg).argmax(1)
+                pred, plain = scored(data, votes, test, te, predict_proba(model, data, te, cfg))
                 rec = {"name": args.name, "test": b, "train": sorted(set(fams[pool].tolist())), "seed": seed,
                        "train_maps": int(len(pool)), "unlabelled_maps": int(len(unl_idx)),
                        "unlabelled_families": sorted(set(unl_fams[unl_idx].tolist())), "best_epoch": epoch,
                        "method": args.method,
                        "pseudo_label_rate": None if kept is None else round(kept, 3),
-                       "all": scores(data.y, pred, test), "agreed": scores(data.y, pred, test & votes.agreed),
+                       **plain,
                        "confusion": np.bincount(data.y[te] * len(LABELS) + pred[te],
                                                 minlength=len(LABELS) ** 2).reshape(len(LABELS), -1).tolist(),
                        "seconds": round(time.time() - t0, 1),
