@@ -1,10 +1,13 @@
-"""Pretrain the CNN with an input option `patterncnn pretrain` does not offer, for loeo.py --init.
+"""Pretrain the CNN through `patterncnn pretrain`'s library call, with an input option the command does not offer.
 
-    python research/generalisation/pretrain_variant.py --row-channel OUT.pt [--maps 1000000] [--seed 0]
+    python research/generalisation/pretrain_variant.py OUT.pt [--row-channel] [--maps 1000000] [--seed 0]
 
-The same library call as `patterncnn pretrain` (same stream, schedule and defaults for a seed), with
-``CNNConfig(row_channel=True)``: one more input channel, the map with each row scaled by its own maximum (the
-guide's clarification 7: a column counts where it stands out in a row's own background). Resumable as `pretrain` is.
+``--row-channel``: ``CNNConfig(row_channel=True)``, one more input channel, the map with each row scaled by its own
+maximum (the guide's clarification 7: a column counts where it stands out in a row's own background). The maps, their
+order and augmentation are the seed's, as in `patterncnn pretrain`; the extra channel changes the first layer's
+shape, so every random initial weight differs. Without it, this is the same run as `patterncnn pretrain --maps N
+--seed S` (``--maps`` other than 1,000,000 stretches the one-cycle schedule over them). No progress bar; resumable
+from its ``.partial`` file as `pretrain` is, and an existing OUT is refused.
 """
 
 from __future__ import annotations
