@@ -22,7 +22,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from loeo import held_out  # noqa: E402
+from loeo import confusion, held_out  # noqa: E402
 from realmaps import contact_sheet  # noqa: E402
 
 from patterncnn.classifier.model import config_from_dict  # noqa: E402
@@ -53,7 +53,7 @@ def main() -> None:
     print(f"{args.family} held out, {len(te)} maps: accuracy {(pred == y).mean():.3f}")
     record = {"family": args.family, "init": Path(args.init).name, "lr": INIT_LR, "seed": 0, "maps": int(len(te)),
               "accuracy": float((pred == y).mean())}
-    conf = np.bincount(y * len(LABELS) + pred, minlength=len(LABELS) ** 2).reshape(len(LABELS), -1)
+    conf = confusion(y, pred)
     off = [(conf[a, b], a, b) for a in range(len(LABELS)) for b in range(len(LABELS)) if a != b]
     record["confusion"] = conf.tolist()  # rows: the label, columns: the prediction, in LABELS order
     for n, a, b in sorted(off, reverse=True)[:3]:

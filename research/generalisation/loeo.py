@@ -192,6 +192,11 @@ def scores(y: np.ndarray, pred: np.ndarray, mask: np.ndarray) -> dict:
     return {"maps": int(mask.sum()), "accuracy": float((y[mask] == pred[mask]).mean()), "macro_f1_4": float(f1)}
 
 
+def confusion(y: np.ndarray, pred: np.ndarray) -> np.ndarray:
+    """The confusion matrix of labels ``y`` and predictions ``pred`` (rows: the label, columns: the prediction, in
+    LABELS order)."""
+    return np.bincount(y * len(LABELS) + pred, minlength=len(LABELS) ** 2).reshape(len(LABELS), -1)
+
 
 def scored(data, votes, test: np.ndarray, te: np.ndarray, probs: np.ndarray, prefix: str = "") -> tuple:
     """(the predictions over all maps, -1 outside the test family ``te``; their scores on every test map and on
@@ -200,6 +205,7 @@ def scored(data, votes, test: np.ndarray, te: np.ndarray, probs: np.ndarray, pre
     pred[te] = probs.argmax(1)
     return pred, {f"{prefix}all": scores(data.y, pred, test),
                   f"{prefix}agreed": scores(data.y, pred, test & votes.agreed)}
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -258,9 +264,7 @@ def main() -> None:
                     adapted |= scored(data, votes, test, te, predict_proba(model, data, te, cfg), "adabn_")[1]
                 rec = {"name": args.name, "test": b, "train": sorted(set(fams[pool].tolist())), "seed": seed,
                        "train_maps": int(len(pool)), "best_epoch": int(np.median(epochs)), **plain,
-                       "confusion": np.bincount(data.y[te] * len(LABELS) + pred[te],
-                                                minlength=len(LABELS) ** 2).reshape(len(LABELS), -1).tolist(),
-                       **adapted, **probed, "seconds": round(time.time() - t0, 1),
+                       "confusion": confusion(data.y[te], pred[te]).tolist(), **adapted, **probed, "seconds": round(time.time() - t0, 1),
                        "args": {**vars(args), "init": public_path(args.init)},
                        **({"init_sha256": sha256_file(args.init)} if args.init else {})}
                 out.write(json.dumps(rec) + "\n")

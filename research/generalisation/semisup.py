@@ -49,7 +49,6 @@ import torch.nn.functional as F
 
 from patterncnn.classifier.model import PatternCNN, member_config, preprocess
 from patterncnn.core.fileio import public_path, sha256_file
-from patterncnn.core.labels import LABELS
 from patterncnn.core.maps import MapStore, classifier_input, encoder_family
 from patterncnn.core.scores import macro_f1
 from patterncnn.training.evaluate import _split_train
@@ -68,7 +67,7 @@ if __package__ in (None, ""):
     import sys
 
     sys.path.insert(0, str(HERE))
-from loeo import directions, load_pretrained, load_sets, scored  # noqa: E402
+from loeo import confusion, directions, load_pretrained, load_sets, scored  # noqa: E402
 
 
 def load_unlabelled(stores: list[str]) -> tuple[list[np.ndarray], list[list[int] | None], np.ndarray]:
@@ -239,8 +238,7 @@ def main() -> None:
                        "method": args.method,
                        "pseudo_label_rate": None if kept is None else round(kept, 3),
                        **plain,
-                       "confusion": np.bincount(data.y[te] * len(LABELS) + pred[te],
-                                                minlength=len(LABELS) ** 2).reshape(len(LABELS), -1).tolist(),
+                       "confusion": confusion(data.y[te], pred[te]).tolist(),
                        "seconds": round(time.time() - t0, 1),
                        "args": {**vars(args), "init": public_path(args.init),
                                 "unlabelled": [public_path(u) for u in args.unlabelled]},

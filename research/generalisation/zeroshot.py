@@ -14,11 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from loeo import scores
+from loeo import confusion, scores
 
 from patterncnn.classifier.model import PatternCNN, config_from_dict
 from patterncnn.core.fileio import public_path, sha256_file
-from patterncnn.core.labels import LABELS
 from patterncnn.core.maps import families
 from patterncnn.labelling.sets import load_labelled
 from patterncnn.training.evaluate import load_votes
@@ -49,8 +48,7 @@ def main() -> None:
             rec = {"name": args.name, "test": b, "train": ["synthetic"], "seed": ckpt["pretrained_on"]["seed"],
                    "pretrained_on": ckpt["pretrained_on"], "all": scores(data.y, pred, test),
                    "agreed": scores(data.y, pred, test & votes.agreed),
-                   "confusion": np.bincount(data.y[test] * len(LABELS) + pred[test],
-                                            minlength=len(LABELS) ** 2).reshape(len(LABELS), -1).tolist(),
+                   "confusion": confusion(data.y[test], pred[test]).tolist(),
                    "args": {**vars(args), "ckpt": public_path(args.ckpt)}, "ckpt_sha256": sha256_file(args.ckpt)}
             out.write(json.dumps(rec) + "\n")
             print(f"{args.name} test {b}: acc {rec['all']['accuracy']:.3f} F1-4 {rec['all']['macro_f1_4']:.3f}")
