@@ -1,7 +1,7 @@
 """Leave one encoder family out, over seeds: the measure of issue 30 for one classifier configuration.
 
     python research/generalisation/loeo.py NAME [--row] [--init CKPT] [--lr LR] [--mix N] [--adabn] [--freeze-bn]
-        [--flip P] [--lp] [--tta] [--seeds 5]
+        [--flip P] [--lp] [--tta] [--em] [--seeds 5]
 
 For each family F of the labelled set(s): train on every other family's maps (maps whose input example is also
 among F's maps dropped, early stopping on a grouped fifth of the training maps, as `patterncnn train`'s leave one
@@ -30,6 +30,12 @@ or --flip (the probe fits hard labels on unflipped views).
 views of each test map, the map itself, resampled to 0.8 and 1.25 times its length (nearest), and its intensity to
 the power 0.8 and 1.25 (within the ranges of train's augmentation); before --adabn's re-estimation when both are
 given.
+--em also scores the same fit after label-shift adaptation to the held-out family (test-time, its maps unlabelled),
+as em_all / em_agreed, with bias-corrected temperature scaling alone as bcts_all / bcts_agreed: BCTS (a temperature
+and a bias per class, by NLL on the fit's own early-stopping maps; Alexandari et al. 2020), then the EM of Saerens et
+al. 2002 from the mean calibrated posterior of those maps (the source prior) to the held-out family's prior; each
+map's prediction is its adjusted posterior's argmax. ``shares`` records the resolved labels' shares of the test maps,
+the plain count's and EM's prior (the share estimate).
 """
 
 from __future__ import annotations
@@ -183,6 +189,58 @@ def tta_proba(model: torch.nn.Module, data, idx: np.ndarray, cfg) -> np.ndarray:
     return out
 
 
+def bcts(probs: np.ndarray, y: np.ndarray, l2: float = 1e-4) -> tuple[float, np.ndarray]:
+    """(temperature, per-class biases) of bias-corrected temperature scaling, fitted by NLL on posteriors ``probs`` of
+    maps labelled ``y`` (L-BFGS; ``l2`` on the biases, so that a class absent from ``y`` keeps a finite one)."""
+    from scipy.optimize import minimize
+
+    z = np.log(np.clip(probs, 1e-12, None))
+
+    def nll(theta: np.ndarray) -> float:
+        lp = log_softmax(z / np.exp(theta[0]) + theta[1:])
+        return float(-lp[np.arange(len(y)), y].mean() + l2 * (theta[1:] ** 2).sum())
+
+    fit = minimize(nll, np.zeros(z.shape[1] + 1), method="L-BFGS-B")
+    return float(np.exp(fit.x[0])), fit.x[1:]
+
+
+def log_softmax(s: np.ndarray) -> np.ndarray:
+    s = s - s.max(1, keepdims=True)
+    return s - np.log(np.exp(s).sum(1, keepdims=True))
+
+
+def calibrated(probs: np.ndarray, t: float, b: np.ndarray) -> np.ndarray:
+    """``probs`` after BCTS with temperature ``t`` and biases ``b``."""
+    return np.exp(log_softmax(np.log(np.clip(probs, 1e-12, None)) / t + b))
+
+
+def em_prior(probs: np.ndarray, source: np.ndarray, tol: float = 1e-8, steps: int = 1000) -> tuple:
+    """(posteriors adjusted to the target prior, that prior) by the EM of Saerens et al. 2002: ``probs`` are calibrated
+    posteriors under the ``source`` prior; the target prior starts at ``source``."""
+    def adjusted(q: np.ndarray) -> np.ndarray:
+        a = probs * (q / source)
+        return a / a.sum(1, keepdims=True)
+
+    q = source
+    for _ in range(steps):
+        new = adjusted(q).mean(0)
+        done = np.abs(new - q).max() < tol
+        q = new
+        if done:
+            break
+    return adjusted(q), q
+
+
+def label_shift(p_va: np.ndarray, y_va: np.ndarray, p_te: np.ndarray) -> dict:
+    """BCTS on the early-stopping maps, then EM on the test maps (see --em): calibrated and adjusted test posteriors,
+    the estimated prior and the calibration."""
+    t, b = bcts(p_va, y_va)
+    source = calibrated(p_va, t, b).mean(0)
+    cal = calibrated(p_te, t, b)
+    adj, prior = em_prior(cal, source)
+    return {"calibrated": cal, "adjusted": adj, "prior": prior, "temperature": t, "biases": b, "source": source}
+
+
 def scores(y: np.ndarray, pred: np.ndarray, mask: np.ndarray) -> dict:
     from sklearn.metrics import f1_score
 
@@ -196,6 +254,16 @@ def confusion(y: np.ndarray, pred: np.ndarray) -> np.ndarray:
     """The confusion matrix of labels ``y`` and predictions ``pred`` (rows: the label, columns: the prediction, in
     LABELS order)."""
     return np.bincount(y * len(LABELS) + pred, minlength=len(LABELS) ** 2).reshape(len(LABELS), -1)
+
+
+def shares_of(y: np.ndarray) -> list[float]:
+    """The share of each pattern among labels (or predictions) ``y``."""
+    return (np.bincount(y, minlength=len(LABELS)) / len(y)).tolist()
+
+
+def share_error(est, truth) -> float:
+    """Mean absolute share error per pattern, in points."""
+    return float(100 * np.abs(np.asarray(est) - np.asarray(truth)).mean())
 
 
 def scored(data, votes, test: np.ndarray, te: np.ndarray, probs: np.ndarray, prefix: str = "") -> tuple:
@@ -225,6 +293,7 @@ def main() -> None:
     ap.add_argument("--mix", type=int, default=0, help="synthetic maps added to each fit's training part")
     ap.add_argument("--tta", action="store_true", help="also score with test-time augmentation (five views)")
     ap.add_argument("--lp", action="store_true", help="with --init: a linear probe of the head first (LP-FT)")
+    ap.add_argument("--em", action="store_true", help="also score after label-shift adaptation (BCTS + EM)")
     args = ap.parse_args()
     if args.lp and not (args.init and args.freeze_bn) or args.lp and (args.soft or args.flip):
         ap.error("--lp refits a pretrained CNN's head on its features under the pretrained BatchNorm statistics: it "
@@ -255,8 +324,17 @@ def main() -> None:
                     lp.load_state_dict(start)
                     probed = scored(data, votes, test, te, predict_proba(lp.eval(), data, te, cfg), "lp_")[1]
                 model, epochs = fit_members(fitdata, tr, va, cfg, tcfg, seed=seed, init=start, targets=targets)
-                pred, plain = scored(data, votes, test, te, predict_proba(model, data, te, cfg))
+                probs = predict_proba(model, data, te, cfg)
+                pred, plain = scored(data, votes, test, te, probs)
                 adapted = {}
+                if args.em:
+                    ls = label_shift(predict_proba(model, data, va, cfg), data.y[va], probs)
+                    adapted |= scored(data, votes, test, te, ls["calibrated"], "bcts_")[1]
+                    adapted |= scored(data, votes, test, te, ls["adjusted"], "em_")[1]
+                    adapted["shares"] = {"labels": shares_of(data.y[te]), "count": shares_of(pred[te]),
+                                         "em": ls["prior"].tolist()}
+                    adapted["bcts"] = {"temperature": ls["temperature"], "biases": ls["biases"].tolist(),
+                                       "source_prior": ls["source"].tolist()}
                 if args.tta:
                     adapted |= scored(data, votes, test, te, tta_proba(model, data, te, cfg), "tta_")[1]
                 if args.adabn:  # the same fit, its BatchNorm statistics re-estimated on the test family
@@ -272,6 +350,10 @@ def main() -> None:
                 extra = f" tta acc {adapted['tta_all']['accuracy']:.3f}" if args.tta else ""
                 extra += f" adabn acc {adapted['adabn_all']['accuracy']:.3f}" if args.adabn else ""
                 extra += f" lp acc {probed['lp_all']['accuracy']:.3f}" if probed else ""
+                if args.em:
+                    sh = adapted["shares"]
+                    extra += (f" em acc {adapted['em_all']['accuracy']:.3f} share error count "
+                              f"{share_error(sh['count'], sh['labels']):.1f} em {share_error(sh['em'], sh['labels']):.1f}")
                 print(f"{args.name} test {b} seed {seed}: acc {rec['all']['accuracy']:.3f} "
                       f"F1-4 {rec['all']['macro_f1_4']:.3f}{extra} ({rec['seconds']} s)", flush=True)
 
