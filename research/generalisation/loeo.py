@@ -35,7 +35,7 @@ as em_all / em_agreed, with bias-corrected temperature scaling alone as bcts_all
 and a bias per class, by NLL on the fit's own early-stopping maps; Alexandari et al. 2020), then the EM of Saerens et
 al. 2002 from the mean calibrated posterior of those maps (the source prior) to the held-out family's prior; each
 map's prediction is its adjusted posterior's argmax. ``shares`` records the resolved labels' shares of the test maps,
-the plain count's and EM's prior (the share estimate).
+the plain count's, BCTS's count (``bcts_count``; not in the first --em run, `shipped-recipe-em`) and EM's prior (the share estimate).
 """
 
 from __future__ import annotations
@@ -332,7 +332,7 @@ def main() -> None:
                     adapted |= scored(data, votes, test, te, ls["calibrated"], "bcts_")[1]
                     adapted |= scored(data, votes, test, te, ls["adjusted"], "em_")[1]
                     adapted["shares"] = {"labels": shares_of(data.y[te]), "count": shares_of(pred[te]),
-                                         "em": ls["prior"].tolist()}
+                                         "bcts_count": shares_of(ls["calibrated"].argmax(1)), "em": ls["prior"].tolist()}
                     adapted["bcts"] = {"temperature": ls["temperature"], "biases": ls["biases"].tolist(),
                                        "source_prior": ls["source"].tolist()}
                 if args.tta:
