@@ -23,6 +23,9 @@ def register(sub) -> None:
     p.add_argument("--freeze-bn", action="store_true",
                    help="with --init: keep the pretrained CNN's BatchNorm statistics while fine-tuning, instead of "
                         "re-estimating them on the labelled maps (its scales and shifts still learn)")
+    p.add_argument("--bias-correction", action="store_true",
+                   help="shift the CNN's logits per class, fitted on maps it did not train on (bias-corrected "
+                        "temperature scaling): undoes the class weights' tilt toward the rare classes; one CNN only")
     p.add_argument("--compare", action="store_true",
                    help="also cross-validate area/bilinear x 16/32, area 64 and the channel choices, for the card")
     p.add_argument("--members", type=int, default=1,
@@ -56,7 +59,7 @@ def run(args) -> int:
     cfg = cnn_config(args, members=args.members)
     tcfg = TrainConfig(folds=args.folds, seed=args.seed, max_epochs=args.max_epochs,
                        class_weight_power=args.class_weight_power, init=args.init,
-                       lr=args.lr, freeze_bn=args.freeze_bn)
+                       lr=args.lr, freeze_bn=args.freeze_bn, bias_correction=args.bias_correction)
     ecfg = EvalConfig(soft_labels=not args.no_soft_labels, leave_one_encoder_out=not args.no_leave_one_encoder_out,
                       loeo_max_epochs=args.loeo_max_epochs, loeo_seeds=args.loeo_seeds)
     sets = args.annotations or ["annotations"]

@@ -44,7 +44,18 @@ from ..core.scores import classification_report, macro_f1, spread, subset_scores
 from ..core.segments import rule_out_block
 from ..labelling.agreement import held_out_rater, held_out_scores, rater_votes
 from ..labelling.sets import read_tables
-from .fit import NO_WORK, Work, fit_members, folds, inputs, median_epoch, out_of_fold, predict_proba
+from .fit import (
+    NO_WORK,
+    Work,
+    correct_on,
+    corrected_out_of_fold,
+    fit_members,
+    folds,
+    inputs,
+    median_epoch,
+    out_of_fold,
+    predict_proba,
+)
 
 log = logging.getLogger(__name__)
 BLOCK = LABELS.index("block")
@@ -203,6 +214,8 @@ def soft_vs_hard(data, votes: Votes, hard_probs: np.ndarray, cfg, tcfg,
     if not voted:
         return {"run": False, "reason": "no map has votes from two annotators: vote shares equal the hard labels"}, None
     soft = out_of_fold(data, cfg, tcfg, progress, targets=votes.shares, work=work, name="CV soft labels")
+    if tcfg.bias_correction:  # as the hard-label CV's posteriors are
+        soft = corrected_out_of_fold(data, soft)[0]
     rep = {"run": True, "maps_with_several_votes": voted, "seconds": soft.seconds, "best_epochs": soft.best_epochs}
     for name, probs in (("hard", hard_probs), ("soft", soft.probs)):
         ce = -(votes.shares * np.log(np.maximum(probs, 1e-12))).sum(1)
@@ -287,6 +300,8 @@ def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.
             def compute(seed=seed) -> dict:
                 tr, va = _split_train(data, pool, seed)
                 model, epochs = fit_members(data, tr, va, cfg, loeo, seed=seed, tick=bar.update if bar else None)
+                if loeo.bias_correction:  # on its early-stopping maps, of the training families
+                    correct_on(model, data, va, cfg)
                 probs = predict_proba(model, data, te, cfg).astype(np.float64)
                 # the census's labels: block ruled out for single-segment inputs
                 return {"pred": rule_out_block(probs, [data.seps[i] for i in te]).argmax(1),

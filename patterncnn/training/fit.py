@@ -54,6 +54,7 @@ from ..core.errors import PatternCNNError
 from ..core.fileio import sha256_file
 from ..core.labels import LABELS
 from ..core.scores import classification_report, macro_f1
+from ..core.segments import rule_out_block
 from ..core.version import __version__
 from ..core.work import run_key, run_parts
 from ..labelling.sets import Labelled
@@ -133,6 +134,12 @@ class TrainConfig:
     # of re-estimating them on the labelled maps' batches; the BatchNorm scales and shifts still learn. Only with
     # init: a random start has no statistics to keep.
     freeze_bn: bool = False
+    # Correct the fitted CNN's logits by a shift per class, fitted on maps it did not train on (bias-corrected
+    # temperature scaling, :func:`bcts`): the class weights above tilt the posteriors toward the rare classes, and
+    # the shift, fitted without weights, tilts them back. A held-out fit is corrected on its early-stopping maps,
+    # the final fit on the cross-validation's out-of-fold posteriors (:func:`corrected_out_of_fold`). One CNN
+    # (members 1): an ensemble averages probabilities, which one shift per member does not correct alike.
+    bias_correction: bool = False
 
     def __post_init__(self):
         if self.lr is None:
@@ -305,6 +312,73 @@ def predict_proba(model: nn.Module, data: Labelled, idx, cfg: CNNConfig) -> np.n
         return torch.softmax(model(model_inputs(data.maps, data.seps, idx, cfg)), dim=1).numpy()
 
 
+def bcts(probs: np.ndarray, y: np.ndarray, l2: float = 1e-4) -> tuple[float, np.ndarray]:
+    """(temperature T, bias per class b) of bias-corrected temperature scaling (BCTS, Alexandari et al. 2020), fitted
+    on posteriors ``probs`` (N, 5) of maps labelled ``y``: softmax(log p / T + b) minimises the negative log-likelihood
+    (L-BFGS from T = 1, b = 0; ``l2`` on b keeps the bias of a class absent from ``y`` finite)."""
+    from scipy.optimize import minimize
+
+    z = np.log(np.clip(probs, 1e-12, None))
+
+    def nll(theta: np.ndarray) -> float:
+        s = z / np.exp(theta[0]) + theta[1:]
+        s = s - s.max(1, keepdims=True)
+        lp = s - np.log(np.exp(s).sum(1, keepdims=True))
+        return float(-lp[np.arange(len(y)), y].mean() + l2 * (theta[1:] ** 2).sum())
+
+    theta = minimize(nll, np.zeros(z.shape[1] + 1), method="L-BFGS-B").x
+    return float(np.exp(theta[0])), theta[1:]
+
+
+def bias_shift(probs: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The logit shift (5,) of :func:`bcts` fitted on ``probs`` and ``y``: argmax(log p / T + b) = argmax(log p + T b),
+    so T b is the part that changes predictions (the temperature alone never does)."""
+    t, b = bcts(probs, y)
+    return t * b
+
+
+def shifted(probs: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """softmax(log p + shift) of probabilities ``probs`` (..., 5): what a head shifted by ``shift`` gives; a zero
+    probability (the segment rule's block) stays zero."""
+    with np.errstate(divide="ignore"):
+        z = np.log(probs) + shift
+    z = z - z.max(-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(-1, keepdims=True)
+
+
+def shift_head(model: nn.Module, shift: np.ndarray) -> None:
+    """Add ``shift`` to the logits of one CNN (its head's bias): the correction costs nothing at inference."""
+    if not isinstance(model, PatternCNN):
+        raise TrainError("the bias correction shifts one CNN's logits; an ensemble (--members > 1) averages "
+                         "probabilities, which a shift per member does not correct alike: train with --members 1")
+    with torch.no_grad():
+        model.head[-1].bias += torch.as_tensor(shift, dtype=model.head[-1].bias.dtype)
+
+
+def correct_on(model: nn.Module, data: Labelled, idx: np.ndarray, cfg: CNNConfig) -> np.ndarray:
+    """Fit the bias correction on ``model``'s posteriors of maps ``idx`` (labels ``data.y``; the segment rule applied,
+    as the census applies it), shift ``model``'s head by it, and return the shift."""
+    probs = rule_out_block(predict_proba(model, data, idx, cfg).astype(np.float64), [data.seps[i] for i in idx])
+    shift = bias_shift(probs, data.y[idx])
+    shift_head(model, shift)
+    return shift
+
+
+def corrected_out_of_fold(data: Labelled, oof: "OutOfFold") -> tuple["OutOfFold", np.ndarray]:
+    """(the out-of-fold posteriors with each fold's rows corrected by a shift fitted on the other folds' rows, the
+    shift fitted on every row, for the final fit). The shifts are fitted on the posteriors with the segment rule
+    applied, as the census scores, and applied to them as they were; the per-fold shifts keep the corrected rows
+    out of sample."""
+    raw = oof.probs.astype(np.float64)
+    ruled = rule_out_block(raw.copy(), data.seps)
+    out = raw.copy()
+    for k in np.unique(oof.fold):
+        mine = oof.fold == k
+        out[mine] = shifted(raw[mine], bias_shift(ruled[~mine], data.y[~mine]))
+    return dataclasses.replace(oof, probs=out.astype(np.float32)), bias_shift(ruled, data.y)
+
+
 def check_folds(y: np.ndarray, groups: np.ndarray, n_folds: int) -> None:
     """Raise a one-line :class:`TrainError` unless grouped, stratified ``n_folds``-fold CV can put a map of every
     class in every test fold: each class needs maps from ``n_folds`` input examples at least.
@@ -421,12 +495,13 @@ def cross_validate(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, progress=N
 
 
 def fit_final(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, epochs: int, progress=None,
-              work: Work = NO_WORK) -> nn.Module:
+              work: Work = NO_WORK, shift: np.ndarray | None = None) -> nn.Module:
     """Train on all labelled maps for a fixed number of epochs (chosen by CV early stopping); every member alike.
 
     Args:
         progress: a ``tqdm``-like factory (a bar of epochs).
         work: where the fitted weights are kept (a second run with the same inputs reads them back).
+        shift: the bias correction to add to the fitted CNN's logits (:func:`corrected_out_of_fold`); None: none.
     """
     idx = np.arange(len(data.y))
     epochs = max(1, epochs)
@@ -446,11 +521,14 @@ def fit_final(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, epochs: int, pr
     if bar:
         bar.update(bar.total - bar.n)
         bar.close()
-    if not resumed:
-        return fitted[0]
-    with torch.random.fork_rng():  # a fresh model's initialisation must not move the caller's random state
-        model = build_model(cfg)
-    model.load_state_dict(torch.load(io.BytesIO(part["state_dict"].tobytes()), weights_only=True))
+    if resumed:
+        with torch.random.fork_rng():  # a fresh model's initialisation must not move the caller's random state
+            model = build_model(cfg)
+        model.load_state_dict(torch.load(io.BytesIO(part["state_dict"].tobytes()), weights_only=True))
+    else:
+        model = fitted[0]
+    if shift is not None:  # the kept part is the fit itself; the shift is added on reading it back too
+        shift_head(model, shift)
     return model.eval()
 
 

@@ -259,6 +259,18 @@ def _init_note(m: dict) -> str:
                else ""))
 
 
+def _bias_note(m: dict) -> str:
+    """The bias correction (`--bias-correction`): the logit shift the shipped CNN carries, and where it was fitted."""
+    b = m.get("bias_correction")
+    if not b:
+        return ""
+    shift = ", ".join(f"{name} {v:+.2f}" for name, v in b["logit_shift"].items())
+    return (f" **Bias correction** (`--bias-correction`): the class weights tilt the CNN toward the rare classes; its "
+            f"logits are shifted back per class ({shift}), the shift of bias-corrected temperature scaling fitted on "
+            f"{b['fitted_on']}. Every out-of-fold figure below scores posteriors corrected by shifts fitted on the "
+            f"other folds; each leave-one-encoder-out fit is corrected on its own early-stopping maps.")
+
+
 def model_card(m: dict) -> str:
     """The model card as Markdown, from the metrics that ``patterncnn train`` writes."""
     cv, mc, data, tc = m["cv"], m["model_config"], m["data"], m["train_config"]
@@ -287,7 +299,8 @@ def model_card(m: dict) -> str:
         "verdict": "The CNN beats every baseline on macro-F1." if m["cnn_beats_best_baseline"] else
         f"**The CNN does not beat the best baseline ({m['best_baseline']}) on macro-F1.**",
         "parity": f"{m['onnx_parity_max_abs_diff']:.2e}", "block_count": data["labels"].get("block"),
-        "limits_data": _limits(m), "init_note": _init_note(m), **_rows(m), **_calibration(m), **_evaluation(m),
+        "limits_data": _limits(m), "init_note": _init_note(m), "bias_note": _bias_note(m), **_rows(m),
+        **_calibration(m), **_evaluation(m),
     }
     template = resources.files(__package__).joinpath("templates/model_card.md").read_text(encoding="utf-8")
     return string.Template(template).substitute(fields)

@@ -43,6 +43,7 @@ from .fit import (
     TrainConfig,
     TrainError,
     Work,
+    corrected_out_of_fold,
     cross_validate,
     cv_report,
     fit_final,
@@ -97,6 +98,9 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
     if tcfg.freeze_bn and not tcfg.init:
         raise TrainError("--freeze-bn keeps the BatchNorm statistics of the CNN every fit starts from: give --init a "
                          "pretrained CNN (`patterncnn pretrain`), or drop --freeze-bn")
+    if tcfg.bias_correction and cfg.members > 1:
+        raise TrainError("--bias-correction shifts one CNN's logits; an ensemble averages probabilities, which a "
+                         "shift per member does not correct alike: drop --members, or --bias-correction")
     if tcfg.init:
         load_init(tcfg.init, cfg)  # a wrong --init is refused now, not after the folds
         if compare:
@@ -115,6 +119,9 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
         out = Path(out)
         work = Work(out / ".work" / "train")
         oof = out_of_fold(data, cfg, tcfg, progress, work=work)
+        shift = None
+        if tcfg.bias_correction:  # every report below scores the corrected posteriors, as the classifier gives them
+            oof, shift = corrected_out_of_fold(data, oof)
         cv = cv_report(data, oof)
         calibration, validation = calibrate_and_validate(data, oof, tcfg.seed)
         comparison = {}
@@ -138,7 +145,7 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
         unseen = evaluation["leave_one_encoder_out"].get("unseen_family")
         if validation is not None and unseen:  # the band a census uses on a family never validated
             validation["unseen_family"] = unseen
-        model = fit_final(data, cfg, tcfg, cv["median_best_epoch"], progress, work)
+        model = fit_final(data, cfg, tcfg, cv["median_best_epoch"], progress, work, shift=shift)
         out.mkdir(parents=True, exist_ok=True)
         best_base = max((v["macro_f1"], k) for k, v in base.items())
         metrics = {
@@ -155,6 +162,9 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
             "cv": cv, "baselines": base, "representation_comparison": comparison,
             "cnn_beats_best_baseline": bool(cv["macro_f1"] > best_base[0]), "best_baseline": best_base[1],
             "final_fit_epochs": cv["median_best_epoch"], "calibration": calibration, "validation": validation,
+            "bias_correction": None if shift is None else {
+                "logit_shift": dict(zip(LABELS, shift.tolist())),
+                "fitted_on": f"{len(data.y)} out-of-fold posteriors (segment rule applied)"},
             "evaluation": evaluation,
             "init": init_record(tcfg.init) if tcfg.init else None,  # pretrained weights every fit started from
             "platform": platform.platform(),

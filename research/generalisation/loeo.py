@@ -58,6 +58,7 @@ from patterncnn.training.evaluate import _split_train, load_votes
 from patterncnn.training.fit import (
     INIT_LR,
     TrainConfig,
+    bcts,
     class_weights,
     fit_members,
     model_inputs,
@@ -187,21 +188,6 @@ def tta_proba(model: torch.nn.Module, data, idx: np.ndarray, cfg) -> np.ndarray:
                 views.append(x)
             out[j] = torch.softmax(model(torch.cat(views)), dim=1).mean(0).numpy()
     return out
-
-
-def bcts(probs: np.ndarray, y: np.ndarray, l2: float = 1e-4) -> tuple[float, np.ndarray]:
-    """(temperature, per-class biases) of bias-corrected temperature scaling, fitted by NLL on posteriors ``probs`` of
-    maps labelled ``y`` (L-BFGS; ``l2`` on the biases, so that a class absent from ``y`` keeps a finite one)."""
-    from scipy.optimize import minimize
-
-    z = np.log(np.clip(probs, 1e-12, None))
-
-    def nll(theta: np.ndarray) -> float:
-        lp = log_softmax(z / np.exp(theta[0]) + theta[1:])
-        return float(-lp[np.arange(len(y)), y].mean() + l2 * (theta[1:] ** 2).sum())
-
-    fit = minimize(nll, np.zeros(z.shape[1] + 1), method="L-BFGS-B")
-    return float(np.exp(fit.x[0])), fit.x[1:]
 
 
 def log_softmax(s: np.ndarray) -> np.ndarray:
