@@ -5,7 +5,9 @@
 
 BCTS (`loeo.bcts`: a temperature and a bias per class, by NLL) is fitted on the classifier's own cross-validation
 out-of-fold posteriors (its ``metrics.json`` beside it, calibration rows: every training map, the segment rule
-applied), then applied to its posteriors of the held-out set as `validate` computes them. Both are scored the same
+applied), then applied to its posteriors of the held-out set as `validate` computes them. Meant for a classifier
+trained without `--bias-correction` (the committed `bcts_round5.json` is `9f40f2d2-rdc863f`'s, shipped before it: `git
+show d4ce910:models/patterncnn.onnx`, with its `metrics.json` beside it). Both are scored the same
 way (`patterncnn.training.validate.label_scores`: accuracy and macro-F1 per family, against one annotator), and the
 pooled share error per family: the mean over the five patterns of |share of the predictions - share of the labels|,
 in points. Writes one JSON file and prints a table.
@@ -59,7 +61,7 @@ def main() -> None:
     t, b = bcts(oof, y_oof)
     clf = load_classifier(args.classifier)
     data, probs = predict_labelled(clf, args.annotations)
-    res = {"classifier": public_path(args.classifier), "annotations": args.annotations,
+    res = {"classifier": public_path(args.classifier), "version": clf.model_version, "annotations": args.annotations,
            "bcts": {"fitted_on": f"{len(y_oof)} out-of-fold posteriors", "temperature": t, "biases": b.tolist()},
            "plain": summary(data, probs, args.annotations),
            "bcts_applied": summary(data, calibrated(probs, t, b), args.annotations)}
