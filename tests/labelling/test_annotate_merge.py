@@ -261,11 +261,11 @@ def test_round5_is_a_held_out_uniform_test_set_scored_by_validate(tmp_path, caps
     pre = np.array([r["pre_label"] == r["label"] for r in rows])
     minilm = np.array([m.startswith("minilm") for m in tables.labels])
     assert [round(float(pre.mean()), 3), round(float(pre[minilm].mean()), 3)] == [0.842, 0.883]
-    # validate scores the shipped classifier (9f40f2d2-rdc863f since 2026-11-26) on the same maps
-    assert v["classifier"]["version"] == OnnxClassifier().model_version == "patterncnn-0.1.0-9f40f2d2-rdc863f"
-    assert round(v["labels"]["groups"]["all"]["all"]["accuracy"], 3) == 0.846
+    # validate scores the shipped classifier (9f40f2d2-r5d652c since 2026-11-26) on the same maps
+    assert v["classifier"]["version"] == OnnxClassifier().model_version == "patterncnn-0.1.0-9f40f2d2-r5d652c"
+    assert round(v["labels"]["groups"]["all"]["all"]["accuracy"], 3) == 0.863
     count = next(r for r in v["results"] if r["estimator"] == "count")["encoders"]
-    assert [round(count[e]["mean_abs_error"], 3) for e in ("minilm-53aa5117", "mpnet-78c0197b")] == [0.013, 0.013]
+    assert [round(count[e]["mean_abs_error"], 3) for e in ("minilm-53aa5117", "mpnet-78c0197b")] == [0.020, 0.020]
 
 
 def test_round6_block_candidates_a_second_triad_held_out_of_training():
