@@ -366,17 +366,19 @@ def correct_on(model: nn.Module, data: Labelled, idx: np.ndarray, cfg: CNNConfig
 
 
 def corrected_out_of_fold(data: Labelled, oof: "OutOfFold") -> tuple["OutOfFold", np.ndarray]:
-    """(the out-of-fold posteriors with each fold's rows corrected by a shift fitted on the other folds' rows, the
-    shift fitted on every row, for the final fit). The shifts are fitted on the posteriors with the segment rule
-    applied, as the census scores, and applied to them as they were; the per-fold shifts keep the corrected rows
-    out of sample."""
+    """(the out-of-fold posteriors with each fold's rows corrected by a shift fitted on the other folds' rows, and their
+    per-fold macro-F1; the shift fitted on every row, for the final fit). The shifts are fitted on the posteriors with
+    the segment rule applied, as the census scores, and applied to them as they were; a fold's own rows never enter
+    its shift (the other folds' rows were scored by models that trained on it, as in any cross-fitting)."""
     raw = oof.probs.astype(np.float64)
     ruled = rule_out_block(raw.copy(), data.seps)
     out = raw.copy()
     for k in np.unique(oof.fold):
         mine = oof.fold == k
         out[mine] = shifted(raw[mine], bias_shift(ruled[~mine], data.y[~mine]))
-    return dataclasses.replace(oof, probs=out.astype(np.float32)), bias_shift(ruled, data.y)
+    out = out.astype(np.float32)
+    fold_f1 = [macro_f1(data.y[oof.fold == k], out[oof.fold == k].argmax(1)) for k in np.unique(oof.fold)]
+    return dataclasses.replace(oof, probs=out, fold_macro_f1=fold_f1), bias_shift(ruled, data.y)
 
 
 def check_folds(y: np.ndarray, groups: np.ndarray, n_folds: int) -> None:
@@ -490,8 +492,10 @@ def cv_report(data: Labelled, oof: OutOfFold) -> dict:
 
 
 def cross_validate(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, progress=None, work: Work = NO_WORK) -> dict:
-    """Out-of-fold CNN predictions over the grouped stratified folds, with the report."""
-    return cv_report(data, out_of_fold(data, cfg, tcfg, progress, work=work))
+    """Out-of-fold CNN predictions over the grouped stratified folds (bias-corrected with ``tcfg.bias_correction``),
+    with the report."""
+    oof = out_of_fold(data, cfg, tcfg, progress, work=work)
+    return cv_report(data, corrected_out_of_fold(data, oof)[0] if tcfg.bias_correction else oof)
 
 
 def fit_final(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, epochs: int, progress=None,

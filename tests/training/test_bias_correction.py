@@ -11,11 +11,13 @@ import torch
 from patterncnn.classifier.model import CNNConfig, PatternCNN, PatternEnsemble, load_checkpoint, preprocess
 from patterncnn.cli import main
 from patterncnn.core.labels import LABELS
+from patterncnn.core.scores import macro_f1
 from patterncnn.labelling.sets import load_labelled
 from patterncnn.training.fit import (
     OutOfFold,
     TrainConfig,
     TrainError,
+    Work,
     bias_shift,
     correct_on,
     corrected_out_of_fold,
@@ -84,6 +86,7 @@ def test_out_of_fold_rows_are_corrected_by_shifts_fitted_on_the_other_folds_only
     assert np.allclose(fixed2.probs[fold == 0], fixed.probs[fold == 0])
     assert not np.allclose(fixed2.probs[fold == 1], fixed.probs[fold == 1])
     assert (fixed.probs.argmax(1) == y).mean() > (probs.argmax(1) == y).mean()
+    assert fixed.fold_macro_f1 == [macro_f1(y[fold == k], fixed.probs[fold == k].argmax(1)) for k in range(3)]
 
 
 def test_a_held_out_fit_is_corrected_on_its_early_stopping_maps(labelled_set):
@@ -117,3 +120,16 @@ def test_train_with_bias_correction_ships_the_final_fit_shifted_by_the_out_of_fo
     rc = main(["train", "--annotations", str(labelled_set), "--out", str(tmp_path / "x2"), "--members", "2",
                "--bias-correction"])
     assert rc != 0 and "drop --members, or --bias-correction" in capsys.readouterr().err
+
+
+def test_a_resumed_final_fit_is_shifted_once(labelled_set, tmp_path):
+    data = load_labelled(labelled_set)
+    tcfg = TrainConfig(max_epochs=2, bias_correction=True)
+    shift = np.array([0.5, -0.5, 0.0, -1.0, 1.0])
+    work = Work(tmp_path / "work")
+    fresh = fit_final(data, CNNConfig(), tcfg, 2, work=work, shift=shift)  # fitted, kept unshifted, then shifted
+    resumed = fit_final(data, CNNConfig(), tcfg, 2, work=work, shift=shift)  # read back, then shifted
+    plain = fit_final(data, CNNConfig(), tcfg, 2)
+    for model in (fresh, resumed):
+        assert np.allclose(model.head[-1].bias.detach().numpy() - plain.head[-1].bias.detach().numpy(), shift,
+                           atol=1e-6)
