@@ -48,7 +48,6 @@ from .fit import (
     NO_WORK,
     Work,
     correct_on,
-    corrected_out_of_fold,
     fit_members,
     folds,
     inputs,
@@ -214,8 +213,6 @@ def soft_vs_hard(data, votes: Votes, hard_probs: np.ndarray, cfg, tcfg,
     if not voted:
         return {"run": False, "reason": "no map has votes from two annotators: vote shares equal the hard labels"}, None
     soft = out_of_fold(data, cfg, tcfg, progress, targets=votes.shares, work=work, name="CV soft labels")
-    if tcfg.bias_correction:  # as the hard-label CV's posteriors are
-        soft = corrected_out_of_fold(data, soft)[0]
     rep = {"run": True, "maps_with_several_votes": voted, "seconds": soft.seconds, "best_epochs": soft.best_epochs}
     for name, probs in (("hard", hard_probs), ("soft", soft.probs)):
         ce = -(votes.shares * np.log(np.maximum(probs, 1e-12))).sum(1)

@@ -372,13 +372,13 @@ def corrected_out_of_fold(data: Labelled, oof: "OutOfFold") -> tuple["OutOfFold"
     its shift (the other folds' rows were scored by models that trained on it, as in any cross-fitting)."""
     raw = oof.probs.astype(np.float64)
     ruled = rule_out_block(raw.copy(), data.seps)
-    out = raw.copy()
+    out, fold_f1 = np.zeros(raw.shape, dtype=np.float32), []
     for k in np.unique(oof.fold):
         mine = oof.fold == k
         out[mine] = shifted(raw[mine], bias_shift(ruled[~mine], data.y[~mine]))
-    out = out.astype(np.float32)
-    fold_f1 = [macro_f1(data.y[oof.fold == k], out[oof.fold == k].argmax(1)) for k in np.unique(oof.fold)]
-    return dataclasses.replace(oof, probs=out, fold_macro_f1=fold_f1), bias_shift(ruled, data.y)
+        fold_f1.append(macro_f1(data.y[mine], out[mine].argmax(1)))
+    shift = bias_shift(ruled, data.y)
+    return dataclasses.replace(oof, probs=out, fold_macro_f1=fold_f1, shift=shift), shift
 
 
 def check_folds(y: np.ndarray, groups: np.ndarray, n_folds: int) -> None:
@@ -439,11 +439,14 @@ class OutOfFold:
     fold_macro_f1: list[float]
     best_epochs: list[int]  # per fold; fold-major, one per member, for an ensemble
     seconds: float
+    shift: np.ndarray | None = None  # with TrainConfig.bias_correction: the final fit's (:func:`corrected_out_of_fold`)
 
 
 def out_of_fold(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, progress=None,
                 targets: np.ndarray | None = None, work: Work = NO_WORK, name: str = "CV") -> OutOfFold:
-    """Train one model per grouped stratified fold and score its test fold (``targets``: see :func:`fit`).
+    """Train one model per grouped stratified fold and score its test fold (``targets``: see :func:`fit`); with
+    ``tcfg.bias_correction``, the posteriors come corrected (:func:`corrected_out_of_fold`) and carry the final fit's
+    shift.
 
     Args:
         progress: a ``tqdm``-like factory: one bar of epochs, its description naming the fold.
@@ -478,7 +481,8 @@ def out_of_fold(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, progress=None
                 bar.set_postfix_str(f"fold {k + 1} resumed")
     if bar:
         bar.close()
-    return OutOfFold(oof, fold_of, fold_f1, best_epochs, round(time.time() - t0, 1))
+    out = OutOfFold(oof, fold_of, fold_f1, best_epochs, round(time.time() - t0, 1))
+    return corrected_out_of_fold(data, out)[0] if tcfg.bias_correction else out
 
 
 def cv_report(data: Labelled, oof: OutOfFold) -> dict:
@@ -492,10 +496,8 @@ def cv_report(data: Labelled, oof: OutOfFold) -> dict:
 
 
 def cross_validate(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, progress=None, work: Work = NO_WORK) -> dict:
-    """Out-of-fold CNN predictions over the grouped stratified folds (bias-corrected with ``tcfg.bias_correction``),
-    with the report."""
-    oof = out_of_fold(data, cfg, tcfg, progress, work=work)
-    return cv_report(data, corrected_out_of_fold(data, oof)[0] if tcfg.bias_correction else oof)
+    """Out-of-fold CNN predictions over the grouped stratified folds, with the report."""
+    return cv_report(data, out_of_fold(data, cfg, tcfg, progress, work=work))
 
 
 def fit_final(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, epochs: int, progress=None,

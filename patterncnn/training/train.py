@@ -43,7 +43,6 @@ from .fit import (
     TrainConfig,
     TrainError,
     Work,
-    corrected_out_of_fold,
     cross_validate,
     cv_report,
     fit_final,
@@ -118,10 +117,8 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
                         "with --resolve majority-dawid-skene", len(data.unresolved), sets, data.unresolved[0])
         out = Path(out)
         work = Work(out / ".work" / "train")
-        oof = out_of_fold(data, cfg, tcfg, progress, work=work)
-        shift = None
-        if tcfg.bias_correction:  # every report below scores the corrected posteriors, as the classifier gives them
-            oof, shift = corrected_out_of_fold(data, oof)
+        oof = out_of_fold(data, cfg, tcfg, progress, work=work)  # corrected with --bias-correction, as the classifier
+        shift = oof.shift  # will be: every report below scores those posteriors
         cv = cv_report(data, oof)
         calibration, validation = calibrate_and_validate(data, oof, tcfg.seed)
         comparison = {}

@@ -20,18 +20,13 @@ import json
 from pathlib import Path
 
 import numpy as np
-from loeo import bcts, calibrated
+from loeo import bcts, calibrated, share_error, shares_of
 
 from patterncnn.classifier.onnx import load_classifier
 from patterncnn.core.fileio import public_path, write_json
 from patterncnn.core.labels import LABELS
 from patterncnn.core.maps import families
 from patterncnn.training.validate import label_scores, predict_labelled
-
-
-def share_error(y: np.ndarray, pred: np.ndarray) -> float:
-    k = len(LABELS)
-    return float(100 * np.abs(np.bincount(pred, minlength=k) / len(pred) - np.bincount(y, minlength=k) / len(y)).mean())
 
 
 def summary(data, probs: np.ndarray, annotations: str) -> dict:
@@ -43,7 +38,7 @@ def summary(data, probs: np.ndarray, annotations: str) -> dict:
         group = lab["groups"]["all" if fam == "all" else f"family {fam}"]["all"]
         yard = lab["against_one_annotator"].get(fam, {})
         out[fam] = {"maps": int(m.sum()), "accuracy": group["accuracy"], "macro_f1": group["macro_f1"],
-                    "share_error_points": share_error(data.y[m], pred[m]),
+                    "share_error_points": share_error(shares_of(pred[m]), shares_of(data.y[m])),
                     "against_one_annotator": yard.get("methods", {}).get("classifier", {}).get("agree"),
                     "annotator": yard.get("annotator", {}).get("agree"), "pairs": yard.get("pairs")}
     return out

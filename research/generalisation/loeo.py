@@ -54,6 +54,7 @@ from patterncnn.core.fileio import public_path, sha256_file
 from patterncnn.core.labels import LABELS
 from patterncnn.core.maps import families
 from patterncnn.labelling.sets import load_labelled
+from patterncnn.shares.calibrate import temper
 from patterncnn.training.evaluate import _split_train, load_votes
 from patterncnn.training.fit import (
     INIT_LR,
@@ -63,6 +64,7 @@ from patterncnn.training.fit import (
     fit_members,
     model_inputs,
     predict_proba,
+    shifted,
     torch_threads,
 )
 
@@ -190,14 +192,9 @@ def tta_proba(model: torch.nn.Module, data, idx: np.ndarray, cfg) -> np.ndarray:
     return out
 
 
-def log_softmax(s: np.ndarray) -> np.ndarray:
-    s = s - s.max(1, keepdims=True)
-    return s - np.log(np.exp(s).sum(1, keepdims=True))
-
-
 def calibrated(probs: np.ndarray, t: float, b: np.ndarray) -> np.ndarray:
-    """``probs`` after BCTS with temperature ``t`` and biases ``b``."""
-    return np.exp(log_softmax(np.log(np.clip(probs, 1e-12, None)) / t + b))
+    """``probs`` after BCTS with temperature ``t`` and biases ``b``: softmax(log p / t + b)."""
+    return shifted(temper(probs, t), b)
 
 
 def em_prior(probs: np.ndarray, source: np.ndarray, tol: float = 1e-8, steps: int = 1000) -> tuple:
@@ -328,7 +325,8 @@ def main() -> None:
                     adapted |= scored(data, votes, test, te, predict_proba(model, data, te, cfg), "adabn_")[1]
                 rec = {"name": args.name, "test": b, "train": sorted(set(fams[pool].tolist())), "seed": seed,
                        "train_maps": int(len(pool)), "best_epoch": int(np.median(epochs)), **plain,
-                       "confusion": confusion(data.y[te], pred[te]).tolist(), **adapted, **probed, "seconds": round(time.time() - t0, 1),
+                       "confusion": confusion(data.y[te], pred[te]).tolist(), **adapted, **probed,
+                       "seconds": round(time.time() - t0, 1),
                        "args": {**vars(args), "init": public_path(args.init)},
                        **({"init_sha256": sha256_file(args.init)} if args.init else {})}
                 out.write(json.dumps(rec) + "\n")
