@@ -29,6 +29,14 @@ and ``base_freeze_bn`` that the classifier without the family was fitted with --
 the fit's own time (0 for k = 0); lines written before 2026-11-26 timed the scoring too. Each run fits the classifier
 without the family afresh (seed 0); the record's ``base_sha256`` names its weights (lines before 2026-11-26 10:30 have
 none).
+
+--bias-correction (with --hold) corrects the classifier without the family as `train --bias-correction`'s leave one
+encoder out does: a logit shift fitted on its early-stopping maps (patterncnn.training.fit.correct_on), in its head.
+--adapt-shift names what the adapting fits do with that shift: `as-is` (start from the corrected classifier and fit;
+what `adapt` did until 2026-11-27), `reapply` (start from it with the shift taken out of the head, fit, put the shift
+back). A `reapply` fit is also scored before the shift goes back in (``adapt_shift`` "none": what adapting an
+uncorrected classifier gives, the lines of runs without --bias-correction). k = 0 is scored with the shift ("as-is")
+and without ("none"). The record's ``base_shift`` is the shift.
 """
 
 from __future__ import annotations
@@ -50,7 +58,15 @@ from patterncnn.core.segments import rule_out_block
 from patterncnn.labelling.sets import join_labelled, load_labelled
 from patterncnn.training.adapt import AdaptConfig, _fit, _scores, _train_index
 from patterncnn.training.evaluate import _split_train, share_error
-from patterncnn.training.fit import INIT_LR, TrainConfig, fit_members, predict_proba, torch_threads
+from patterncnn.training.fit import (
+    INIT_LR,
+    TrainConfig,
+    correct_on,
+    fit_members,
+    predict_proba,
+    shift_head,
+    torch_threads,
+)
 
 HERE = Path(__file__).resolve().parent
 
@@ -81,11 +97,17 @@ def main() -> None:
                     help="with --hold: fit (and --refit) with the pretrained BatchNorm statistics kept")
     ap.add_argument("--adapt-bn", nargs="+", choices=["re-estimate", "keep"], default=["re-estimate"],
                     help="the adapting fits' BatchNorm statistics (default: %(default)s)")
+    ap.add_argument("--bias-correction", action="store_true",
+                    help="with --hold: correct the classifier without the family on its early-stopping maps")
+    ap.add_argument("--adapt-shift", nargs="+", choices=["as-is", "reapply"], default=["as-is"],
+                    help="with --bias-correction: what the adapting fits do with its shift (default: %(default)s)")
     args = ap.parse_args()
     if args.refit and not args.hold:
         ap.error("--refit refits from a pretrained CNN: it needs --hold FAMILY")
     if args.refit and "keep" in args.adapt_bn:
         ap.error("--refit refits from the pretrained CNN; its BatchNorm statistics follow --freeze-bn, not --adapt-bn")
+    if args.bias_correction and (not args.hold or args.refit):
+        ap.error("--bias-correction corrects the classifier without the family: it needs --hold FAMILY, not --refit")
     if args.freeze_bn and not args.hold:
         ap.error("--freeze-bn is how the classifier without the family is fitted: it needs --hold FAMILY")
     ckpt = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
@@ -96,18 +118,22 @@ def main() -> None:
         if args.hold not in fams:
             raise SystemExit(f"--hold {args.hold}: no such family among {sorted(set(fams.tolist()))}")
         base_idx, new_idx = held_out(data, fams, args.hold)
-        pretrained, base_sha = ckpt["state_dict"], None
+        pretrained, base_sha, base_shift, unshifted = ckpt["state_dict"], None, None, None
         if not args.refit or 0 in args.ks:  # a refit starts from the pretrained CNN: only k = 0 needs the classifier
             tr, va = _split_train(data, base_idx, 0)
             t0 = time.time()
             with torch_threads(2):
                 model, _ = fit_members(data, tr, va, cfg, TrainConfig(init=args.checkpoint, freeze_bn=args.freeze_bn),
                                        seed=0, init=pretrained)
+            base_sha = state_sha256(model.state_dict())  # the fit itself, before any correction
+            unshifted = {k: v.clone() for k, v in model.state_dict().items()}
+            if args.bias_correction:
+                base_shift = correct_on(model, data, va, cfg)
             ckpt = {"model_config": ckpt["model_config"], "state_dict": model.state_dict()}
-            base_sha = state_sha256(ckpt["state_dict"])
-            print(f"classifier without {args.hold}: {len(base_idx)} maps, {time.time() - t0:.0f} s", flush=True)
+            print(f"classifier without {args.hold}: {len(base_idx)} maps, {time.time() - t0:.0f} s"
+                  + (f", shift {np.round(base_shift, 3).tolist()}" if base_shift is not None else ""), flush=True)
     else:
-        base_sha = None
+        base_sha, base_shift, unshifted = None, None, None
         base, new = load_labelled(args.base), load_labelled(args.new)
         data = join_labelled([base, new], ["base", "new"])
         base_idx, new_idx = np.arange(len(base.y)), np.arange(len(base.y), len(data.y))
@@ -123,25 +149,37 @@ def main() -> None:
             for seed in range(args.seed_start, args.seed_start + (args.seeds if k else 1)):
                 rng = np.random.default_rng(seed)
                 if k == 0:
-                    model = PatternCNN(cfg)
-                    model.load_state_dict(ckpt["state_dict"])
-                    fits = [(None, model.eval(), 0.0, None)]
+                    fits = []
+                    for how, state in [("as-is", ckpt["state_dict"]), ("none", unshifted)][
+                            :2 if base_shift is not None else 1]:
+                        model = PatternCNN(cfg)
+                        model.load_state_dict(state)
+                        fits.append((None, model.eval(), 0.0, None, how if base_shift is not None else None))
                 else:
                     chosen = rng.choice(pool, size=min(k, len(pool)), replace=False)
                     train = _train_index(base_idx, chosen, AdaptConfig.new_share, rng)
                     fits = []
                     for bn in args.adapt_bn:
-                        acfg = AdaptConfig(epochs=args.epochs, seed=seed, freeze_bn=bn == "keep",
-                                           **({"lr": args.lr} if args.lr else {}))
-                        start = ckpt["state_dict"]
-                        if args.refit:
-                            acfg, start = dataclasses.replace(acfg, lr=args.lr or INIT_LR,
-                                                              freeze_bn=args.freeze_bn), pretrained
-                        t0 = time.time()
-                        fits.append((bn, _fit(data, train, cfg, start, acfg, seed), time.time() - t0, acfg.lr))
+                        for how in args.adapt_shift if base_shift is not None else [None]:
+                            acfg = AdaptConfig(epochs=args.epochs, seed=seed, freeze_bn=bn == "keep",
+                                               **({"lr": args.lr} if args.lr else {}))
+                            start = unshifted if how == "reapply" else ckpt["state_dict"]
+                            if args.refit:
+                                acfg, start = dataclasses.replace(acfg, lr=args.lr or INIT_LR,
+                                                                  freeze_bn=args.freeze_bn), pretrained
+                            t0 = time.time()
+                            model = _fit(data, train, cfg, start, acfg, seed)
+                            seconds = time.time() - t0
+                            if how == "reapply":
+                                fits.append((bn, model, seconds, acfg.lr, "none"))
+                                model = PatternCNN(cfg)
+                                model.load_state_dict(fits[-1][1].state_dict())
+                                shift_head(model, base_shift)
+                                model.eval()
+                            fits.append((bn, model, seconds, acfg.lr, how))
                         if args.refit:
                             break  # a refit's statistics follow --freeze-bn
-                for bn, model, seconds, lr in fits:
+                for bn, model, seconds, lr, how in fits:
                     probs = rule_out_block(predict_proba(model, data, test, cfg).astype(np.float64),
                                            [data.seps[i] for i in test])
                     pred = np.full(len(data.y), -1)
@@ -156,10 +194,11 @@ def main() -> None:
                            **({"refit": True} if args.refit else {}),
                            **({"base_freeze_bn": True} if args.freeze_bn else {}),
                            **({"base_sha256": base_sha} if base_sha else {}),
-                           **({"adapt_bn": bn} if bn and not args.refit else {})}
+                           **({"adapt_bn": bn} if bn and not args.refit else {}),
+                           **({"adapt_shift": how, "base_shift": base_shift.tolist()} if how else {})}
                     out.write(json.dumps(rec) + "\n")
                     out.flush()
-                    how = f" {bn}" if "adapt_bn" in rec else ""
+                    how = (f" {bn}" if "adapt_bn" in rec else "") + (f" shift {how}" if how else "")
                     print(f"{args.name} k={k} seed {seed}{how}: acc {rec['accuracy']:.3f} "
                           f"F1-4 {rec['four_class_macro_f1']:.3f} "
                           f"share error {100 * rec['mean_abs_share_error']:.1f} points ({rec['seconds']} s)",
