@@ -41,7 +41,9 @@ def register(sub) -> None:
                         "shipped one annotations and annotations/round8-e5-uniform, from a clone)")
     q.add_argument("--checkpoint", default="models/patterncnn.pt",
                    help="the classifier to adapt (default: %(default)s, the shipped one, in a clone)")
-    q.add_argument("--epochs", type=int, default=20, help="fine-tuning epochs per fit (default: %(default)s)")
+    q.add_argument("--epochs", type=int, default=20,
+                   help="fine-tuning epochs per fit (default: %(default)s); 0 keeps the classifier's weights and only "
+                        "validates it on your maps, for a band of your encoder's own")
     q.add_argument("--folds", type=int, default=5, help="cross-fitting folds over your maps (default: %(default)s)")
     q.add_argument("--freeze-bn", action="store_true",
                    help="keep the classifier's BatchNorm statistics while fine-tuning (default: re-estimate them; "
@@ -95,8 +97,15 @@ def run_finish(args) -> int:
                 AdaptConfig(epochs=args.epochs, folds=args.folds, freeze_bn=args.freeze_bn), progress=progress(),
                 overwrite=args.overwrite)
     b, n = res["before"], res["new"]
-    print(f"on your {n['maps']} maps, out of fold: accuracy {n['accuracy']:.3f} (the classifier before adapting: "
-          f"{b['accuracy']:.3f})")
+    if args.epochs:
+        print(f"on your {n['maps']} maps, out of fold: accuracy {n['accuracy']:.3f} (the classifier before adapting: "
+              f"{b['accuracy']:.3f})")
+        if n["accuracy"] < b["accuracy"]:
+            print("the classifier before adapting labelled more of your maps right; `adapt finish --epochs 0` keeps "
+                  "its weights and still gives your encoder a validated band of its own")
+    else:
+        print(f"the classifier's weights kept; on your {n['maps']} maps (it never saw them): accuracy "
+              f"{n['accuracy']:.3f}")
     for enc, v in res["validation_on_new"].items():
         print(f"census of {enc}: estimator {v['estimator']}{'/' + v['scope'] if v['scope'] else ''}, validated share "
               f"error {100 * v['mean_abs_error']:.1f} points per pattern, intervals held the hand share in "

@@ -16,6 +16,11 @@ that saw the base set and the other folds only, and those out-of-fold scores val
 new encoder (:func:`patterncnn.training.validate.validate_rows`) and join the calibration rows. The final
 classifier is one more fit on everything. The base set's rows and validation are the classifier's own (from its
 training, where no map scored itself), carried over unchanged.
+
+A classifier of ``train --bias-correction`` carries a logit shift in its head (:func:`carried_shift`): every fit
+starts from its weights with the shift taken out and gets it back (AdaptConfig.reapply_shift). ``epochs`` 0 keeps the
+weights as they are: the classifier never saw the new maps, so its own scores of them are out of fold, and the
+encoder gets its validated band without a fit.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from ..core.version import __version__
 from ..core.work import run_key
 from ..labelling.sets import Labelled, join_labelled, load_labelled
 from ..shares.calibrate import Rows, calibration_record, map_rows, stored_rows
-from .fit import TrainConfig, fit, predict_proba, torch_threads
+from .fit import TrainConfig, fit, predict_proba, shift_head, torch_threads
 from .validate import validate_rows
 
 log = logging.getLogger(__name__)
@@ -54,7 +59,7 @@ BLOCK = LABELS.index("block")
 class AdaptConfig:
     """How the classifier is fine-tuned on a new encoder's maps."""
 
-    epochs: int = 20  # fixed: too few new maps to early-stop on
+    epochs: int = 20  # fixed: too few new maps to early-stop on. 0: keep the weights, only validate on the new maps
     # A third of training's rate from a random start: the weights start trained. The shipped classifier is now
     # fine-tuned from a pretrained CNN at 3e-4; 1e-4 instead was measured on a classifier of that recipe fitted
     # without MiniLM (3 fits per k, docs/pages/commands/adapt.md): a little higher macro-F1, a larger share error,
@@ -68,6 +73,11 @@ class AdaptConfig:
     # classifier trained with --freeze-bn: with 100 labels of a held-out family it was 0.4 points of accuracy worse
     # on the mean of the three families (MiniLM +1.4, MPNet -0.8, E5 -2.0; docs/pages/commands/adapt.md).
     freeze_bn: bool = False
+    # A classifier trained with `train --bias-correction` carries a logit shift in its head that undoes the tilt of
+    # the class weights; fine-tuning with those weights brings the tilt back. Take the shift out of the head before
+    # fine-tuning and put it back into every fit (the cross-fitted ones too). Chosen by a rule written before its fits
+    # (research/generalisation/RULES.md): with 100 labels of a held-out family, docs/pages/commands/adapt.md.
+    reapply_shift: bool = True
 
 
 def _folds(data: Labelled, idx: np.ndarray, k: int, seed: int) -> list[np.ndarray]:
@@ -95,9 +105,51 @@ def _train_index(base: np.ndarray, new: np.ndarray, share: float, rng: np.random
     return np.concatenate([base, np.tile(new, whole), extra])
 
 
-def _fit(data: Labelled, train: np.ndarray, cfg, init: dict, acfg: AdaptConfig, seed: int):
+def _fit(data: Labelled, train: np.ndarray, cfg, init: dict, acfg: AdaptConfig, seed: int,
+         shift: np.ndarray | None = None):
+    """A fine-tuning fit from ``init``; ``shift`` (the classifier's bias correction, taken out of ``init``) is put back
+    into its head."""
     tcfg = TrainConfig(lr=acfg.lr, seed=seed, freeze_bn=acfg.freeze_bn)
-    return fit(data, train, None, cfg, tcfg, seed=seed, epochs=acfg.epochs, init=init)[0]
+    model = fit(data, train, None, cfg, tcfg, seed=seed, epochs=acfg.epochs, init=init)[0]
+    if shift is not None:
+        shift_head(model, shift)
+    return model
+
+
+def carried_shift(checkpoint: str | Path, ckpt: dict) -> np.ndarray | None:
+    """The logit shift in the head of the classifier of ``checkpoint`` (loaded: ``ckpt``), None if it carries none.
+
+    A classifier of ``train --bias-correction`` or of ``adapt`` records it in its ``.pt``; classifiers trained before
+    2026-11-27 (the shipped ``9f40f2d2-r5d652c``) record it in the ``metrics.json`` beside it, taken only if that file
+    names the same labelled data and training config."""
+    if "bias_correction" in ckpt:
+        record = ckpt["bias_correction"]
+    elif (ckpt.get("train_config") or {}).get("bias_correction"):
+        try:
+            metrics = json.loads(Path(checkpoint).with_name("metrics.json").read_text())
+        except (OSError, ValueError) as e:
+            raise ClassifierError(f"{checkpoint} was trained with --bias-correction, and its shift is recorded in the "
+                                  f"metrics.json train wrote beside it, which cannot be read ({e}): put it back "
+                                  f"beside the checkpoint") from None
+        if (metrics.get("data", {}).get("data_hash") != ckpt.get("data_hash")  # the config as JSON holds it
+                or metrics.get("train_config") != json.loads(json.dumps(ckpt["train_config"]))):
+            raise ClassifierError(f"the metrics.json beside {checkpoint} is another classifier's (other labelled data "
+                                  f"or training config), and it holds the classifier's bias shift: put the "
+                                  f"metrics.json its `train` wrote beside it")
+        record = metrics.get("bias_correction")
+    else:
+        return None
+    if not record:
+        return None
+    return np.array([record["logit_shift"][name] for name in LABELS], dtype=np.float64)
+
+
+def _without_shift(cfg, state: dict, shift: np.ndarray) -> dict:
+    """``state`` with ``shift`` taken out of its head's bias."""
+    model = PatternCNN(cfg)
+    model.load_state_dict(state)
+    shift_head(model, -shift)
+    return model.state_dict()
 
 
 def _scores(data: Labelled, idx: np.ndarray, pred: np.ndarray) -> dict:
@@ -197,7 +249,12 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
     data = join_labelled([base, new], [str(base_sets), str(new_set)])
     new_idx = np.arange(len(base.y), len(data.y))
     base_idx = np.arange(len(base.y))
+    if acfg.epochs < 0:
+        raise ClassifierError(f"epochs {acfg.epochs}: give 0 (keep the weights, only validate) or more")
     rng = np.random.default_rng(acfg.seed)
+    carried = carried_shift(checkpoint, ckpt)
+    shift = carried if acfg.reapply_shift and acfg.epochs else None  # taken out while fine-tuning, then put back
+    start = ckpt["state_dict"] if shift is None else _without_shift(cfg, ckpt["state_dict"], shift)
     with torch_threads(2):
         before = PatternCNN(cfg)  # the classifier as it is, to score the new maps before adapting
         before.load_state_dict(ckpt["state_dict"])
@@ -205,21 +262,25 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
         oof = np.zeros((len(new_idx), len(LABELS)))
         fold_of = np.full(len(new_idx), -1)
         parts = _folds(data, new_idx, acfg.folds, acfg.seed)
-        bar = progress(total=len(parts) + 1, desc="adapt", unit="fit") if progress else None
+        bar = progress(total=len(parts) + 1, desc="adapt", unit="fit") if progress and acfg.epochs else None
         for k, test in enumerate(parts):
-            train_new = np.setdiff1d(new_idx, test)
-            model = _fit(data, _train_index(base_idx, train_new, acfg.new_share, rng), cfg, ckpt["state_dict"], acfg,
-                         acfg.seed + k)
             at = np.searchsorted(new_idx, test)
-            oof[at] = predict_proba(model, data, test, cfg)
+            if acfg.epochs:
+                train_new = np.setdiff1d(new_idx, test)
+                model = _fit(data, _train_index(base_idx, train_new, acfg.new_share, rng), cfg, start, acfg,
+                             acfg.seed + k, shift)
+                oof[at] = predict_proba(model, data, test, cfg)
+            else:  # the classifier as it is never saw the new maps: its own scores are out of fold
+                oof[at] = probs_before[at]
             fold_of[at] = k
             if bar:
                 bar.update(1)
-        final = _fit(data, _train_index(base_idx, new_idx, acfg.new_share, rng), cfg, ckpt["state_dict"], acfg,
-                     acfg.seed + len(parts))
+        final = before if not acfg.epochs else _fit(data, _train_index(base_idx, new_idx, acfg.new_share, rng), cfg,
+                                                     start, acfg, acfg.seed + len(parts), shift)
         if bar:
             bar.update(1)
             bar.close()
+    kept = carried if (shift is not None or not acfg.epochs) else None  # the shift in the adapted head, if known
     seps = [data.seps[i] for i in new_idx]
     oof = rule_out_block(oof, seps)
     new_rows = map_rows([data.ids[i] for i in new_idx], data.y[new_idx], oof, fold_of,
@@ -237,6 +298,7 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
         "base_sets": [str(s) for s in base_sets], "new_set": str(new_set), "encoders": encoders,
         "families": sorted(set(families([data.ids[i] for i in new_idx]).tolist())), "config": dataclasses.asdict(acfg),
         "folds": len(parts), "new": _scores(data, new_idx, oof.argmax(1)),
+        "bias_shift": None if kept is None else dict(zip(LABELS, kept.tolist())),  # in the adapted classifier's head
         "before": _scores(data, new_idx, rule_out_block(probs_before.astype(np.float64), seps).argmax(1)),
         "validation_on_new": {e: new_validation["best_per_encoder"][e] for e in encoders
                               if e in new_validation["best_per_encoder"]},
@@ -247,7 +309,10 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
     buf = io.BytesIO()
     torch.save({"state_dict": final.state_dict(), "model_config": model_config_dict(cfg), "labels": list(LABELS),
                 "data_hash": data.data_hash, "patterncnn_version": __version__, "calibration": calibration,
-                "validation": validation, "adapted": result}, buf)
+                "validation": validation, "adapted": result,
+                **({"bias_correction": {"logit_shift": dict(zip(LABELS, kept.tolist())),
+                                        "fitted_on": "the classifier it was adapted from"}}
+                   if kept is not None else {})}, buf)
     write_bytes(out / "patterncnn.pt", buf.getvalue())
     export_onnx(final, out / "patterncnn.onnx", {"data_hash": data.data_hash, "trained_on": len(data.y),
                                                   "calibration": calibration, "validation": validation,

@@ -172,7 +172,7 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
                     "train_config": {**dataclasses.asdict(tcfg), "init": public_path(tcfg.init)},
                     "metrics": {"cv_macro_f1": cv["macro_f1"]},
                     "data_hash": data.data_hash, "patterncnn_version": __version__, "calibration": calibration,
-                    "validation": validation}, buf)
+                    "validation": validation, "bias_correction": metrics["bias_correction"]}, buf)
         write_bytes(out / "patterncnn.pt", buf.getvalue())
         export_onnx(model, out / "patterncnn.onnx", {"data_hash": data.data_hash, "cv_macro_f1": cv["macro_f1"],
                                                       "trained_on": len(data.y), "calibration": calibration,

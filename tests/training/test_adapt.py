@@ -11,8 +11,10 @@ from synthetic import family_set
 from patterncnn.classifier.onnx import OnnxClassifier
 from patterncnn.cli import main
 from patterncnn.core.errors import ClassifierError
+from patterncnn.shares.calibrate import stored_rows
 from patterncnn.shares.estimate import plan_for
 from patterncnn.training.adapt import AdaptConfig, _train_index, adapt, merge_validation
+from patterncnn.training.fit import shifted
 
 E5 = "e5-cd1caf18"
 
@@ -178,3 +180,96 @@ def test_adapt_keeps_the_batchnorm_statistics_when_asked(trained, tmp_path):
         # the BatchNorm scales and shifts learn either way
         assert not torch.equal(done["features.1.weight"], start["features.1.weight"])
     assert len(versions) == 2  # the recipe, and so the version, says which
+
+
+def _with_shift(models, out, shift):
+    """The fixture's classifier with ``shift`` added to its head's bias and recorded, as `train --bias-correction`
+    writes one: (its folder, the head bias's key)."""
+    import torch
+
+    from patterncnn.core.labels import LABELS
+
+    ckpt = torch.load(models / "patterncnn.pt", weights_only=True)
+    head = [k for k in ckpt["state_dict"] if k.startswith("head.") and k.endswith(".bias")][-1]
+    ckpt["state_dict"][head] = ckpt["state_dict"][head] + torch.as_tensor(shift, dtype=torch.float32)
+    ckpt["bias_correction"] = {"logit_shift": dict(zip(LABELS, shift.tolist()))}
+    out.mkdir()
+    torch.save(ckpt, out / "patterncnn.pt")
+    return out, head
+
+
+def test_adapt_takes_the_bias_shift_out_and_puts_it_back_into_every_fit(trained, tmp_path):
+    """A classifier of `train --bias-correction` carries a logit shift in its head. Adapting fine-tunes the CNN without
+    it and puts it back: the result is what adapting the same CNN without the shift gives, plus the shift, and the
+    adapted classifier records it (adapting it again takes it out again). With reapply_shift off the shift stays in
+    the head while it is fine-tuned, and the adapted classifier records none."""
+    import torch
+
+    base, new, models = trained
+    shift = np.array([1.0, 0.25, -0.5, -1.5, 0.5])
+    corrected, head = _with_shift(models, tmp_path / "shifted", shift)
+    acfg = AdaptConfig(epochs=1, folds=2)
+    plain = adapt(models / "patterncnn.pt", [base], new, tmp_path / "plain", acfg)
+    again = adapt(corrected / "patterncnn.pt", [base], new, tmp_path / "again", acfg)
+    assert plain["bias_shift"] is None and list(again["bias_shift"].values()) == pytest.approx(shift.tolist())
+    p = torch.load(tmp_path / "plain" / "patterncnn.pt", weights_only=True)["state_dict"]
+    a = torch.load(tmp_path / "again" / "patterncnn.pt", weights_only=True)
+    for k in p:
+        want = p[k] + torch.as_tensor(shift, dtype=p[k].dtype) if k == head else p[k]
+        assert torch.allclose(a["state_dict"][k].float(), want.float(), atol=1e-4), k
+    # the cross-fitted fits are shifted too: the new maps' out-of-fold posteriors are the plain ones, shifted
+    n = plain["new"]["maps"]
+    p_rows, a_rows = (stored_rows(torch.load(tmp_path / x / "patterncnn.pt", weights_only=True)).probs[-n:]
+                      for x in ("plain", "again"))
+    assert np.allclose(a_rows, shifted(p_rows.astype(np.float64), shift), atol=1e-3)
+    assert not np.allclose(a_rows, p_rows, atol=1e-3)
+    assert list(a["bias_correction"]["logit_shift"].values()) == pytest.approx(shift.tolist())
+
+    kept = adapt(corrected / "patterncnn.pt", [base], new, tmp_path / "kept",
+                 AdaptConfig(epochs=1, folds=2, reapply_shift=False))
+    assert kept["bias_shift"] is None and kept["recipe"] != again["recipe"]
+    assert "bias_correction" not in torch.load(tmp_path / "kept" / "patterncnn.pt", weights_only=True)
+
+
+def test_the_shift_of_a_classifier_that_records_it_beside_itself(trained, tmp_path):
+    """Classifiers trained before the .pt recorded the shift (the shipped one) have it in the metrics.json train
+    wrote beside them: taken only if that file is theirs (same labelled data and training config)."""
+    import torch
+
+    from patterncnn.core.labels import LABELS
+    from patterncnn.training.adapt import carried_shift
+
+    _, _, models = trained
+    ckpt = torch.load(models / "patterncnn.pt", weights_only=True)
+    assert carried_shift(models / "patterncnn.pt", ckpt) is None  # trained without the correction
+    old = {k: v for k, v in ckpt.items() if k != "bias_correction"}
+    old["train_config"] = {**ckpt["train_config"], "bias_correction": True}
+    shift = [0.5, -0.25, 0.0, -1.0, 0.75]
+    metrics = {"data": {"data_hash": ckpt["data_hash"]}, "train_config": old["train_config"],
+               "bias_correction": {"logit_shift": dict(zip(LABELS, shift))}}
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    assert carried_shift(tmp_path / "patterncnn.pt", old).tolist() == shift
+    (tmp_path / "metrics.json").write_text(json.dumps({**metrics, "data": {"data_hash": "another"}}))
+    with pytest.raises(ClassifierError, match="another classifier's"):
+        carried_shift(tmp_path / "patterncnn.pt", old)
+    (tmp_path / "metrics.json").unlink()
+    with pytest.raises(ClassifierError, match="put it back beside the checkpoint"):
+        carried_shift(tmp_path / "patterncnn.pt", old)
+
+
+def test_adapt_with_no_epochs_keeps_the_weights_and_validates_them_on_the_new_maps(trained, tmp_path):
+    """epochs 0: the classifier never saw the new maps, so its own scores of them validate it; the weights stay
+    byte for byte, the new family gets its band and the warning goes."""
+    import torch
+
+    base, new, models = trained
+    res = adapt(models / "patterncnn.pt", [base], new, tmp_path / "kept", AdaptConfig(epochs=0, folds=3))
+    assert res["new"] == res["before"] and res["folds"] == 3
+    start = torch.load(models / "patterncnn.pt", weights_only=True)["state_dict"]
+    done = torch.load(tmp_path / "kept" / "patterncnn.pt", weights_only=True)["state_dict"]
+    assert all(torch.equal(done[k], start[k]) for k in start)
+    meta = OnnxClassifier(tmp_path / "kept" / "patterncnn.onnx").metadata
+    plan = plan_for(meta, None, None, E5)
+    assert "warning" not in plan.validated and E5 in plan.validated["encoder"]
+    with pytest.raises(ClassifierError, match="give 0"):
+        adapt(models / "patterncnn.pt", [base], new, tmp_path / "neg", AdaptConfig(epochs=-1))
