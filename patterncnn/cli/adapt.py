@@ -45,6 +45,9 @@ def register(sub) -> None:
                    help="fine-tuning epochs per fit (default: %(default)s); 0 keeps the classifier's weights and only "
                         "validates it on your maps, for a band of your encoder's own")
     q.add_argument("--folds", type=int, default=5, help="cross-fitting folds over your maps (default: %(default)s)")
+    q.add_argument("--no-reapply-shift", action="store_true",
+                   help="fine-tune a bias-corrected classifier's head with its shift in it (default: take the shift "
+                        "out while fine-tuning and put it back; measured in docs/pages/commands/adapt.md)")
     q.add_argument("--freeze-bn", action="store_true",
                    help="keep the classifier's BatchNorm statistics while fine-tuning (default: re-estimate them; "
                         "measured against each other in docs/pages/commands/adapt.md)")
@@ -94,15 +97,18 @@ def run_finish(args) -> int:
     r = pull(ls, args.project, open_maps(out / "maps"), out / "labels", from_file=args.from_file)
     print(f"pulled {r['labelled']} labelled map(s) into {out / 'labels'} ({', '.join(f'{k} {v}' for k, v in r['labels'].items())})")
     res = adapt(args.checkpoint, args.annotations, out / "labels", out / "classifier",
-                AdaptConfig(epochs=args.epochs, folds=args.folds, freeze_bn=args.freeze_bn), progress=progress(),
+                AdaptConfig(epochs=args.epochs, folds=args.folds, freeze_bn=args.freeze_bn,
+                            reapply_shift=not args.no_reapply_shift), progress=progress(),
                 overwrite=args.overwrite)
     b, n = res["before"], res["new"]
     if args.epochs:
         print(f"on your {n['maps']} maps, out of fold: accuracy {n['accuracy']:.3f} (the classifier before adapting: "
               f"{b['accuracy']:.3f})")
-        if n["accuracy"] < b["accuracy"]:
-            print("the classifier before adapting labelled more of your maps right; `adapt finish --epochs 0` keeps "
-                  "its weights and still gives your encoder a validated band of its own")
+        noise = 2 * (b["accuracy"] * (1 - b["accuracy"]) / n["maps"]) ** 0.5  # two standard errors
+        if b["accuracy"] - n["accuracy"] > noise:
+            print(f"the classifier before adapting labelled more of your maps right, by more than {100 * noise:.0f} "
+                  f"points (two standard errors on {n['maps']} maps); `adapt finish --epochs 0` keeps its weights and "
+                  f"still gives your encoder a validated band of its own")
     else:
         print(f"the classifier's weights kept; on your {n['maps']} maps (it never saw them): accuracy "
               f"{n['accuracy']:.3f}")

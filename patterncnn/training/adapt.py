@@ -120,8 +120,12 @@ def carried_shift(checkpoint: str | Path, ckpt: dict) -> np.ndarray | None:
     """The logit shift in the head of the classifier of ``checkpoint`` (loaded: ``ckpt``), None if it carries none.
 
     A classifier of ``train --bias-correction`` or of ``adapt`` records it in its ``.pt``; classifiers trained before
-    2026-11-27 (the shipped ``9f40f2d2-r5d652c``) record it in the ``metrics.json`` beside it, taken only if that file
-    names the same labelled data and training config."""
+    the ``.pt`` recorded it (2026-11-26; the shipped ``9f40f2d2-r5d652c``) record it in the ``metrics.json`` beside
+    it, taken only if that file names the same labelled data and training config.
+
+    Raises:
+        ClassifierError: it was trained with the correction and its record cannot be found; the message names the
+            fixes (the classifier's own ``metrics.json``, or ``adapt finish --no-reapply-shift``)."""
     if "bias_correction" in ckpt:
         record = ckpt["bias_correction"]
     elif (ckpt.get("train_config") or {}).get("bias_correction"):
@@ -130,12 +134,14 @@ def carried_shift(checkpoint: str | Path, ckpt: dict) -> np.ndarray | None:
         except (OSError, ValueError) as e:
             raise ClassifierError(f"{checkpoint} was trained with --bias-correction, and its shift is recorded in the "
                                   f"metrics.json train wrote beside it, which cannot be read ({e}): put it back "
-                                  f"beside the checkpoint") from None
+                                  f"beside the checkpoint, or fine-tune the head as it is (`adapt finish "
+                                  f"--no-reapply-shift`)") from None
         if (metrics.get("data", {}).get("data_hash") != ckpt.get("data_hash")  # the config as JSON holds it
                 or metrics.get("train_config") != json.loads(json.dumps(ckpt["train_config"]))):
             raise ClassifierError(f"the metrics.json beside {checkpoint} is another classifier's (other labelled data "
                                   f"or training config), and it holds the classifier's bias shift: put the "
-                                  f"metrics.json its `train` wrote beside it")
+                                  f"metrics.json its `train` wrote beside it, or fine-tune the head as it is "
+                                  f"(`adapt finish --no-reapply-shift`)")
         record = metrics.get("bias_correction")
     else:
         return None
@@ -216,6 +222,8 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
         "validation", "folds", ...}.
     """
     acfg = acfg or AdaptConfig()
+    if acfg.epochs < 0:
+        raise ClassifierError(f"epochs {acfg.epochs}: give 0 (keep the weights, only validate) or more")
     out = output_folder(out, ("patterncnn.onnx", "patterncnn.pt", "adapt.json"), overwrite)
     t0 = time.time()
     ckpt = torch.load(checkpoint, map_location="cpu", weights_only=True)
@@ -249,11 +257,8 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
     data = join_labelled([base, new], [str(base_sets), str(new_set)])
     new_idx = np.arange(len(base.y), len(data.y))
     base_idx = np.arange(len(base.y))
-    if acfg.epochs < 0:
-        raise ClassifierError(f"epochs {acfg.epochs}: give 0 (keep the weights, only validate) or more")
     rng = np.random.default_rng(acfg.seed)
-    carried = carried_shift(checkpoint, ckpt)
-    shift = carried if acfg.reapply_shift and acfg.epochs else None  # taken out while fine-tuning, then put back
+    shift = carried_shift(checkpoint, ckpt) if acfg.reapply_shift and acfg.epochs else None  # out, then back in
     start = ckpt["state_dict"] if shift is None else _without_shift(cfg, ckpt["state_dict"], shift)
     with torch_threads(2):
         before = PatternCNN(cfg)  # the classifier as it is, to score the new maps before adapting
@@ -280,7 +285,13 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
         if bar:
             bar.update(1)
             bar.close()
-    kept = carried if (shift is not None or not acfg.epochs) else None  # the shift in the adapted head, if known
+    kept = shift  # the shift in the adapted head, if known
+    if not acfg.epochs:  # the head is the classifier's: so is its shift, if its record can be found
+        try:
+            kept = carried_shift(checkpoint, ckpt)
+        except ClassifierError as e:
+            log.warning("the adapted classifier keeps the weights and so the bias shift of %s, but records none: %s",
+                        checkpoint, e)
     seps = [data.seps[i] for i in new_idx]
     oof = rule_out_block(oof, seps)
     new_rows = map_rows([data.ids[i] for i in new_idx], data.y[new_idx], oof, fold_of,
@@ -298,7 +309,8 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
         "base_sets": [str(s) for s in base_sets], "new_set": str(new_set), "encoders": encoders,
         "families": sorted(set(families([data.ids[i] for i in new_idx]).tolist())), "config": dataclasses.asdict(acfg),
         "folds": len(parts), "new": _scores(data, new_idx, oof.argmax(1)),
-        "bias_shift": None if kept is None else dict(zip(LABELS, kept.tolist())),  # in the adapted classifier's head
+        # the shift in the adapted classifier's head; None: none, or (--no-reapply-shift) fine-tuned into it
+        "bias_shift": None if kept is None else dict(zip(LABELS, kept.tolist())),
         "before": _scores(data, new_idx, rule_out_block(probs_before.astype(np.float64), seps).argmax(1)),
         "validation_on_new": {e: new_validation["best_per_encoder"][e] for e in encoders
                               if e in new_validation["best_per_encoder"]},
@@ -314,7 +326,8 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
                                         "fitted_on": "the classifier it was adapted from"}}
                    if kept is not None else {})}, buf)
     write_bytes(out / "patterncnn.pt", buf.getvalue())
-    export_onnx(final, out / "patterncnn.onnx", {"data_hash": data.data_hash, "trained_on": len(data.y),
+    export_onnx(final, out / "patterncnn.onnx", {"data_hash": data.data_hash,
+                                                  "trained_on": len(data.y) if acfg.epochs else len(base.y),
                                                   "calibration": calibration, "validation": validation,
                                                   "adapted_to": encoders, "recipe": result["recipe"]})
     result["onnx_parity_max_abs_diff"] = parity_check(final, out / "patterncnn.onnx", [data.maps[i] for i in new_idx],

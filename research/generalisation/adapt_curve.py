@@ -33,10 +33,11 @@ none).
 --bias-correction (with --hold) corrects the classifier without the family as `train --bias-correction`'s leave one
 encoder out does: a logit shift fitted on its early-stopping maps (patterncnn.training.fit.correct_on), in its head.
 --adapt-shift names what the adapting fits do with that shift: `as-is` (start from the corrected classifier and fit;
-what `adapt` did until 2026-11-27), `reapply` (start from it with the shift taken out of the head, fit, put the shift
-back). A `reapply` fit is also scored before the shift goes back in (``adapt_shift`` "none": what adapting an
-uncorrected classifier gives, the lines of runs without --bias-correction). k = 0 is scored with the shift ("as-is")
-and without ("none"). The record's ``base_shift`` is the shift.
+what `adapt` did until 2026-11-26 22:26 UTC), `reapply` (start from it with the shift taken out of the head, fit,
+put the shift back). A `reapply` fit is also scored before the shift goes back in (``adapt_shift`` "none": what
+adapting an uncorrected classifier gives, the lines of runs without --bias-correction; its ``seconds`` are the
+`reapply` fit's, the same fit). k = 0 is scored with the shift ("as-is") and without ("none"). The record's
+``base_shift`` is the shift; ``base_sha256`` names the weights before it.
 """
 
 from __future__ import annotations

@@ -227,8 +227,12 @@ def test_adapt_takes_the_bias_shift_out_and_puts_it_back_into_every_fit(trained,
 
     kept = adapt(corrected / "patterncnn.pt", [base], new, tmp_path / "kept",
                  AdaptConfig(epochs=1, folds=2, reapply_shift=False))
-    assert kept["bias_shift"] is None and kept["recipe"] != again["recipe"]
-    assert "bias_correction" not in torch.load(tmp_path / "kept" / "patterncnn.pt", weights_only=True)
+    assert kept["bias_shift"] is None
+    k_pt = torch.load(tmp_path / "kept" / "patterncnn.pt", weights_only=True)
+    assert "bias_correction" not in k_pt
+    # fine-tuned from the shifted head: neither the plain adaptation nor it plus the shift
+    for other in (p, {k: v + torch.as_tensor(shift, dtype=v.dtype) if k == head else v for k, v in p.items()}):
+        assert any(not torch.allclose(k_pt["state_dict"][k].float(), other[k].float(), atol=1e-6) for k in p)
 
 
 def test_the_shift_of_a_classifier_that_records_it_beside_itself(trained, tmp_path):
@@ -249,9 +253,11 @@ def test_the_shift_of_a_classifier_that_records_it_beside_itself(trained, tmp_pa
                "bias_correction": {"logit_shift": dict(zip(LABELS, shift))}}
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
     assert carried_shift(tmp_path / "patterncnn.pt", old).tolist() == shift
-    (tmp_path / "metrics.json").write_text(json.dumps({**metrics, "data": {"data_hash": "another"}}))
-    with pytest.raises(ClassifierError, match="another classifier's"):
-        carried_shift(tmp_path / "patterncnn.pt", old)
+    for other in ({**metrics, "data": {"data_hash": "another"}},
+                  {**metrics, "train_config": {**metrics["train_config"], "seed": 7}}):
+        (tmp_path / "metrics.json").write_text(json.dumps(other))
+        with pytest.raises(ClassifierError, match="another classifier's.*--no-reapply-shift"):
+            carried_shift(tmp_path / "patterncnn.pt", old)
     (tmp_path / "metrics.json").unlink()
     with pytest.raises(ClassifierError, match="put it back beside the checkpoint"):
         carried_shift(tmp_path / "patterncnn.pt", old)
@@ -263,11 +269,15 @@ def test_adapt_with_no_epochs_keeps_the_weights_and_validates_them_on_the_new_ma
     import torch
 
     base, new, models = trained
-    res = adapt(models / "patterncnn.pt", [base], new, tmp_path / "kept", AdaptConfig(epochs=0, folds=3))
+    shift = np.array([0.5, -0.25, 0.0, -1.0, 0.75])
+    corrected, _ = _with_shift(models, tmp_path / "shifted", shift)  # a bias-corrected classifier keeps its shift
+    res = adapt(corrected / "patterncnn.pt", [base], new, tmp_path / "kept", AdaptConfig(epochs=0, folds=3))
     assert res["new"] == res["before"] and res["folds"] == 3
-    start = torch.load(models / "patterncnn.pt", weights_only=True)["state_dict"]
-    done = torch.load(tmp_path / "kept" / "patterncnn.pt", weights_only=True)["state_dict"]
-    assert all(torch.equal(done[k], start[k]) for k in start)
+    start = torch.load(corrected / "patterncnn.pt", weights_only=True)["state_dict"]
+    done = torch.load(tmp_path / "kept" / "patterncnn.pt", weights_only=True)
+    assert all(torch.equal(done["state_dict"][k], start[k]) for k in start)
+    assert list(done["bias_correction"]["logit_shift"].values()) == pytest.approx(shift.tolist())
+    assert list(res["bias_shift"].values()) == pytest.approx(shift.tolist())
     meta = OnnxClassifier(tmp_path / "kept" / "patterncnn.onnx").metadata
     plan = plan_for(meta, None, None, E5)
     assert "warning" not in plan.validated and E5 in plan.validated["encoder"]

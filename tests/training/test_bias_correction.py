@@ -115,6 +115,14 @@ def test_train_with_bias_correction_ships_the_final_fit_shifted_by_the_out_of_fo
     plain = fit_final(data, CNNConfig(), tcfg, m["final_fit_epochs"])  # the same fit, deterministic, unshifted
     assert np.allclose(model.head[-1].bias.detach().numpy() - plain.head[-1].bias.detach().numpy(), shift, atol=1e-6)
     assert np.abs(shift).max() > 0  # something was fitted
+    import torch  # the .pt records the shift too (what `adapt` takes out and puts back)
+
+    from patterncnn.training.adapt import carried_shift
+    pt = torch.load(out / "patterncnn.pt", weights_only=True)
+    assert np.allclose(carried_shift(out / "patterncnn.pt", pt), shift)
+    (out / "metrics.json").rename(out / "elsewhere.json")  # read from the .pt, not from the file beside it
+    assert np.allclose(carried_shift(out / "patterncnn.pt", pt), shift)
+    (out / "elsewhere.json").rename(out / "metrics.json")
     assert "**Bias correction** (`--bias-correction`)" in (out / "README.md").read_text()
 
     rc = main(["train", "--annotations", str(labelled_set), "--out", str(tmp_path / "x2"), "--members", "2",
