@@ -27,7 +27,8 @@ the BatchNorm statistics: `re-estimate` (on the adapting batches), `keep` (Adapt
 scored on the same k maps drawn for a seed; the record's ``adapt_bn`` says which (lines without it re-estimated),
 and ``base_freeze_bn`` that the classifier without the family was fitted with --freeze-bn. A record's ``seconds`` is
 the fit's own time (0 for k = 0); lines written before 2026-11-26 timed the scoring too. Each run fits the classifier
-without the family afresh (seed 0); the record's ``base_sha256`` names its weights (lines before 2026-11-26 10:30 have
+without the family afresh (seed 0, or --base-seed: its fit and early-stopping split; recorded as ``base_seed`` when
+not 0); the record's ``base_sha256`` names its weights (lines before 2026-11-26 10:30 have
 none).
 
 --bias-correction (with --hold) corrects the classifier without the family as `train --bias-correction`'s leave one
@@ -90,6 +91,8 @@ def main() -> None:
     ap.add_argument("--ks", nargs="+", type=int, default=[0, 25, 50, 100, 200])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--seed-start", type=int, default=0, help="the first seed (to add seeds to an earlier run)")
+    ap.add_argument("--base-seed", type=int, default=0,
+                    help="with --hold: the seed of the classifier without the family (its early-stopping split too)")
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--lr", type=float, help="the adapting rate (default: AdaptConfig's)")
     ap.add_argument("--refit", action="store_true", help="with --hold: refit from the pretrained CNN for every k")
@@ -121,11 +124,11 @@ def main() -> None:
         base_idx, new_idx = held_out(data, fams, args.hold)
         pretrained, base_sha, base_shift, unshifted = ckpt["state_dict"], None, None, None
         if not args.refit or 0 in args.ks:  # a refit starts from the pretrained CNN: only k = 0 needs the classifier
-            tr, va = _split_train(data, base_idx, 0)
+            tr, va = _split_train(data, base_idx, args.base_seed)
             t0 = time.time()
             with torch_threads(2):
                 model, _ = fit_members(data, tr, va, cfg, TrainConfig(init=args.checkpoint, freeze_bn=args.freeze_bn),
-                                       seed=0, init=pretrained)
+                                       seed=args.base_seed, init=pretrained)
             base_sha = state_sha256(model.state_dict())  # the fit itself, before any correction
             unshifted = {k: v.clone() for k, v in model.state_dict().items()}
             if args.bias_correction:
@@ -195,6 +198,7 @@ def main() -> None:
                            **({"refit": True} if args.refit else {}),
                            **({"base_freeze_bn": True} if args.freeze_bn else {}),
                            **({"base_sha256": base_sha} if base_sha else {}),
+                           **({"base_seed": args.base_seed} if args.base_seed else {}),
                            **({"adapt_bn": bn} if bn and not args.refit else {}),
                            **({"adapt_shift": how, "base_shift": base_shift.tolist()} if how else {})}
                     out.write(json.dumps(rec) + "\n")
