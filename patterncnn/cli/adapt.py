@@ -108,7 +108,8 @@ def run_finish(args) -> int:
         if b["accuracy"] - n["accuracy"] > noise:
             print(f"the classifier before adapting labelled more of your maps right, by more than {100 * noise:.0f} "
                   f"points (two standard errors on {n['maps']} maps); `adapt finish --epochs 0` keeps its weights and "
-                  f"still gives your encoder a validated band of its own")
+                  f"still gives your encoder a validated band of its own (on held-out families it labelled more maps "
+                  f"right, but its census share errors were larger: docs/pages/commands/adapt.md)")
     else:
         print(f"the classifier's weights kept; on your {n['maps']} maps (it never saw them): accuracy "
               f"{n['accuracy']:.3f}")
