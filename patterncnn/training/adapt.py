@@ -47,7 +47,7 @@ from ..core.version import __version__
 from ..core.work import run_key
 from ..labelling.sets import Labelled, join_labelled, load_labelled
 from ..shares.calibrate import Rows, calibration_record, map_rows, stored_rows
-from .fit import TrainConfig, fit, predict_proba, shift_head, torch_threads
+from .fit import TrainConfig, fit, predict_proba, recorded_shift, shift_head, shift_record, torch_threads
 from .validate import validate_rows
 
 log = logging.getLogger(__name__)
@@ -147,7 +147,7 @@ def carried_shift(checkpoint: str | Path, ckpt: dict) -> np.ndarray | None:
         return None
     if not record:
         return None
-    return np.array([record["logit_shift"][name] for name in LABELS], dtype=np.float64)
+    return recorded_shift(record)
 
 
 def _without_shift(cfg, state: dict, shift: np.ndarray) -> dict:
@@ -322,8 +322,7 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
     torch.save({"state_dict": final.state_dict(), "model_config": model_config_dict(cfg), "labels": list(LABELS),
                 "data_hash": data.data_hash, "patterncnn_version": __version__, "calibration": calibration,
                 "validation": validation, "adapted": result,
-                **({"bias_correction": {"logit_shift": dict(zip(LABELS, kept.tolist())),
-                                        "fitted_on": "the classifier it was adapted from"}}
+                **({"bias_correction": shift_record(kept, "the classifier it was adapted from")}
                    if kept is not None else {})}, buf)
     write_bytes(out / "patterncnn.pt", buf.getvalue())
     export_onnx(final, out / "patterncnn.onnx", {"data_hash": data.data_hash,

@@ -356,6 +356,16 @@ def shift_head(model: nn.Module, shift: np.ndarray) -> None:
         model.head[-1].bias += torch.as_tensor(shift, dtype=model.head[-1].bias.dtype)
 
 
+def shift_record(shift: np.ndarray, fitted_on: str) -> dict:
+    """How a classifier records the shift in its head (``bias_correction`` of its ``metrics.json`` and ``.pt``)."""
+    return {"logit_shift": dict(zip(LABELS, np.asarray(shift).tolist())), "fitted_on": fitted_on}
+
+
+def recorded_shift(record: dict) -> np.ndarray:
+    """The shift (5,) of a :func:`shift_record`."""
+    return np.array([record["logit_shift"][name] for name in LABELS], dtype=np.float64)
+
+
 def correct_on(model: nn.Module, data: Labelled, idx: np.ndarray, cfg: CNNConfig) -> np.ndarray:
     """Fit the bias correction on ``model``'s posteriors of maps ``idx`` (labels ``data.y``; the segment rule applied,
     as the census applies it), shift ``model``'s head by it, and return the shift."""

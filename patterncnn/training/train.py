@@ -48,6 +48,7 @@ from .fit import (
     fit_final,
     load_init,
     out_of_fold,
+    shift_record,
     throughput,
     torch_threads,
 )
@@ -159,9 +160,8 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
             "cv": cv, "baselines": base, "representation_comparison": comparison,
             "cnn_beats_best_baseline": bool(cv["macro_f1"] > best_base[0]), "best_baseline": best_base[1],
             "final_fit_epochs": cv["median_best_epoch"], "calibration": calibration, "validation": validation,
-            "bias_correction": None if shift is None else {
-                "logit_shift": dict(zip(LABELS, shift.tolist())),
-                "fitted_on": f"{len(data.y)} out-of-fold posteriors (segment rule applied)"},
+            "bias_correction": None if shift is None else shift_record(
+                shift, f"{len(data.y)} out-of-fold posteriors (segment rule applied)"),
             "evaluation": evaluation,
             "init": init_record(tcfg.init) if tcfg.init else None,  # pretrained weights every fit started from
             "platform": platform.platform(),
