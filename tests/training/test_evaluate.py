@@ -274,3 +274,63 @@ def test_train_reports_per_encoder_in_metrics_and_card(two_encoders, tmp_path, c
         del p["seeds"], p["cnn_over_seeds"]
     assert "| CNN (one fit) |" in model_card(m) and " (one fit)** (" in model_card(m)
     assert "$" not in card.replace("$$", "") and "**Not measured**" not in card
+
+
+def test_leave_one_encoder_out_corrects_each_fit_on_its_own_early_stopping_maps(two_encoders, monkeypatch):
+    """`train --bias-correction`'s leave one encoder out: each fit is shifted by BCTS fitted on its own early-stopping
+    maps (training families only), and its predictions are the shifted posteriors'; without the option, no shift."""
+    from patterncnn.classifier.model import CNNConfig
+    from patterncnn.core.segments import rule_out_block
+    from patterncnn.labelling.sets import load_labelled
+    from patterncnn.training.fit import TrainConfig, bias_shift, fit_members, predict_proba, shifted
+
+    data = load_labelled(two_encoders)
+    fams = ev.families(data.ids)
+    votes = ev.load_votes(two_encoders, data.ids, data.y)
+    calls, real = [], ev.correct_on
+
+    def spy(model, data_, idx, cfg_):
+        calls.append((np.array(idx), real(model, data_, idx, cfg_)))
+        return calls[-1][1]
+
+    monkeypatch.setattr(ev, "correct_on", spy)
+    cfg, tcfg = CNNConfig(**TINY), TrainConfig(folds=3, max_epochs=2, batch_size=8)
+    ev.leave_one_encoder_out(data, fams, votes.agreed, ev.feature_matrix(data), cfg, tcfg, 2, seeds=2)
+    assert calls == []  # not asked for: no correction
+    corrected = dataclasses.replace(tcfg, bias_correction=True)
+    pairs = ev.leave_one_encoder_out(data, fams, votes.agreed, ev.feature_matrix(data), cfg, corrected, 2, seeds=2)
+    assert len(calls) == 4  # one per fit: two directions, two seeds
+    fits = [(p, r) for p in pairs for r in p["seeds"]]
+    for (va, shift), (p, r) in zip(calls, fits):
+        test = fams == p["test"]
+        pool = np.flatnonzero(~test & ~np.isin(data.groups, data.groups[test]))
+        te = np.flatnonzero(test)
+        tr, early = ev._split_train(data, pool, r["seed"])
+        assert np.array_equal(va, early) and not test[va].any()  # its early-stopping maps, never the test family's
+        model, _ = fit_members(data, tr, early, cfg, corrected, seed=r["seed"])  # the same fit, unshifted
+        seps = [data.seps[i] for i in te]
+        ruled = rule_out_block(predict_proba(model, data, early, cfg).astype(np.float64),
+                               [data.seps[i] for i in early])
+        assert np.allclose(shift, bias_shift(ruled, data.y[early]))
+        pred = rule_out_block(shifted(predict_proba(model, data, te, cfg).astype(np.float64), shift), seps).argmax(1)
+        assert r["all"]["accuracy"] == pytest.approx((pred == data.y[te]).mean())
+    assert max(np.abs(s).max() for _, s in calls) > 1e-3  # the shifts are not all zero: the check above has teeth
+
+
+def test_soft_label_cv_is_corrected_as_the_hard_one_with_its_own_out_of_fold_shifts(two_encoders):
+    """With `--bias-correction` the soft-label CV's posteriors are corrected fold by fold, as train corrects the hard
+    CV's (:func:`patterncnn.training.fit.corrected_out_of_fold` of the soft CV's own posteriors)."""
+    import patterncnn.training.fit as train
+    from patterncnn.classifier.model import CNNConfig
+    from patterncnn.labelling.sets import load_labelled
+
+    data = load_labelled(two_encoders)
+    votes = ev.load_votes(two_encoders, data.ids, data.y)
+    cfg, tcfg = CNNConfig(**TINY), train.TrainConfig(folds=3, max_epochs=2, batch_size=8)
+    plain = train.out_of_fold(data, cfg, tcfg, targets=votes.shares)
+    expected = train.corrected_out_of_fold(data, plain)[0].probs
+    corrected = dataclasses.replace(tcfg, bias_correction=True)
+    hard = train.out_of_fold(data, cfg, corrected)
+    rep, soft = ev.soft_vs_hard(data, votes, hard.probs, cfg, corrected)
+    assert np.allclose(soft, expected, atol=1e-6) and not np.allclose(soft, plain.probs, atol=1e-3)
+    assert rep["soft"]["all"]["accuracy"] == pytest.approx((soft.argmax(1) == data.y).mean())
