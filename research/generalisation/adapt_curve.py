@@ -39,6 +39,12 @@ put the shift back). A `reapply` fit is also scored before the shift goes back i
 adapting an uncorrected classifier gives, the lines of runs without --bias-correction; its ``seconds`` are the
 `reapply` fit's, the same fit). k = 0 is scored with the shift ("as-is") and without ("none"). The record's
 ``base_shift`` is the shift; ``base_sha256`` names the weights before it.
+
+--seen (with --hold and --ks 0) fits that classifier with the family's pool maps among its training maps (the family
+seen; early stopping and the --bias-correction shift on a grouped fifth of all of them), and scores it on the same
+test third at k = 0 (as-is and, with --bias-correction, none): the seen level the adapted classifiers are compared
+with, fitted by the shipped recipe (records carry ``seen``). The ``*-fbn-refit`` rows' seen level instead refitted
+from the pretrained CNN for 20 epochs without early stopping or correction.
 """
 
 from __future__ import annotations
@@ -82,6 +88,15 @@ def state_sha256(state: dict) -> str:
     return h.hexdigest()
 
 
+def split_new(data, new_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(test third, pool) of the new family's maps ``new_idx``: split once by input example (seed 1234)."""
+    groups = sorted(set(data.groups[new_idx].tolist()))
+    split = np.random.default_rng(1234).permutation(len(groups))
+    test_groups = {groups[i] for i in split[: len(groups) // 3]}
+    return (np.array([i for i in new_idx if data.groups[i] in test_groups]),
+            np.array([i for i in new_idx if data.groups[i] not in test_groups]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("checkpoint")
@@ -96,6 +111,8 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--lr", type=float, help="the adapting rate (default: AdaptConfig's)")
     ap.add_argument("--refit", action="store_true", help="with --hold: refit from the pretrained CNN for every k")
+    ap.add_argument("--seen", action="store_true",
+                    help="with --hold: fit the classifier with the family's pool maps too, score it at k = 0 only")
     ap.add_argument("--hold", help="the family to hold out of --base and --new together (CHECKPOINT: a pretrained CNN)")
     ap.add_argument("--freeze-bn", action="store_true",
                     help="with --hold: fit (and --refit) with the pretrained BatchNorm statistics kept")
@@ -112,6 +129,9 @@ def main() -> None:
         ap.error("--refit refits from the pretrained CNN; its BatchNorm statistics follow --freeze-bn, not --adapt-bn")
     if args.bias_correction and (not args.hold or args.refit):
         ap.error("--bias-correction corrects the classifier without the family: it needs --hold FAMILY, not --refit")
+    if args.seen and (not args.hold or args.refit or args.ks != [0]):
+        ap.error("--seen fits the classifier with the held-out family's pool maps: it needs --hold FAMILY and --ks 0, "
+                 "not --refit")
     if args.freeze_bn and not args.hold:
         ap.error("--freeze-bn is how the classifier without the family is fitted: it needs --hold FAMILY")
     ckpt = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
@@ -122,9 +142,11 @@ def main() -> None:
         if args.hold not in fams:
             raise SystemExit(f"--hold {args.hold}: no such family among {sorted(set(fams.tolist()))}")
         base_idx, new_idx = held_out(data, fams, args.hold)
+        test, pool = split_new(data, new_idx)
         pretrained, base_sha, base_shift, unshifted = ckpt["state_dict"], None, None, None
         if not args.refit or 0 in args.ks:  # a refit starts from the pretrained CNN: only k = 0 needs the classifier
-            tr, va = _split_train(data, base_idx, args.base_seed)
+            # --seen: the family's pool maps are training maps too (the family seen); its test third never is
+            tr, va = _split_train(data, np.concatenate([base_idx, pool]) if args.seen else base_idx, args.base_seed)
             t0 = time.time()
             with torch_threads(2):
                 model, _ = fit_members(data, tr, va, cfg, TrainConfig(init=args.checkpoint, freeze_bn=args.freeze_bn),
@@ -134,18 +156,15 @@ def main() -> None:
             if args.bias_correction:
                 base_shift = correct_on(model, data, va, cfg)
             ckpt = {"model_config": ckpt["model_config"], "state_dict": model.state_dict()}
-            print(f"classifier without {args.hold}: {len(base_idx)} maps, {time.time() - t0:.0f} s"
+            print(f"classifier {'with' if args.seen else 'without'} {args.hold}{' pool' if args.seen else ''}: "
+                  f"{len(tr) + len(va)} maps (base seed {args.base_seed}), {time.time() - t0:.0f} s"
                   + (f", shift {np.round(base_shift, 3).tolist()}" if base_shift is not None else ""), flush=True)
     else:
         base_sha, base_shift, unshifted = None, None, None
         base, new = load_labelled(args.base), load_labelled(args.new)
         data = join_labelled([base, new], ["base", "new"])
         base_idx, new_idx = np.arange(len(base.y)), np.arange(len(base.y), len(data.y))
-    groups = sorted(set(data.groups[new_idx].tolist()))
-    split = np.random.default_rng(1234).permutation(len(groups))
-    test_groups = {groups[i] for i in split[: len(groups) // 3]}
-    test = np.array([i for i in new_idx if data.groups[i] in test_groups])
-    pool = np.array([i for i in new_idx if data.groups[i] not in test_groups])
+        test, pool = split_new(data, new_idx)
     mask = np.zeros(len(data.y), dtype=bool)
     mask[test] = True
     with torch_threads(2), open(HERE / "adapt_curve.jsonl", "a") as out:
@@ -199,6 +218,7 @@ def main() -> None:
                            **({"base_freeze_bn": True} if args.freeze_bn else {}),
                            **({"base_sha256": base_sha} if base_sha else {}),
                            **({"base_seed": args.base_seed} if args.base_seed else {}),
+                           **({"seen": True} if args.seen else {}),
                            **({"adapt_bn": bn} if bn and not args.refit else {}),
                            **({"adapt_shift": how, "base_shift": base_shift.tolist()} if how else {})}
                     out.write(json.dumps(rec) + "\n")

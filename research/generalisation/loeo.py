@@ -277,6 +277,9 @@ def main() -> None:
     ap.add_argument("--tta", action="store_true", help="also score with test-time augmentation (five views)")
     ap.add_argument("--lp", action="store_true", help="with --init: a linear probe of the head first (LP-FT)")
     ap.add_argument("--em", action="store_true", help="also score after label-shift adaptation (BCTS + EM)")
+    ap.add_argument("--save-probs", metavar="DIR",
+                    help="also write each fit's test posteriors (plain, and BCTS-calibrated with --em) to "
+                         "DIR/FAMILY-seedS.npz, with the test maps' ids")
     args = ap.parse_args()
     if args.lp and not (args.init and args.freeze_bn) or args.lp and (args.soft or args.flip):
         ap.error("--lp refits a pretrained CNN's head on its features under the pretrained BatchNorm statistics: it "
@@ -331,6 +334,11 @@ def main() -> None:
                        **({"init_sha256": sha256_file(args.init)} if args.init else {})}
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
+                if args.save_probs:
+                    Path(args.save_probs).mkdir(parents=True, exist_ok=True)
+                    np.savez_compressed(Path(args.save_probs) / f"{b}-seed{seed}.npz", ids=np.asarray(data.ids)[te],
+                                        y=data.y[te], probs=probs,
+                                        **({"bcts": ls["calibrated"]} if args.em else {}))
                 extra = f" tta acc {adapted['tta_all']['accuracy']:.3f}" if args.tta else ""
                 extra += f" adabn acc {adapted['adabn_all']['accuracy']:.3f}" if args.adabn else ""
                 extra += f" lp acc {probed['lp_all']['accuracy']:.3f}" if probed else ""
