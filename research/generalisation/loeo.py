@@ -330,7 +330,8 @@ def main() -> None:
                        "train_maps": int(len(pool)), "best_epoch": int(np.median(epochs)), **plain,
                        "confusion": confusion(data.y[te], pred[te]).tolist(), **adapted, **probed,
                        "seconds": round(time.time() - t0, 1),
-                       "args": {**vars(args), "init": public_path(args.init)},
+                       "args": {**vars(args), "init": public_path(args.init),
+                                "save_probs": public_path(args.save_probs)},
                        **({"init_sha256": sha256_file(args.init)} if args.init else {})}
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
