@@ -1,0 +1,66 @@
+"""Score saved leave-one-family-out posteriors (`loeo.py --save-probs`) against other labels than the fit's own.
+
+    python research/generalisation/score_probs.py research/generalisation/probs/shipped-recipe-em-probs \
+        research/generalisation/probs/shipped-recipe-5votes \
+        --labels annotations annotations/round8-e5-uniform --other runs/r9/main runs/r9/e5
+
+For each folder of posteriors and each held-out family: the mean over the fits (seeds) of the accuracy and the
+four-class macro-F1 (block maps left out) of the corrected posteriors (`bcts`; `--kind probs` for the plain ones),
+scored against the labels of --labels, against those of --other, and against both on the maps where the two label
+sets agree (the same maps and labels for every folder).
+"""
+
+import argparse
+import csv
+import glob
+from pathlib import Path
+
+import numpy as np
+from sklearn.metrics import f1_score
+
+from patterncnn.core.labels import LABELS
+
+BLOCK = LABELS.index("block")
+
+
+def labels_of(sets: list[str]) -> dict[str, int]:
+    out = {}
+    for s in sets:
+        out |= {r["map_id"]: LABELS.index(r["label"]) for r in csv.DictReader(open(Path(s) / "labels.csv"))}
+    return out
+
+
+def scores(y: np.ndarray, pred: np.ndarray) -> tuple[float, float]:
+    four = y != BLOCK
+    return float((pred == y).mean()), float(f1_score(y[four], pred[four], average="macro", zero_division=0,
+                                                      labels=[k for k in range(len(LABELS)) if k != BLOCK]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folders", nargs="+")
+    ap.add_argument("--labels", nargs="+", required=True)
+    ap.add_argument("--other", nargs="+", required=True)
+    ap.add_argument("--kind", default="bcts", choices=["bcts", "probs"])
+    args = ap.parse_args()
+    a, b = labels_of(args.labels), labels_of(args.other)
+    for folder in args.folders:
+        for fam in ("e5", "minilm", "mpnet"):
+            fits = [np.load(f) for f in sorted(glob.glob(f"{folder}/{fam}-seed*.npz"))]
+            if not fits:
+                continue
+            cells = {"labels": [], "other": [], "agreed": []}
+            for r in fits:
+                ids, pred = [str(m) for m in r["ids"]], r[args.kind].argmax(1)
+                ya, yb = np.array([a[m] for m in ids]), np.array([b[m] for m in ids])
+                same = ya == yb
+                cells["labels"].append(scores(ya, pred))
+                cells["other"].append(scores(yb, pred))
+                cells["agreed"].append(scores(ya[same], pred[same]))
+            print(f"{Path(folder).name} {fam} ({len(fits)} fits, {int(same.sum())} of {len(same)} maps agreed): "
+                  + ", ".join(f"{k} {np.mean([s[0] for s in v]):.4f} / {np.mean([s[1] for s in v]):.3f}"
+                              for k, v in cells.items()))
+
+
+if __name__ == "__main__":
+    main()
