@@ -3,9 +3,10 @@
     python research/generalisation/confusion_sheets.py research/generalisation/probs/shipped-recipe-em-probs e5 \
         diagonal vertical+diagonal [--kind bcts] [--min-fits 3] [--max 24]
 
-Writes sheets/confused-FAMILY-TRUE-as-PRED.png beside this script: the maps of FAMILY labelled TRUE that at least
---min-fits of the fits (seeds) predicted as PRED (--kind: the corrected posteriors `bcts`, or the plain `probs`), in
-map order, at most --max of them, each drawn with its own colour scale.
+Writes sheets/confused-FAMILY-TRUE-as-PRED-RUN.png beside this script (RUN: the posteriors' folder name, with
+`-plain` for --kind probs): the maps of FAMILY labelled TRUE that at least --min-fits of the fits (seeds) predicted as
+PRED (--kind: the corrected posteriors `bcts`, or the plain `probs`), those most fits confuse first (then in map
+order), at most --max of them, each drawn with its own colour scale; the title says how many of how many.
 """
 
 import argparse
@@ -42,12 +43,14 @@ def main() -> None:
                 count[str(map_id)] = count.get(str(map_id), 0) + 1
     data = load_labelled(args.sets)
     index = {m: i for i, m in enumerate(data.ids)}
-    sel = sorted(index[m] for m, n in count.items() if n >= args.min_fits)[: args.max]
-    out = HERE / "sheets" / f"confused-{args.family}-{SHORT[args.label]}-as-{SHORT[args.predicted]}.png"
+    qualify = sorted((-n, index[m]) for m, n in count.items() if n >= args.min_fits)
+    sel = [i for _, i in qualify[: args.max]]
+    run = Path(args.probs).name + ("-plain" if args.kind == "probs" else "")
+    out = HERE / "sheets" / f"confused-{args.family}-{SHORT[args.label]}-as-{SHORT[args.predicted]}-{run}.png"
     out.write_bytes(contact_sheet([data.maps[i] for i in sel], [data.seps[i] for i in sel],
-                                  title=f"{args.family}: labelled {args.label}, called {args.predicted} by "
-                                        f"at least {args.min_fits} fits ({len(sel)} maps)"))
-    print(out, len(sel), "maps")
+                                  title=f"{args.family}: labelled {args.label}, called {args.predicted} by at least "
+                                        f"{args.min_fits} fits: {len(sel)} of {len(qualify)} maps ({run})"))
+    print(out, len(sel), "of", len(qualify), "maps")
 
 
 if __name__ == "__main__":

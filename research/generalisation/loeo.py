@@ -1,7 +1,7 @@
 """Leave one encoder family out, over seeds: the measure of issue 30 for one classifier configuration.
 
     python research/generalisation/loeo.py NAME [--row] [--init CKPT] [--lr LR] [--mix N] [--adabn] [--freeze-bn]
-        [--flip P] [--lp] [--tta] [--em] [--seeds 5]
+        [--flip P] [--lp] [--tta] [--em] [--seeds 5] [--save-probs DIR]
 
 For each family F of the labelled set(s): train on every other family's maps (maps whose input example is also
 among F's maps dropped, early stopping on a grouped fifth of the training maps, as `patterncnn train`'s leave one

@@ -26,7 +26,8 @@ BLOCK = LABELS.index("block")
 def labels_of(sets: list[str]) -> dict[str, int]:
     out = {}
     for s in sets:
-        out |= {r["map_id"]: LABELS.index(r["label"]) for r in csv.DictReader(open(Path(s) / "labels.csv"))}
+        with open(Path(s) / "labels.csv", newline="", encoding="utf-8") as f:
+            out |= {r["map_id"]: LABELS.index(r["label"]) for r in csv.DictReader(f)}
     return out
 
 
@@ -49,6 +50,9 @@ def main() -> None:
             fits = [np.load(f) for f in sorted(glob.glob(f"{folder}/{fam}-seed*.npz"))]
             if not fits:
                 continue
+            if args.kind not in fits[0]:
+                raise SystemExit(f"{folder}: no {args.kind!r} posteriors (saved without loeo.py --em?); "
+                                 "use --kind probs")
             cells = {"labels": [], "other": [], "agreed": []}
             for r in fits:
                 ids, pred = [str(m) for m in r["ids"]], r[args.kind].argmax(1)

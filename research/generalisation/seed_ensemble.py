@@ -33,6 +33,8 @@ def main(folder: str) -> None:
         if not runs:
             continue
         y = runs[0]["y"]
+        if any(not np.array_equal(r["ids"], runs[0]["ids"]) for r in runs):
+            raise SystemExit(f"{folder}: the fits of {fam} scored different maps")
         for key in [k for k in ("probs", "bcts") if k in runs[0]]:
             p = [r[key] for r in runs]
             cells = []
