@@ -41,8 +41,8 @@ adapting an uncorrected classifier gives, the lines of runs without --bias-corre
 ``base_shift`` is the shift; ``base_sha256`` names the weights before it.
 
 --seen (with --hold and --ks 0) fits that classifier with the family's pool maps among its training maps (the family
-seen; early stopping and the --bias-correction shift on a grouped fifth of all of them), and scores it on the same
-test third at k = 0 (as-is and, with --bias-correction, none): the seen level the adapted classifiers are compared
+seen; of the other families' maps only those sharing an input example with the test third are left out; early
+stopping and the --bias-correction shift on a grouped fifth of all of them), and scores it on the same test third at k = 0 (as-is and, with --bias-correction, none): the seen level the adapted classifiers are compared
 with, fitted by the shipped recipe (records carry ``seen``). The ``*-fbn-refit`` rows' seen level instead refitted
 from the pretrained CNN for 20 epochs without early stopping or correction.
 """
@@ -145,8 +145,11 @@ def main() -> None:
         test, pool = split_new(data, new_idx)
         pretrained, base_sha, base_shift, unshifted = ckpt["state_dict"], None, None, None
         if not args.refit or 0 in args.ks:  # a refit starts from the pretrained CNN: only k = 0 needs the classifier
-            # --seen: the family's pool maps are training maps too (the family seen); its test third never is
-            tr, va = _split_train(data, np.concatenate([base_idx, pool]) if args.seen else base_idx, args.base_seed)
+            # --seen: the family's pool maps are training maps too (the family seen), and only the other families'
+            # maps that share an input example with its test third are left out; the test third is never trained on
+            fit_idx = np.concatenate([np.flatnonzero((fams != args.hold) & ~np.isin(data.groups, data.groups[test])),
+                                      pool]) if args.seen else base_idx
+            tr, va = _split_train(data, fit_idx, args.base_seed)
             t0 = time.time()
             with torch_threads(2):
                 model, _ = fit_members(data, tr, va, cfg, TrainConfig(init=args.checkpoint, freeze_bn=args.freeze_bn),
