@@ -421,3 +421,33 @@ def test_round9_two_fresh_annotators_re_adjudicate_every_split_training_map():
         (0.85, 0.8417), (0.825, 0.8583), (0.8375, 0.85)]
     assert (r7["all"]["relabelled"], r7["all"]["relabelled_agreed_before"], r7["all"]["relabelled_now_agree"]) == (
         10, 3, 6)
+
+
+def test_round10_more_e5_maps_on_train_inputs_three_fresh_annotators_under_guide_1_1(tmp_path, capsys):
+    """Round 10: 240 E5 maps drawn uniformly from GLUE *train* inputs (none of round 8's dev inputs), three fresh
+    annotators (aa, ab, ac) under guide 1.1; the datasheet's figures are what the committed votes and `annotate
+    agreement` give, and `validate` scores the shipped classifier (its hidden pre-annotator) as the datasheet says."""
+    held = SHIPPED / "round10-e5-train"
+    tables = three_annotators_each(held, 240, ["aa", "ab", "ac"])
+    assert Counter(r["resolution"] for r in tables.labels.values()) == {"majority": 239, "dawid-skene": 1}
+    assert {r["guide"] for r in tables.annotations.values()} == {r["guide"] for r in tables.labels.values()} == {"1.1"}
+    assert Counter(r["label"] for r in tables.labels.values()) == {
+        "vertical": 171, "diagonal": 14, "vertical+diagonal": 32, "block": 5, "heterogeneous": 18}
+    test = load_labelled(held)
+    assert {m["sampling"] for m in test.meta} == {"uniform"} and {m["split"] for m in test.meta} == {"train"}
+    assert Counter(m["task"] for m in test.meta) == {t: 48 for t in ("cola", "sst2", "mrpc", "stsb", "rte")}
+    assert {i.split("_")[0] for i in test.ids} == {"e5-cd1caf18"}
+    assert {m["split"] for m in load_labelled(SHIPPED / "round8-e5-uniform").meta} == {"dev"}  # no input shared
+    out = tmp_path / "agreement.json"
+    assert main(["annotate", "agreement", str(held), "--out", str(out)]) == 0
+    assert "Fleiss' kappa 0.789 over 240 maps" in capsys.readouterr().out
+    assert json.loads(out.read_text()) == json.loads((held / "agreement.json").read_text())
+    rows = list(tables.labels.values())
+    assert {r["pre_model"] for r in rows} == {"patterncnn-0.1.0-9f40f2d2-r5d652c"}
+    assert round(float(np.mean([r["pre_label"] == r["label"] for r in rows])), 3) == 0.879
+    assert main(["validate", "--annotations", str(held), "--out", str(tmp_path / "v")]) == 0
+    v = json.loads((tmp_path / "v" / "validation.json").read_text())
+    assert v["classifier"]["version"] == "patterncnn-0.1.0-9f40f2d2-r5d652c"
+    assert round(v["labels"]["groups"]["all"]["all"]["accuracy"], 3) == 0.879
+    count = next(r for r in v["results"] if r["estimator"] == "count")["encoders"]
+    assert round(count["e5-cd1caf18"]["mean_abs_error"], 3) == 0.020

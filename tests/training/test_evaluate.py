@@ -282,7 +282,7 @@ def test_leave_one_encoder_out_corrects_each_fit_on_its_own_early_stopping_maps(
     from patterncnn.classifier.model import CNNConfig
     from patterncnn.core.segments import rule_out_block
     from patterncnn.labelling.sets import load_labelled
-    from patterncnn.training.fit import TrainConfig, bias_shift, fit_members, predict_proba, shifted
+    from patterncnn.training.fit import TrainConfig, bias_shift, fit_members, predict_proba, shift_head, shifted
 
     data = load_labelled(two_encoders)
     fams = ev.families(data.ids)
@@ -314,7 +314,32 @@ def test_leave_one_encoder_out_corrects_each_fit_on_its_own_early_stopping_maps(
         assert np.allclose(shift, bias_shift(ruled, data.y[early]))
         pred = rule_out_block(shifted(predict_proba(model, data, te, cfg).astype(np.float64), shift), seps).argmax(1)
         assert r["all"]["accuracy"] == pytest.approx((pred == data.y[te]).mean())
-    assert max(np.abs(s).max() for _, s in calls) > 1e-3  # the shifts are not all zero: the check above has teeth
+    # The predictions are the shifted model's: with a shift large enough to move them (the tiny fits' own shifts do
+    # not change their accuracy), the scores follow the shifted posteriors, not the plain ones.
+    big = np.array([0.0, 0.0, 0.0, 0.0, 4.0])
+
+    def forced(model, data_, idx, cfg_):
+        shift_head(model, big)
+        return big
+
+    monkeypatch.setattr(ev, "correct_on", forced)
+    pairs = ev.leave_one_encoder_out(data, fams, votes.agreed, ev.feature_matrix(data), cfg, corrected, 2, seeds=1)
+    for p in pairs:
+        test = fams == p["test"]
+        pool = np.flatnonzero(~test & ~np.isin(data.groups, data.groups[test]))
+        te = np.flatnonzero(test)
+        tr, early = ev._split_train(data, pool, 0)
+        model, _ = fit_members(data, tr, early, cfg, corrected, seed=0)
+        seps = [data.seps[i] for i in te]
+        plain = rule_out_block(predict_proba(model, data, te, cfg).astype(np.float64), seps)
+        moved = rule_out_block(shifted(plain, big), seps).argmax(1)
+        mask = np.ones(len(te), dtype=bool)
+        def f1s(scores):
+            return np.array([-1.0 if v is None else v for v in scores["per_class_f1"].values()])
+
+        got, want = p["seeds"][0]["all"], ev.subset_scores(data.y[te], moved, mask)
+        assert np.allclose(f1s(got), f1s(want)) and got["accuracy"] == pytest.approx(want["accuracy"])
+        assert not np.allclose(f1s(ev.subset_scores(data.y[te], plain.argmax(1), mask)), f1s(want))
 
 
 def test_soft_label_cv_is_corrected_as_the_hard_one_with_its_own_out_of_fold_shifts(two_encoders):
@@ -330,7 +355,6 @@ def test_soft_label_cv_is_corrected_as_the_hard_one_with_its_own_out_of_fold_shi
     plain = train.out_of_fold(data, cfg, tcfg, targets=votes.shares)
     expected = train.corrected_out_of_fold(data, plain)[0].probs
     corrected = dataclasses.replace(tcfg, bias_correction=True)
-    hard = train.out_of_fold(data, cfg, corrected)
-    rep, soft = ev.soft_vs_hard(data, votes, hard.probs, cfg, corrected)
+    rep, soft = ev.soft_vs_hard(data, votes, plain.probs, cfg, corrected)  # the hard side's posteriors: any will do
     assert np.allclose(soft, expected, atol=1e-6) and not np.allclose(soft, plain.probs, atol=1e-3)
     assert rep["soft"]["all"]["accuracy"] == pytest.approx((soft.argmax(1) == data.y).mean())
