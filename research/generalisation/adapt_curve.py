@@ -42,8 +42,9 @@ adapting an uncorrected classifier gives, the lines of runs without --bias-corre
 
 --seen (with --hold and --ks 0) fits that classifier with the family's pool maps among its training maps (the family
 seen; of the other families' maps only those sharing an input example with the test third are left out; early
-stopping and the --bias-correction shift on a grouped fifth of all of them), and scores it on the same test third at k = 0 (as-is and, with --bias-correction, none): the seen level the adapted classifiers are compared
-with, fitted by the shipped recipe (records carry ``seen``). The ``*-fbn-refit`` rows' seen level instead refitted
+stopping and the --bias-correction shift on a grouped fifth of all of them), and scores it on the same test third
+at k = 0 (as-is and, with --bias-correction, none): the seen level the adapted classifiers are compared with, fitted
+by the shipped recipe (records carry ``seen``). The ``*-fbn-refit`` rows' seen level instead refitted
 from the pretrained CNN for 20 epochs without early stopping or correction.
 """
 

@@ -16,11 +16,9 @@ import glob
 from pathlib import Path
 
 import numpy as np
-from sklearn.metrics import f1_score
+from seed_ensemble import scores
 
 from patterncnn.core.labels import LABELS
-
-BLOCK = LABELS.index("block")
 
 
 def labels_of(sets: list[str]) -> dict[str, int]:
@@ -29,12 +27,6 @@ def labels_of(sets: list[str]) -> dict[str, int]:
         with open(Path(s) / "labels.csv", newline="", encoding="utf-8") as f:
             out |= {r["map_id"]: LABELS.index(r["label"]) for r in csv.DictReader(f)}
     return out
-
-
-def scores(y: np.ndarray, pred: np.ndarray) -> tuple[float, float]:
-    four = y != BLOCK
-    return float((pred == y).mean()), float(f1_score(y[four], pred[four], average="macro", zero_division=0,
-                                                      labels=[k for k in range(len(LABELS)) if k != BLOCK]))
 
 
 def main() -> None:
@@ -55,14 +47,14 @@ def main() -> None:
                                  "use --kind probs")
             cells = {"labels": [], "other": [], "agreed": []}
             for r in fits:
-                ids, pred = [str(m) for m in r["ids"]], r[args.kind].argmax(1)
+                ids, p = [str(m) for m in r["ids"]], r[args.kind]
                 ya, yb = np.array([a[m] for m in ids]), np.array([b[m] for m in ids])
                 same = ya == yb
-                cells["labels"].append(scores(ya, pred))
-                cells["other"].append(scores(yb, pred))
-                cells["agreed"].append(scores(ya[same], pred[same]))
+                cells["labels"].append(scores(ya, p))
+                cells["other"].append(scores(yb, p))
+                cells["agreed"].append(scores(ya[same], p[same]))
             print(f"{Path(folder).name} {fam} ({len(fits)} fits, {int(same.sum())} of {len(same)} maps agreed): "
-                  + ", ".join(f"{k} {np.mean([s[0] for s in v]):.4f} / {np.mean([s[1] for s in v]):.3f}"
+                  + ", ".join(f"{k} {np.mean([s[0] for s in v]):.5f} / {np.mean([s[1] for s in v]):.3f}"
                               for k, v in cells.items()))
 
 

@@ -22,6 +22,7 @@ BLOCK = LABELS.index("block")
 
 
 def scores(y: np.ndarray, p: np.ndarray) -> tuple[float, float]:
+    """(accuracy, four-class macro-F1 with the maps labelled block left out, as loeo.py) of posteriors ``p``."""
     pred, four = p.argmax(1), y != BLOCK
     return float((pred == y).mean()), float(f1_score(y[four], pred[four], average="macro", zero_division=0,
                                                       labels=[k for k in range(len(LABELS)) if k != BLOCK]))
