@@ -116,6 +116,15 @@ def _fit(data: Labelled, train: np.ndarray, cfg, init: dict, acfg: AdaptConfig, 
     return model
 
 
+def _own_metrics(metrics, ckpt: dict) -> bool:
+    """Whether ``metrics`` (a ``metrics.json`` as read) is the one ``train`` wrote for the classifier ``ckpt``: the same
+    labelled data and training config (another classifier's file copied beside it is not)."""
+    return (isinstance(metrics, dict) and isinstance(metrics.get("data"), dict)
+            and metrics["data"].get("data_hash") == ckpt.get("data_hash") is not None
+            # the config as JSON holds it
+            and metrics.get("train_config") == json.loads(json.dumps(ckpt.get("train_config"))))
+
+
 def carried_shift(checkpoint: str | Path, ckpt: dict) -> np.ndarray | None:
     """The logit shift in the head of the classifier of ``checkpoint`` (loaded: ``ckpt``), None if it carries none.
 
@@ -136,8 +145,7 @@ def carried_shift(checkpoint: str | Path, ckpt: dict) -> np.ndarray | None:
                                   f"metrics.json train wrote beside it, which cannot be read ({e}): put it back "
                                   f"beside the checkpoint, or fine-tune the head as it is (`adapt finish "
                                   f"--no-reapply-shift`)") from None
-        if (metrics.get("data", {}).get("data_hash") != ckpt.get("data_hash")  # the config as JSON holds it
-                or metrics.get("train_config") != json.loads(json.dumps(ckpt["train_config"]))):
+        if not _own_metrics(metrics, ckpt):
             raise ClassifierError(f"the metrics.json beside {checkpoint} is another classifier's (other labelled data "
                                   f"or training config), and it holds the classifier's bias shift: put the "
                                   f"metrics.json its `train` wrote beside it, or fine-tune the head as it is "
@@ -187,16 +195,24 @@ def merge_validation(base: dict | None, new: dict) -> dict:
 def trained_on(checkpoint: str | Path) -> list[str] | None:
     """The labelled sets ``checkpoint`` was fitted on: for a classifier of ``train``, as the ``metrics.json`` beside it
     records them (paths relative to where train ran: a clone's root for the shipped classifier; a relative path that
-    is not there but is beside the checkpoint's folder, as ``models/`` sits in a clone, is taken from there); for
+    is not there but is beside the checkpoint's folder, as ``models/`` sits in a clone, is taken from there; a
+    ``metrics.json`` of other labelled data or another training config is another classifier's, and not read); for
     an adapted classifier, its base sets and new set as its own record holds them. None without such a record."""
     checkpoint = Path(checkpoint)
     try:
-        sets = json.loads(checkpoint.with_name("metrics.json").read_text())["data"]["annotations"]
+        ckpt = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    except Exception:
+        return None
+    try:
+        metrics = json.loads(checkpoint.with_name("metrics.json").read_text())
+        if not _own_metrics(metrics, ckpt):
+            raise ValueError("another classifier's metrics.json")
+        sets = metrics["data"]["annotations"]
     except (OSError, ValueError, KeyError, TypeError):
         try:
-            done = torch.load(checkpoint, map_location="cpu", weights_only=True)["adapted"]
+            done = ckpt["adapted"]
             sets = [*done["base_sets"], done["new_set"]]
-        except Exception:
+        except (KeyError, TypeError):
             return None
     if isinstance(sets, str):  # one set is recorded as its path
         sets = [sets]

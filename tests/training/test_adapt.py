@@ -128,7 +128,8 @@ def test_adapt_finish_pulls_an_export_and_writes_the_adapted_classifier(trained,
 
 def test_adapt_starts_from_the_labelled_sets_the_classifier_was_trained_on(trained, tmp_path, caplog):
     """Without --annotations, the sets that `train` recorded in metrics.json beside the checkpoint (the shipped one:
-    two sets); other sets are used with a warning naming the ones it was trained on; no record is refused."""
+    two sets; another classifier's metrics.json is not its record); other sets are used with a warning naming the
+    ones it was trained on; no record is refused."""
     import logging
     import shutil
 
@@ -151,8 +152,16 @@ def test_adapt_starts_from_the_labelled_sets_the_classifier_was_trained_on(train
     shutil.copy(models / "patterncnn.pt", bare / "patterncnn.pt")  # no metrics.json beside it
     with pytest.raises(ClassifierError, match="--annotations"):
         adapt(bare / "patterncnn.pt", None, new, tmp_path / "c", AdaptConfig(epochs=1, folds=2))
-    for record, sets in (({"data": {"annotations": str(base)}}, [str(base)]), ({"data": {"annotations": [""]}}, None),
-                         ({"data": {}}, None), ([1, 2], None)):
+    own = json.loads((models / "metrics.json").read_text())
+    mine = {"data_hash": own["data"]["data_hash"]}
+    for record, sets in (({"data": {**mine, "annotations": str(base)}, "train_config": own["train_config"]}, [str(base)]),
+                         ({"data": {**mine, "annotations": [""]}, "train_config": own["train_config"]}, None),
+                         ({"data": mine, "train_config": own["train_config"]}, None), ([1, 2], None),
+                         # another classifier's metrics.json beside it: other data, or another training config
+                         ({"data": {"data_hash": "0" * 64, "annotations": str(base)},
+                           "train_config": own["train_config"]}, None),
+                         ({"data": {**mine, "annotations": str(base)}, "train_config": {**own["train_config"], "lr": 1}},
+                          None)):
         (bare / "metrics.json").write_text(json.dumps(record))
         assert trained_on(bare / "patterncnn.pt") == sets
     adapted = trained_on(tmp_path / "a" / "patterncnn.pt")  # an adapted classifier: its own record
