@@ -1,20 +1,30 @@
-"""Round 9's figures: what two fresh blind annotators under guide 1.1 say on the training maps whose first three
+"""A re-adjudication's figures: what two fresh blind annotators under guide 1.1 say on the maps whose first three
 annotators split, and what the labels would become with their votes added (five votes, resolved as every set is:
-the most votes, Dawid-Skene for ties, fitted on every map of the two sets with round 9's votes added).
+the most votes, Dawid-Skene for ties, fitted on every map of the sets with the new votes added).
 
-usage: adjudication_stats.py [OUT.json]   (run from the repository root)
+Round 9 (the training sets; round 7's second triad against the labels before and after):
+    adjudication_stats.py [OUT.json]
+Round 11 (round 5's splits):
+    adjudication_stats.py --round annotations/round11-round5-adjudication --sets annotations/round5-heldout-uniform
+        --no-retest [OUT.json]
+(run from the repository root)
 """
+import argparse
 import csv
 import json
-import sys
 from collections import Counter
 
 from patterncnn.core.labels import SHORT
 from patterncnn.core.maps import encoder_family
 from patterncnn.labelling.agreement import rater_votes, resolve_votes
 
-SETS = ("annotations", "annotations/round8-e5-uniform")
-ROUND9, ROUND7 = "annotations/round9-adjudication", "annotations/round7-retest"
+ap = argparse.ArgumentParser()
+ap.add_argument("out", nargs="?")
+ap.add_argument("--sets", nargs="+", default=["annotations", "annotations/round8-e5-uniform"])
+ap.add_argument("--round", default="annotations/round9-adjudication", help="the re-adjudication's labelled set")
+ap.add_argument("--no-retest", action="store_true", help="leave out round 7's second triad (maps of the main set)")
+args = ap.parse_args()
+SETS, ROUND9, ROUND7 = args.sets, args.round, None if args.no_retest else "annotations/round7-retest"
 
 
 def rows(root):
@@ -53,8 +63,8 @@ for fam in sorted({encoder_family(m) for m in contested}) + ["all"]:
         "changes": dict(Counter(f"{SHORT[first[m]]}->{SHORT[five[m].label]}" for m in changed).most_common()),
     }
 # Round 7's second triad against the first triad's labels, before and after the five-vote resolution.
-second = {m: lab for m, lab in labels(ROUND7).items() if lab}
-for fam in ("minilm", "mpnet", "all"):
+second = {m: lab for m, lab in labels(ROUND7).items() if lab} if ROUND7 else {}
+for fam in ("minilm", "mpnet", "all") if second else ():
     ms = [m for m in second if fam == "all" or encoder_family(m) == fam]
     before = sum(second[m] == first[m] for m in ms) / len(ms)
     after = sum(second[m] == (five[m].label if m in new_votes else first[m]) for m in ms) / len(ms)
@@ -65,5 +75,5 @@ for fam in ("minilm", "mpnet", "all"):
         "relabelled_agreed_before": sum(second[m] == first[m] for m in moved),
         "agree_before": round(before, 4), "agree_after": round(after, 4)}
 print(json.dumps(out, indent=1))
-if len(sys.argv) > 1:
-    open(sys.argv[1], "w").write(json.dumps(out, indent=1) + "\n")
+if args.out:
+    open(args.out, "w").write(json.dumps(out, indent=1) + "\n")
