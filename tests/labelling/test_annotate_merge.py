@@ -451,3 +451,47 @@ def test_round10_more_e5_maps_on_train_inputs_three_fresh_annotators_under_guide
     assert round(v["labels"]["groups"]["all"]["all"]["accuracy"], 3) == 0.879
     count = next(r for r in v["results"] if r["estimator"] == "count")["encoders"]
     assert round(count["e5-cd1caf18"]["mean_abs_error"], 3) == 0.020
+
+
+def test_round11_two_fresh_annotators_re_adjudicate_round5s_split_maps(tmp_path, capsys):
+    """Round 11: round 5's maps whose three votes split, labelled again by two fresh blind annotators (ad, ae) under
+    guide 1.1; adjudication.json is what adjudication_stats.py computes from the committed votes; pulled into a copy
+    of round 5 (the five-vote version of research/generalisation/RULES.md), its export relabels 11 maps, and the
+    shipped classifier scores there as the rule's outcome says."""
+    import gzip
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    held, round5 = SHIPPED / "round11-round5-adjudication", SHIPPED / "round5-heldout-uniform"
+    tables = read_tables(held)
+    per_map = {}
+    for r in tables.annotations.values():
+        per_map.setdefault(r["map_id"], set()).add(r["annotator"])
+        assert r["guide"] == "1.1"
+    assert all(v == {"annotator-ad@patterncnn.local", "annotator-ae@patterncnn.local"} for v in per_map.values())
+    split = {m for m, r in read_tables(round5).labels.items() if len(json.loads(r["labels_seen"])) > 1}
+    assert set(per_map) == split and Counter(m.split("-")[0] for m in split) == {"minilm": 14, "mpnet": 13}
+    out = subprocess.run([sys.executable, "research/annotation-protocol/adjudication_stats.py", "--round", str(held),
+                          "--sets", str(round5), "--no-retest"], cwd=REPO, capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
+    report = json.loads(out)
+    assert report == json.loads((held / "adjudication.json").read_text())
+    fam = report["by_family"]["all"]
+    assert (fam["new_annotators_agree"], fam["label_changes_with_five_votes"], fam["five_vote_ties"]) == (17, 11, 3)
+    assert fam["new_votes_on_two_to_one_maps"] == {"with the first majority": 21, "with its minority": 30,
+                                                   "with none of the three": 3}
+
+    five = tmp_path / "round5-5votes"
+    shutil.copytree(round5, five)
+    (export,) = (held / "exports").glob("*.json.gz")
+    (tmp_path / "export.json").write_bytes(gzip.decompress(export.read_bytes()))
+    assert main(["annotate", "pull", "--from-file", str(tmp_path / "export.json"), "--maps", str(held / "maps"),
+                 "--out", str(five), "--server", "http://localhost:8211", "--resolve", "majority-dawid-skene"]) == 0
+    assert "+0 new, 11 relabelled, 0 dropped" in capsys.readouterr().out
+    assert main(["validate", "--annotations", str(five), "--out", str(tmp_path / "v")]) == 0
+    v = json.loads((tmp_path / "v" / "validation.json").read_text())
+    assert v["classifier"]["version"] == "patterncnn-0.1.0-9f40f2d2-r5d652c"
+    groups = v["labels"]["groups"]
+    assert [round(groups[f"family {f}"]["all"]["accuracy"], 3) for f in ("minilm", "mpnet")] == [0.925, 0.833]
