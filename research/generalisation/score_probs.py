@@ -7,7 +7,8 @@
 For each folder of posteriors and each held-out family: the mean over the fits (seeds) of the accuracy and the
 four-class macro-F1 (block maps left out) of the corrected posteriors (`bcts`; `--kind probs` for the plain ones),
 scored against the labels of --labels, against those of --other, and against both on the maps where the two label
-sets agree (the same maps and labels for every folder).
+sets agree (the same maps and labels for every folder). --only SET ... scores only the maps those sets label (round
+12's rule: a run trained and tested with more maps, compared on the maps both runs score).
 """
 
 import argparse
@@ -35,8 +36,10 @@ def main() -> None:
     ap.add_argument("--labels", nargs="+", required=True)
     ap.add_argument("--other", nargs="+", required=True)
     ap.add_argument("--kind", default="bcts", choices=["bcts", "probs"])
+    ap.add_argument("--only", nargs="+", help="score only the maps these labelled sets hold")
     args = ap.parse_args()
     a, b = labels_of(args.labels), labels_of(args.other)
+    only = set(labels_of(args.only)) if args.only else None
     for folder in args.folders:
         for fam in ("e5", "minilm", "mpnet"):
             fits = [np.load(f) for f in sorted(glob.glob(f"{folder}/{fam}-seed*.npz"))]
@@ -48,6 +51,9 @@ def main() -> None:
             cells = {"labels": [], "other": [], "agreed": []}
             for r in fits:
                 ids, p = [str(m) for m in r["ids"]], r[args.kind]
+                if only is not None:
+                    keep = np.array([m in only for m in ids])
+                    ids, p = [m for m, k in zip(ids, keep) if k], p[keep]
                 ya, yb = np.array([a[m] for m in ids]), np.array([b[m] for m in ids])
                 same = ya == yb
                 cells["labels"].append(scores(ya, p))
