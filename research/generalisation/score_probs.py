@@ -49,6 +49,8 @@ def main() -> None:
                 raise SystemExit(f"{folder}: no {args.kind!r} posteriors (saved without loeo.py --em?); "
                                  "use --kind probs")
             cells = {"labels": [], "other": [], "agreed": []}
+            if only is not None and not any(str(m) in only for m in fits[0]["ids"]):
+                continue  # none of this family's maps is in --only
             for r in fits:
                 ids, p = [str(m) for m in r["ids"]], r[args.kind]
                 if only is not None:

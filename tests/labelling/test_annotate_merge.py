@@ -495,3 +495,33 @@ def test_round11_two_fresh_annotators_re_adjudicate_round5s_split_maps(tmp_path,
     assert v["classifier"]["version"] == "patterncnn-0.1.0-9f40f2d2-r5d652c"
     groups = v["labels"]["groups"]
     assert [round(groups[f"family {f}"]["all"]["accuracy"], 3) for f in ("minilm", "mpnet")] == [0.925, 0.833]
+
+
+def test_round12_more_minilm_and_mpnet_maps_three_fresh_annotators_under_guide_1_1(tmp_path, capsys):
+    """Round 12: 240 uniformly drawn maps of the two embedded encoders on GLUE dev inputs (none of round 5's train
+    inputs, no map of the main set), three fresh annotators (af, ag, ah) under guide 1.1; the datasheet's figures are
+    what the committed votes and `annotate agreement` give, and `validate` scores the shipped classifier as it says."""
+    held = SHIPPED / "round12-minilm-mpnet-dev"
+    tables = three_annotators_each(held, 240, ["af", "ag", "ah"])
+    assert Counter(r["resolution"] for r in tables.labels.values()) == {"majority": 237, "dawid-skene": 3}
+    assert {r["guide"] for r in tables.annotations.values()} == {"1.1"}
+    assert Counter(r["label"] for r in tables.labels.values()) == {
+        "vertical": 134, "diagonal": 20, "vertical+diagonal": 66, "block": 3, "heterogeneous": 17}
+    test = load_labelled(held)
+    assert {m["sampling"] for m in test.meta} == {"uniform"} and {m["split"] for m in test.meta} == {"dev"}
+    assert Counter(i.split("_")[0] for i in test.ids) == {"minilm-53aa5117": 120, "mpnet-78c0197b": 120}
+    assert not set(test.ids) & set(read_tables(SHIPPED).labels)  # no map of the training set
+    assert {m["split"] for m in load_labelled(SHIPPED / "round5-heldout-uniform").meta} == {"train"}
+    out = tmp_path / "agreement.json"
+    assert main(["annotate", "agreement", str(held), "--by-encoder", "--out", str(out)]) == 0
+    assert "Fleiss' kappa 0.734 over 240 maps" in capsys.readouterr().out
+    assert json.loads(out.read_text()) == json.loads((held / "agreement.json").read_text())
+    assert main(["validate", "--annotations", str(held), "--out", str(tmp_path / "v")]) == 0
+    v = json.loads((tmp_path / "v" / "validation.json").read_text())
+    assert v["classifier"]["version"] == "patterncnn-0.1.0-9f40f2d2-r5d652c"
+    groups = v["labels"]["groups"]
+    assert [round(groups[g]["all"]["accuracy"], 3) for g in ("all", "family minilm", "family mpnet")] == [
+        0.842, 0.875, 0.808]
+    yard = v["labels"]["against_one_annotator"]
+    assert [(yard[f]["pairs"], round(yard[f]["annotator"]["agree"], 3), round(yard[f]["methods"]["classifier"]["agree"], 3))
+            for f in ("minilm", "mpnet", "all")] == [(303, 0.911, 0.934), (300, 0.91, 0.843), (603, 0.91, 0.889)]
