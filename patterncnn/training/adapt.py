@@ -119,9 +119,10 @@ def _fit(data: Labelled, train: np.ndarray, cfg, init: dict, acfg: AdaptConfig, 
 def _own_metrics(metrics, ckpt: dict) -> bool:
     """Whether ``metrics`` (a ``metrics.json`` as read) is the one ``train`` wrote for the classifier ``ckpt``: the same
     labelled data and training config (another classifier's file copied beside it is not)."""
-    return (isinstance(metrics, dict) and isinstance(metrics.get("data"), dict)
-            and metrics["data"].get("data_hash") == ckpt.get("data_hash") is not None
-            # the config as JSON holds it
+    if not isinstance(metrics, dict) or not isinstance(metrics.get("data"), dict) or ckpt.get("data_hash") is None:
+        return False
+    return (metrics["data"].get("data_hash") == ckpt["data_hash"]
+            # the config as JSON holds it (tuples become lists)
             and metrics.get("train_config") == json.loads(json.dumps(ckpt.get("train_config"))))
 
 
@@ -192,17 +193,20 @@ def merge_validation(base: dict | None, new: dict) -> dict:
     return out
 
 
-def trained_on(checkpoint: str | Path) -> list[str] | None:
+def trained_on(checkpoint: str | Path, ckpt: dict | None = None) -> list[str] | None:
     """The labelled sets ``checkpoint`` was fitted on: for a classifier of ``train``, as the ``metrics.json`` beside it
     records them (paths relative to where train ran: a clone's root for the shipped classifier; a relative path that
     is not there but is beside the checkpoint's folder, as ``models/`` sits in a clone, is taken from there; a
     ``metrics.json`` of other labelled data or another training config is another classifier's, and not read); for
-    an adapted classifier, its base sets and new set as its own record holds them. None without such a record."""
+    an adapted classifier, its base sets and new set as its own record holds them. None without such a record, or
+    when the checkpoint cannot be read (its record cannot then be told from another classifier's). ``ckpt``: the
+    checkpoint as already loaded, to read it once."""
     checkpoint = Path(checkpoint)
-    try:
-        ckpt = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    except Exception:
-        return None
+    if ckpt is None:
+        try:
+            ckpt = torch.load(checkpoint, map_location="cpu", weights_only=True)
+        except Exception:
+            return None
     try:
         metrics = json.loads(checkpoint.with_name("metrics.json").read_text())
         if not _own_metrics(metrics, ckpt):
@@ -250,7 +254,7 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
     base_rows: Rows | None = stored_rows(ckpt)
     if base_rows is None:
         raise ClassifierError(f"{checkpoint} stores no calibration rows; retrain it with `patterncnn train`")
-    named = trained_on(checkpoint)
+    named = trained_on(checkpoint, ckpt)
     if base_sets is None:
         base_sets = named
         if base_sets is None:

@@ -4,9 +4,10 @@ the most votes, Dawid-Skene for ties, fitted on every map of the sets with the n
 
 Round 9 (the training sets; round 7's second triad against the labels before and after):
     adjudication_stats.py [OUT.json]
-Round 11 (round 5's splits):
-    adjudication_stats.py --round annotations/round11-round5-adjudication --sets annotations/round5-heldout-uniform
-        --no-retest [OUT.json]
+Round 11 (round 5's splits; round 7's retest is of the main set, so it is left out when --sets names others):
+    adjudication_stats.py [OUT.json] --round annotations/round11-round5-adjudication --sets
+        annotations/round5-heldout-uniform
+(OUT.json before the options: --sets takes every name after it)
 (run from the repository root)
 """
 import argparse
@@ -20,11 +21,12 @@ from patterncnn.labelling.agreement import rater_votes, resolve_votes
 
 ap = argparse.ArgumentParser()
 ap.add_argument("out", nargs="?")
-ap.add_argument("--sets", nargs="+", default=["annotations", "annotations/round8-e5-uniform"])
+TRAINING_SETS = ["annotations", "annotations/round8-e5-uniform"]
+ap.add_argument("--sets", nargs="+", default=TRAINING_SETS, help="the sets whose split maps were re-adjudicated")
 ap.add_argument("--round", default="annotations/round9-adjudication", help="the re-adjudication's labelled set")
-ap.add_argument("--no-retest", action="store_true", help="leave out round 7's second triad (maps of the main set)")
 args = ap.parse_args()
-SETS, ROUND9, ROUND7 = args.sets, args.round, None if args.no_retest else "annotations/round7-retest"
+# Round 7's second triad relabelled maps of the training sets: compared only when those are the sets.
+SETS, ROUND, ROUND7 = args.sets, args.round, "annotations/round7-retest" if args.sets == TRAINING_SETS else None
 
 
 def rows(root):
@@ -37,9 +39,9 @@ def labels(root):
 
 first = {m: lab for s in SETS for m, lab in labels(s).items()}
 old_votes = rater_votes([r for s in SETS for r in rows(s)])
-new_votes = rater_votes(rows(ROUND9))
+new_votes = rater_votes(rows(ROUND))
 contested = sorted(new_votes)
-five = resolve_votes(rater_votes([r for s in (*SETS, ROUND9) for r in rows(s)]), "majority-dawid-skene")
+five = resolve_votes(rater_votes([r for s in (*SETS, ROUND) for r in rows(s)]), "majority-dawid-skene")
 out = {"maps": len(contested), "by_family": {}}
 for fam in sorted({encoder_family(m) for m in contested}) + ["all"]:
     ms = [m for m in contested if fam == "all" or encoder_family(m) == fam]

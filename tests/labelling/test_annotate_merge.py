@@ -474,7 +474,7 @@ def test_round11_two_fresh_annotators_re_adjudicate_round5s_split_maps(tmp_path,
     split = {m for m, r in read_tables(round5).labels.items() if len(json.loads(r["labels_seen"])) > 1}
     assert set(per_map) == split and Counter(m.split("-")[0] for m in split) == {"minilm": 14, "mpnet": 13}
     out = subprocess.run([sys.executable, "research/annotation-protocol/adjudication_stats.py", "--round", str(held),
-                          "--sets", str(round5), "--no-retest"], cwd=REPO, capture_output=True, text=True, check=True,
+                          "--sets", str(round5)], cwd=REPO, capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
     report = json.loads(out)
     assert report == json.loads((held / "adjudication.json").read_text())
