@@ -19,9 +19,9 @@ from patterncnn.core.labels import SHORT
 from patterncnn.core.maps import encoder_family
 from patterncnn.labelling.agreement import rater_votes, resolve_votes
 
+TRAINING_SETS = ["annotations", "annotations/round8-e5-uniform"]
 ap = argparse.ArgumentParser()
 ap.add_argument("out", nargs="?")
-TRAINING_SETS = ["annotations", "annotations/round8-e5-uniform"]
 ap.add_argument("--sets", nargs="+", default=TRAINING_SETS, help="the sets whose split maps were re-adjudicated")
 ap.add_argument("--round", default="annotations/round9-adjudication", help="the re-adjudication's labelled set")
 args = ap.parse_args()
