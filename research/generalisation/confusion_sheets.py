@@ -16,11 +16,10 @@ from pathlib import Path
 import numpy as np
 from realmaps import contact_sheet
 
-from patterncnn.core.labels import LABELS
+from patterncnn.core.labels import LABELS, SHORT
 from patterncnn.labelling.sets import load_labelled
 
 HERE = Path(__file__).resolve().parent
-SHORT = {"vertical": "V", "diagonal": "D", "vertical+diagonal": "VD", "block": "B", "heterogeneous": "H"}
 
 
 def main() -> None:

@@ -48,9 +48,9 @@ def main() -> None:
             if args.kind not in fits[0]:
                 raise SystemExit(f"{folder}: no {args.kind!r} posteriors (saved without loeo.py --em?); "
                                  "use --kind probs")
-            cells = {"labels": [], "other": [], "agreed": []}
             if only is not None and not any(str(m) in only for m in fits[0]["ids"]):
                 continue  # none of this family's maps is in --only
+            cells = {"labels": [], "other": [], "agreed": []}
             for r in fits:
                 ids, p = [str(m) for m in r["ids"]], r[args.kind]
                 if only is not None:
