@@ -257,21 +257,24 @@ def confusion(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
 
 def held_out_rater(votes: dict[str, dict[str, Vote]]) -> list[tuple[str, str, str]]:
     """One rater against the others: ``(map_id, the rater's label, the others' label)`` for each rater of each map
-    whose other raters, two or more, all gave one label.
+    whose other raters, two or more, have a strict majority (more than half of them gave one label).
 
     This is the yardstick for anything scored against a resolved label: how well one blind rater agrees with
-    a label it had no part in. With three raters, a unanimous map gives three pairs (all agreeing), a
-    two-of-three map one (the dissenter against the two), a three-way split none. A classifier scored on
-    the same pairs (its prediction against the same reference, :func:`patterncnn.training.evaluate.annotator_yardstick`)
-    is compared with the raters on equal terms.
+    a label it had no part in. With three raters the other two must agree: a unanimous map gives three pairs
+    (all agreeing), a two-of-three map one (the dissenter against the two), a three-way split none. With four,
+    two of the other three suffice; with five, three of the other four (a two-two tie among them gives no
+    pair). A classifier scored on the same pairs (its prediction against the same reference,
+    :func:`patterncnn.training.evaluate.annotator_yardstick`) is compared with the raters on equal terms.
     """
     out = []
     for map_id, v in votes.items():
         v = {r: x for r, x in v.items() if x.label in LABELS}  # a label outside the five is no vote here
+        if len(v) < 3:
+            continue
         for rater, vote in v.items():
-            others = {x.label for r, x in v.items() if r != rater}
-            if len(v) >= 3 and len(others) == 1:
-                out.append((map_id, vote.label, others.pop()))
+            (top, n), = Counter(x.label for r, x in v.items() if r != rater).most_common(1)
+            if 2 * n > len(v) - 1:
+                out.append((map_id, vote.label, top))
     return out
 
 
@@ -314,7 +317,7 @@ def agreement_report(annotation_rows: list[dict], label_rows: list[dict] | None 
         {"raters": {rater: maps labelled}, "pairs": [{a, b, n, agree, kappa}], "fleiss": {maps, raters_per_map,
         kappa}, "confusion": (K, K) list pooled over every ordered pair of raters on a shared map,
         "vs_resolved": {rater: {n, agree, kappa}}, "pre_vs_resolved": {source model: {n, agree, kappa}},
-        "vs_others": one rater against the others' shared label (:func:`held_out_scores`; None without such a
+        "vs_others": one rater against the others' majority label (:func:`held_out_scores`; None without such a
         pair, e.g. no map with three raters or only three-way splits, and with ``raters="pass"``)}.
     """
     votes = rater_votes(annotation_rows, raters)
@@ -395,7 +398,7 @@ def format_report(report: dict) -> str:
         lines.append("no map has labels from two raters: no agreement between raters to report")
     o = report.get("vs_others")
     if o:
-        lines.append(f"one rater vs the others' shared label (maps where the other raters, two or more, agree): "
+        lines.append(f"one rater vs the majority of the others (more than half of the other raters, two or more): "
                      f"{o['pairs']} pairs on {o['maps']} maps, {100 * o['agree']:.1f}% agree, "
                      f"kappa {_kappa(o['kappa'])}, macro-F1 {o['macro_f1']:.3f}")
     for title, part in (("rater vs resolved label", report["vs_resolved"]),

@@ -13,8 +13,8 @@ Reports, all on the folds of :func:`patterncnn.training.fit.folds` (grouped by i
   baselines on the family's maps, on all of them and on those where at least two annotators gave the
   same label (the set's ``votes.csv``). No second CV: the out-of-fold predictions are sliced.
 - **against one annotator** (:func:`annotator_yardstick`): every method and one blind annotator on the same
-  pairs: a map and one of its annotators, wherever the other annotators (two or more) agree; the annotator's
-  label and each method's prediction are scored against the others' shared label. The annotators' score is
+  pairs: a map and one of its annotators, wherever more than half of the other annotators (two or more) agree;
+  the annotator's label and each method's prediction are scored against the others' majority label. The annotators' score is
   how far a careful reader of the guide gets; the methods' on the same pairs is comparable with it.
 - **soft labels**: the same CV (same folds, seeds and epochs budget) with the annotators' vote shares as
   cross-entropy targets instead of the resolved label, scored against the resolved label beside the hard one.
@@ -117,7 +117,7 @@ def annotator_yardstick(votes: Votes, ids: list[str], fams: np.ndarray, preds: d
     """One blind annotator against the others, and every method on the very same pairs, per family and over all.
 
     The pairs are :func:`patterncnn.labelling.agreement.held_out_rater`'s: for each map and each of its annotators whose
-    other annotators (two or more) agree, the reference is the others' shared label. A method's prediction for
+    other annotators (two or more) have a strict majority, the reference is that majority's label. A method's prediction for
     the map is scored against the same reference, once per pair, so both sides weigh the maps alike (with three
     annotators a unanimous map three times, a two-of-three map once, a three-way split not at all).
 

@@ -357,9 +357,9 @@ def labels_table(lab: dict) -> str:
     lines += [f"| {name} | " + " | ".join(str(c) for c in row) + " |" for name, row in zip(LABELS, cm)]
     y = lab.get("against_one_annotator")
     if y:
-        lines += ["", "Against one annotator: for each map and each of its annotators whose other annotators (two or "
-                      "more) agree, that annotator's label and the classifier's are scored against the others' shared "
-                      "label (the same pairs for both; macro-F1 / accuracy (pairs)):", "",
+        lines += ["", "Against one annotator: for each map and each of its annotators where more than half of the other "
+                      "annotators (two or more) agree, that annotator's label and the classifier's are scored against "
+                      "their label (the same pairs for both; macro-F1 / accuracy (pairs)):", "",
                   "| maps | one annotator | the classifier |", "| --- | --- | --- |"]
         def pairs(sc):
             return f"{sc['macro_f1']:.3f} / {sc['agree']:.3f} ({sc['pairs']})"

@@ -142,7 +142,7 @@ def test_majority_dawid_skene_keeps_every_majority_and_asks_dawid_skene_only_on_
     assert splits >= 10 and all(hybrid[f"b{i}"].label == "block" for i in range(20))
 
 
-def test_one_rater_against_the_others_counts_only_maps_where_the_others_agree():
+def test_one_rater_against_the_others_counts_only_maps_where_a_majority_of_the_others_agree():
     votes = {"unanimous": ["vertical", "vertical", "vertical"], "two-of-three": ["diagonal", "diagonal", "block"],
              "split": ["vertical", "diagonal", "block"], "two raters": ["vertical", "vertical"],
              "four": ["block", "block", "block", "heterogeneous"]}
@@ -150,23 +150,37 @@ def test_one_rater_against_the_others_counts_only_maps_where_the_others_agree():
             for j, lab in enumerate(labs)]
     pairs = sorted(held_out_rater(rater_votes(rows)))
     # unanimous: each of the three against the other two; two-of-three: only the dissenter against the two;
-    # a split and a map with two raters give none; four raters, three agreeing: the three against (block, block,
-    # heterogeneous) do not agree, the dissenter against three blocks does
-    assert pairs == sorted([("unanimous", "vertical", "vertical")] * 3 + [("two-of-three", "block", "diagonal"),
-                                                                          ("four", "heterogeneous", "block")])
+    # a split and a map with two raters give none; four raters, three agreeing: each block rater against
+    # (block, block, heterogeneous), whose majority is block, and the dissenter against three blocks
+    assert pairs == sorted([("unanimous", "vertical", "vertical")] * 3 + [("two-of-three", "block", "diagonal")]
+                           + [("four", "block", "block")] * 3 + [("four", "heterogeneous", "block")])
     s = held_out_scores(pairs)
-    assert s["pairs"] == 5 and s["maps"] == 3 and s["agree"] == pytest.approx(3 / 5)
+    assert s["pairs"] == 8 and s["maps"] == 3 and s["agree"] == pytest.approx(6 / 8)
     assert s["kappa"] == pytest.approx(cohen_kappa([p[1] for p in pairs], [p[2] for p in pairs]))
-    # references hold vertical, diagonal, block: vertical F1 1, diagonal 0 (missed), block 0 (one false block)
-    assert s["macro_f1"] == pytest.approx(1 / 3) and s["per_class_f1"]["heterogeneous"] is None
+    # references hold vertical, diagonal, block: vertical F1 1, diagonal 0 (missed), block 3/4 (one false block,
+    # one missed)
+    assert s["macro_f1"] == pytest.approx((1 + 0 + 0.75) / 3) and s["per_class_f1"]["heterogeneous"] is None
     assert held_out_scores([]) is None
     report = agreement_report(rows)
     assert report["vs_others"] == s
     # a classifier's labels on the same pairs: scored against the same references
-    clf = held_out_scores(pairs, ["vertical"] * 5)
-    assert clf["agree"] == pytest.approx(3 / 5) and clf["pairs"] == 5
+    clf = held_out_scores(pairs, ["vertical"] * 8)
+    assert clf["agree"] == pytest.approx(3 / 8) and clf["pairs"] == 8
     # in pass mode the "others" of a pass are its annotator's other passes: no one-rater-vs-others figure
     assert agreement_report(rows, raters="pass")["vs_others"] is None
+
+
+def test_one_rater_against_the_others_with_five_raters_needs_three_of_the_other_four():
+    votes = {"three-two": ["vertical", "vertical", "vertical", "diagonal", "diagonal"],
+             "four-one": ["block", "block", "block", "block", "heterogeneous"],
+             "two-two-one": ["vertical", "vertical", "diagonal", "diagonal", "block"]}
+    rows = [row(m, f"r{j}", lab, f"t{j}", 10 * i + j) for i, (m, labs) in enumerate(votes.items())
+            for j, lab in enumerate(labs)]
+    pairs = sorted(held_out_rater(rater_votes(rows)))
+    # three-two: a vertical rater's others tie two-two (no pair); a diagonal rater's others are three verticals of
+    # four. four-one: every rater's others hold at least three blocks. two-two-one: no rater's others reach three.
+    assert pairs == sorted([("three-two", "diagonal", "vertical")] * 2 + [("four-one", "block", "block")] * 4
+                           + [("four-one", "heterogeneous", "block")])
 
 
 def test_agreement_report_without_three_raters_has_no_held_out_score():

@@ -495,6 +495,11 @@ def test_round11_two_fresh_annotators_re_adjudicate_round5s_split_maps(tmp_path,
     assert v["classifier"]["version"] == "patterncnn-0.1.0-9f40f2d2-r5d652c"
     groups = v["labels"]["groups"]
     assert [round(groups[f"family {f}"]["all"]["accuracy"], 3) for f in ("minilm", "mpnet")] == [0.925, 0.833]
+    # against one annotator, the reference being three of the other four where a map has five votes
+    yard = v["labels"]["against_one_annotator"]
+    assert [(yard[f]["pairs"], yard[f]["maps"], round(yard[f]["annotator"]["agree"], 3),
+             round(yard[f]["methods"]["classifier"]["agree"], 3)) for f in ("minilm", "mpnet", "all")] == [
+        (353, 119, 0.935, 0.935), (355, 118, 0.949, 0.859), (708, 237, 0.942, 0.897)]
 
 
 def test_round12_more_minilm_and_mpnet_maps_three_fresh_annotators_under_guide_1_1(tmp_path, capsys):
