@@ -24,7 +24,10 @@ from diffuse haze; with ``structure_channels``, two more mark the band |i - j| <
 the CNN as pictures. With ``mass_channel``, one more channel carries log2 of each cell's mass
 relative to a uniform row (``T * a``, clipped to [1/16, 64]): scaling by the maximum says *where*
 the mass is, this says how concentrated it is (a [CLS] column holding 90 % of every row vs a faint
-one over haze).
+one over haze). With ``column_channel``, one more carries the ``[CLS]`` and ``[SEP]`` columns' cells, each
+against its row's maximum (clarification 7: a column counts where it stands out in a row's own background),
+averaged over the rows of a grid cell but *not* over its columns (max-pooled across them): a one-token column
+of a long map keeps its strength instead of being averaged with the 3-8 tokens beside it.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class CNNConfig:
     intensity: str = "linear"  # or "sqrt": compresses a bright [CLS] corner so faint structure stays visible
     mass_channel: bool = True  # + log of the mass relative to uniform (T * a): how concentrated, not only where
     row_channel: bool = False  # + each row scaled by its own maximum (the guide: judge a column row by row)
+    column_channel: bool = False  # + the [CLS]/[SEP] columns' strength in each row against its maximum, undiluted
     widths: tuple[int, ...] = (8, 8, 16, 16, 32, 32, 64, 64)  # exactly 8 conv layers
     pool_after: tuple[int, ...] = (1, 3, 5)  # 2x2 max-pool after these conv layers (0-based)
     dropout: float = 0.2
@@ -81,7 +85,7 @@ class CNNConfig:
 
     @property
     def in_channels(self) -> int:
-        return (1 + int(self.mass_channel) + int(self.row_channel) + int(self.segment_channel)
+        return (1 + int(self.mass_channel) + int(self.row_channel) + int(self.column_channel) + int(self.segment_channel)
                 + 2 * int(self.structure_channels))
 
 
@@ -128,6 +132,13 @@ def _mask_planes(t: int, seps: list[list[int] | None], cfg: "CNNConfig"):
         yield column_masks(t, seps)[:, None, None, :].expand(len(seps), 1, t, t)
 
 
+def column_strength(x: torch.Tensor, cols: torch.Tensor, grid: int) -> torch.Tensor:
+    """(N, 1, T, T) maps and (N or 1, T) column masks -> (N, 1, grid, grid): each masked column's cells against their
+    row's maximum, averaged over the rows of each grid row and max-pooled over the columns of each grid column."""
+    rel = x / x.amax(dim=3, keepdim=True).clamp_min(1e-12) * cols[:, None, None, :]
+    return F.adaptive_max_pool2d(F.adaptive_avg_pool2d(rel, (grid, x.shape[-1])), grid)
+
+
 def resize(x: torch.Tensor, grid: int, representation: str) -> torch.Tensor:
     """(N, C, T, T) -> (N, C, grid, grid)."""
     if representation == "area":
@@ -159,6 +170,12 @@ def preprocess(maps: torch.Tensor, seps: list[list[int] | None], cfg: CNNConfig,
     masks_for = seps[:1] if same else seps
     if resample_to is not None and resample_to != t:
         x = F.interpolate(x, size=(resample_to, resample_to), mode="nearest")
+    strength = None
+    if cfg.column_channel:
+        cols = column_masks(t, masks_for)  # (n or 1, T), resampled as the map's columns are
+        if resample_to is not None and resample_to != t:
+            cols = F.interpolate(cols[:, None], size=resample_to, mode="nearest")[:, 0]
+        strength = column_strength(x, cols, cfg.grid)
     planes = []
     for plane in _mask_planes(t, masks_for, cfg):  # (n or 1, 1, T, T) each
         if resample_to is not None and resample_to != t:
@@ -176,7 +193,7 @@ def preprocess(maps: torch.Tensor, seps: list[list[int] | None], cfg: CNNConfig,
     x = x / x.amax(dim=(2, 3), keepdim=True).clamp_min(1e-12)
     if cfg.intensity == "sqrt":
         x = x.sqrt()
-    x = torch.cat([x, *(c for c in (rel, rows) if c is not None)], dim=1)
+    x = torch.cat([x, *(c for c in (rel, rows, strength) if c is not None)], dim=1)
     if m is None:
         return x.contiguous()
     return torch.cat([x, m.expand(n, -1, -1, -1) if same else m], dim=1).contiguous()

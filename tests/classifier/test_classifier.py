@@ -58,6 +58,37 @@ def test_mass_channel_tells_concentrated_from_faint():
     assert CNNConfig(mass_channel=False).in_channels == 4
 
 
+def test_column_channel_keeps_a_one_token_column_at_its_row_relative_strength():
+    """A [CLS] column one token wide in a 96-token map (6 tokens a grid cell): the column channel holds each row's
+    [CLS] cell against that row's maximum, averaged over the grid row's rows but not over the grid column's
+    columns, only in the grid columns that hold a [CLS] or [SEP] column, and follows training's resampling."""
+    t = 96
+    a = torch.full((1, t, t), 0.1)
+    a[0].fill_diagonal_(2.0)
+    a[0, :, 0] = 1.0  # the [CLS] column: half of each row's maximum (the diagonal's cell)
+    a[0, :, 46] = 2.0  # the first separator's column: each row's maximum
+    a = a / a.sum(-1, keepdim=True)
+    cfg = CNNConfig(column_channel=True)
+    assert cfg.in_channels == CNNConfig().in_channels + 1
+    x = preprocess(a, [[46, 95]], cfg)
+    c = 1 + int(cfg.mass_channel)  # the column channel follows the mass channel (no row channel)
+    col = x[0, c]
+    assert x.shape == (1, cfg.in_channels, 16, 16)
+    assert torch.allclose(col[:, 0], torch.full((16,), 0.5), atol=1e-6)
+    assert torch.allclose(col[:, 7], torch.ones(16), atol=1e-6)  # token 46 sits in grid column 7
+    # the final separator (95): faint (0.05) except in the last grid row, where row 95's own diagonal cell is it
+    assert torch.allclose(col[:15, 15], torch.full((15,), 0.05), atol=1e-6)
+    assert float(col[15, 15]) == pytest.approx((5 * 0.05 + 1) / 6)
+    assert float(col[:, 1:7].abs().max()) == 0.0 and float(col[:, 8:15].abs().max()) == 0.0
+    # resampled to 48 tokens as training's augmentation does (nearest: the even tokens): still undiluted
+    r = preprocess(a, [[46, 95]], cfg, resample_to=48)[0, c]
+    assert torch.allclose(r[:, 7], torch.ones(16), atol=1e-6) and torch.allclose(r[:, 0], torch.full((16,), 0.5), atol=1e-6)
+    # per-map seps give the same channel as shared ones
+    two = torch.cat([a, a])
+    assert torch.equal(preprocess(two, [[46, 95], [46, 95]], cfg), preprocess(two, [[46, 95]] * 2, cfg))
+    assert torch.equal(preprocess(two, [[46, 95], [46, 95]], cfg)[0], x[0])
+
+
 def test_shared_and_per_map_seps_give_the_same_input():
     maps = torch.stack([torch.as_tensor(pattern_map(k, 20, 9)) for k in ("diagonal", "block", "vertical")])
     cfg = CNNConfig()
