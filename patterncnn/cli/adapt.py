@@ -61,9 +61,15 @@ def run_start(args) -> int:
     from ..core.glue import get_task, load_split
     from ..core.maps import open_maps
     from ..encoders.load import load_encoder
+    from ..labelling.labelstudio import check_project_title
     from ..labelling.push import HIDDEN_COLUMNS, label_config, push, setup_annotators
     from ..labelling.sample import sample_maps
 
+    # Everything that can be refused is checked before the encoder runs and before anything is written.
+    for name in ("maps", "annotators"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be at least 1 (got {getattr(args, name)})")
+    check_project_title(args.project)
     tasks = [get_task(t) for t in (args.task or TASKS)]
     maps = Path(args.out) / "maps"
     if (maps / "store.json").exists():
@@ -73,9 +79,12 @@ def run_start(args) -> int:
     ls = connect(args)  # before the encoder runs: a wrong URL or token fails at once
     splits = [load_split(t, "dev", glue_dir(args)) for t in tasks]
     enc = load_encoder(args.model, max_length=args.max_length)
+    project = ls.ensure_project(args.project, label_config(), hidden_columns=HIDDEN_COLUMNS)
+    if args.maps < 50:
+        print(f"note: {args.maps} maps is far fewer than the ~100 the learning curve was measured with "
+              f"(docs/pages/commands/adapt.md); the validated band of so few maps is wide")
     summary = sample_maps(enc, splits, math.ceil(args.maps / len(tasks)), args.seed, maps, progress=progress(),
                           design="uniform")
-    project = ls.ensure_project(args.project, label_config(), hidden_columns=HIDDEN_COLUMNS)
     pushed = push(ls, project, open_maps(maps), predictor=None)
     r = setup_annotators(ls, project, args.annotators, blind=True)
     print(f"sampled {sum(summary['tasks'].values())} maps of {enc.tag} uniformly into {maps}; pushed "

@@ -68,8 +68,9 @@ def progress():
 def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="minilm",
                    help="Hugging Face encoder: hub id (bert-base-uncased), local folder, or an embedded one that "
-                        "works offline: 'minilm' (all-MiniLM-L6-v2) or 'mpnet' (all-mpnet-base-v2, the extra "
-                        "patterncnn[mpnet]) (default: %(default)s)")
+                        "works offline: 'minilm' (all-MiniLM-L6-v2), 'mpnet' (all-mpnet-base-v2, the extra "
+                        "patterncnn[mpnet]) or 'e5' (multilingual-e5-small from dequantised 4-bit weights, the extra "
+                        "patterncnn[e5]) (default: %(default)s)")
     p.add_argument("--max-length", type=positive_int, default=128,
                    help="cap on tokens per input; longer inputs are truncated and counted (default: %(default)s)")
 

@@ -46,7 +46,8 @@ def run(args) -> int:
     b = res["baseline"]
     cells = [c for row in res["heads"] for c in row]
     print(f"{res['tag']} on {res['task']} ({res['examples']} dev examples): baseline {res['metric']} "
-          f"{b['metric']:.4f} [{b['ci95'][0]:.4f}, {b['ci95'][1]:.4f}]")
+          f"{b['metric']:.4f} [{b['ci95'][0]:.4f}, {b['ci95'][1]:.4f}] (brackets: 95% bootstrap intervals over the "
+          f"examples)")
     print(f"heads whose change's 95% interval excludes 0: {sum(c['outside'] for c in cells)} of {len(cells)}; "
           f"best change {max(c['change'] for c in cells):+.4f}, worst {min(c['change'] for c in cells):+.4f}")
     for l, c in enumerate(res["layers"]):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import os
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -260,14 +261,19 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
     from transformers import AutoConfig, AutoModel, AutoTokenizer  # slow import, only where needed
 
     path = resolve_model(name)
+    fix = (f"Fix: pass --model a hub id (e.g. bert-base-uncased, needs internet), a folder with config.json and "
+           f"weights (e.g. one written by `patterncnn finetune`), or an embedded encoder: {', '.join(REGISTRY)}")
+    local = Path(path).expanduser()
+    if not local.exists() and (local.is_absolute() or path.startswith((".", "~"))
+                               or (str(local.parent) != "." and local.parent.is_dir())):
+        raise EncoderError(f"no folder {name!r}: {local.resolve()} does not exist. {fix}")
     try:
         config = AutoConfig.from_pretrained(path, revision=revision)
     except (OSError, ValueError) as e:
+        offline = (" HF_HUB_OFFLINE is set, so a hub id loads only from the local cache."
+                   if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on") else "")
         raise EncoderError(
-            f"cannot load {name!r} as a Hugging Face encoder ({str(e).splitlines()[0]}). Fix: pass --model a hub id "
-            f"(e.g. bert-base-uncased, needs internet), a folder with config.json and weights (e.g. one written by "
-            f"`patterncnn finetune`), or an embedded encoder: {', '.join(REGISTRY)}"
-        ) from None
+            f"cannot load {name!r} as a Hugging Face encoder ({str(e).splitlines()[0]}).{offline} {fix}") from None
     archs = config.architectures or []
     if config.is_encoder_decoder or getattr(config, "is_decoder", False) or any(
         a.endswith(_NOT_ENCODERS) for a in archs

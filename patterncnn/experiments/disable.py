@@ -23,6 +23,7 @@ of the task's own metric against the undisabled model gets a paired bootstrap 95
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -36,6 +37,7 @@ from ..core.fileio import public_fingerprint
 from ..core.glue import GlueSplit, GlueTask, get_task, load_split
 from ..core.plots import disable_plot, png
 from ..core.work import finish, output_dir, prepare_out, progress_bars, provenance, run_parts, work_dir, write_result
+from ..encoders.finetune import MANIFEST
 from ..encoders.load import EncoderError, bounded_texts, load_encoder, resolve_model
 from ..encoders.uniform_heads import DisableError, UniformHeads, encoder_layers
 from .result import ExperimentResult
@@ -199,8 +201,12 @@ def _predictions(task: GlueTask, logits) -> np.ndarray:
     return x[:, 0] if task.is_regression else x.argmax(1)
 
 
-def load_task_model(name: str, max_length: int = 128, device: str = "cpu"):
-    """(encoder record, sequence classifier, tokenizer) of a fine-tuned model folder (``patterncnn finetune``)."""
+def load_task_model(name: str, max_length: int = 128, device: str = "cpu", task: GlueTask | None = None):
+    """(encoder record, sequence classifier, tokenizer) of a fine-tuned model folder (``patterncnn finetune``).
+
+    With ``task``, the model must have been fine-tuned on it: the task its ``patterncnn_finetune.json`` names, and
+    a head with the task's number of outputs (1 for a regression task), else an error that names the fix.
+    """
     from transformers import AutoModelForSequenceClassification
 
     enc = load_encoder(name, max_length=max_length, device=device)  # validates, fingerprints, caps max_length
@@ -208,6 +214,19 @@ def load_task_model(name: str, max_length: int = 128, device: str = "cpu"):
     if not any(a.endswith("ForSequenceClassification") for a in archs):
         raise EncoderError(f"{name!r} has no task head (architectures {archs}); disable needs a fine-tuned model: "
                            f"run `patterncnn finetune --task T --out models-ft/NAME` and pass --model models-ft/NAME")
+    if task is not None:
+        manifest = Path(resolve_model(name)) / MANIFEST
+        tuned = json.loads(manifest.read_text(encoding="utf-8")).get("task") if manifest.is_file() else None
+        if tuned and get_task(tuned).name != task.name:
+            raise EncoderError(f"{name!r} was fine-tuned on {tuned} (its {MANIFEST}), not on {task.name}: pass "
+                               f"--task {tuned}, or fine-tune it on {task.name} first (`patterncnn finetune --task "
+                               f"{task.name}`)")
+        outputs = enc.model.config.num_labels
+        if outputs != task.num_labels:
+            raise EncoderError(f"{name!r} has a head of {outputs} output(s), and {task.name} needs "
+                               f"{task.num_labels}: it was not fine-tuned on {task.name}; pass the task it was "
+                               f"fine-tuned on, or fine-tune it on {task.name} (`patterncnn finetune --task "
+                               f"{task.name}`)")
     clf = AutoModelForSequenceClassification.from_pretrained(resolve_model(name), attn_implementation="eager")
     clf.eval().to(enc.device)
     return enc, clf, enc.tokenizer
@@ -251,7 +270,7 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
 
     out = prepare_out(out, RESULT, overwrite)
     task = split.task
-    enc, clf, tok = load_task_model(model, max_length, device)
+    enc, clf, tok = load_task_model(model, max_length, device, task)
     labels = np.array([ex.label for ex in split.examples], dtype=float if task.is_regression else int)
     params = {"task": task.name, "model": enc.fingerprint, "examples": [ex.index for ex in split.examples],
               "max_length": enc.max_length, "layers": layers}

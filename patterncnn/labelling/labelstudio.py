@@ -19,11 +19,20 @@ from typing import Any, Callable
 
 from ..core.errors import PatternCNNError
 
-MAX_TITLE = 50  # Label Studio's limit on a project title
+MIN_TITLE, MAX_TITLE = 3, 50  # Label Studio's limits on a project title
 
 
 class AnnotateError(PatternCNNError, RuntimeError):
     """A Label Studio step failed; the message names the cause and the fix, in one line."""
+
+
+def check_project_title(project: str | int) -> None:
+    """Refuse a title that Label Studio would refuse (an id, all digits, passes), naming --project."""
+    if isinstance(project, int) or str(project).isdigit():
+        return
+    if not MIN_TITLE <= len(str(project).strip()) <= MAX_TITLE:
+        raise AnnotateError(f"Label Studio project titles have {MIN_TITLE} to {MAX_TITLE} characters; {project!r} has "
+                            f"{len(str(project).strip())}: choose another --project")
 
 
 @dataclasses.dataclass
@@ -76,9 +85,7 @@ class Connection:
         Args:
             hidden_columns: task data fields that the new project's task list (Data Manager) does not show.
         """
-        if not (isinstance(project, int) or str(project).isdigit()) and len(str(project)) > MAX_TITLE:
-            raise AnnotateError(f"Label Studio project titles have at most {MAX_TITLE} characters; {project!r} has "
-                                f"{len(str(project))}: shorten --project")
+        check_project_title(project)
         found = self.find_project(project)
         if found is not None:
             return found

@@ -454,7 +454,8 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
     if not any(a["label"] and not a["skipped"] for a in flat.annotations):
         raise AnnotateError(f"no labelled maps in the export ({flat.report['tasks']} task(s), "
                             f"{flat.report['cancelled']} skipped, {flat.report['unlabelled']} unlabelled); "
-                            f"nothing written to {out}")
+                            f"nothing written to {out}: label the maps first (the project's Label All Tasks in "
+                            f"Label Studio), then run this again")
     labels, l_changes = merge_rows(old.labels, label_rows(annotations, predictions, _map_info(old, flat, source_maps),
                                                           method, _first_origins(old, flat, replace)), replace)
     l_changes["relabelled"] = sorted(m for m in l_changes["updated"] if old.labels[m]["label"] != labels[m]["label"])

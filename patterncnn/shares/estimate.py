@@ -151,10 +151,11 @@ def unseen_family(unseen: dict | None, family: str) -> dict:
     return {"encoder": f"not validated on the family {family}; the band is what holding a family out cost "
                        f"({', '.join(unseen['families'])}, {unseen['seeds']} seeds each)",
             "mean_abs_error": unseen["mean_abs_error"], "abs_error": band, "bias_band": band, "coverage": None,
-            "warning": (f"the encoder family {family} is none the classifier was validated on: on a family it never "
-                        f"saw it labelled {100 * unseen['accuracy']:.0f}% of the maps right and misestimated the shares "
-                        f"by {100 * unseen['mean_abs_error']:.1f} points per pattern on average (up to "
-                        f"{100 * max(band.values()):.1f}), measured by holding out each family it was trained on; the "
+            "warning": (f"the encoder family {family} is none the classifier was validated on. Holding out each "
+                        f"family it was trained on ({', '.join(unseen['families'])}; mean over {unseen['seeds']} "
+                        f"seeds), it labelled {100 * unseen['accuracy']:.0f}% of the maps right on the family it did "
+                        f"worst on, and misestimated a pattern's share by {100 * unseen['mean_abs_error']:.1f} points "
+                        f"on average (the worst family per pattern; up to {100 * max(band.values()):.1f}); the "
                         f"intervals carry that band. For a validated interval of its own, label ~100 of its maps and "
                         f"adapt the classifier to it (`patterncnn adapt`)")}
 
@@ -223,7 +224,8 @@ def describe(e: dict) -> str:
               if banded else " only (the classifier's errors are not in it)"))
     if not isinstance(v, dict):
         return f"{how}\nvalidated share error: {v}"
-    return (f"{how}\nvalidated share error ({v['encoder']}): mean {100 * v['mean_abs_error']:.1f} points per pattern"
+    on = f"{v['encoder']}, {v['maps']} hand-labelled maps" if "maps" in v else v["encoder"]
+    return (f"{how}\nvalidated share error ({on}): mean {100 * v['mean_abs_error']:.1f} points per pattern"
             + (f", worst {v['worst']['label']} {100 * v['worst']['abs_error']:.1f}" if "worst" in v else "")
             + (f"; 95% intervals held the hand-labelled share in {100 * v['coverage']:.0f}% of cells"
                if v.get("coverage") is not None else "; how often its intervals hold the true share is unmeasured")

@@ -57,6 +57,14 @@ def test_max_length_capped_by_model(tiny_bert):
     assert load_encoder(str(tiny_bert), max_length=10_000).max_length == 64
 
 
+def test_a_missing_local_folder_is_named_as_such(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models-ft").mkdir()
+    for name in (str(tmp_path / "no-such-model"), "./no-such-model", "models-ft/typo"):
+        with pytest.raises(EncoderError, match=r"no folder .* does not exist\. Fix: pass --model"):
+            load_encoder(name)
+
+
 def test_not_an_encoder(tmp_path):
     with pytest.raises(EncoderError, match="cannot load .* as a Hugging Face encoder"):
         load_encoder(str(tmp_path))

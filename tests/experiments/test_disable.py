@@ -180,3 +180,20 @@ def test_disable_cli_runs_and_resumes(family, request, glue_dir, tmp_path, capsy
     assert (out / "disable.png").stat().st_size > 1000 and not (out / ".work").exists()
     assert main(args) == 2  # a finished run is not overwritten silently
     assert "--overwrite" in capsys.readouterr().err
+
+
+def test_disable_refuses_a_task_the_model_was_not_fine_tuned_on(tiny_bert, glue_dir, tmp_path, capsys):
+    from patterncnn.cli import main
+    from patterncnn.encoders.finetune import MANIFEST
+
+    model, _, folder = _classifier(tiny_bert, tmp_path, "ft")
+    assert model.config.num_labels == 2
+    args = ["disable", "--model", str(folder), "--glue-dir", str(glue_dir), "--limit", "12", "--bootstrap", "50"]
+    # a head of two outputs cannot be scored on STS-B, a regression task
+    assert main([*args, "--task", "stsb", "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert "head of 2 output(s)" in err and "stsb needs 1" in err and not (tmp_path / "a" / "disable.json").exists()
+    # the task its patterncnn_finetune.json names decides, also between tasks of two classes
+    (folder / MANIFEST).write_text(json.dumps({"task": "sst2"}))
+    assert main([*args, "--task", "rte", "--out", str(tmp_path / "b")]) == 2
+    assert "fine-tuned on sst2" in (err := capsys.readouterr().err) and "--task sst2" in err

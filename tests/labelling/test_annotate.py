@@ -242,12 +242,13 @@ def test_agreement_command_on_the_shipped_set(tmp_path, capsys):
     assert "votes.csv not found" in err and err.count("\n") == 1
 
 
-def test_a_project_title_over_label_studios_limit_is_refused_before_any_call():
-    from patterncnn.labelling.labelstudio import MAX_TITLE, AnnotateError, Connection
+def test_a_project_title_outside_label_studios_limits_is_refused_before_any_call():
+    from patterncnn.labelling.labelstudio import MAX_TITLE, MIN_TITLE, AnnotateError, Connection
 
     ls = Connection(url="http://localhost:1", client=None)  # no server: the check comes first
-    with pytest.raises(AnnotateError, match=rf"at most {MAX_TITLE} characters.*shorten --project"):
-        ls.ensure_project("r" * (MAX_TITLE + 1), label_config())
+    for title in ("r" * (MAX_TITLE + 1), "p2", "   ab  "):
+        with pytest.raises(AnnotateError, match=rf"{MIN_TITLE} to {MAX_TITLE} characters.*choose another --project"):
+            ls.ensure_project(title, label_config())
 
 
 # ---------------------------------------------------------------- issue 31: damaged exports and tables

@@ -177,7 +177,7 @@ def test_the_shipped_classifier_is_calibrated_and_validated_per_encoder():
     assert unseen["families"] == ["e5", "minilm", "mpnet"] and unseen["seeds"] == 5
     plan = plan_for(meta, None, None, "roberta-0badcafe")
     assert plan.estimator == "count" and plan.validated["bias_band"] == unseen["bias_band"]
-    assert f"labelled {unseen['accuracy']:.0%} of the maps right" in plan.validated["warning"]
+    assert f"labelled {unseen['accuracy']:.0%} of the maps right on the family it did worst on" in plan.validated["warning"]
 
 
 def test_an_unvalidated_fine_tune_takes_its_pretrained_base_choice_not_another_fine_tunes():
