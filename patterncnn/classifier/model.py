@@ -134,9 +134,16 @@ def _mask_planes(t: int, seps: list[list[int] | None], cfg: "CNNConfig"):
 
 def column_strength(x: torch.Tensor, cols: torch.Tensor, grid: int) -> torch.Tensor:
     """(N, 1, T, T) maps and (N or 1, T) column masks -> (N, 1, grid, grid): each masked column's cells against their
-    row's maximum, averaged over the rows of each grid row and max-pooled over the columns of each grid column."""
-    rel = x / x.amax(dim=3, keepdim=True).clamp_min(1e-12) * cols[:, None, None, :]
-    return F.adaptive_max_pool2d(F.adaptive_avg_pool2d(rel, (grid, x.shape[-1])), grid)
+    row's maximum, averaged over the rows of each grid row and max-pooled over the columns of each grid column.
+
+    Only the masked columns are gathered (K of them, the [CLS] and separators of any map), so the extra memory is
+    (N, T, K) and (N, grid, T), not another (N, T, T)."""
+    n, t = x.shape[0], x.shape[-1]
+    idx = cols.any(dim=0).nonzero().flatten()  # (K,) every column masked in any map
+    rel = x[..., idx] / x.amax(dim=3, keepdim=True).clamp_min(1e-12) * cols[:, None, None, idx]  # (N, 1, T, K)
+    placed = x.new_zeros((n, 1, grid, t))
+    placed[..., idx] = F.adaptive_avg_pool2d(rel, (grid, len(idx)))  # rows pooled; each column its own
+    return F.adaptive_max_pool2d(placed, grid)
 
 
 def resize(x: torch.Tensor, grid: int, representation: str) -> torch.Tensor:
@@ -160,7 +167,8 @@ def preprocess(maps: torch.Tensor, seps: list[list[int] | None], cfg: CNNConfig,
     Returns:
         (N, C, grid, grid) float32: channel 0 the map scaled to [0, 1] by its own maximum; then,
         as configured, the log mass relative to uniform, the map with each row scaled by its own
-        maximum, the segment mask, the diagonal band and the [CLS]/[SEP] columns.
+        maximum, the [CLS]/[SEP] columns' strength (:func:`column_strength`), the segment mask,
+        the diagonal band and the [CLS]/[SEP] columns.
     """
     x = maps.float().unsqueeze(1)  # (N, 1, T, T)
     t, n = maps.shape[-1], maps.shape[0]

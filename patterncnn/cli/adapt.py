@@ -5,7 +5,16 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from .common import add_connection_args, add_glue_args, add_model_args, add_overwrite, connect, glue_dir, progress
+from .common import (
+    add_connection_args,
+    add_glue_args,
+    add_model_args,
+    add_overwrite,
+    connect,
+    glue_dir,
+    positive_int,
+    progress,
+)
 
 TASKS = ("cola", "sst2", "mrpc", "stsb", "rte", "qnli")
 
@@ -24,9 +33,9 @@ def register(sub) -> None:
     add_model_args(q)
     q.add_argument("--project", required=True, help="Label Studio project title (created if missing)")
     q.add_argument("--out", required=True, help="folder of this adaptation (maps/, then labels/ and classifier/)")
-    q.add_argument("--maps", type=int, default=100, help="maps to label, spread over the tasks (default: %(default)s)")
+    q.add_argument("--maps", type=positive_int, default=100, help="maps to label, spread over the tasks (default: %(default)s)")
     q.add_argument("--task", action="append", help=f"GLUE tasks to draw from (default: {', '.join(TASKS)})")
-    q.add_argument("--annotators", type=int, default=1,
+    q.add_argument("--annotators", type=positive_int, default=1,
                    help="annotators per map (one account each; with 3, ties and slips are outvoted) "
                         "(default: %(default)s)")
     add_connection_args(q)
@@ -65,11 +74,7 @@ def run_start(args) -> int:
     from ..labelling.push import HIDDEN_COLUMNS, label_config, push, setup_annotators
     from ..labelling.sample import sample_maps
 
-    # Everything that can be refused is checked before the encoder runs and before anything is written.
-    for name in ("maps", "annotators"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name} must be at least 1 (got {getattr(args, name)})")
-    check_project_title(args.project)
+    check_project_title(args.project)  # before the encoder runs and before anything is written
     tasks = [get_task(t) for t in (args.task or TASKS)]
     maps = Path(args.out) / "maps"
     if (maps / "store.json").exists():

@@ -264,16 +264,18 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
     fix = (f"Fix: pass --model a hub id (e.g. bert-base-uncased, needs internet), a folder with config.json and "
            f"weights (e.g. one written by `patterncnn finetune`), or an embedded encoder: {', '.join(REGISTRY)}")
     local = Path(path).expanduser()
-    if not local.exists() and (local.is_absolute() or path.startswith((".", "~"))
-                               or (str(local.parent) != "." and local.parent.is_dir())):
+    if not local.exists() and (local.is_absolute() or path.startswith((".", "~"))):  # a path, never a hub id
         raise EncoderError(f"no folder {name!r}: {local.resolve()} does not exist. {fix}")
     try:
         config = AutoConfig.from_pretrained(path, revision=revision)
     except (OSError, ValueError) as e:
+        # "org/name" may be a hub id or a folder: say which way it failed only after the hub was asked
+        missing = (f" No folder {local.resolve()} exists either." if not local.exists() and str(local.parent) != "."
+                   and local.parent.is_dir() else "")
         offline = (" HF_HUB_OFFLINE is set, so a hub id loads only from the local cache."
                    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on") else "")
-        raise EncoderError(
-            f"cannot load {name!r} as a Hugging Face encoder ({str(e).splitlines()[0]}).{offline} {fix}") from None
+        raise EncoderError(f"cannot load {name!r} as a Hugging Face encoder ({str(e).splitlines()[0]}).{missing}"
+                           f"{offline} {fix}") from None
     archs = config.architectures or []
     if config.is_encoder_decoder or getattr(config, "is_decoder", False) or any(
         a.endswith(_NOT_ENCODERS) for a in archs

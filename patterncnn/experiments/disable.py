@@ -216,8 +216,13 @@ def load_task_model(name: str, max_length: int = 128, device: str = "cpu", task:
                            f"run `patterncnn finetune --task T --out models-ft/NAME` and pass --model models-ft/NAME")
     if task is not None:
         manifest = Path(resolve_model(name)) / MANIFEST
-        tuned = json.loads(manifest.read_text(encoding="utf-8")).get("task") if manifest.is_file() else None
-        if tuned and get_task(tuned).name != task.name:
+        try:
+            tuned = json.loads(manifest.read_text(encoding="utf-8")).get("task") if manifest.is_file() else None
+        except (ValueError, AttributeError):
+            raise EncoderError(f"{manifest} is not the JSON object `patterncnn finetune` writes; fine-tune the model "
+                               f"again, or delete that file") from None
+        # mnli and mnli-mm share their training set and head: compare the task a model is trained on
+        if tuned and get_task(tuned).hf_config != task.hf_config:
             raise EncoderError(f"{name!r} was fine-tuned on {tuned} (its {MANIFEST}), not on {task.name}: pass "
                                f"--task {tuned}, or fine-tune it on {task.name} first (`patterncnn finetune --task "
                                f"{task.name}`)")

@@ -83,10 +83,17 @@ def test_column_channel_keeps_a_one_token_column_at_its_row_relative_strength():
     # resampled to 48 tokens as training's augmentation does (nearest: the even tokens): still undiluted
     r = preprocess(a, [[46, 95]], cfg, resample_to=48)[0, c]
     assert torch.allclose(r[:, 7], torch.ones(16), atol=1e-6) and torch.allclose(r[:, 0], torch.full((16,), 0.5), atol=1e-6)
-    # per-map seps give the same channel as shared ones
-    two = torch.cat([a, a])
-    assert torch.equal(preprocess(two, [[46, 95], [46, 95]], cfg), preprocess(two, [[46, 95]] * 2, cfg))
-    assert torch.equal(preprocess(two, [[46, 95], [46, 95]], cfg)[0], x[0])
+    # maps with different seps in one call: each gets its own columns, as when preprocessed alone
+    seps = [[46, 95], [20, 95], None]
+    three = torch.cat([a, a, a])
+    together = preprocess(three, seps, cfg)
+    for i, sp in enumerate(seps):
+        assert torch.equal(together[i], preprocess(a, [sp], cfg)[0])
+    assert float(together[1, c, :, 7].abs().max()) == 0.0  # token 46 is no separator of the second map
+    want = torch.full((16,), 0.05)
+    want[3] = (5 * 0.05 + 1) / 6  # its separator 20, faint, is row 20's own diagonal cell
+    assert torch.allclose(together[1, c, :, 3], want)
+    assert float(together[2, c, :, 1:].abs().max()) == 0.0  # one segment, no separator: only the [CLS] column
 
 
 def test_shared_and_per_map_seps_give_the_same_input():

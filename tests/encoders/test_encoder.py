@@ -59,10 +59,15 @@ def test_max_length_capped_by_model(tiny_bert):
 
 def test_a_missing_local_folder_is_named_as_such(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "models-ft").mkdir()
-    for name in (str(tmp_path / "no-such-model"), "./no-such-model", "models-ft/typo"):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for name in (str(tmp_path / "no-such-model"), "./no-such-model"):
         with pytest.raises(EncoderError, match=r"no folder .* does not exist\. Fix: pass --model"):
             load_encoder(name)
+    # "org/name" may be a hub id even when a folder "org" exists here: the hub is asked first, then both are named
+    (tmp_path / "intfloat").mkdir()
+    with pytest.raises(EncoderError, match=r"cannot load 'intfloat/no-such-e5' as a Hugging Face encoder .*No folder "
+                                           r".*intfloat/no-such-e5 exists either\. HF_HUB_OFFLINE is set"):
+        load_encoder("intfloat/no-such-e5")
 
 
 def test_not_an_encoder(tmp_path):

@@ -26,8 +26,8 @@ PAIRS = [("a man is playing a guitar.", "someone plays music!"), ("short", "pair
          ("one", "two")]
 
 
-def _classifier(folder, tmp_path, name):
-    return sequence_classifier(folder, tmp_path / name)
+def _classifier(folder, tmp_path, name, num_labels=2):
+    return sequence_classifier(folder, tmp_path / name, num_labels)
 
 
 FAMILIES = ["bert", "mpnet", "roberta", "distilbert"]
@@ -197,3 +197,17 @@ def test_disable_refuses_a_task_the_model_was_not_fine_tuned_on(tiny_bert, glue_
     (folder / MANIFEST).write_text(json.dumps({"task": "sst2"}))
     assert main([*args, "--task", "rte", "--out", str(tmp_path / "b")]) == 2
     assert "fine-tuned on sst2" in (err := capsys.readouterr().err) and "--task sst2" in err
+    (folder / MANIFEST).write_text("{not json")
+    assert main([*args, "--task", "rte", "--out", str(tmp_path / "c")]) == 2
+    assert "is not the JSON object" in capsys.readouterr().err
+
+
+def test_a_model_fine_tuned_on_mnli_is_scored_on_mnli_mismatched_too(tiny_bert, tmp_path):
+    from patterncnn.core.glue import get_task
+    from patterncnn.encoders.finetune import MANIFEST
+    from patterncnn.experiments.disable import load_task_model
+
+    _, _, folder = _classifier(tiny_bert, tmp_path, "mnli", num_labels=3)
+    (folder / MANIFEST).write_text(json.dumps({"task": "mnli"}))
+    for task in ("mnli", "mnli-mm"):
+        assert load_task_model(str(folder), task=get_task(task))[1].config.num_labels == 3
