@@ -105,6 +105,8 @@ def run(args) -> int:
                             device=device(args), save_maps=args.save_maps, precision=precision, **common)
     for enc, out, result in runs:
         print(f"\n{enc.name} ({enc.tag}, backend {enc.backend}): share of (example, layer, head) maps")
+        if enc.weights_note:
+            print(f"note: the maps of {enc.name} come from converted weights: {enc.weights_note}")
         print(describe(result["estimator"]))
         print(table(result))
         for task, s in result["tasks"].items():

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 from safetensors.numpy import save_file
+
+SOURCE_RECORD = "e5s1_source.json"  # beside the converted weights: the source file's hash and what was done to it
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 from ..core.errors import PatternCNNError
@@ -244,7 +246,7 @@ def convert(src_bin: Path, out_dir: Path) -> Path:
         save_file(_state_dict(m, data), str(tmp / "model.safetensors"), metadata={"format": "pt"})
         build_tokenizer(m).save(str(tmp / "tokenizer.json"))
         for name, obj in [("config.json", config), ("tokenizer_config.json", tok_config),
-                          ("e5s1_source.json", source)]:
+                          (SOURCE_RECORD, source)]:
             (tmp / name).write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         for f in tmp.iterdir():
             f.chmod(0o644)

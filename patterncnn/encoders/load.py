@@ -118,6 +118,20 @@ class Encoder:
         return f"{base}-{digest[:8]}" if digest else base
 
     @property
+    def weights_note(self) -> str | None:
+        """What was done to a converted encoder's weights (E5: dequantised from 4-bit), from its converter's record
+        beside them; None for weights used as published."""
+        import json
+
+        from .e5s1 import SOURCE_RECORD
+
+        record = Path(self.fingerprint.get("path") or "") / SOURCE_RECORD
+        try:
+            return json.loads(record.read_text(encoding="utf-8")).get("note") if record.is_file() else None
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    @property
     def max_chars(self) -> int:
         """The characters of one text read at most (:func:`bounded_texts`)."""
         return CHARS_PER_TOKEN * self.max_length

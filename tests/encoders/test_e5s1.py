@@ -117,6 +117,10 @@ def test_converted_folder_loads_in_transformers_with_attention_maps(tiny):
         att = model(**tok(["a b", "a"], padding=True, return_tensors="pt"), output_attentions=True).attentions
     assert len(att) == LAYERS and att[0].shape == (2, HEADS, 4, 4)
     assert torch.allclose(att[0].sum(-1), torch.ones(2, HEADS, 4), atol=1e-5)
+    # patterncnn's loader says what the weights are, so that a census of them can say so
+    from patterncnn.encoders.load import load_encoder
+
+    assert "dequantised from 4-bit" in load_encoder(str(out)).weights_note
 
 
 @pytest.mark.parametrize("cut, what", [(3, "truncated"), (200, "truncated or corrupt"), (-40, "ends past the end")])

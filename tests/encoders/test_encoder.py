@@ -54,7 +54,9 @@ def test_streams_many_examples_in_bucketed_batches(tiny_bert):
 
 
 def test_max_length_capped_by_model(tiny_bert):
-    assert load_encoder(str(tiny_bert), max_length=10_000).max_length == 64
+    enc = load_encoder(str(tiny_bert), max_length=10_000)
+    assert enc.max_length == 64
+    assert enc.weights_note is None  # weights used as published (a converted E5 says what was done: test_e5s1.py)
 
 
 def test_a_missing_local_folder_is_named_as_such(tmp_path, monkeypatch):
