@@ -41,6 +41,7 @@ def provenance(result: dict) -> dict[str, str]:
     rows = {"encoder": f"{enc.get('model')} (weights sha256 {str(enc.get('sha256') or enc.get('revision'))[:12]}, "
                        f"backend {result.get('backend')}, max length {result.get('max_length')}, "
                        f"{result.get('layers')} layers x {result.get('heads')} heads)",
+            **({"encoder weights": result["encoder_weights"]} if result.get("encoder_weights") else {}),
             "classifier": f"{clf.get('version')} ({clf.get('path')}, sha256 {str(clf.get('sha256'))[:12]})",
             "estimator": describe(est).split("\n")[0] if est else "count",
             "validation": describe(est).split("\n", 1)[1].split("\nwarning:")[0] if isinstance(v, dict) else str(v),

@@ -28,11 +28,11 @@ from pathlib import Path
 
 import numpy as np
 from safetensors.numpy import save_file
-
-SOURCE_RECORD = "e5s1_source.json"  # beside the converted weights: the source file's hash and what was done to it
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 from ..core.errors import PatternCNNError
+
+SOURCE_RECORD = "e5s1_source.json"  # beside the converted weights: the source file's hash and what was done to it
 
 Q4 = np.dtype([("d", "<u2"), ("qs", "u1", (16,))])  # e5.c block_q4_0, 18 bytes
 DIMS = ("hidden", "layers", "heads", "ffn", "vocab", "max_pos", "type_vocab")

@@ -120,16 +120,8 @@ class Encoder:
     @property
     def weights_note(self) -> str | None:
         """What was done to a converted encoder's weights (E5: dequantised from 4-bit), from its converter's record
-        beside them; None for weights used as published."""
-        import json
-
-        from .e5s1 import SOURCE_RECORD
-
-        record = Path(self.fingerprint.get("path") or "") / SOURCE_RECORD
-        try:
-            return json.loads(record.read_text(encoding="utf-8")).get("note") if record.is_file() else None
-        except (OSError, ValueError, AttributeError):
-            return None
+        beside them, or beside the base of a ``patterncnn finetune`` folder; None for weights used as published."""
+        return _weights_note(self.fingerprint.get("path"))
 
     @property
     def max_chars(self) -> int:
@@ -234,6 +226,29 @@ class Encoder:
         del att
 
 
+def _weights_note(path: str | None, depth: int = 0) -> str | None:
+    """:attr:`Encoder.weights_note` of a model folder (None for a hub id or a folder without a record)."""
+    import json
+
+    from .e5s1 import SOURCE_RECORD
+    from .finetune import MANIFEST
+
+    if not path or depth > 1 or not Path(path).is_dir():
+        return None
+    record, manifest = Path(path) / SOURCE_RECORD, Path(path) / MANIFEST
+    try:
+        if record.is_file():
+            note = json.loads(record.read_text(encoding="utf-8")).get("note")
+            return note if isinstance(note, str) and note else None
+        if manifest.is_file():  # a fine-tune: what was done to the weights it started from
+            base = json.loads(manifest.read_text(encoding="utf-8")).get("base_model") or {}
+            note = _weights_note(base.get("path"), depth + 1)
+            return f"fine-tuned from {note}" if note else None
+    except (OSError, ValueError, AttributeError) as e:
+        log.warning("cannot read what was done to the weights in %s: %s", path, e)
+    return None
+
+
 def _fingerprint(name: str, path: str, model) -> dict:
     """Identify the exact weights: a file hash for a local folder, the hub commit otherwise."""
     fp = {"model": name, "path": path, "revision": getattr(model.config, "_commit_hash", None), "sha256": None}
@@ -277,7 +292,10 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
     path = resolve_model(name)
     fix = (f"Fix: pass --model a hub id (e.g. bert-base-uncased, needs internet), a folder with config.json and "
            f"weights (e.g. one written by `patterncnn finetune`), or an embedded encoder: {', '.join(REGISTRY)}")
-    local = Path(path).expanduser()
+    try:
+        local = Path(path).expanduser()
+    except RuntimeError:  # "~nosuchuser/...": a home folder that does not exist
+        raise EncoderError(f"no folder {name!r}: its home folder does not exist. {fix}") from None
     if not local.exists() and (local.is_absolute() or path.startswith((".", "~"))):  # a path, never a hub id
         raise EncoderError(f"no folder {name!r}: {local.resolve()} does not exist. {fix}")
     try:

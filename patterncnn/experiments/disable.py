@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from ..core.fileio import public_fingerprint
-from ..core.glue import GlueSplit, GlueTask, get_task, load_split
+from ..core.glue import GlueDataError, GlueSplit, GlueTask, get_task, load_split
 from ..core.plots import disable_plot, png
 from ..core.work import finish, output_dir, prepare_out, progress_bars, provenance, run_parts, work_dir, write_result
 from ..encoders.finetune import MANIFEST
@@ -218,11 +218,12 @@ def load_task_model(name: str, max_length: int = 128, device: str = "cpu", task:
         manifest = Path(resolve_model(name)) / MANIFEST
         try:
             tuned = json.loads(manifest.read_text(encoding="utf-8")).get("task") if manifest.is_file() else None
-        except (ValueError, AttributeError):
-            raise EncoderError(f"{manifest} is not the JSON object `patterncnn finetune` writes; fine-tune the model "
-                               f"again, or delete that file") from None
+            tuned_task = get_task(tuned) if tuned else None
+        except (ValueError, AttributeError, TypeError, GlueDataError):
+            raise EncoderError(f"{manifest} is not the record `patterncnn finetune` writes (a JSON object naming a "
+                               f"GLUE task); fine-tune the model again, or delete that file") from None
         # mnli and mnli-mm share their training set and head: compare the task a model is trained on
-        if tuned and get_task(tuned).hf_config != task.hf_config:
+        if tuned_task and tuned_task.hf_config != task.hf_config:
             raise EncoderError(f"{name!r} was fine-tuned on {tuned} (its {MANIFEST}), not on {task.name}: pass "
                                f"--task {tuned}, or fine-tune it on {task.name} first (`patterncnn finetune --task "
                                f"{task.name}`)")

@@ -121,6 +121,16 @@ def test_converted_folder_loads_in_transformers_with_attention_maps(tiny):
     from patterncnn.encoders.load import load_encoder
 
     assert "dequantised from 4-bit" in load_encoder(str(out)).weights_note
+    # a fine-tune of it (patterncnn finetune's manifest names its base's folder) says what it started from
+    from patterncnn.encoders.finetune import MANIFEST
+    from patterncnn.encoders.load import _weights_note
+
+    ft = root / "ft"
+    ft.mkdir()
+    (ft / MANIFEST).write_text(json.dumps({"task": "rte", "base_model": {"path": str(out)}}))
+    assert _weights_note(str(ft)).startswith("fine-tuned from weights dequantised from 4-bit")
+    (ft / MANIFEST).write_text("{broken")
+    assert _weights_note(str(ft)) is None and _weights_note(None) is None and _weights_note("intfloat/e5") is None
 
 
 @pytest.mark.parametrize("cut, what", [(3, "truncated"), (200, "truncated or corrupt"), (-40, "ends past the end")])

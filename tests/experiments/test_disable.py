@@ -197,9 +197,10 @@ def test_disable_refuses_a_task_the_model_was_not_fine_tuned_on(tiny_bert, glue_
     (folder / MANIFEST).write_text(json.dumps({"task": "sst2"}))
     assert main([*args, "--task", "rte", "--out", str(tmp_path / "b")]) == 2
     assert "fine-tuned on sst2" in (err := capsys.readouterr().err) and "--task sst2" in err
-    (folder / MANIFEST).write_text("{not json")
-    assert main([*args, "--task", "rte", "--out", str(tmp_path / "c")]) == 2
-    assert "is not the JSON object" in capsys.readouterr().err
+    for broken in ("{not json", json.dumps({"task": 5}), json.dumps({"task": "foo"}), "[]"):
+        (folder / MANIFEST).write_text(broken)
+        assert main([*args, "--task", "rte", "--out", str(tmp_path / "c")]) == 2
+        assert "is not the record `patterncnn finetune` writes" in capsys.readouterr().err
 
 
 def test_a_model_fine_tuned_on_mnli_is_scored_on_mnli_mismatched_too(tiny_bert, tmp_path):
