@@ -28,11 +28,10 @@ import torch
 from ..core.fileio import output_folder, write_json
 from ..core.glue import GlueTask, get_task, load_split
 from ..core.version import __version__
-from .load import EncoderError, bounded_texts, load_encoder, resolve_model
+from .load import MANIFEST, EncoderError, bounded_texts, load_encoder, resolve_model
 
 log = logging.getLogger(__name__)
 
-MANIFEST = "patterncnn_finetune.json"
 
 
 @dataclasses.dataclass

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import logging
 import os
 from pathlib import Path
@@ -34,9 +35,14 @@ from ..core.fileio import sha256_file
 from ..core.glue import Example
 from ..core.segments import segment_ids, separators
 from .backends import BACKENDS, BackendError, make_backend
+from .e5s1 import SOURCE_RECORD
 from .embedded import REGISTRY, EmbeddedModelError, embedded_folder, lookup
 
 log = logging.getLogger(__name__)
+
+# What `patterncnn finetune` writes beside a fine-tuned model (patterncnn.encoders.finetune); read here too, for what
+# was done to the weights it started from (Encoder.weights_note).
+MANIFEST = "patterncnn_finetune.json"
 
 DEFAULT_MODEL = "minilm"
 # Position ids start at padding_idx + 1 in these models, so two positions of the table are never used.
@@ -228,11 +234,6 @@ class Encoder:
 
 def _weights_note(path: str | None, depth: int = 0) -> str | None:
     """:attr:`Encoder.weights_note` of a model folder (None for a hub id or a folder without a record)."""
-    import json
-
-    from .e5s1 import SOURCE_RECORD
-    from .finetune import MANIFEST
-
     if not path or depth > 1 or not Path(path).is_dir():
         return None
     record, manifest = Path(path) / SOURCE_RECORD, Path(path) / MANIFEST

@@ -37,8 +37,7 @@ from ..core.fileio import public_fingerprint
 from ..core.glue import GlueDataError, GlueSplit, GlueTask, get_task, load_split
 from ..core.plots import disable_plot, png
 from ..core.work import finish, output_dir, prepare_out, progress_bars, provenance, run_parts, work_dir, write_result
-from ..encoders.finetune import MANIFEST
-from ..encoders.load import EncoderError, bounded_texts, load_encoder, resolve_model
+from ..encoders.load import MANIFEST, EncoderError, bounded_texts, load_encoder, resolve_model
 from ..encoders.uniform_heads import DisableError, UniformHeads, encoder_layers
 from .result import ExperimentResult
 
