@@ -59,6 +59,7 @@ class PretrainConfig:
     max_t: int = 256  # the longest synthetic map
     held_out: int = 2000  # synthetic maps scored as it goes
     pool: int = 4096  # maps drawn per generator call (a call has a fixed cost per chunk of maps of similar lengths)
+    faint_columns: bool = False  # the generator's research variant of the diagonal class (synthetic.batch)
 
     def __post_init__(self):
         if self.batch_size < 2 or self.batch_size > self.pool:
@@ -103,7 +104,8 @@ def _batch(pcfg: PretrainConfig, step: int, pools: dict) -> list:
     k, j = divmod(step, size // pcfg.batch_size)
     if k not in pools:
         pools.clear()  # one pool at a time
-        pools[k] = synthetic.batch(size, np.random.default_rng([pcfg.seed, k]), max_t=pcfg.max_t)
+        pools[k] = synthetic.batch(size, np.random.default_rng([pcfg.seed, k]), max_t=pcfg.max_t,
+                                   faint_columns=pcfg.faint_columns)
     return pools[k][j * pcfg.batch_size : (j + 1) * pcfg.batch_size]
 
 
@@ -160,7 +162,8 @@ def pretrain(out: str | Path, cfg: CNNConfig, pcfg: PretrainConfig, overwrite: b
                 sched.load_state_dict(state["scheduler"])
                 start, history = int(state["step"]), list(state["history"])
                 log.info("resuming %s at %d of %d maps", out, start * pcfg.batch_size, pcfg.steps * pcfg.batch_size)
-        held = synthetic.batch(pcfg.held_out, np.random.default_rng(HELD_OUT_SEED + pcfg.seed), max_t=pcfg.max_t)
+        held = synthetic.batch(pcfg.held_out, np.random.default_rng(HELD_OUT_SEED + pcfg.seed), max_t=pcfg.max_t,
+                              faint_columns=pcfg.faint_columns)
         x_held = model_inputs(held, cfg)
         y_held = torch.tensor([s.label for s in held])
         bar = progress(total=pcfg.steps * pcfg.batch_size, initial=start * pcfg.batch_size, desc="pretrain",
