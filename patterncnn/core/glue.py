@@ -254,6 +254,21 @@ def _no_data_message(task: GlueTask, split: str, reason: str) -> str:
     )
 
 
+def _holding(root: Path, rel: Path) -> list[Path]:
+    """The folders directly inside ``root`` that hold ``rel`` (unreadable ones are skipped)."""
+    found = []
+    try:
+        for sub in sorted(root.iterdir()):
+            try:
+                if (sub / rel).is_file():
+                    found.append(sub)
+            except OSError:
+                continue
+    except OSError:
+        return []
+    return found
+
+
 def load_split(
     task: str | GlueTask,
     split: str = "dev",
@@ -290,6 +305,10 @@ def load_split(
             )
         path = root / t.folder / t.files[split]
         if not path.is_file():
+            inside = _holding(root, Path(t.folder) / t.files[split])
+            if inside:  # the parent of a glue_data folder was given
+                raise GlueDataError(f"{path} not found, but {inside[0] / t.folder / t.files[split]} exists: pass "
+                                    f"--glue-dir {inside[0]} (the folder that holds {t.folder}/)")
             raise GlueDataError(
                 f"{path} not found: the GLUE folder {root} has no {t.folder}/{t.files[split]}. Download the "
                 f"{t.folder} data into it with GLUE's download_glue_data.py, or leave out --glue-dir to use "

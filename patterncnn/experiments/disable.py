@@ -187,6 +187,14 @@ def metric(task: GlueTask, preds: np.ndarray, labels: np.ndarray) -> float:
     return float(resampled_metric(task, preds, labels, np.arange(len(labels))[None])[0])
 
 
+def chance_level(task: GlueTask, labels: np.ndarray) -> float:
+    """The task's metric for the best constant prediction: always the same class (the commonest for accuracy, the
+    positive class for F1; 0 for MCC); 0 for a correlation, which a constant does not have."""
+    if task.is_regression:
+        return 0.0
+    return max(metric(task, np.full(len(labels), c), labels) for c in range(task.num_labels))
+
+
 def change_interval(task: GlueTask, base: np.ndarray, off: np.ndarray, labels: np.ndarray,
                     idx: np.ndarray) -> tuple[float, float]:
     """Paired bootstrap 95% interval of metric(off) - metric(base) over the resamples ``idx`` (B, N)."""
@@ -301,12 +309,14 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
     idx = np.random.default_rng(seed).integers(0, len(labels), size=(boot, len(labels)))
     heads, layer_cells = _summarize(task, parts, base, labels, idx, enc.num_layers, enc.num_heads)
     base_lo, base_hi = np.percentile(resampled_metric(task, base, labels, idx), [2.5, 97.5])
+    chance = chance_level(task, labels)
     result = provenance(
         experiment="disable", model=public_fingerprint(enc.fingerprint), tag=enc.tag, task=task.name,
         split=split.split, examples=len(labels), of=split.total, seed=seed, max_length=enc.max_length,
         device=enc.device,
         metric=primary_metric(task), bootstrap=boot, layers_count=enc.num_layers, heads_count=enc.num_heads,
-        baseline={"metric": round(metric(task, base, labels), 5), "ci95": [round(base_lo, 5), round(base_hi, 5)]},
+        baseline={"metric": round(metric(task, base, labels), 5), "ci95": [round(base_lo, 5), round(base_hi, 5)],
+                  "chance": round(chance, 5), "at_chance": bool(base_lo <= chance)},
         heads=heads, layers=layer_cells, seconds={"baseline": round(t_base, 1), "units": round(time.time() - t1, 1)})
     write_outputs(out, result)
     finish(out)

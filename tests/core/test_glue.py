@@ -116,6 +116,12 @@ def test_bad_inputs_name_the_fix(glue_dir, tmp_path):
         load_split("rte", "dev", tmp_path)
     with pytest.raises(GlueDataError, match="unknown split"):
         load_split("rte", "test", glue_dir)
+    parent = tmp_path / "data"  # the parent of a glue_data folder: the error names the folder to pass
+    (parent / "glue" / "RTE").mkdir(parents=True)
+    (parent / "glue" / "RTE" / "dev.tsv").write_text("a\tb\n1\t2\n")
+    (parent / "other").mkdir()
+    with pytest.raises(GlueDataError, match=f"pass --glue-dir {parent / 'glue'} \\(the folder that holds RTE/\\)"):
+        load_split("rte", "dev", parent)
 
 
 def test_no_folder_and_no_hub_says_how_to_get_data():

@@ -15,6 +15,7 @@ from patterncnn.core.glue import get_task, load_split
 from patterncnn.encoders.uniform_heads import DisableError, UniformHeads
 from patterncnn.experiments.disable import (
     CachedClassifier,
+    chance_level,
     change_interval,
     metric,
     parse_unit,
@@ -147,6 +148,13 @@ def test_bootstrap_interval_covers_a_null_change_and_excludes_a_big_one():
     assert hi < 0
 
 
+def test_chance_is_the_best_constant_prediction():
+    y = np.array([0] * 30 + [1] * 70)
+    assert chance_level(get_task("rte"), y) == pytest.approx(0.7)  # always the commonest class
+    assert chance_level(get_task("mrpc"), y) == pytest.approx(2 * 0.7 / 1.7)  # always positive: F1 = 2p / (1 + p)
+    assert chance_level(get_task("cola"), y) == 0.0 and chance_level(get_task("stsb"), y.astype(float)) == 0.0
+
+
 def test_units_and_names():
     names = units(2, 3)
     assert names == ["L0H0", "L0H1", "L0H2", "L1H0", "L1H1", "L1H2", "L0", "L1"]
@@ -165,6 +173,9 @@ def test_disable_cli_runs_and_resumes(family, request, glue_dir, tmp_path, capsy
     assert main(args) == 0
     res = json.loads((out / "disable.json").read_text())
     assert res["examples"] == 12 and res["metric"] == "accuracy" and len(res["heads"]) == layers
+    b = res["baseline"]  # a tiny random classifier has learned nothing: its baseline is at chance, and it is said
+    assert b["at_chance"] is (b["ci95"][0] <= b["chance"]) and b["at_chance"]
+    assert "within its 95% interval of chance" in capsys.readouterr().out
     assert len(res["heads"][0]) == heads and len(res["layers"]) == layers
     # The cached replay's scores are a full pass's: re-score a head of the last layer and a whole layer without cache.
     split = load_split(get_task("rte"), "dev", glue_dir, limit=12, seed=0)
