@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
-from .common import add_glue_args, add_labelled_args, add_model_args, add_overwrite, glue_dir, labelled_set, progress
+from .common import (
+    add_glue_args,
+    add_labelled_args,
+    add_model_args,
+    add_overwrite,
+    glue_dir,
+    labelled_set,
+    positive_int,
+    progress,
+)
 
 log = logging.getLogger("patterncnn")
 
@@ -17,11 +27,11 @@ def register(sub) -> None:
                                    "every layer is represented; write a map store and one PNG per map.")
     p.add_argument("--task", action="append", required=True,
                    help="GLUE task (repeat for several): cola, sst2, mrpc, stsb, qqp, mnli, mnli-mm, qnli, rte, wnli")
-    p.add_argument("--per-task", type=int, default=50, help="maps per task (default: %(default)s)")
+    p.add_argument("--per-task", type=positive_int, default=50, help="maps per task (default: %(default)s)")
     p.add_argument("--out", required=True, help="output folder for the map store")
     add_overwrite(p, "map store")
     p.add_argument("--split", default="dev", choices=("dev", "train"), help="GLUE split (default: %(default)s)")
-    p.add_argument("--batch-size", type=int, default=16, help="encoder batch size (default: %(default)s)")
+    p.add_argument("--batch-size", type=positive_int, default=16, help="encoder batch size (default: %(default)s)")
     p.add_argument("--no-png", action="store_true", help="skip the PNG per map")
     p.add_argument("--design", choices=("stratified", "uniform"), default="stratified",
                    help="'stratified': every layer represented, for annotation rounds; 'uniform': uniform over all "
@@ -44,9 +54,13 @@ def run(args) -> int:
     splits = [load_split(t, args.split, glue_dir(args)) for t in tasks]
     enc = load_encoder(args.model, max_length=args.max_length)
     log.info("encoder %s: %d layers x %d heads (%s)", args.model, enc.num_layers, enc.num_heads, enc.tag)
-    summary = sample_maps(enc, splits, args.per_task, args.seed, args.out, batch_size=args.batch_size,
-                          pngs=not args.no_png, progress=progress(), design=args.design, overwrite=args.overwrite,
-                          labelled=labelled, skip_labelled=args.skip_labelled)
+    try:
+        summary = sample_maps(enc, splits, args.per_task, args.seed, args.out, batch_size=args.batch_size,
+                              pngs=not args.no_png, progress=progress(), design=args.design, overwrite=args.overwrite,
+                              labelled=labelled, skip_labelled=args.skip_labelled)
+    except KeyboardInterrupt:
+        print(f"the unfinished map store in {args.out} was removed: run the same command again", file=sys.stderr)
+        raise
     n = sum(summary["tasks"].values())
     print(f"wrote {n} maps ({', '.join(f'{k}: {v}' for k, v in summary['tasks'].items())}) to {args.out}"
           + ("" if args.no_png else f", PNGs in {os.path.join(args.out, 'png')}"))

@@ -147,22 +147,45 @@ def sample_maps(
         A summary: maps written per task, truncations, the store path, the drawn maps that ``labelled``
         holds (``already_labelled``; with ``skip_labelled``, none).
     """
-    out = output_folder(out, ("store.json",), overwrite)
-    if overwrite:
-        shutil.rmtree(out / "png", ignore_errors=True)
-    store = MapStore.create(out, replace=overwrite, info={
-        "model": public_fingerprint(encoder.fingerprint), "max_length": encoder.max_length, "seed": seed, "per_task": per_task,
-        "design": design,
-        "tasks": {s.task.name: {"split": s.split, "source": public_source(s.source), "examples": s.total} for s in splits},
-        "layers": encoder.num_layers, "heads": encoder.num_heads,
-    })
-    summary = {"store": str(out), "tasks": {}, "truncated": 0, "patterncnn": __version__, "already_labelled": []}
+    plans = []  # every split's maps are drawn before anything is written: a refused sample leaves nothing behind
     for split in splits:
         # A per-task seed: adding a task does not change the sample of the others.
         rng = np.random.default_rng([seed, zlib.crc32(split.task.name.encode())])
         taken = _labelled_triples(encoder.tag, split, labelled)
         triples = DESIGNS[design](len(split.examples), encoder.num_layers, encoder.num_heads, per_task, rng,
                                   set(taken) if skip_labelled else frozenset())
+        plans.append((split, taken, triples))
+    out = output_folder(out, ("store.json",), overwrite)
+    if overwrite:
+        shutil.rmtree(out / "png", ignore_errors=True)
+    written: list[str] = []
+    try:
+        return _write_sample(encoder, plans, out, written, batch_size, pngs, progress, design, overwrite, {
+            "model": public_fingerprint(encoder.fingerprint), "max_length": encoder.max_length, "seed": seed,
+            "per_task": per_task, "design": design,
+            "tasks": {s.task.name: {"split": s.split, "source": public_source(s.source), "examples": s.total}
+                      for s in splits},
+            "layers": encoder.num_layers, "heads": encoder.num_heads})
+    except BaseException:  # interrupted or failed: a store missing tasks its header lists must not stay behind
+        _discard(out, written)
+        raise
+
+
+def _discard(out: Path, written: list[str]) -> None:
+    """Remove the map store this call began in ``out``: its header, its parts and the PNGs of its maps."""
+    for f in [out / "store.json", *out.glob("part-*.jsonl"), *out.glob("part-*.npz")]:
+        f.unlink(missing_ok=True)
+    for map_id in written:
+        (out / "png" / f"{map_id}.png").unlink(missing_ok=True)
+
+
+def _write_sample(encoder: Encoder, plans: list, out: Path, written: list[str], batch_size: int, pngs: bool,
+                  progress: Callable | None, design: str, overwrite: bool, info: dict) -> dict:
+    """Extract the planned maps of each split and write them, with their PNGs, into a new map store ``out``;
+    ``written`` collects the ids written (for :func:`_discard`)."""
+    store = MapStore.create(out, replace=overwrite, info=info)
+    summary = {"store": str(out), "tasks": {}, "truncated": 0, "patterncnn": __version__, "already_labelled": []}
+    for split, taken, triples in plans:
         summary["already_labelled"] += sorted(taken[t] for t in triples if t in taken)
         wanted: dict[int, list[tuple[int, int]]] = {}  # example index -> (layer, head)s
         for pos, layer, head in triples:
@@ -183,6 +206,7 @@ def sample_maps(
         store.append(records)
         if pngs:
             for meta, arr in records:
+                written.append(meta["id"])
                 write_bytes(out / "png" / f"{meta['id']}.png", render_png(
                     arr, meta["tokens"], meta["seps"], title=meta["id"],
                     subtitle=f"{encoder.name} | {meta['task']} {meta['split']} #{meta['example']} | "

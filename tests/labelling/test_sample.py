@@ -61,6 +61,37 @@ def test_sample_errors(tiny_bert, glue_dir, tmp_path, capsys):
     assert "cannot load" in capsys.readouterr().err
 
 
+def test_a_refused_or_interrupted_sample_leaves_no_store_and_the_rerun_works(tiny_bert, glue_dir, tmp_path,
+                                                                             capsys, monkeypatch):
+    from patterncnn.labelling import sample as sample_mod
+
+    base = ["sample", "--task", "rte", "--task", "sst2", "--model", str(tiny_bert), "--glue-dir", str(glue_dir)]
+    out = tmp_path / "s"
+    with pytest.raises(SystemExit) as e:  # argparse: before anything loads
+        main(base + ["--per-task", "0", "--out", str(out)])
+    assert e.value.code == 2 and "--per-task: must be a whole number" in capsys.readouterr().err and not out.exists()
+    assert main(base + ["--per-task", "100000", "--out", str(out)]) == 2  # more maps than the split has
+    assert "exceeds" in capsys.readouterr().err and not (out / "store.json").exists()
+    real = sample_mod.render_png
+    calls = []
+
+    def interrupt_on_second_task(arr, tokens, seps, **kw):  # the first task's maps and PNGs are written by now
+        if "_sst2_" in kw["title"]:
+            raise KeyboardInterrupt
+        calls.append(kw["title"])
+        return real(arr, tokens, seps, **kw)
+
+    monkeypatch.setattr(sample_mod, "render_png", interrupt_on_second_task)
+    assert main(base + ["--per-task", "3", "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert "unfinished map store in" in err and "interrupted" in err
+    assert len(calls) == 3 and not (out / "store.json").exists()  # rte was written, then all of it removed
+    assert not list(out.glob("part-*")) and not list((out / "png").glob("*.png"))
+    monkeypatch.setattr(sample_mod, "render_png", real)
+    assert main(base + ["--per-task", "3", "--out", str(out)]) == 0  # the same command again: a whole store
+    assert len(MapStore(out)) == 6 and len(list((out / "png").glob("*.png"))) == 6
+
+
 @pytest.mark.parametrize("command", ["sample", "finetune"])
 def test_help(command, capsys):
     with pytest.raises(SystemExit) as e:
