@@ -37,10 +37,12 @@ def run(args) -> int:
         print(f"  no test: {t['note']}")
     else:
         print(f"  heterogeneous - vertical: {100 * t['difference']:+.2f} points, permutation p = {t['p_value']:.3f}")
-    r = res["rank_heterogeneous_share_vs_drop"]
-    print(f"  Spearman(heterogeneous share, drop) = {r['spearman']:+.3f}, p = {r['p_value']:.3f}")
-    if res["rank_drift_vs_drop"]:
-        r = res["rank_drift_vs_drop"]
-        print(f"  Spearman(1 - drift cosine, drop) = {r['spearman']:+.3f}, p = {r['p_value']:.3f}")
+    for what, r in (("heterogeneous share", res["rank_heterogeneous_share_vs_drop"]),
+                    ("1 - drift cosine", res["rank_drift_vs_drop"])):
+        if r is not None:
+            print(f"  Spearman({what}, drop) = " + (f"{r['spearman']:+.3f}, p = {r['p_value']:.3f}"
+                                                    if r["spearman"] is not None else f"none: {r['note']}"))
+    for note in res.get("notes", []):
+        print(f"note: {note}")
     print(f"wrote {args.out}/link.csv, link.json, link.png")
     return 0

@@ -65,12 +65,43 @@ def group_test(drop: np.ndarray, group_a: np.ndarray, group_b: np.ndarray, perms
 
 
 def rank_test(x: np.ndarray, y: np.ndarray, perms: int = 10000, seed: int = 0) -> dict:
-    """Spearman correlation of x and y with a two-sided permutation p-value."""
+    """Spearman correlation of x and y with a two-sided permutation p-value; none when either is constant (a
+    correlation is then undefined: ``spearman`` and ``p_value`` are None, ``note`` says which)."""
     rx, ry = _ranks(x), _ranks(y)
-    rho = float(np.corrcoef(rx, ry)[0, 1]) if rx.std() > 0 and ry.std() > 0 else 0.0
+    flat = [name for name, r in (("x", rx), ("y", ry)) if not r.std() > 0]
+    if flat:
+        return {"spearman": None, "p_value": None, "note": f"{' and '.join(flat)} constant over the heads: no correlation"}
+    rho = float(np.corrcoef(rx, ry)[0, 1])
     rng = np.random.default_rng(seed)
-    null = np.array([np.corrcoef(rx, rng.permutation(ry))[0, 1] for _ in range(perms)]) if ry.std() > 0 else np.zeros(1)
+    null = np.array([np.corrcoef(rx, rng.permutation(ry))[0, 1] for _ in range(perms)])
     return {"spearman": rho, "p_value": float((1 + np.sum(np.abs(null) >= abs(rho) - 1e-12)) / (len(null) + 1))}
+
+
+def check_inputs(census: dict, drift: dict | None, disable: dict, task: str) -> list[str]:
+    """Refuse results of different models (a census or drift that is not of the disabled model); return notes on
+    what may differ without being wrong (the examples each result was computed on)."""
+    sha = disable["model"].get("sha256")
+    if census["encoder"].get("sha256") != sha:
+        raise RunError(f"the census is of {census['encoder'].get('model')} ({str(census['encoder'].get('sha256'))[:8]}), "
+                       f"the disable run of {disable['tag']}: run the census on the model that was disabled "
+                       f"(`patterncnn census --model {disable['model'].get('path')} --task {task}`)")
+    notes = []
+    if drift is not None:
+        a, b = drift["model_a"].get("sha256"), drift["model_b"].get("sha256")
+        if a == b:
+            raise RunError(f"the drift run compares {drift['tag_a']} with itself: run `patterncnn drift` of the "
+                           f"pretrained model against the fine-tuned one ({disable['tag']})")
+        if sha not in (a, b):
+            raise RunError(f"the drift run compares {drift['tag_a']} and {drift['tag_b']}, neither of which is the "
+                           f"disabled model {disable['tag']}: run `patterncnn drift PRETRAINED "
+                           f"{disable['model'].get('path')} --task {task}`")
+    counts = {"census": census["tasks"][task]["examples"], "disable": disable["examples"],
+              **({"drift": drift["tasks"][task]["examples"]} if drift is not None else {})}
+    if len(set(counts.values())) > 1:
+        notes.append("the results were computed on different numbers of dev examples (" + ", ".join(
+            f"{k} {v}" for k, v in counts.items()) + "): each head's pattern, drift and drop are estimated on "
+            "different inputs; give each command the same --limit and --seed to compare them on the same examples")
+    return notes
 
 
 def head_table(census: dict, drift: dict | None, disable: dict, task: str) -> list[dict]:
@@ -105,6 +136,7 @@ def run_link(census_path, drift_path, disable_path, task: str, out: str | Path, 
     if disable["task"] != task:
         raise RunError(f"the disable result is for {disable['task']}, not {task}")
     rows = head_table(census, drift, disable, task)
+    notes = check_inputs(census, drift, disable, task)
     drop = -np.array([r["change"] for r in rows])
     majority = np.array([r["majority"] for r in rows])
     test = group_test(drop, majority == "heterogeneous", majority == "vertical", perms, seed)
@@ -118,7 +150,7 @@ def run_link(census_path, drift_path, disable_path, task: str, out: str | Path, 
         rank_drift_vs_drop=rank_test(1 - np.array([r["drift_cosine"] for r in rows]), drop, perms, seed)
         if drift else None,
         by_majority={k: {"heads": int((majority == k).sum()), "mean_drop": float(drop[majority == k].mean())}
-                     for k in LABELS if (majority == k).any()}, heads=rows)
+                     for k in LABELS if (majority == k).any()}, notes=notes, heads=rows)
     write_result(out, "link.json", result, tables={"link.csv": table(result)}, figures={"link.png": png(link_plot(result))})
     return result
 

@@ -8,19 +8,23 @@ import pytest
 from patterncnn.core.labels import LABELS
 from patterncnn.experiments.link import group_test, rank_test
 
+FT, BASE = "12345678" + "0" * 56, "abcdef01" + "0" * 56  # the fine-tuned (disabled) model's weights, the pretrained
 
-def _write(tmp_path, drops, majority):
+
+def _write(tmp_path, drops, majority, census_sha=FT, drift_shas=(BASE, FT), examples=(277, 277, 277), cosine=None):
     layers, heads = drops.shape
     cell = lambda m: {"shares": {k: (0.9 if k == m else 0.025) for k in LABELS}, "majority": m, "majority_share": 0.9}
-    census = {"encoder": {"model": "/abs/minilm-rte"}, "tasks": {"rte": {"heads": [[cell(majority[l][h])
-                                                                                   for h in range(heads)]
-                                                                                  for l in range(layers)]}}}
-    disable = {"task": "rte", "tag": "minilm-rte-1234", "examples": 277, "metric": "accuracy",
+    census = {"encoder": {"model": "/abs/minilm-rte", "sha256": census_sha},
+              "tasks": {"rte": {"examples": examples[0], "heads": [[cell(majority[l][h]) for h in range(heads)]
+                                                                   for l in range(layers)]}}}
+    disable = {"task": "rte", "tag": "minilm-rte-12345678", "examples": examples[1], "metric": "accuracy",
+               "model": {"model": "minilm-rte", "path": "models-ft/minilm-rte", "sha256": FT},
                "heads": [[{"change": -float(drops[l, h]), "ci95": [-0.05, 0.05], "outside": False}
                           for h in range(heads)] for l in range(layers)]}
-    drift = {"tag_a": "a", "tag_b": "b", "tasks": {"rte": {"cosine": (1 - drops).tolist()}}}
+    drift = {"tag_a": "a", "tag_b": "b", "model_a": {"sha256": drift_shas[0]}, "model_b": {"sha256": drift_shas[1]},
+             "tasks": {"rte": {"examples": examples[2], "cosine": (1 - drops if cosine is None else cosine).tolist()}}}
     for name, obj in (("census", census), ("disable", disable), ("drift", drift)):
-        (tmp_path / name).mkdir()
+        (tmp_path / name).mkdir(exist_ok=True)
         (tmp_path / name / f"{name}.json").write_text(json.dumps(obj))
 
 
@@ -58,3 +62,41 @@ def test_link_command(tmp_path, capsys):
     assert "heterogeneous - vertical" in capsys.readouterr().out
     assert main(["link", "--task", "sst2", "--census", str(tmp_path / "census"), "--disable",
                  str(tmp_path / "disable"), "--out", str(out)]) == 2
+
+
+def test_link_refuses_results_of_other_models_and_says_when_the_examples_differ(tmp_path, capsys):
+    from patterncnn.cli import main
+
+    majority = [["heterogeneous", "vertical", "vertical"], ["heterogeneous", "vertical", "diagonal"]]
+    drops = np.array([[0.04, 0.0, 0.01], [0.05, 0.01, 0.0]])
+    args = ["link", "--task", "rte", "--census", str(tmp_path / "census"), "--disable", str(tmp_path / "disable"),
+            "--drift", str(tmp_path / "drift"), "--permutations", "200"]
+    _write(tmp_path, drops, majority, census_sha=BASE)  # a census of the pretrained model, not the disabled one
+    assert main(args + ["--out", str(tmp_path / "l1")]) == 2
+    assert "run the census on the model that was disabled (`patterncnn census --model models-ft/minilm-rte" in \
+        capsys.readouterr().err
+    _write(tmp_path, drops, majority, drift_shas=(FT, FT))  # a drift of the model against itself
+    assert main(args + ["--out", str(tmp_path / "l2")]) == 2
+    assert "compares a with itself" in capsys.readouterr().err
+    _write(tmp_path, drops, majority, drift_shas=(BASE, "f" * 64))  # a drift of two other models
+    assert main(args + ["--out", str(tmp_path / "l3")]) == 2
+    assert "neither of which is the disabled model" in capsys.readouterr().err
+    assert not any((tmp_path / f"l{k}" / "link.json").exists() for k in (1, 2, 3))
+    _write(tmp_path, drops, majority, examples=(300, 277, 40))
+    assert main(args + ["--out", str(tmp_path / "l4")]) == 0
+    assert "different numbers of dev examples (census 300, disable 277, drift 40)" in capsys.readouterr().out
+    assert json.loads((tmp_path / "l4" / "link.json").read_text())["notes"]
+
+
+def test_a_constant_drift_gives_no_correlation_not_a_significant_one(tmp_path, capsys):
+    from patterncnn.cli import main
+
+    majority = [["heterogeneous", "vertical", "vertical"], ["heterogeneous", "vertical", "diagonal"]]
+    drops = np.array([[0.04, 0.0, 0.01], [0.05, 0.01, 0.0]])
+    _write(tmp_path, drops, majority, cosine=np.ones_like(drops))  # every head unchanged by fine-tuning
+    assert main(["link", "--task", "rte", "--census", str(tmp_path / "census"), "--disable", str(tmp_path / "disable"),
+                 "--drift", str(tmp_path / "drift"), "--out", str(tmp_path / "l"), "--permutations", "200"]) == 0
+    r = json.loads((tmp_path / "l" / "link.json").read_text())["rank_drift_vs_drop"]
+    assert r["spearman"] is None and r["p_value"] is None and "x constant" in r["note"]
+    assert "Spearman(1 - drift cosine, drop) = none: x constant over the heads" in capsys.readouterr().out
+    assert rank_test(np.ones(20), np.arange(20.0), perms=50)["p_value"] is None
