@@ -26,15 +26,18 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..experiments.drift import drift
+    from ..experiments.drift import drift, verdict
 
     res = drift(args.model_a, args.model_b, args.task, args.limit, glue_dir(args), args.out, seed=args.seed,
                 max_length=args.max_length, batch_size=args.batch_size, device=device(args),
                 overwrite=args.overwrite, progress=progress()).data
+    if res["model_a"].get("sha256") == res["model_b"].get("sha256"):
+        print(f"warning: {args.model_a} and {args.model_b} have the same weights ({res['tag_a']}): every cosine is 1. "
+              f"drift compares a pretrained model with its fine-tune (`patterncnn finetune`)")
     print(f"drift {res['tag_a']} vs {res['tag_b']}: mean cosine similarity of the maps per layer (1 = unchanged)")
     for task, s in res["tasks"].items():
-        layers = " ".join(f"{v:.3f}" for v in s["layer_mean"])
+        layers = " ".join(f"{v:.4f}" for v in s["layer_mean"])
         print(f"  {task:<6} ({s['examples']} ex.): {layers}; lowest layers {s['lowest_two_layers']}"
-              f" -> last two change most: {'yes' if s['last_two_change_most'] else 'no'}")
+              f" -> last two change most: {verdict(s)}")
     print(f"wrote {args.out}/drift.json, drift.csv, drift.png")
     return 0

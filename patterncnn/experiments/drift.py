@@ -69,6 +69,9 @@ def drift_window(enc_a: Encoder, enc_b: Encoder, window: list, batch_size: int =
     return {"sum": total, "sumsq": total_sq, "n": np.array(n)}
 
 
+MIN_CHANGE = 0.001  # 1 - cosine of a layer's mean below which "which layers changed most" is not asked
+
+
 def summarize(parts: list[dict]) -> dict:
     """Per-head mean and standard deviation over examples, per-layer means, and the paper's check."""
     n = int(sum(int(p["n"]) for p in parts))
@@ -77,9 +80,21 @@ def summarize(parts: list[dict]) -> dict:
     layer_mean = mean.mean(1)
     lowest = sorted(np.argsort(layer_mean)[:2].tolist())
     last_two = list(range(len(layer_mean) - 2, len(layer_mean)))
+    largest = float(1 - layer_mean.min())
     return {"examples": n, "cosine": np.round(mean, 5).tolist(), "std": np.round(np.sqrt(var), 5).tolist(),
             "layer_mean": np.round(layer_mean, 5).tolist(), "lowest_two_layers": lowest,
-            "last_two_change_most": lowest == last_two}
+            "largest_layer_change": round(largest, 7),
+            # None: no layer changed enough for the paper's check to mean anything
+            "last_two_change_most": lowest == last_two if largest >= MIN_CHANGE else None}
+
+
+def verdict(task_result: dict) -> str:
+    """The paper's check for one task, in words: yes, no, or why it is undecided."""
+    answer = task_result["last_two_change_most"]
+    if answer is None:
+        return (f"undecided: no layer changed by {MIN_CHANGE} of cosine (the largest layer change, 1 - cosine, is "
+                f"{task_result.get('largest_layer_change', 0):.1e})")
+    return "yes" if answer else "no"
 
 
 def run_drift(enc_a: Encoder, enc_b: Encoder, splits: list[GlueSplit], out: str | Path, seed: int = 0,
@@ -144,7 +159,7 @@ def drift(model_a: str, model_b: str, tasks: str | Sequence[str], limit: int | N
 def plot(result: dict):
     """The cosine similarity per layer × head, one panel per task (a Figure)."""
     panels = [(f"{t} ({s['examples']} ex.)", np.array(s["cosine"])) for t, s in result["tasks"].items()]
-    lo = min(float(p.min()) for _, p in panels)
+    lo = min([float(p.min()) for _, p in panels] + [0.99])  # at least 0.99-1: a change of 1e-4 does not look large
     return grid_plot(panels, f"drift: cosine similarity of maps, {result['tag_a']} vs {result['tag_b']} (1 = unchanged)",
                      "viridis", lo, 1.0)
 

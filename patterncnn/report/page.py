@@ -80,7 +80,7 @@ def _experiments_html(run: Run) -> str:
     for folder, d in run.experiments["drift"]:
         lines = "".join(f"<li>{escape(t)} ({s['examples']} examples): mean cosine per layer "
                         f"{', '.join(f'{v:.3f}' for v in s['layer_mean'])}; the last two layers change most: "
-                        f"{'yes' if s['last_two_change_most'] else 'no'}</li>" for t, s in d["tasks"].items())
+                        f"{escape(drift_experiment.verdict(s))}</li>" for t, s in d["tasks"].items())
         parts.append(f"<section id='drift'><h2>Drift: {escape(d['tag_a'])} vs {escape(d['tag_b'])}</h2>"
                      f"<p class='note'>From <code>{escape(folder.name)}</code>: the cosine similarity of the two "
                      f"encoders' maps per layer × head (paper Fig. 5).</p><ul>{lines}</ul>"

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from patterncnn.experiments.drift import map_cosines, summarize
+from patterncnn.experiments.drift import map_cosines, summarize, verdict
 
 
 def test_map_cosines_by_hand():
@@ -24,7 +24,11 @@ def test_summary_flags_the_last_two_layers():
     assert res["examples"] == 2 and res["lowest_two_layers"] == [2, 3] and res["last_two_change_most"]
     assert np.allclose(res["std"], 0, atol=1e-6)
     res = summarize([{"sum": s[::-1], "sumsq": s[::-1] ** 2, "n": np.array(1)}])
-    assert not res["last_two_change_most"]
+    assert res["last_two_change_most"] is False and verdict(res) == "no"
+    tiny = 1 - (1 - s) / 1000  # the same order, but no layer's mean moves by 0.001 of cosine: not asked
+    res = summarize([{"sum": tiny, "sumsq": tiny**2, "n": np.array(1)}])
+    assert res["lowest_two_layers"] == [2, 3] and res["last_two_change_most"] is None
+    assert verdict(res).startswith("undecided: no layer changed by 0.001")
 
 
 def test_drift_of_a_model_with_itself_is_one(tiny_bert, glue_dir, tmp_path, capsys):
@@ -41,7 +45,9 @@ def test_drift_of_a_model_with_itself_is_one(tiny_bert, glue_dir, tmp_path, caps
     assert len((out / "drift.csv").read_text().splitlines()) == 1 + 2 * 12
     assert (out / "drift.png").stat().st_size > 1000 and not (out / ".work").exists()
     assert "/" not in res["model_a"]["path"]  # no absolute paths in a result meant to be committed
-    assert "last two change most" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "have the same weights" in printed and "last two change most: undecided" in printed
+    assert res["tasks"]["rte"]["last_two_change_most"] is None
 
 
 def test_drift_against_another_model_is_below_one(tiny_bert, tmp_path, glue_dir):
