@@ -21,11 +21,12 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..core.fileio import output_file
     from ..encoders.load import load_encoder
-    from ..experiments.analyze import analyze, grid_text, shares_text
+    from ..experiments.analyze import analyze, check_texts, grid_text, shares_text
 
-    texts = tuple(t for t in args.text if t)
-    if not texts or len(texts) > 2:
-        raise ValueError("give one sentence, or two for a pair")
+    texts = tuple(args.text)
+    check_texts(texts)
+    if args.out and not args.out.lower().endswith(".png"):
+        raise ValueError(f"--out {args.out}: the grid is written as a PNG; give a file name ending in .png")
     out = output_file(args.out, args.overwrite) if args.out else None  # before any work
     clf = classifier(args)
     enc = load_encoder(args.model, max_length=args.max_length)

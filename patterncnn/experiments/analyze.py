@@ -16,6 +16,16 @@ from ..core.labels import LABELS, SHORT
 from ..encoders.load import Encoder, EncoderError
 
 
+def check_texts(texts: tuple[str, ...]) -> None:
+    """One sentence, or two for a pair, none of them blank: the input of ``analyze`` (the CLI and the service)."""
+    if not 1 <= len(texts) <= 2:
+        raise ValueError(f"give one sentence, or two for a pair (got {len(texts)})")
+    blank = [k + 1 for k, t in enumerate(texts) if not t.strip()]
+    if blank:
+        which = "the sentence" if len(texts) == 1 else " and ".join(("the first", "the second")[k - 1] for k in blank)
+        raise ValueError(f"{which} is empty or only spaces: give one sentence, or two for a pair")
+
+
 def analyze(encoder: Encoder, classifier, texts: tuple[str, ...], truncate: bool = True) -> dict:
     """Classify every head's map for one input (one sentence or a pair), tokenized once.
 
@@ -30,9 +40,11 @@ def analyze(encoder: Encoder, classifier, texts: tuple[str, ...], truncate: bool
     Returns:
         {"tokens", "seps", "truncated", "probs": (L, H, 5) array, "labels": (L, H) label names}.
     """
+    check_texts(tuple(texts))
     ids, cut = encoder.tokenize(tuple(texts))
     if cut and not truncate:
-        raise EncoderError(f"the input is longer than the encoder's limit of {encoder.max_length} tokens; shorten it")
+        raise EncoderError(f"the input is longer than the encoder's limit of {encoder.max_length} tokens (the "
+                           f"--max-length it was loaded with); shorten it")
     ea = encoder.attend(Example("input", "-", 0, tuple(texts), None), ids, cut)
     L, H, t, _ = ea.maps.shape
     probs = classifier.predict_same_length(ea.maps.reshape(L * H, t, t), [ea.seps] * (L * H)).reshape(L, H, -1)

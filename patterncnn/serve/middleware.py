@@ -153,4 +153,5 @@ class BodyGuard:
     @staticmethod
     def _too_large(limit: int) -> str:
         return (f"request body exceeds the limit of {limit} bytes for this route and content type; send a smaller "
-                f"batch (big batches as .npy/.npz to /v1/classify), or shorter text")
+                f"batch (a JSON batch is smaller as .npy/.npz to /v1/classify, whose limit is --max-body-mb), or "
+                f"shorter text")

@@ -82,7 +82,7 @@ def _classify(parts: Parts, media: str, body: bytes) -> list[dict]:
 async def analyze(req: AnalyzeRequest, parts: Parts = Depends(get_parts)) -> AnalyzeResponse:
     """One sentence (or pair) -> its tokens and the layer × head grid of labels and probabilities."""
     if parts.encoder is None:
-        raise BadInput("this server was started without an encoder; start it with --model", 503)
+        raise BadInput("this server was started with --no-encoder; start it without (and --model ENCODER) to analyze text", 503)
     limit = parts.text_chars  # the budget's text part, before any tokenizing: tokenizers read all of a text
     if max(map(len, req.texts)) > limit:
         raise BadInput(f"a text of {max(map(len, req.texts))} characters is over the limit of {limit} "

@@ -16,10 +16,11 @@ from pydantic import (
     ValidationError,
     ValidatorFunctionWrapHandler,
     WrapValidator,
-    field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
+
+from ..experiments.analyze import check_texts
 
 # Separator positions are token indices; the bound keeps them machine integers.
 Position = Annotated[int, Field(ge=0, le=2**31 - 1)]
@@ -75,15 +76,18 @@ class ClassifyRequest(StrictModel):
 
 
 class AnalyzeRequest(StrictModel):
+    model_config = ConfigDict(strict=True, extra="forbid")  # no client but a person's: a misspelt field is an error
+
     text: str = Field(description="a sentence")
     text_pair: Optional[str] = Field(None, description="the second sentence of a pair")
 
-    @field_validator("text")
-    @classmethod
-    def _not_blank(cls, text: str) -> str:
-        if not text.strip():
-            raise ValueError('send {"text": "a sentence"} (and optionally "text_pair")')
-        return text
+    @model_validator(mode="after")
+    def _not_blank(self) -> "AnalyzeRequest":
+        try:
+            check_texts(self.texts)
+        except ValueError as e:
+            raise ValueError(f'{e} (send {{"text": "a sentence"}}, and optionally "text_pair")') from None
+        return self
 
     @property
     def texts(self) -> tuple[str, ...]:

@@ -300,6 +300,14 @@ def test_text_that_is_not_utf8_is_one_line(capsys):
     one_line_error(capsys, "argument text: the argument b'\\xff\\xfe abc' is not valid UTF-8 text")
 
 
+@pytest.mark.parametrize("texts,phrase", [
+    ([""], "the sentence is empty"), (["   "], "the sentence is empty"), (["Hi", "  "], "the second is empty"),
+    (["a", "b", "c"], "(got 3)"), (["a cat", "--out", "grid.jpg"], "give a file name ending in .png")])
+def test_analyze_refuses_a_blank_sentence_as_the_service_does(texts, phrase, capsys):
+    assert main(["analyze", *texts]) == 2  # before any model loads
+    one_line_error(capsys, phrase)
+
+
 def test_argument_errors_are_one_line(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["classify", "m.npz"])  # argparse: --out is required

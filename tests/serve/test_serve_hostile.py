@@ -118,6 +118,9 @@ def test_json_routes_refuse_what_a_browser_form_can_send(client, path, ctype):
     ("/predict", {"tasks": 5}, 422, "valid list at tasks"),
     ("/v1/analyze", {"text": "a", "text_pair": 5}, 422, "valid string at text_pair"),
     ("/v1/analyze", {"text": 5}, 422, "valid string at text"),
+    ("/v1/analyze", {"text": "   "}, 422, "the sentence is empty or only spaces"),
+    ("/v1/analyze", {"text": "a cat", "text_pair": " "}, 422, "the second is empty or only spaces"),
+    ("/v1/analyze", {"text": "a cat", "pair": "a dog"}, 422, "pair"),  # a misspelt field is not ignored
 ])
 def test_label_studio_and_analyze_cases(client, path, body, status, phrase):
     refused(client.post(path, json=body), status, phrase)
