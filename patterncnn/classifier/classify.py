@@ -10,9 +10,10 @@ One line per map: ``{"id", "label", "probs": {label: p}}``. A map that fails
 :func:`patterncnn.core.maps.check_map` (on the float32 the classifier reads, with its separators),
 or whose values are too large for the classifier to score, gets ``{"id", "error"}`` while the rest
 are classified (and is listed in the summary); a map whose rows do not sum to ~1 is classified and
-carries a ``"warning"``. Maps are read one at a time and classified in batches of at most
-``BATCH_MAPS`` maps and ``BATCH_BYTES`` bytes, so memory stays bounded by the largest map (the
-reader's limit) and one batch, whatever the file holds. Nothing but valid JSON is written.
+carries a ``"warning"``. The lines come out in the input's order, an error line where its map was.
+Maps are read one at a time and classified in batches of at most ``BATCH_MAPS`` maps and
+``BATCH_BYTES`` bytes, so memory stays bounded by the largest map (the reader's limit) and one
+batch, whatever the file holds. Nothing but valid JSON is written.
 """
 
 from __future__ import annotations
@@ -73,16 +74,22 @@ def _classify_into(maps, classifier, f: IO[str]) -> dict:
         write({"id": map_id, "error": why})
 
     def flush(batch: list) -> None:
+        """Write the batch's lines in input order: a rejected map's error line where the map was."""
         nonlocal flagged
-        if not batch:
-            return
-        probs = classifier.predict([a for _, a, _ in batch], [m.get("seps") for m, _, _ in batch])
-        for (m, _, warning), p, ok in zip(batch, probs, scorable(probs)):
+        valid = [(m, a) for m, a, _ in batch if a is not None]
+        if valid:
+            probs = classifier.predict([a for _, a in valid], [m.get("seps") for m, _ in valid])
+            scored = iter(zip(probs, scorable(probs)))
+        for m, a, note in batch:  # note: the map's error when a is None, else its warning (or None)
+            if a is None:
+                reject(m["id"], note)
+                continue
+            p, ok = next(scored)
             if not ok:
                 reject(m["id"], TOO_LARGE)
                 continue
-            rec = result_record(m["id"], p, warning)
-            flagged += warning is not None
+            rec = result_record(m["id"], p, note)
+            flagged += note is not None
             counts[rec["label"]] += 1
             write(rec)
         batch.clear()
@@ -90,14 +97,13 @@ def _classify_into(maps, classifier, f: IO[str]) -> dict:
     batch, size = [], 0
     for m in maps.meta:
         arr, errs, warns = classifier_input(maps.get(m["id"]), seps=m.get("seps"))
-        if errs:
-            reject(m["id"], errs[0])
-            continue
-        if batch and (len(batch) >= BATCH_MAPS or size + arr.nbytes > BATCH_BYTES):
+        nbytes = 0 if errs else arr.nbytes
+        if batch and (len(batch) >= BATCH_MAPS or size + nbytes > BATCH_BYTES):
             flush(batch)
             size = 0
-        batch.append((m, arr, warns[0] if warns else None))
-        size += arr.nbytes
+        # a rejected map stays in the batch (without its array), so its error line comes out where the map was
+        batch.append((m, None, errs[0]) if errs else (m, arr, warns[0] if warns else None))
+        size += nbytes
     flush(batch)
     return {"counts": {k: counts.get(k, 0) for k in LABELS}, "classified": sum(counts.values()),
             "rejected": rejected, "flagged": flagged}

@@ -167,6 +167,36 @@ def test_classify_cli_good_and_bad_maps(tiny_classifier, tmp_path, capsys):
     assert "nonsquare: skipped" in err
 
 
+@pytest.mark.parametrize("kind", ["npy", "npz", "store"])
+def test_classify_writes_lines_in_input_order_with_an_error_line_where_the_map_was(
+        kind, tiny_classifier, tmp_path, capsys, monkeypatch):
+    import patterncnn.classifier.classify as classify_module
+    from patterncnn.core.maps import MapStore
+
+    monkeypatch.setattr(classify_module, "BATCH_MAPS", 2)  # the order holds across batches too
+    _, path = tiny_classifier
+    maps = np.stack([pattern_map(k, 12, sep=5) for k in ("diagonal", "vertical", "block", "diagonal", "vertical")])
+    maps[1, 0, 0] = np.nan
+    maps[3, 2, 2] = -1.0
+    ids = ["0", "1", "2", "3", "4"]
+    if kind == "npy":
+        src = tmp_path / "m.npy"
+        np.save(src, maps)
+    elif kind == "npz":
+        ids = ["e", "d", "c", "b", "a"]  # the file's key order, not sorted
+        src = tmp_path / "m.npz"
+        np.savez(src, **dict(zip(ids, maps)))
+    else:
+        src = tmp_path / "store"
+        MapStore.create(src)
+        (src / "part-00000.jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
+        np.savez(src / "part-00000.npz", **dict(zip(ids, maps)))  # written by hand: append() refuses bad maps
+    assert main(["classify", str(src), "--out", "-", "--classifier", str(path)]) == 0
+    recs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]  # the summary goes to stderr
+    assert [r["id"] for r in recs] == ids
+    assert ["error" in r for r in recs] == [False, True, False, True, False]
+
+
 def test_classify_cli_on_a_map_store(tiny_classifier, labelled_set, tmp_path):
     _, path = tiny_classifier
     assert main(["classify", str(labelled_set / "maps"), "--out", str(tmp_path / "p.jsonl"),
