@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..core.fileio import output_folder, write_bytes, write_json
+from ..core.maps import require_maps
 from ..core.segments import boundaries
 
 # Token labels stop fitting above this many tokens: they overlap at any readable font size.
@@ -183,9 +184,7 @@ def write_sheets(maps, out: str | Path, per_sheet: int = 16, shuffle: int | None
     if per_sheet < 1:
         raise ValueError(f"--per-sheet must be at least 1 (got {per_sheet})")
     out = output_folder(out, ("index.json",), overwrite)
-    metas = list(maps.meta)
-    if not metas:
-        raise ValueError(f"{maps.root} holds no maps; nothing to draw")
+    metas = list(require_maps(maps).meta)
     if shuffle is not None:
         random.Random(shuffle).shuffle(metas)
     index, sheets = [], 0

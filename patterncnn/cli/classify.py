@@ -24,10 +24,10 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..classifier.classify import classify_maps
     from ..core.fileio import output_file
-    from ..core.maps import MapFormatError, open_maps
+    from ..core.maps import MapFormatError, open_maps, require_maps
 
     out = output_file(args.out, args.overwrite, stream=True)  # before any work: never a FIFO, never silently
-    maps = open_maps(args.maps)
+    maps = require_maps(open_maps(args.maps))  # none to classify: refused, as when none can be
     s = classify_maps(maps, classifier(args), sys.stdout if out is None else out)
     if s["rejected"] and not s["classified"]:
         map_id, why = s["rejected"][0]

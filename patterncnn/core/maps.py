@@ -21,7 +21,9 @@ the simplest exchange format, and a **plain npy** (``maps.npy``, (T, T) or (N, T
 Every file is read through :mod:`patterncnn.core.arrayfile` (limits checked before anything is
 allocated) and checked as it enters: ``store.json`` must be a store header, each metadata line a
 JSON object whose fields have their documented types (:data:`FIELDS`), every id unique and
-present in its part's ``.npz``. A damaged store is refused with the file and line at fault.
+present in its part's ``.npz``. A damaged store is refused with the file and line at fault; a part
+file that is missing is damage, except a ``.jsonl`` past the last part (an append cut off before its
+``.npz``), which does not count. :func:`require_maps` refuses a source that holds no maps.
 
 Usage::
 
@@ -245,6 +247,7 @@ class MapStore(MapSource):
         self.meta: list[dict] = []
         self._where: dict[str, tuple[Path, int]] = {}
         self._open: OrderedDict[Path, NpzMaps] = OrderedDict()
+        self.uncommitted = self._check_parts()
         for part in self._parts():
             npz = NpzMaps(part, FILE_LIMITS)
             try:
@@ -282,6 +285,27 @@ class MapStore(MapSource):
         write_json(root / "store.json", {"format": FORMAT, "version": FORMAT_VERSION,
                                          "created_by": f"patterncnn {__version__}", **(info or {})})
         return cls(root)
+
+    def _check_parts(self) -> list[Path]:
+        """The ``.jsonl`` files past the last part whose ``.npz`` is missing (an append that was cut off, or a lost
+        ``.npz``: they do not count); a missing file that no crash leaves is refused as damage.
+
+        An append writes the ``.jsonl``, then the ``.npz`` (which commits the part), and numbers the next part
+        after the last committed one; so a part's ``.npz`` without its ``.jsonl``, or a ``.jsonl`` without its
+        ``.npz`` before a committed part, is a lost file.
+        """
+        jsonl = {p.stem for p in self.root.glob("part-*.jsonl") if p.is_file()}
+        npz = {p.stem for p in self.root.glob("part-*.npz") if p.is_file()}
+        committed = sorted(jsonl & npz)
+        no_jsonl = sorted(npz - jsonl)
+        if no_jsonl:
+            raise MapFormatError(f"{self.root / no_jsonl[0]}.jsonl is missing (its .npz is there): the part is "
+                                 f"damaged; restore the .jsonl, or remove both of the part's files")
+        no_npz = sorted(jsonl - npz)
+        if no_npz and committed and no_npz[0] < committed[-1]:
+            raise MapFormatError(f"{self.root / no_npz[0]}.npz is missing (a later part is there): the part is "
+                                 f"damaged; restore the .npz, or remove both of the part's files")
+        return [self.root / f"{stem}.jsonl" for stem in no_npz]
 
     def _parts(self) -> list[Path]:
         return sorted(p for p in self.root.glob("part-*.npz") if p.is_file() and p.with_suffix(".jsonl").is_file())
@@ -359,6 +383,19 @@ def _metadata_lines(path: Path) -> Iterator[tuple[int, dict]]:
             if problem:
                 raise MapFormatError(f"{path}:{no}: {problem}; {fix}")
             yield no, m
+
+
+def require_maps(maps: MapSource) -> MapSource:
+    """``maps`` when it holds a map; else a :class:`MapFormatError` that says why (a part whose ``.npz`` is missing)."""
+    if len(maps):
+        return maps
+    lost = getattr(maps, "uncommitted", None)
+    if lost:
+        raise MapFormatError(f"{lost[0].with_suffix('.npz')} is missing (its .jsonl is there) and {maps.root} holds no "
+                             f"other maps: the part is damaged; restore the .npz, or remove both of the part's files "
+                             f"and write the maps again (`patterncnn sample`)")
+    raise MapFormatError(f"{maps.root} holds no maps; write maps into it (`patterncnn sample`), or pass a store, "
+                         f".npz or .npy that holds some")
 
 
 class PlainNpz(MapSource):

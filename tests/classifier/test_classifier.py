@@ -204,6 +204,21 @@ def test_classify_cli_on_a_map_store(tiny_classifier, labelled_set, tmp_path):
     assert len((tmp_path / "p.jsonl").read_text().splitlines()) == 60
 
 
+@pytest.mark.parametrize("lose_npz", [False, True])
+def test_classify_refuses_a_store_with_no_maps_in_one_line(tmp_path, capsys, lose_npz):
+    from patterncnn.core.maps import MapStore
+
+    store = MapStore.create(tmp_path / "store")
+    if lose_npz:
+        store.append([({"id": "a"}, pattern_map("diagonal", 8))])
+        (tmp_path / "store" / "part-00000.npz").unlink()
+    assert main(["classify", str(tmp_path / "store"), "--out", str(tmp_path / "p.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "holds no" in err
+    assert ("part-00000.npz is missing" in err and "damaged" in err) if lose_npz else "patterncnn sample" in err
+    assert not (tmp_path / "p.jsonl").exists()
+
+
 def test_missing_classifier_says_how_to_get_one(tmp_path, capsys):
     np.savez(tmp_path / "m.npz", **{"a": pattern_map("diagonal", 8)})
     assert main(["classify", str(tmp_path / "m.npz"), "--out", str(tmp_path / "p.jsonl"),

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from patterncnn.core.maps import MapFormatError, MapStore, check_map, open_maps
+from patterncnn.core.maps import MapFormatError, MapStore, check_map, open_maps, require_maps
 
 
 def softmax_map(t, seed=0):
@@ -51,6 +51,30 @@ def test_part_without_npz_is_not_read(tmp_path):
     store.append([({"id": "a"}, softmax_map(5))])
     (tmp_path / "s" / "part-00001.jsonl").write_text('{"id": "ghost"}\n')
     assert MapStore(tmp_path / "s").ids == ["a"]
+
+
+@pytest.mark.parametrize("lost,error", [
+    ("part-00000.npz", r"part-00000\.npz is missing \(a later part is there\): the part is damaged; restore"),
+    ("part-00001.jsonl", r"part-00001\.jsonl is missing \(its \.npz is there\): the part is damaged; restore"),
+])
+def test_a_lost_part_file_that_no_crash_leaves_is_refused_by_name(tmp_path, lost, error):
+    store = MapStore.create(tmp_path / "s")
+    store.append([({"id": "a"}, softmax_map(5))])
+    store.append([({"id": "b"}, softmax_map(5))])
+    (tmp_path / "s" / lost).unlink()
+    with pytest.raises(MapFormatError, match=error):
+        MapStore(tmp_path / "s")
+
+
+def test_require_maps_refuses_a_store_with_no_maps_naming_a_lost_npz(tmp_path):
+    store = MapStore.create(tmp_path / "s")
+    with pytest.raises(MapFormatError, match=r"holds no maps; write maps into it"):
+        require_maps(store)
+    store.append([({"id": "a"}, softmax_map(5))])
+    assert require_maps(MapStore(tmp_path / "s")).ids == ["a"]
+    (tmp_path / "s" / "part-00000.npz").unlink()
+    with pytest.raises(MapFormatError, match=r"part-00000\.npz is missing .* holds no other maps: the part is damaged"):
+        require_maps(MapStore(tmp_path / "s"))
 
 
 def test_plain_npz(tmp_path):
