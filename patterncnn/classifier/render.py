@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..core.fileio import output_folder, write_bytes, write_json
-from ..core.maps import require_maps
+from ..core.maps import MapFormatError, classifier_input, require_maps
 from ..core.segments import boundaries
 
 # Token labels stop fitting above this many tokens: they overlap at any readable font size.
@@ -170,8 +170,12 @@ def contact_sheet(maps: list[np.ndarray], seps: list[list[int] | None] | None = 
 
 
 def write_sheets(maps, out: str | Path, per_sheet: int = 16, shuffle: int | None = None,
-                 overwrite: bool = False) -> int:
+                 overwrite: bool = False) -> dict:
     """Write ``maps`` (a map source) as numbered contact sheets ``sheet-NNN.png`` plus ``index.json``.
+
+    Each map is checked as ``classify`` checks it (:func:`patterncnn.core.maps.classifier_input`): one that is
+    not square, empty, NaN/inf (also once cast to float32), negative, or whose separators fall outside it is
+    skipped (not drawn, not numbered, not in the index) and listed in the result, while the rest are drawn.
 
     Args:
         shuffle: a seed to shuffle the maps with first (so a batch is not seen in store order).
@@ -179,7 +183,10 @@ def write_sheets(maps, out: str | Path, per_sheet: int = 16, shuffle: int | None
             older sheets past the new count are removed.
 
     Returns:
-        The number of sheets written.
+        {"sheets": n written, "drawn": n maps, "skipped": [(map id, why), ...]}
+
+    Raises:
+        MapFormatError: ``maps`` holds no maps, or none that can be drawn (nothing is written then).
     """
     if per_sheet < 1:
         raise ValueError(f"--per-sheet must be at least 1 (got {per_sheet})")
@@ -187,15 +194,33 @@ def write_sheets(maps, out: str | Path, per_sheet: int = 16, shuffle: int | None
     metas = list(require_maps(maps).meta)
     if shuffle is not None:
         random.Random(shuffle).shuffle(metas)
-    index, sheets = [], 0
-    for sheets, start in enumerate(range(0, len(metas), per_sheet), start=1):
-        chunk = metas[start : start + per_sheet]
-        arrs = [maps.get(m["id"]) for m in chunk]
-        captions = [f"#{start + k}  T={a.shape[0]}" for k, a in enumerate(arrs)]
-        write_bytes(out / f"sheet-{sheets - 1:03d}.png", contact_sheet(arrs, [m.get("seps") for m in chunk], captions))
-        index += [{"n": start + k, "sheet": sheets - 1, "id": m["id"]} for k, m in enumerate(chunk)]
+    index, skipped, chunk = [], [], []
+
+    def draw() -> None:
+        sheet, start = len(index) // per_sheet, len(index)
+        captions = [f"#{start + k}  T={a.shape[0]}" for k, (_, a) in enumerate(chunk)]
+        write_bytes(out / f"sheet-{sheet:03d}.png",
+                    contact_sheet([a for _, a in chunk], [m.get("seps") for m, _ in chunk], captions))
+        index.extend({"n": start + k, "sheet": sheet, "id": m["id"]} for k, (m, _) in enumerate(chunk))
+        chunk.clear()
+
+    for m in metas:
+        arr, errors, _ = classifier_input(maps.get(m["id"]), seps=m.get("seps"))
+        if errors:
+            skipped.append((m["id"], errors[0]))
+            continue
+        chunk.append((m, arr))
+        if len(chunk) == per_sheet:
+            draw()
+    if chunk:
+        draw()
+    if not index:
+        map_id, why = skipped[0]
+        raise MapFormatError(f"none of the {len(skipped)} map(s) can be drawn (map {map_id!r}: {why}); pass square "
+                             f"maps of finite, non-negative attention weights")
     write_json(out / "index.json", index)
+    sheets = -(-len(index) // per_sheet)
     for old in out.glob("sheet-*.png"):  # an earlier, longer set of sheets
         if old.stem[6:].isdigit() and int(old.stem[6:]) >= sheets:
             old.unlink()
-    return sheets
+    return {"sheets": sheets, "drawn": len(index), "skipped": skipped}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 
 from ..labelling.agreement import METHODS
@@ -152,9 +153,14 @@ def run_sheets(args) -> int:
     from ..classifier.render import write_sheets
     from ..core.maps import MultiStore, open_maps
 
-    n = write_sheets(MultiStore([open_maps(m) for m in args.maps]), args.out, args.per_sheet, args.shuffle,
+    r = write_sheets(MultiStore([open_maps(m) for m in args.maps]), args.out, args.per_sheet, args.shuffle,
                      args.overwrite)
-    print(f"wrote {n} sheet(s) of up to {args.per_sheet} maps to {args.out} (index.json maps #n to map ids)")
+    for map_id, why in r["skipped"]:
+        print(f"{map_id}: skipped: {why}", file=sys.stderr)
+    skipped = (f"; {len(r['skipped'])} map(s) skipped, not drawn (each named above): fix or remove them"
+               if r["skipped"] else "")
+    print(f"wrote {r['sheets']} sheet(s) of up to {args.per_sheet} maps to {args.out} (index.json maps #n to map "
+          f"ids){skipped}")
     return 0
 
 

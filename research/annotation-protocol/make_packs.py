@@ -25,7 +25,7 @@ if len(seeds) != len(whos):
     raise SystemExit(f"SEEDS gives {len(seeds)} seeds for {len(whos)} annotators in WHO")
 for who, seed in zip(whos, seeds):
     out = packs / f"annotator-{who}" / f"part-{part}"
-    n = write_sheets(maps, out, per_sheet=12, shuffle=seed)
+    n = write_sheets(maps, out, per_sheet=12, shuffle=seed)["sheets"]
     idx = json.loads((out / "index.json").read_text())
     priv = private / f"annotator-{who}" / f"part-{part}"
     priv.mkdir(parents=True, exist_ok=True)

@@ -64,3 +64,34 @@ def test_annotate_sheets_on_an_empty_store_says_so(tmp_path, capsys):
     MapStore.create(tmp_path / "empty")
     assert main(["annotate", "sheets", str(tmp_path / "empty"), "--out", str(tmp_path / "s")]) == 2
     assert "holds no maps" in capsys.readouterr().err
+
+
+def test_annotate_sheets_skips_the_maps_classify_refuses_naming_each(tmp_path, capsys):
+    from synthetic import pattern_map
+
+    from patterncnn.cli import main
+
+    good = pattern_map("diagonal", 8)
+    bad = {"nan": np.where(np.eye(8) > 0, np.nan, good), "huge": np.full((8, 8), 1e39), "empty": np.zeros((0, 0)),
+           "rect": np.full((3, 4), 0.25), "negative": -good}
+    np.savez(tmp_path / "m.npz", first=good, **bad, last=good)
+    assert main(["annotate", "sheets", str(tmp_path / "m.npz"), "--out", str(tmp_path / "s")]) == 0
+    out, err = capsys.readouterr()
+    assert [line.split(":")[0] for line in err.splitlines()] == list(bad)
+    assert all(": skipped: " in line for line in err.splitlines())
+    assert "NaN" in err and "empty" in err and "square" in err and "negative" in err
+    assert "5 map(s) skipped" in out and "fix or remove them" in out
+    index = json.loads((tmp_path / "s" / "index.json").read_text())
+    assert [(e["n"], e["id"]) for e in index] == [(0, "first"), (1, "last")]
+    assert Image.open(tmp_path / "s" / "sheet-000.png").format == "PNG"
+
+
+def test_annotate_sheets_with_no_drawable_map_is_one_line_and_writes_nothing(tmp_path, capsys):
+    from patterncnn.cli import main
+
+    np.savez(tmp_path / "m.npz", rect=np.full((3, 4), 0.25), empty=np.zeros((0, 0)))
+    assert main(["annotate", "sheets", str(tmp_path / "m.npz"), "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith("patterncnn annotate: error: none of the 2 map(s) can be drawn (map 'rect'")
+    assert "pass square maps" in err[-1]
+    assert not (tmp_path / "s" / "index.json").exists()
