@@ -405,6 +405,9 @@ class PlainNpz(MapSource):
         self.root = Path(path)
         self._npz = NpyMaps(self.root) if self.root.suffix == ".npy" else NpzMaps(self.root, FILE_LIMITS)
         self.meta = [{"id": k} for k in self._npz.keys]
+        if not self.meta and self.root.suffix == ".npy":
+            raise MapFormatError(f"{self.root} holds no maps (an (N, T, T) array with N = 0); save one (T, T) map, "
+                                 f"or N >= 1 of them as (N, T, T)")
         if not self.meta:
             raise MapFormatError(f"{self.root} holds no arrays; put one square 2-D map per key")
 

@@ -140,3 +140,8 @@ def test_plain_npy_is_read_one_map_at_a_time(tmp_path):
     (tmp_path / "t.npy").write_bytes((tmp_path / "m.npy").read_bytes()[:-10])
     with pytest.raises(ArrayFileError, match="truncated or padded"):
         open_maps(tmp_path / "t.npy")
+    np.save(tmp_path / "e.npy", np.zeros((0, 6, 6), dtype=np.float32))
+    with pytest.raises(MapFormatError, match=r"e\.npy holds no maps \(an \(N, T, T\) array with N = 0\); save one "
+                                             r"\(T, T\) map, or N >= 1 of them") as refused:
+        open_maps(tmp_path / "e.npy")
+    assert "key" not in str(refused.value)  # a .npy has no keys
