@@ -167,12 +167,12 @@ def add_labelled_args(p: argparse.ArgumentParser, what: str) -> None:
 
 def labelled_set(args) -> tuple[str | None, set[str]]:
     """(the labelled set named by --labelled-set, else ./annotations if it holds one; the map ids it labels)."""
-    from ..labelling.sets import labelled_ids
+    from ..labelling.sets import labelled_ids, set_folder
 
     root = args.labelled_set or ("annotations" if os.path.isfile(os.path.join("annotations", "labels.csv")) else None)
     if root is None:
         return None, set()
-    if not os.path.isfile(os.path.join(root, "labels.csv")):
+    if not os.path.isfile(os.path.join(set_folder(root), "labels.csv")):
         raise FileNotFoundError(f"{root}/labels.csv not found: --labelled-set takes a folder written by "
                                 f"`patterncnn annotate pull`")
     return root, labelled_ids(root)

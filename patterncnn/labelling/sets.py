@@ -122,19 +122,35 @@ class Tables:
         return cls(**{name: {row_key(name, r): r for r in rs} for name, rs in normal.items()})
 
 
+def set_folder(root: str | Path) -> Path:
+    """``root`` as a labelled set's folder; a file given in its place (``annotations/labels.csv``) is refused.
+
+    Raises:
+        DataError: ``root`` is a file; the message names the folder to pass instead.
+    """
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        holder = root.parent if any((root.parent / f).is_file() for f, _ in TABLES.values()) else None
+        raise DataError(f"{root} is a file, not a labelled set: pass the labelled set's folder, the one that holds "
+                        f"votes.csv and labels.csv" + (f" ({holder})" if holder else ""))
+    return root
+
+
 def read_tables(root: str | Path) -> Tables:
     """The tables of the labelled set in ``root`` (empty where a file is missing, e.g. an older set).
 
     Raises:
+        DataError: ``root`` is a file, not a folder (:func:`set_folder`).
         DataError: a table is damaged: a required column missing, a row with too many or too few
             cells, a resolved label that is not one of the five, an annotation id that is not a
             number, a repeated key; the message names the file and line.
     """
+    root = set_folder(root)
     tables = Tables()
     for name, (filename, _) in TABLES.items():
-        path = Path(root) / filename
+        path = root / filename
         if not path.is_file() and name in LEGACY:
-            path = Path(root) / LEGACY[name]
+            path = root / LEGACY[name]
         if path.is_file():
             setattr(tables, name, _read_table(name, path))
     return tables
@@ -171,7 +187,7 @@ def _read_table(name: str, path: Path) -> dict[str, dict]:
 
 def labelled_ids(root: str | Path) -> set[str]:
     """The maps a labelled set holds a label for (its ``labels.csv``; an unresolved tie has none)."""
-    path = Path(root) / TABLES["labels"][0]
+    path = set_folder(root) / TABLES["labels"][0]
     if not path.is_file():
         return set()
     return {r["map_id"] for r in _read_table("labels", path).values() if r.get("label")}
@@ -370,7 +386,7 @@ def load_labelled(annotations: str | Path | Sequence[str | Path]) -> Labelled:
     """
     if not isinstance(annotations, (str, Path)):
         return join_labelled([load_labelled(a) for a in annotations], [str(a) for a in annotations])
-    root = Path(annotations)
+    root = set_folder(annotations)
     table = root / "labels.csv"
     if not table.is_file():
         raise FileNotFoundError(f"{table} not found: --annotations must be a folder written by "

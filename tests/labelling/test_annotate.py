@@ -242,6 +242,20 @@ def test_agreement_command_on_the_shipped_set(tmp_path, capsys):
     assert "votes.csv not found" in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("table", ["labels.csv", "votes.csv"])
+def test_agreement_given_a_table_instead_of_its_set_names_the_folder_to_pass(tmp_path, capsys, table):
+    labelled = tmp_path / "set"
+    labelled.mkdir()
+    (labelled / "labels.csv").write_text("map_id,label\nm1,vertical\n")
+    (labelled / "votes.csv").write_text("map_id,annotator,label,ls_annotation_id\nm1,a,vertical,1\n")
+    for argv in (["annotate", "agreement", str(labelled / table)],
+                 ["annotate", "agreement", str(labelled), "--against", str(labelled / table)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err == (f"patterncnn annotate: error: {labelled / table} is a file, not a labelled set: pass the "
+                       f"labelled set's folder, the one that holds votes.csv and labels.csv ({labelled})\n")
+
+
 def test_a_project_title_outside_label_studios_limits_is_refused_before_any_call():
     from patterncnn.labelling.labelstudio import MAX_TITLE, MIN_TITLE, AnnotateError, Connection
 
