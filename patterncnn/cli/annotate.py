@@ -142,9 +142,9 @@ def run_push(args) -> int:
     if already and args.skip_labelled:
         print(f"left out {len(already)} map(s) already labelled in {target} (e.g. {already[0]})")
     elif already:
-        print(f"note: {len(already)} of the pushed maps are already labelled in {target} (e.g. {already[0]}); "
-              f"pulled there, their new labels join the earlier ones (each server's as rows of its own): pass "
-              f"--skip-labelled to leave them out")
+        print(f"note: {len(already)} of the pushed maps {'is' if len(already) == 1 else 'are'} already labelled in "
+              f"{target} (e.g. {already[0]}); pulled there, their new labels join the earlier ones (each server's "
+              f"as rows of its own): pass --skip-labelled to leave them out")
     print(f"label them at {ls.url}/projects/{project.id}/data")
     return 0
 

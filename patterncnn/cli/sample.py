@@ -66,8 +66,9 @@ def run(args) -> int:
           + ("" if args.no_png else f", PNGs in {os.path.join(args.out, 'png')}"))
     already = summary["already_labelled"]
     if already:
-        print(f"note: {len(already)} of these maps are already labelled in {target} (e.g. {already[0]}); their new "
-              f"labels would join the earlier ones: pass --skip-labelled to draw others in their place")
+        print(f"note: {len(already)} of these maps {'is' if len(already) == 1 else 'are'} already labelled in "
+              f"{target} (e.g. {already[0]}); their new labels would join the earlier ones: pass --skip-labelled to "
+              f"draw others in their place")
     elif target and args.skip_labelled:
         print(f"none of these maps is labelled in {target} yet (maps it labels were not drawn)")
     if summary["truncated"]:

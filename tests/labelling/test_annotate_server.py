@@ -205,7 +205,7 @@ def test_push_says_which_maps_are_labelled_and_leaves_them_out(label_studio, con
     assert main([*push, "--project", "labelled before"]) == 0
     said = capsys.readouterr().out
     assert "pushed 3 map(s)" in said and "annotation guide 1.1" in said
-    assert f"note: 1 of the pushed maps are already labelled in {labelled} (e.g. {store.ids[0]})" in said
+    assert f"note: 1 of the pushed maps is already labelled in {labelled} (e.g. {store.ids[0]})" in said
     assert "--skip-labelled" in said
     assert main([*push, "--project", "new maps only", "--skip-labelled"]) == 0
     said = capsys.readouterr().out

@@ -154,6 +154,11 @@ def test_sample_says_which_maps_are_labelled_and_skips_them(tiny_bert, glue_dir,
     out = capsys.readouterr().out
     assert f"note: 3 of these maps are already labelled in {labelled} (e.g. {first[0]})" in out
     assert "--skip-labelled" in out and MapStore(tmp_path / "b").ids == first  # reported, still drawn
+    (labelled / "labels.csv").write_text(f"map_id,label\n{first[0]},vertical\n")  # one map: "is", not "are"
+    assert main(args + ["--labelled-set", str(labelled), "--out", str(tmp_path / "b1")]) == 0
+    assert f"note: 1 of these maps is already labelled in {labelled} (e.g. {first[0]})" in capsys.readouterr().out
+    (labelled / "labels.csv").write_text("map_id,label,resolution\n" + "".join(f"{m},vertical,\n" for m in first[:3])
+                                         + f"{first[3]},,unresolved\n")
     assert main(args + ["--labelled-set", str(labelled), "--skip-labelled", "--out", str(tmp_path / "c")]) == 0
     assert f"none of these maps is labelled in {labelled} yet" in capsys.readouterr().out
     skipped = MapStore(tmp_path / "c").ids
