@@ -41,6 +41,7 @@ from ..classifier.features import rule_scores
 from ..classifier.onnx import SHIPPED
 from ..classifier.render import render_png
 from ..core.labels import LABELS
+from ..core.maps import classifier_input
 from .labelstudio import AnnotateError, Connection
 
 log = logging.getLogger(__name__)
@@ -213,6 +214,11 @@ def push(ls: Connection, project, maps, predictor: Predictor | None = None, orde
     if order == "uncertain" and predictor is None:
         raise AnnotateError("--order uncertain needs a predictor: pass --classifier models/patterncnn.onnx or "
                             "--pre rule")
+    bad = [(m["id"], errors[0]) for m in maps.meta
+           for errors in [classifier_input(maps.get(m["id"]), seps=m.get("seps"))[1]] if errors]
+    if bad:  # an annotator cannot label a map that cannot be drawn: refused before anything is pushed
+        raise AnnotateError(f"{len(bad)} of the {len(maps.meta)} map(s) cannot be shown ({bad[0][0]}: {bad[0][1]}); "
+                            f"nothing was pushed: fix or remove them (`patterncnn classify` lists every bad map)")
     guide = guide_version()
     have = ls.map_ids(project.id)
     todo = [m for m in maps.meta if m["id"] not in have]

@@ -340,3 +340,14 @@ def test_labels_of_maps_the_set_does_not_hold_are_refused(labelled_set, tmp_path
         f.write("ghost,block,False\n")
     with pytest.raises(DataError, match="labels 1 map.s. that .* does not hold, e.g. 'ghost'"):
         load_labelled(tmp_path / "set")
+
+
+def test_push_refuses_a_map_that_cannot_be_drawn_before_anything_is_pushed(tmp_path):
+    from patterncnn.core.maps import open_maps
+    from patterncnn.labelling.push import push
+
+    bad = pattern_map("diagonal", 10)
+    bad[3, 3] = np.nan
+    np.savez(tmp_path / "m.npz", good=pattern_map("vertical", 10), bad=bad)
+    with pytest.raises(AnnotateError, match=r"1 of the 2 map\(s\) cannot be shown \(bad: .*NaN.*nothing was pushed"):
+        push(None, None, open_maps(tmp_path / "m.npz"))  # refused before the server is asked anything
