@@ -18,6 +18,7 @@ many examples stream through. Layer and head counts come from the model's config
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -266,6 +267,23 @@ def _fingerprint(name: str, path: str, model) -> dict:
     return fp
 
 
+@contextlib.contextmanager
+def _quiet_transformers():
+    """transformers' own messages at error level only and no progress bar, while a model loads (both as they were
+    afterwards)."""
+    from transformers.utils import logging as hf_logging  # transformers loads slowly: only where a model loads
+
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
 def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str | None = None,
                  backend: str = "torch", threads: int = 2, device: str = "cpu") -> Encoder:
     """Load an encoder by hub id, local folder or the short name of an embedded one (``minilm``, ``mpnet``).
@@ -318,10 +336,16 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
             f"classifies BERT-family encoder maps. Pass a BERT/RoBERTa/ELECTRA-style model"
         )
     try:
-        model = AutoModel.from_pretrained(path, revision=revision, attn_implementation="eager")
+        with _quiet_transformers():  # its load report lists a fine-tune's task head as unexpected: expected here
+            model, info = AutoModel.from_pretrained(path, revision=revision, attn_implementation="eager",
+                                                    output_loading_info=True)
         tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
     except (OSError, ValueError) as e:
         raise EncoderError(f"cannot load the weights or tokenizer of {name!r}: {str(e).splitlines()[0]}") from None
+    missing = sorted(k for k in info.get("missing_keys", ()) if "pooler" not in k)  # the pooler draws no map
+    if missing:
+        log.warning("%s: %d weight(s) of the encoder are not in its checkpoint and start random, e.g. %s; its maps "
+                    "are not the trained model's", name, len(missing), ", ".join(missing[:3]))
     model.eval()
     if device != "cpu":
         model.to(device)

@@ -108,3 +108,31 @@ def test_an_input_is_tokenized_once_and_a_long_text_cut_first(tiny_bert):
     seen.clear()
     ids, cut = enc.tokenize(("a " * 40, "b " * 40))  # over max_length in tokens, not in characters
     assert cut and ids == real("a " * 40, "b " * 40, truncation=True, max_length=16)["input_ids"] and len(seen) == 1
+
+
+def test_a_fine_tune_loads_quietly_and_missing_encoder_weights_are_said(tiny_bert, tmp_path, capfd, caplog):
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+    from transformers import BertForSequenceClassification
+    from transformers.utils import logging as hf_logging
+
+    ft = tmp_path / "ft"  # a sequence classifier: its task head is not part of the encoder
+    BertForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2).save_pretrained(ft)
+    for f in [*tiny_bert.glob("*.txt"), *tiny_bert.glob("*token*.json")]:
+        shutil.copy(f, ft)
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    capfd.readouterr()
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        load_encoder(str(ft), max_length=64)
+    err = capfd.readouterr().err
+    assert "LOAD REPORT" not in err and "Loading weights" not in err and not caplog.records  # expected: quiet
+    assert (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()) == (level, bars)  # given back
+    state = load_file(ft / "model.safetensors")
+    save_file({k: v for k, v in state.items() if ".layer.1.attention.self.query" not in k}, ft / "model.safetensors")
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        load_encoder(str(ft), max_length=64)
+    assert any("start random" in r.getMessage() and "layer.1.attention.self.query" in r.getMessage()
+               for r in caplog.records)
