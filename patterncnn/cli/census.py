@@ -119,7 +119,8 @@ def run(args) -> int:
         if args.report:
             from ..report import write_report
 
-            print(f"wrote {write_report(out)}")
+            # the census's own folder, checked before the run (new, resumed or --overwrite): its report is replaced
+            print(f"wrote {write_report(out, overwrite=True)}")
         results.append(result)
     if len(results) == 2:
         print("\n" + compare(*results)[0])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .common import add_overwrite
+
 
 def register(sub) -> None:
     p = sub.add_parser("report", help="a self-contained HTML report of a finished census (figures, grid, maps)",
@@ -14,18 +16,16 @@ def register(sub) -> None:
                                    "report per census.")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a census folder (census --out)")
     p.add_argument("--out", default=None, help="the HTML file (default: RUN_DIR/report.html; one census only)")
+    add_overwrite(p, "report.html")
     p.add_argument("--with", dest="extra", action="append", default=[], metavar="PATH",
                    help="a drift, special-tokens, disable or link result folder (or JSON) to show too (repeatable)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..report import write_report
-    from ..report.collect import census_folders
+    from ..report import report_files, write_report
 
-    folders = census_folders(args.run_dir)
-    if args.out and len(folders) > 1:
-        raise ValueError(f"{args.run_dir} holds {len(folders)} censuses; leave out --out to write one report each")
-    for folder in folders:
-        print(f"wrote {write_report(folder, args.out, args.extra)}")
+    files = report_files(args.run_dir, args.out, args.overwrite)  # every report checked before any is written
+    for folder, path in files:
+        print(f"wrote {write_report(folder, path, args.extra, args.overwrite)}")
     return 0

@@ -4,6 +4,7 @@ Usage::
 
     path = write_report("runs/census")                        # runs/census/report.html
     write_report("runs/census", extra=["runs/drift-rte"])     # with results that sit elsewhere
+    write_report("runs/census", overwrite=True)               # an existing report.html is replaced only so
 
 Modules: ``collect`` (the census and the experiment results found with it), ``page`` (the HTML),
 ``assets/`` (its style sheet and script, put inline). The report reads finished runs from disk
@@ -15,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..census.results import CensusError
-from ..core.fileio import write_text
+from ..core.fileio import output_file, write_text
 from .collect import census_folders, collect
 from .page import page
 
@@ -24,8 +25,24 @@ __all__ = ["write_report"]
 REPORT = "report.html"
 
 
+def report_files(run_dir: str | Path, out: str | Path | None = None,
+                 overwrite: bool = False) -> list[tuple[Path, Path]]:
+    """(census folder, HTML file) for each census in ``run_dir``, every file checked as an output before any is
+    written (:func:`patterncnn.core.fileio.output_file`: an existing one needs ``overwrite``).
+
+    Raises:
+        CensusError: no finished census there, or ``out`` given for several.
+        OutputError: a report exists and ``overwrite`` is False, or its path is not a regular file.
+    """
+    folders = census_folders(run_dir)
+    if out is not None and len(folders) > 1:
+        raise CensusError(f"{run_dir} holds {len(folders)} censuses ({', '.join(f.name for f in folders)}); leave "
+                          f"out --out to write one report each, or give one of them: `patterncnn report {folders[0]}`")
+    return [(folder, output_file(out if out is not None else folder / REPORT, overwrite)) for folder in folders]
+
+
 def write_report(run_dir: str | Path, out: str | Path | None = None,
-                 extra: list[str | Path] | None = None) -> Path:
+                 extra: list[str | Path] | None = None, overwrite: bool = False) -> Path:
     """Write the self-contained HTML report of the census in ``run_dir`` (atomically) and return its path.
 
     Args:
@@ -34,6 +51,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None,
         out: the HTML file; None: ``run_dir/report.html``.
         extra: drift, special-tokens, disable or link results (folders or JSON files) to show beside it;
             those in ``run_dir`` and its immediate subfolders are found without being named.
+        overwrite: replace an existing report (else it is refused, as every output is).
 
     Returns:
         The path of the HTML file: figures and data inline, no external CSS, script or network request.
@@ -47,6 +65,6 @@ def write_report(run_dir: str | Path, out: str | Path | None = None,
     if len(folders) > 1:
         raise CensusError(f"{run_dir} holds {len(folders)} censuses ({', '.join(f.name for f in folders)}); "
                           f"write one report each: `patterncnn report {folders[0]}`")
-    path = Path(out) if out is not None else folders[0] / REPORT
-    write_text(path, page(collect(folders[0], extra)))
+    [(folder, path)] = report_files(folders[0], out, overwrite)
+    write_text(path, page(collect(folder, extra)))
     return path

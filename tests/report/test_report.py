@@ -10,6 +10,7 @@ import pytest
 from PIL import Image
 
 from patterncnn.cli import main
+from patterncnn.core.fileio import OutputError
 from patterncnn.core.labels import LABELS
 from patterncnn.report import write_report
 
@@ -94,6 +95,25 @@ def test_report_errors_are_one_line(tmp_path, capsys, run):
     assert "no drift, special-tokens, disable or link result" in capsys.readouterr().err
 
 
+def test_an_existing_report_needs_overwrite(run, tmp_path, capsys):
+    """The one rule for an existing output (core/fileio.py): a PNG given as --out, or the report.html an earlier
+    `report --with` wrote, is refused, never silently replaced; --overwrite replaces it."""
+    png = tmp_path / "existing.png"
+    png.write_bytes(b"\x89PNG not html")
+    assert main(["report", str(run), "--out", str(png)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "already exists; pass --overwrite" in err
+    assert png.read_bytes() == b"\x89PNG not html"
+    before = (run / "report.html").read_bytes()  # written by `census --report`
+    assert main(["report", str(run)]) == 2 and "pass --overwrite" in capsys.readouterr().err
+    assert (run / "report.html").read_bytes() == before
+    with pytest.raises(OutputError, match="pass --overwrite"):
+        write_report(run)
+    assert main(["report", str(run), "--out", str(png), "--overwrite"]) == 0
+    assert png.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert write_report(run, overwrite=True) == run / "report.html"
+
+
 def test_a_folder_of_several_censuses_gets_one_report_each(run, tmp_path, capsys):
     import shutil
 
@@ -103,3 +123,7 @@ def test_a_folder_of_several_censuses_gets_one_report_each(run, tmp_path, capsys
     assert (tmp_path / "two" / "a" / "report.html").is_file() and (tmp_path / "two" / "b" / "report.html").is_file()
     assert main(["report", str(tmp_path / "two"), "--out", str(tmp_path / "one.html")]) == 2
     assert "one report each" in capsys.readouterr().err
+    # every report is checked before any is written: one existing report leaves the other folder untouched
+    (tmp_path / "two" / "a" / "report.html").unlink()
+    assert main(["report", str(tmp_path / "two")]) == 2 and "pass --overwrite" in capsys.readouterr().err
+    assert not (tmp_path / "two" / "a" / "report.html").exists()
