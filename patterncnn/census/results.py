@@ -11,6 +11,7 @@ from pathlib import Path
 from ..core.errors import PatternCNNError
 from ..core.fileio import parse_json
 from ..core.labels import LABELS
+from ..core.work import WORK
 from ..shares.estimate import bias_band, pattern_errors
 
 
@@ -18,13 +19,30 @@ class CensusError(PatternCNNError, RuntimeError):
     """A finished census cannot be read (missing or not a census result); the message says which command writes one."""
 
 
+FILE = "census.json"  # what a finished census folder holds (written last: census/run.py)
+
+
+def no_census(path: str | Path) -> CensusError:
+    """The error for ``path`` (a folder, or a census.json file) that holds no finished census, with the fix that
+    fits: resume the unfinished run found there (in it or one of its subfolders), or run the census into its folder."""
+    p = Path(path)
+    folder = p.parent if p.name == FILE else p
+    unfinished = [f for f in (folder, *sorted(folder.glob("*/"))) if (f / WORK).is_dir()] if folder.is_dir() else []
+    if unfinished:
+        return CensusError(f"no finished census at {path}: {unfinished[0]} holds an unfinished run (no {FILE} yet); "
+                           f"run the same `patterncnn census` command again to resume it (its finished windows are "
+                           f"kept), then run this command again")
+    return CensusError(f"no finished census at {path} (no {FILE} there or in its subfolders); run "
+                       f"`patterncnn census --out {folder}` first")
+
+
 def load_result(path: str | Path) -> dict:
     """A finished census (its folder or its ``census.json``), checked to hold what :func:`compare` and
     :func:`table` read: a damaged or foreign file is refused naming the field at fault."""
     p = Path(path)
-    p = p / "census.json" if p.is_dir() else p
+    p = p / FILE if p.is_dir() else p
     if not p.is_file():
-        raise CensusError(f"no finished census at {path} (no census.json); run `patterncnn census --out {path}` first")
+        raise no_census(path)
     fix = f"run `patterncnn census` again to write {p}"
     result = parse_json(p.read_bytes(), f"{p} (a census result)", fix, CensusError)
     problem = result_problem(result)

@@ -39,7 +39,7 @@ from ..core.work import finish, prepare_out, work_dir, write_result
 from ..encoders.load import Encoder, load_encoder
 from ..shares.estimate import plan_for
 from ..shares.precision import Precision, PrecisionError
-from .results import CensusError, compare, has_classifier_part, load_result, result_problem, table  # noqa: F401
+from .results import FILE, CensusError, compare, has_classifier_part, load_result, result_problem, table  # noqa: F401
 from .thumbnails import FILE as THUMBNAILS
 from .thumbnails import PER_HEAD, thumbnails_bytes
 from .windows import (  # noqa: F401
@@ -55,7 +55,7 @@ from .windows import (  # noqa: F401
 
 log = logging.getLogger(__name__)
 
-RESULT = "census.json"  # written last: its presence marks a finished census
+RESULT = FILE  # census.json, written last: its presence marks a finished census
 # --precision is checked from two windows on: on fewer examples the bootstrap's own width is too noisy to stop on.
 MIN_PRECISION_EXAMPLES = 2 * WINDOW
 

@@ -14,7 +14,7 @@ def register(sub) -> None:
                                    "results found in RUN_DIR, its subfolders or --with. One file, everything inline, "
                                    "no network. A RUN_DIR of several censuses (census --model A --model B) gets one "
                                    "report per census.")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a census folder (census --out)")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a census folder (census --out), or its census.json")
     p.add_argument("--out", default=None, help="the HTML file (default: RUN_DIR/report.html; one census only)")
     add_overwrite(p, "report.html")
     p.add_argument("--with", dest="extra", action="append", default=[], metavar="PATH",

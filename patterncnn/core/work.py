@@ -33,6 +33,8 @@ from .version import __version__
 
 log = logging.getLogger(__name__)
 
+WORK = ".work"  # the work folder of finished parts inside a run's output folder
+
 
 class RunError(PatternCNNError, RuntimeError):
     """A resumable run (census or experiment) cannot start as asked (output exists, arguments changed); the message says what to do."""
@@ -47,7 +49,7 @@ def prepare_out(out: str | Path, result_name: str, overwrite: bool) -> Path:
     ``overwrite`` (which drops it and any leftovers); an unfinished run there is resumed."""
     out = output_folder(out, (result_name,), overwrite)
     if overwrite:
-        shutil.rmtree(out / ".work", ignore_errors=True)
+        shutil.rmtree(out / WORK, ignore_errors=True)
         (out / result_name).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     return out
@@ -55,7 +57,7 @@ def prepare_out(out: str | Path, result_name: str, overwrite: bool) -> Path:
 
 def work_dir(out: Path, task: str, params: dict) -> Path:
     """``out/.work/<task>``, stamped with the run's arguments; leftovers of other arguments are refused."""
-    work = Path(out) / ".work" / task
+    work = Path(out) / WORK / task
     stamp = work / "run.json"
     if stamp.exists():
         try:
@@ -162,7 +164,7 @@ def windows(items: list, size: int) -> list[list]:
 
 
 def finish(out: Path) -> None:
-    shutil.rmtree(Path(out) / ".work", ignore_errors=True)
+    shutil.rmtree(Path(out) / WORK, ignore_errors=True)
 
 
 def output_dir(out: str | Path | None, kind: str) -> Path:

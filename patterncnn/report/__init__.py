@@ -46,8 +46,8 @@ def write_report(run_dir: str | Path, out: str | Path | None = None,
     """Write the self-contained HTML report of the census in ``run_dir`` (atomically) and return its path.
 
     Args:
-        run_dir: a census folder (``census --out``); when it holds several censuses (one folder per
-            encoder), give one of them.
+        run_dir: a census folder (``census --out``), or its ``census.json``; when it holds several
+            censuses (one folder per encoder), give one of them.
         out: the HTML file; None: ``run_dir/report.html``.
         extra: drift, special-tokens, disable or link results (folders or JSON files) to show beside it;
             those in ``run_dir`` and its immediate subfolders are found without being named.

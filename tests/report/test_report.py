@@ -93,6 +93,18 @@ def test_report_errors_are_one_line(tmp_path, capsys, run):
     assert "no finished census" in capsys.readouterr().err
     assert main(["report", str(run), "--with", str(tmp_path / "nothing"), "--out", str(tmp_path / "x.html")]) == 2
     assert "no drift, special-tokens, disable or link result" in capsys.readouterr().err
+    # a census.json is taken for its folder; another file is named as the wrong thing to pass
+    assert main(["report", str(run / "census.json"), "--out", str(tmp_path / "from-json.html")]) == 0
+    assert (tmp_path / "from-json.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert main(["report", str(run / "census.csv")]) == 2
+    assert "is a file; pass the census folder" in capsys.readouterr().err
+    # an interrupted census: the fix is to resume it, not to start one
+    (tmp_path / "half" / ".work" / "rte").mkdir(parents=True)
+    for arg in (tmp_path / "half", tmp_path / "half" / "census.json"):
+        assert main(["report", str(arg)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "holds an unfinished run" in err and "again to resume it" in err, err
+        assert "--out" not in err
 
 
 def test_an_existing_report_needs_overwrite(run, tmp_path, capsys):
