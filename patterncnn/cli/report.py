@@ -11,7 +11,8 @@ def register(sub) -> None:
                                    "estimator, validation), each task's pattern shares with their intervals, the "
                                    "layer x head grid of each pattern's share (click a head for the example maps the "
                                    "census kept, tokens on hover), and the drift, special-tokens, disable and link "
-                                   "results found in RUN_DIR, its subfolders or --with. One file, everything inline, "
+                                   "results in the census folder, in the folders directly inside it, or named with "
+                                   "--with (results beside the census folder are not searched). One file, everything inline, "
                                    "no network. A RUN_DIR of several censuses (census --model A --model B) gets one "
                                    "report per census.")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a census folder (census --out), or its census.json")

@@ -50,7 +50,8 @@ def write_report(run_dir: str | Path, out: str | Path | None = None,
             censuses (one folder per encoder), give one of them.
         out: the HTML file; None: ``run_dir/report.html``.
         extra: drift, special-tokens, disable or link results (folders or JSON files) to show beside it;
-            those in ``run_dir`` and its immediate subfolders are found without being named.
+            those in the census folder and the folders directly inside it are found without being
+            named (nothing beside the census folder is).
         overwrite: replace an existing report (else it is refused, as every output is).
 
     Returns:

@@ -7,8 +7,8 @@ Usage::
     run.experiments       # {"drift": [(folder, result dict)], "special-tokens": [...], "disable": [...], "link": [...]}
 
 The census is ``RUN_DIR/census.json``. Experiment results (``drift.json``, ``special_tokens.json``,
-``disable.json``, ``link.json``) are taken from ``RUN_DIR``, its immediate subfolders, and any folder
-or JSON file named in ``extra``.
+``disable.json``, ``link.json``) are taken from the census folder, the folders directly inside it, and
+any folder or JSON file named in ``extra``; nothing beside the census folder is searched.
 """
 
 from __future__ import annotations

@@ -86,6 +86,15 @@ def test_experiments_found_with_the_census_are_shown(run, tmp_path, tiny_bert, g
         "1.000"
     path = write_report(run, tmp_path / "api.html", extra=[elsewhere])
     assert path.read_text(encoding="utf-8").count("<section id=") == html.count("<section id=")
+    # as the docs say: a result beside the census folder (runs/special next to runs/census) is not searched,
+    # even when RUN_DIR is their parent; --with names it
+    runs = tmp_path / "runs"
+    shutil.copytree(run, runs / "census", ignore=shutil.ignore_patterns("report.html", "drift-rte"))
+    shutil.copytree(elsewhere, runs / "special")
+    assert main(["report", str(runs)]) == 0
+    assert "<section id='special-tokens'>" not in (runs / "census" / "report.html").read_text(encoding="utf-8")
+    assert main(["report", str(runs), "--with", str(runs / "special"), "--overwrite"]) == 0
+    assert "<section id='special-tokens'>" in (runs / "census" / "report.html").read_text(encoding="utf-8")
 
 
 def test_report_errors_are_one_line(tmp_path, capsys, run):
