@@ -46,7 +46,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..experiments.special_tokens import special_tokens
+    from ..experiments.special_tokens import special_tokens, task_figure
 
     res = special_tokens(args.model, args.task, args.limit, glue_dir(args), args.out,
                          token_classes=dict(args.token_class), seed=args.seed, max_length=args.max_length,
@@ -61,5 +61,6 @@ def run(args) -> int:
                   + f"   (tokens: {100 * s['token_fraction'][k]:.1f}%)")
         verdict = "yes" if s["cls_early_sep_late"] else "no"
         print(f"    [CLS] peaks in an early layer and [SEP] in a late one: {verdict}")
-    print(f"wrote {args.out}/special_tokens.json, special_tokens.csv, special-<task>.png, cls-row.png")
+    figures = ", ".join(task_figure(task) for task in res["tasks"])
+    print(f"wrote {args.out}/special_tokens.json, special_tokens.csv, {figures}, cls-row.png")
     return 0

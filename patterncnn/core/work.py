@@ -40,6 +40,17 @@ class RunError(PatternCNNError, RuntimeError):
     """A resumable run (census or experiment) cannot start as asked (output exists, arguments changed); the message says what to do."""
 
 
+# The option behind each field of a run's stamp (census, drift, special-tokens, disable): what the refusal of an
+# unfinished run with other arguments names.
+OPTIONS = {"task": "--task", "split": "the split", "source": "--glue-dir (the GLUE file read)", "limit": "--limit",
+           "examples": "--limit (the examples drawn)", "seed": "--seed", "encoder": "--model (the encoder's weights)",
+           "model": "--model (the encoder's weights)", "a": "A (the first encoder's weights)",
+           "b": "B (the second encoder's weights)", "max_length": "--max-length", "backend": "--backend",
+           "batch_size": "--batch-size", "classifier": "--classifier (the classifier's file)", "device": "--device",
+           "order": "--precision (the examples' order)", "classes": "--token-class", "layers": "--no-layers",
+           "version": "the patterncnn version"}
+
+
 def run_key(params: dict) -> str:
     return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -69,11 +80,29 @@ def work_dir(out: Path, task: str, params: dict) -> Path:
             shutil.rmtree(work)
             return work_dir(out, task, params)
         if old.get("key") != run_key(params):
-            raise RunError(f"{out} holds an unfinished run of {task} with other arguments ({old.get('params')}); "
-                           f"re-run with those to resume, or pass --overwrite")
+            raise RunError(f"{out} holds an unfinished run of {task} with other arguments ({differences(old, params)}); "
+                           f"run it with the earlier ones to resume it, or pass --overwrite to start over")
     else:
         write_json(stamp, {"key": run_key(params), "params": params})
     return work
+
+
+def differences(stamp: dict, params: dict) -> str:
+    """What differs between an unfinished run's stamp and this run's ``params``, named by option (:data:`OPTIONS`),
+    with the earlier and the new value where they are short numbers or words."""
+    old = stamp.get("params") if isinstance(stamp.get("params"), dict) else {}
+    new = json.loads(json.dumps(params, default=str))  # as the stamp holds them: tuples are lists, paths strings
+    named = []
+    for key in sorted(set(old) | set(new), key=lambda k: (k not in OPTIONS, k)):
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        what = OPTIONS.get(key, key)
+        if all(v is None or (isinstance(v, (str, int, float)) and not isinstance(v, bool) and len(str(v)) <= 40)
+               for v in (a, b)):
+            what += f": was {'none' if a is None else a}, now {'none' if b is None else b}"
+        named.append(what)
+    return "; ".join(named) or "recorded by another patterncnn version"
 
 
 def write_result(out: Path, name: str, result: dict, tables: dict[str, tuple[list, Iterable[list]]] | None = None,

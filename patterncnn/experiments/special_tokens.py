@@ -226,8 +226,13 @@ def rows(result: dict) -> tuple[list[str], list[list]]:
         for task, s in result["tasks"].items() for l in range(result["layers"]) for h in range(result["heads"])]
 
 
+def task_figure(task: str) -> str:
+    """The file of a task's heatmaps in the output folder."""
+    return f"special-{task}.png"
+
+
 def write_outputs(out: Path, result: dict) -> None:
     """special_tokens.csv (one row per task, layer and head), special-<task>.png, cls-row.png, then the JSON."""
-    figures = {f"special-{task}.png": png(plot(result, task)) for task in result["tasks"]}
+    figures = {task_figure(task): png(plot(result, task)) for task in result["tasks"]}
     figures["cls-row.png"] = cls_row_figure(result)
     write_result(out, RESULT, result, tables={"special_tokens.csv": rows(result)}, figures=figures)

@@ -53,4 +53,37 @@ def test_special_tokens_command(fixture, cls_token, request, glue_dir, tmp_path,
         assert np.allclose(row, 1.0, atol=1e-5)
         assert s["token_fraction"]["sep"] > 0 and (out / f"special-{task}.png").is_file()
     assert (out / "cls-row.png").is_file()
-    assert "peaks in an early layer" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "peaks in an early layer" in printed
+    assert printed.strip().splitlines()[-1] == (f"wrote {out}/special_tokens.json, special_tokens.csv, "
+                                                f"special-rte.png, special-sst2.png, cls-row.png")
+
+
+class Interrupt:
+    """A progress bar that interrupts the run once its first window is saved, like Ctrl-C."""
+
+    def __call__(self, **kw):
+        return self
+
+    def update(self, n=1):
+        raise KeyboardInterrupt
+
+    def close(self):
+        pass
+
+
+def test_an_unfinished_run_with_another_token_class_names_the_option(tiny_bert, glue_dir, tmp_path, capsys):
+    from patterncnn.cli import main
+    from patterncnn.experiments.special_tokens import special_tokens
+
+    out = tmp_path / "sp"
+    with pytest.raises(KeyboardInterrupt):
+        special_tokens(str(tiny_bert), ["rte"], 6, glue_dir, out, max_length=32, progress=Interrupt())
+    assert list((out / ".work" / "rte").glob("window-*.npz"))
+    args = ["special-tokens", "--model", str(tiny_bert), "--task", "rte", "--glue-dir", str(glue_dir), "--limit", "6",
+            "--max-length", "32", "--out", str(out)]
+    assert main(args + ["--token-class", "digits=\\d+", "--limit", "4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "with other arguments (--token-class; --limit: was 6, now 4)" in err, err
+    assert "{" not in err and "to resume it, or pass --overwrite" in err
+    assert main(args) == 0  # the earlier arguments resume it
