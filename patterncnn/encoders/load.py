@@ -309,8 +309,9 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
     from transformers import AutoConfig, AutoModel, AutoTokenizer  # slow import, only where needed
 
     path = resolve_model(name)
-    fix = (f"Fix: pass --model a hub id (e.g. bert-base-uncased, needs internet), a folder with config.json and "
-           f"weights (e.g. one written by `patterncnn finetune`), or an embedded encoder: {', '.join(REGISTRY)}")
+    # every command's encoder (--model, drift's A and B) and the API's come here: the fix names no option
+    fix = (f"Fix: name an encoder as a hub id (e.g. bert-base-uncased, needs internet), a folder with config.json "
+           f"and weights (e.g. one written by `patterncnn finetune`), or an embedded encoder: {', '.join(REGISTRY)}")
     try:
         local = Path(path).expanduser()
     except RuntimeError:  # "~nosuchuser/...": a home folder that does not exist

@@ -63,7 +63,7 @@ def test_a_missing_local_folder_is_named_as_such(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     for name in (str(tmp_path / "no-such-model"), "./no-such-model"):
-        with pytest.raises(EncoderError, match=r"no folder .* does not exist\. Fix: pass --model"):
+        with pytest.raises(EncoderError, match=r"no folder .* does not exist\. Fix: name an encoder as a hub id"):
             load_encoder(name)
     # "org/name" may be a hub id even when a folder "org" exists here: the hub is asked first, then both are named
     (tmp_path / "intfloat").mkdir()

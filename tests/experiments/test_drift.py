@@ -100,3 +100,16 @@ def test_drift_resumes_from_saved_windows(tiny_bert, glue_dir, tmp_path, monkeyp
                         lambda a, b, w, bs=16, on_example=None: calls.append(1) or real(a, b, w, bs))
     res = drift_mod.run_drift(enc, enc, [split], tmp_path / "r")
     assert len(calls) == 2 and res["tasks"]["rte"]["examples"] == 10  # the first window was not recomputed
+
+
+def test_an_unloadable_encoder_gets_a_fix_that_fits_drift(tiny_bert, glue_dir, tmp_path, capsys, monkeypatch):
+    """drift takes its encoders as A and B: the message names the encoder and no --model option drift lacks."""
+    from patterncnn.cli import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    missing = tmp_path / "models-ft" / "nope"
+    assert main(["drift", str(tiny_bert), str(missing), "--task", "rte", "--limit", "4", "--glue-dir", str(glue_dir),
+                 "--out", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"no folder '{missing}'" in err and "Fix: name an encoder as a hub id" in err
+    assert "--model" not in err, err
