@@ -21,6 +21,7 @@ import traceback
 
 from ..core.errors import PatternCNNError
 from ..core.version import __version__
+from ..core.work import saved_parts
 from . import (
     adapt,
     analyze,
@@ -94,9 +95,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"patterncnn {args.command}: error: {describe(e)}", file=sys.stderr)
         return EXIT_REFUSED
     except KeyboardInterrupt:
-        resumable = getattr(args, "resumable", None)
-        note = (f": finished {resumable} are saved under {args.out}; run the same command again to resume"
-                if resumable and getattr(args, "out", None) else "")
+        resumable, out = getattr(args, "resumable", None), getattr(args, "out", None)
+        note = ""
+        if resumable and out:
+            saved = getattr(args, "saved", saved_parts)  # a command that keeps its parts elsewhere says where
+            note = (f": finished {resumable} are saved under {out}; run the same command again to resume" if saved(out)
+                    else f": no {resumable} had finished, so nothing is saved under {out}; the same command starts "
+                         f"from the beginning")
         print(f"patterncnn {args.command}: interrupted{note}", file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 - the last line of defence, as the service's CatchAll: one line, not a traceback

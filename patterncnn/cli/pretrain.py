@@ -29,7 +29,14 @@ def register(sub) -> None:
                                                           "(default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
     p.add_argument("--max-t", type=positive_int, default=256, help="the longest synthetic map (default: %(default)s)")
-    p.set_defaults(func=run, resumable="steps (every 256, in its .partial file)")
+    p.set_defaults(func=run, resumable="steps (every 256, in its .partial file)", saved=saved_steps)
+
+
+def saved_steps(out: str) -> bool:
+    """Whether an interrupted pretraining run into ``out`` saved steps to resume from (its ``.partial`` file)."""
+    from ..training.pretrain import partial_file  # torch: loaded only once a run is under way
+
+    return partial_file(out).is_file()
 
 
 def run(args) -> int:

@@ -192,6 +192,14 @@ def windows(items: list, size: int) -> list[list]:
     return [items[s : s + size] for s in range(0, len(items), size)]
 
 
+def saved_parts(out: str | Path) -> bool:
+    """Whether an interrupted run into ``out`` left finished parts to resume from: a part in its work folder
+    (``out/.work/<task>/``), or in that of a folder directly inside it (a census of several encoders)."""
+    out = Path(out)
+    folders = [out, *out.glob("*/")] if out.is_dir() else []
+    return any(next(folder.glob(f"{WORK}/*/*.npz"), None) is not None for folder in folders)
+
+
 def finish(out: Path) -> None:
     shutil.rmtree(Path(out) / WORK, ignore_errors=True)
 

@@ -50,6 +50,12 @@ class PretrainError(PatternCNNError, ValueError):
     """Pretraining cannot run as asked; says what to do."""
 
 
+def partial_file(out: str | Path) -> Path:
+    """Where a pretraining run into ``out`` keeps its steps until it finishes: ``OUT.partial``."""
+    out = Path(out)
+    return out.with_name(out.name + ".partial")
+
+
 @dataclasses.dataclass
 class PretrainConfig:
     maps: int = 1_000_000  # synthetic maps streamed through the CNN (steps = maps // batch_size)
@@ -131,7 +137,7 @@ def pretrain(out: str | Path, cfg: CNNConfig, pcfg: PretrainConfig, overwrite: b
         raise PretrainError("pretraining makes one CNN; the members of an ensemble each start from it (--members "
                             "belongs to `patterncnn train`)")
     out = output_file(out, overwrite)
-    partial = out.with_name(out.name + ".partial")
+    partial = partial_file(out)
     tcfg = TrainConfig()
     key = {"model_config": model_config_dict(cfg), "pretrain_config": dataclasses.asdict(pcfg),
            "augmentation": {k: getattr(tcfg, k) for k in ("resample_p", "resample_range", "gamma_range")},

@@ -113,3 +113,32 @@ def test_an_unloadable_encoder_gets_a_fix_that_fits_drift(tiny_bert, glue_dir, t
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"no folder '{missing}'" in err and "Fix: name an encoder as a hub id" in err
     assert "--model" not in err, err
+
+
+def test_an_interrupted_drift_says_resume_only_when_a_window_was_saved(tiny_bert, glue_dir, tmp_path, capsys,
+                                                                      monkeypatch):
+    from patterncnn.cli import main
+    from patterncnn.experiments import drift as drift_mod
+
+    monkeypatch.setattr(drift_mod, "WINDOW", 4)
+    real, calls = drift_mod.drift_window, []
+
+    def interrupted_at(n):
+        def window(a, b, w, batch_size=16, on_example=None):
+            calls.append(1)
+            if len(calls) == n:
+                raise KeyboardInterrupt
+            return real(a, b, w, batch_size)
+        return window
+
+    out = tmp_path / "d7"
+    args = ["drift", str(tiny_bert), str(tiny_bert), "--task", "rte", "--limit", "10", "--glue-dir", str(glue_dir),
+            "--max-length", "32", "--out", str(out)]
+    monkeypatch.setattr(drift_mod, "drift_window", interrupted_at(1))  # before the first window finished
+    assert main(args) == 130
+    err = capsys.readouterr().err
+    assert f"no windows had finished, so nothing is saved under {out}" in err and "to resume" not in err, err
+    calls.clear()
+    monkeypatch.setattr(drift_mod, "drift_window", interrupted_at(2))  # one window saved
+    assert main(args) == 130
+    assert f"finished windows are saved under {out}; run the same command again to resume" in capsys.readouterr().err
