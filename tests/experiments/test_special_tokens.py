@@ -84,6 +84,6 @@ def test_an_unfinished_run_with_another_token_class_names_the_option(tiny_bert, 
             "--max-length", "32", "--out", str(out)]
     assert main(args + ["--token-class", "digits=\\d+", "--limit", "4"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "with other arguments (--token-class; --limit: was 6, now 4)" in err, err
+    assert err.count("\n") == 1 and "with other arguments (--limit: was 6, now 4; --token-class)" in err, err
     assert "{" not in err and "to resume it, or pass --overwrite" in err
     assert main(args) == 0  # the earlier arguments resume it
