@@ -54,7 +54,8 @@ def classify_maps(maps, classifier, out: str | Path | IO[str]) -> dict:
     """Classify every map of ``maps`` into JSON lines: a file ``out`` (written atomically) or an open text stream.
 
     Returns:
-        {"counts": {label: n}, "classified": n, "rejected": [(map id, why), ...], "flagged": n}
+        {"counts": {label: n}, "classified": n, "rejected": [(map id, why), ...], "flagged": n, "without_seps": n
+        (maps with no separator positions)}
     """
     if hasattr(out, "write"):
         return _classify_into(maps, classifier, out)
@@ -106,4 +107,4 @@ def _classify_into(maps, classifier, f: IO[str]) -> dict:
         size += nbytes
     flush(batch)
     return {"counts": {k: counts.get(k, 0) for k in LABELS}, "classified": sum(counts.values()),
-            "rejected": rejected, "flagged": flagged}
+            "rejected": rejected, "flagged": flagged, "without_seps": sum(m.get("seps") is None for m in maps.meta)}

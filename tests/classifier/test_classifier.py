@@ -197,11 +197,12 @@ def test_classify_writes_lines_in_input_order_with_an_error_line_where_the_map_w
     assert ["error" in r for r in recs] == [False, True, False, True, False]
 
 
-def test_classify_cli_on_a_map_store(tiny_classifier, labelled_set, tmp_path):
+def test_classify_cli_on_a_map_store(tiny_classifier, labelled_set, tmp_path, capsys):
     _, path = tiny_classifier
     assert main(["classify", str(labelled_set / "maps"), "--out", str(tmp_path / "p.jsonl"),
                  "--classifier", str(path)]) == 0
     assert len((tmp_path / "p.jsonl").read_text().splitlines()) == 60
+    assert "no separator positions" not in capsys.readouterr().err  # a store's maps carry theirs
 
 
 @pytest.mark.parametrize("lose_npz", [False, True])

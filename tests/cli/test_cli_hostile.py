@@ -286,9 +286,10 @@ def test_classify_never_writes_nan(tiny_classifier, tmp_path, capsys):
     one_line_error(capsys, "none of the 1 map(s) could be classified (map 'huge64': map holds NaN or inf")
 
 
-def test_classify_reads_a_plain_npy(tiny_classifier, tmp_path):
+def test_classify_reads_a_plain_npy(tiny_classifier, tmp_path, capsys):
     np.save(tmp_path / "m.npy", np.stack([pattern_map("diagonal", 10), pattern_map("vertical", 10)]))
     assert main(classify_args(tiny_classifier, tmp_path / "m.npy", tmp_path / "p.jsonl")) == 0
+    assert "note: 2 map(s) carry no separator positions" in capsys.readouterr().err  # read without segments: said
     assert [r["id"] for r in strict_json_lines((tmp_path / "p.jsonl").read_text())] == ["0", "1"]
 
 
