@@ -58,6 +58,7 @@ def census_plot(result: dict):
     fig = _fig(max(4.5, 1.3 * len(tasks) + 2.5), 4.6)
     ax = fig.add_subplot(1, 1, 1)
     bottom = np.zeros(len(tasks))
+    top = 100.0  # the highest whisker end: the top segment's whisker may reach above 100 %
     for k, name in enumerate(LABELS):
         vals = np.array([100 * result["tasks"][t]["shares"][name] for t in tasks])
         ax.bar(tasks, vals, bottom=bottom, color=COLORS[name], label=name, width=0.6, edgecolor="white")
@@ -70,9 +71,11 @@ def census_plot(result: dict):
         yerr = np.clip(np.stack([vals - lo, hi - vals]), 0, None)  # (2, tasks)
         ax.errorbar(np.arange(len(tasks)) - 0.24 + 0.12 * k, bottom + vals, yerr=yerr, fmt="none", ecolor="black",
                     elinewidth=0.8, capsize=2)
+        top = max(top, float((bottom + vals + yerr[1]).max(initial=0)))
         bottom += vals
     ax.set_ylabel("share of (example, layer, head) maps, %")
-    ax.set_ylim(0, 100)
+    ax.set_ylim(0, top + 1)  # no whisker cut off; the ticks stop at 100
+    ax.set_yticks(np.arange(0, 101, 20))
     enc = result["encoder"]["model"]
     n = {t: result["tasks"][t]["examples"] for t in tasks}
     estimator = result.get("estimator", {}).get("name", "count")
