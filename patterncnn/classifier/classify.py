@@ -55,7 +55,7 @@ def classify_maps(maps, classifier, out: str | Path | IO[str]) -> dict:
 
     Returns:
         {"counts": {label: n}, "classified": n, "rejected": [(map id, why), ...], "flagged": n, "without_seps": n
-        (maps with no separator positions)}
+        (classified maps with no separator positions)}
     """
     if hasattr(out, "write"):
         return _classify_into(maps, classifier, out)
@@ -65,7 +65,7 @@ def classify_maps(maps, classifier, out: str | Path | IO[str]) -> dict:
 
 def _classify_into(maps, classifier, f: IO[str]) -> dict:
     counts: Counter = Counter()
-    rejected, flagged = [], 0
+    rejected, flagged, without_seps = [], 0, 0
 
     def write(rec: dict) -> None:
         f.write(json.dumps(rec, allow_nan=False) + "\n")
@@ -76,7 +76,7 @@ def _classify_into(maps, classifier, f: IO[str]) -> dict:
 
     def flush(batch: list) -> None:
         """Write the batch's lines in input order: a rejected map's error line where the map was."""
-        nonlocal flagged
+        nonlocal flagged, without_seps
         valid = [(m, a) for m, a, _ in batch if a is not None]
         if valid:
             probs = classifier.predict([a for _, a in valid], [m.get("seps") for m, _ in valid])
@@ -91,6 +91,7 @@ def _classify_into(maps, classifier, f: IO[str]) -> dict:
                 continue
             rec = result_record(m["id"], p, note)
             flagged += note is not None
+            without_seps += m.get("seps") is None
             counts[rec["label"]] += 1
             write(rec)
         batch.clear()
@@ -107,4 +108,4 @@ def _classify_into(maps, classifier, f: IO[str]) -> dict:
         size += nbytes
     flush(batch)
     return {"counts": {k: counts.get(k, 0) for k in LABELS}, "classified": sum(counts.values()),
-            "rejected": rejected, "flagged": flagged, "without_seps": sum(m.get("seps") is None for m in maps.meta)}
+            "rejected": rejected, "flagged": flagged, "without_seps": without_seps}

@@ -119,9 +119,10 @@ def run_config(args) -> int:
 
 def run_push(args) -> int:
     from ..core.maps import open_maps
-    from ..labelling.push import HIDDEN_COLUMNS, RulePredictor, blind_project, label_config, push
+    from ..labelling.push import HIDDEN_COLUMNS, RulePredictor, blind_project, check_pushable, label_config, push
 
     maps = open_maps(args.maps)
+    check_pushable(maps)  # before Label Studio is asked anything (no project is created for maps it cannot show)
     target, labelled = labelled_set(args)
     if args.classifier:
         from ..classifier.onnx import OnnxClassifier

@@ -36,10 +36,10 @@ def run(args) -> int:
     for map_id, why in s["rejected"]:
         print(f"{map_id}: skipped: {why}", file=sys.stderr)
     if s["without_seps"]:
-        print(f"note: {s['without_seps']} map(s) carry no separator positions (a plain .npz or .npy): the classifier "
-              f"reads them without their segments and [SEP] columns, so their labels can differ from the same maps' "
-              f"in a map store, and not only on block; classify a map store (`patterncnn sample`) for the labels the "
-              f"census gives", file=sys.stderr)
+        print(f"note: {s['without_seps']} map(s) carry no separator positions: the classifier reads them without "
+              f"their segments and [SEP] columns, so their labels can differ from those the same maps get with them, "
+              f"and not only on block; give their separators (a map store from `patterncnn sample` records them) for "
+              f"the labels the census gives", file=sys.stderr)
     counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items())
     print(f"classified {s['classified']} map(s) -> {args.out} ({counts}); {len(s['rejected'])} rejected, "
           f"{s['flagged']} flagged (rows not summing to 1)", file=sys.stderr if out is None else sys.stdout)

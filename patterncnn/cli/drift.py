@@ -31,9 +31,6 @@ def run(args) -> int:
     res = drift(args.model_a, args.model_b, args.task, args.limit, glue_dir(args), args.out, seed=args.seed,
                 max_length=args.max_length, batch_size=args.batch_size, device=device(args),
                 overwrite=args.overwrite, progress=progress()).data
-    if res["model_a"].get("sha256") == res["model_b"].get("sha256"):
-        print(f"warning: {args.model_a} and {args.model_b} have the same weights ({res['tag_a']}): every cosine is 1. "
-              f"drift compares a pretrained model with its fine-tune (`patterncnn finetune`)")
     print(f"drift {res['tag_a']} vs {res['tag_b']}: mean cosine similarity of the maps per layer (1 = unchanged)")
     for task, s in res["tasks"].items():
         layers = " ".join(f"{v:.4f}" for v in s["layer_mean"])

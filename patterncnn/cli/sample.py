@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 
 from .common import (
     add_glue_args,
@@ -54,13 +53,9 @@ def run(args) -> int:
     splits = [load_split(t, args.split, glue_dir(args)) for t in tasks]
     enc = load_encoder(args.model, max_length=args.max_length)
     log.info("encoder %s: %d layers x %d heads (%s)", args.model, enc.num_layers, enc.num_heads, enc.tag)
-    try:
-        summary = sample_maps(enc, splits, args.per_task, args.seed, args.out, batch_size=args.batch_size,
-                              pngs=not args.no_png, progress=progress(), design=args.design, overwrite=args.overwrite,
-                              labelled=labelled, skip_labelled=args.skip_labelled)
-    except KeyboardInterrupt:
-        print(f"the unfinished map store in {args.out} was removed: run the same command again", file=sys.stderr)
-        raise
+    summary = sample_maps(enc, splits, args.per_task, args.seed, args.out, batch_size=args.batch_size,
+                          pngs=not args.no_png, progress=progress(), design=args.design, overwrite=args.overwrite,
+                          labelled=labelled, skip_labelled=args.skip_labelled)
     n = sum(summary["tasks"].values())
     print(f"wrote {n} maps ({', '.join(f'{k}: {v}' for k, v in summary['tasks'].items())}) to {args.out}"
           + ("" if args.no_png else f", PNGs in {os.path.join(args.out, 'png')}"))

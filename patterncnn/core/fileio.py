@@ -213,6 +213,16 @@ def public_fingerprint(fp: dict) -> dict:
     return {**fp, **{k: public_path(fp[k]) for k in ("model", "path") if fp.get(k)}}
 
 
+def weights_id(fp: dict) -> tuple | None:
+    """What identifies an encoder fingerprint's weights: their SHA-256 (a local folder), else the hub id and
+    commit; None when neither was recorded (nothing can be said about two such encoders)."""
+    if fp.get("sha256"):
+        return ("sha256", fp["sha256"])
+    if fp.get("revision"):
+        return ("hub", fp.get("model"), fp["revision"])
+    return None
+
+
 def public_source(source: str) -> str:
     """A data source fit for a shared file: ``RTE/dev.tsv`` for a GLUE file, a ``datasets:`` name as it is."""
     return source if source.startswith("datasets:") else "/".join(Path(source).parts[-2:])

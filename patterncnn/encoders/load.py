@@ -270,7 +270,7 @@ def _fingerprint(name: str, path: str, model) -> dict:
 @contextlib.contextmanager
 def _quiet_transformers():
     """transformers' own messages at error level only and no progress bar, while a model loads (both as they were
-    afterwards)."""
+    afterwards). Both are transformers' global settings: loads overlapping in two threads may leave them quiet."""
     from transformers.utils import logging as hf_logging  # transformers loads slowly: only where a model loads
 
     level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()

@@ -14,13 +14,14 @@ encoders a window at a time; each finished window's sums are saved, so a run res
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
-from ..core.fileio import public_fingerprint, public_source
+from ..core.fileio import public_fingerprint, public_source, weights_id
 from ..core.glue import GlueSplit, dev_splits
 from ..core.plots import grid_plot, png
 from ..core.work import (
@@ -36,6 +37,8 @@ from ..core.work import (
 )
 from ..encoders.load import Encoder, EncoderError, load_encoder
 from .result import ExperimentResult
+
+log = logging.getLogger(__name__)
 
 WINDOW = 64
 RESULT = "drift.json"
@@ -104,6 +107,10 @@ def run_drift(enc_a: Encoder, enc_b: Encoder, splits: list[GlueSplit], out: str 
     if (enc_a.num_layers, enc_a.num_heads) != (enc_b.num_layers, enc_b.num_heads):
         raise EncoderError(f"{enc_a.name} has {enc_a.num_layers}x{enc_a.num_heads} heads and {enc_b.name} "
                            f"{enc_b.num_layers}x{enc_b.num_heads}; drift needs the same architecture")
+    same = weights_id(enc_a.fingerprint)
+    if same is not None and same == weights_id(enc_b.fingerprint):
+        log.warning("%s and %s have the same weights (%s): every cosine will be 1; drift compares a pretrained model "
+                    "with its fine-tune (`patterncnn finetune`)", enc_a.name, enc_b.name, enc_a.tag)
     out = prepare_out(out, RESULT, overwrite)
     result = provenance(experiment="drift", model_a=public_fingerprint(enc_a.fingerprint), tag_a=enc_a.tag,
                         model_b=public_fingerprint(enc_b.fingerprint), tag_b=enc_b.tag, layers=enc_a.num_layers,

@@ -22,7 +22,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from ..core.fileio import output_folder, parse_json
+from ..core.fileio import output_folder, parse_json, weights_id
 from ..core.glue import get_task
 from ..core.labels import LABELS
 from ..core.plots import link_plot, png
@@ -78,23 +78,29 @@ def rank_test(x: np.ndarray, y: np.ndarray, perms: int = 10000, seed: int = 0) -
 
 
 def check_inputs(census: dict, drift: dict | None, disable: dict, task: str) -> list[str]:
-    """Refuse results of different models (a census or drift that is not of the disabled model); return notes on
-    what may differ without being wrong (the examples each result was computed on)."""
-    sha = disable["model"].get("sha256")
-    if census["encoder"].get("sha256") != sha:
-        raise RunError(f"the census is of {census['encoder'].get('model')} ({str(census['encoder'].get('sha256'))[:8]}), "
-                       f"the disable run of {disable['tag']}: run the census on the model that was disabled "
-                       f"(`patterncnn census --model {disable['model'].get('path')} --task {task}`)")
+    """Refuse results of different models (a census or drift that is not of the disabled model), by their weights
+    (:func:`patterncnn.core.fileio.weights_id`); return notes on what could not be checked or may differ without
+    being wrong (the examples each result was computed on)."""
     notes = []
+    disabled, model = weights_id(disable["model"]), disable["model"].get("path") or disable["model"].get("model")
+    counted = weights_id(census["encoder"])
+    if disabled is None or counted is None:
+        notes.append("the census's or the disable run's weights were not recorded: that the census is of the "
+                     "disabled model could not be checked")
+    elif counted != disabled:
+        raise RunError(f"the census is of {census['encoder'].get('model')}, the disable run of {disable['tag']}: run "
+                       f"the census on the model that was disabled (`patterncnn census --model {model} --task {task}`)")
     if drift is not None:
-        a, b = drift["model_a"].get("sha256"), drift["model_b"].get("sha256")
-        if a == b:
+        a, b = weights_id(drift["model_a"]), weights_id(drift["model_b"])
+        if a is None or b is None or disabled is None:
+            notes.append("the drift run's weights were not recorded: that it compares the disabled model with "
+                         "another could not be checked")
+        elif a == b:
             raise RunError(f"the drift run compares {drift['tag_a']} with itself: run `patterncnn drift` of the "
                            f"pretrained model against the fine-tuned one ({disable['tag']})")
-        if sha not in (a, b):
+        elif disabled not in (a, b):
             raise RunError(f"the drift run compares {drift['tag_a']} and {drift['tag_b']}, neither of which is the "
-                           f"disabled model {disable['tag']}: run `patterncnn drift PRETRAINED "
-                           f"{disable['model'].get('path')} --task {task}`")
+                           f"disabled model {disable['tag']}: run `patterncnn drift PRETRAINED {model} --task {task}`")
     counts = {"census": census["tasks"][task]["examples"], "disable": disable["examples"],
               **({"drift": drift["tasks"][task]["examples"]} if drift is not None else {})}
     if len(set(counts.values())) > 1:

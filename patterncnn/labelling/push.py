@@ -192,6 +192,16 @@ def make_task(meta: dict, arr: np.ndarray, probs: np.ndarray | None = None, mode
     return task
 
 
+def check_pushable(maps) -> None:
+    """Refuse maps of which any cannot be drawn (checked as ``classify`` checks a map): an annotator cannot label
+    what the task cannot show. Called before Label Studio is asked anything."""
+    bad = [(m["id"], errors[0]) for m in maps.meta
+           for errors in [classifier_input(maps.get(m["id"]), seps=m.get("seps"))[1]] if errors]
+    if bad:
+        raise AnnotateError(f"{len(bad)} of the {len(maps.meta)} map(s) cannot be shown ({bad[0][0]}: {bad[0][1]}); "
+                            f"nothing was pushed: fix or remove them (`patterncnn classify` lists every bad map)")
+
+
 def push(ls: Connection, project, maps, predictor: Predictor | None = None, order: str = "store",
          limit: int | None = None, batch: int = 50, labelled: set[str] | frozenset = frozenset(),
          skip_labelled: bool = False) -> dict:
@@ -214,11 +224,7 @@ def push(ls: Connection, project, maps, predictor: Predictor | None = None, orde
     if order == "uncertain" and predictor is None:
         raise AnnotateError("--order uncertain needs a predictor: pass --classifier models/patterncnn.onnx or "
                             "--pre rule")
-    bad = [(m["id"], errors[0]) for m in maps.meta
-           for errors in [classifier_input(maps.get(m["id"]), seps=m.get("seps"))[1]] if errors]
-    if bad:  # an annotator cannot label a map that cannot be drawn: refused before anything is pushed
-        raise AnnotateError(f"{len(bad)} of the {len(maps.meta)} map(s) cannot be shown ({bad[0][0]}: {bad[0][1]}); "
-                            f"nothing was pushed: fix or remove them (`patterncnn classify` lists every bad map)")
+    check_pushable(maps)
     guide = guide_version()
     have = ls.map_ids(project.id)
     todo = [m for m in maps.meta if m["id"] not in have]

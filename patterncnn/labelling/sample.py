@@ -27,7 +27,7 @@ import numpy as np
 from ..classifier.render import render_png
 from ..core.fileio import output_folder, public_fingerprint, public_source, write_bytes
 from ..core.glue import GlueSplit
-from ..core.maps import MapStore, map_record
+from ..core.maps import MapFormatError, MapStore, map_record
 from ..core.version import __version__
 from ..encoders.load import Encoder
 
@@ -158,6 +158,11 @@ def sample_maps(
     out = output_folder(out, ("store.json",), overwrite)
     if overwrite:
         shutil.rmtree(out / "png", ignore_errors=True)
+    strays = sorted(p.name for p in out.glob("part-*")) if not (out / "store.json").exists() else []
+    if strays:  # parts without a header: MapStore.create would take them in, and a failed sample remove them
+        raise MapFormatError(f"{out} holds map-store parts ({strays[0]}, ...) but no store.json: a damaged store; "
+                             f"remove them, or choose another --out")
+    before = set(out.glob("part-*"))  # with --overwrite, the old store's parts (create removes them)
     written: list[str] = []
     try:
         return _write_sample(encoder, plans, out, written, batch_size, pngs, progress, design, overwrite, {
@@ -167,16 +172,20 @@ def sample_maps(
                       for s in splits},
             "layers": encoder.num_layers, "heads": encoder.num_heads})
     except BaseException:  # interrupted or failed: a store missing tasks its header lists must not stay behind
-        _discard(out, written)
+        _discard(out, before, written)
         raise
 
 
-def _discard(out: Path, written: list[str]) -> None:
-    """Remove the map store this call began in ``out``: its header, its parts and the PNGs of its maps."""
-    for f in [out / "store.json", *out.glob("part-*.jsonl"), *out.glob("part-*.npz")]:
+def _discard(out: Path, before: set[Path], written: list[str]) -> None:
+    """Remove the map store this call began in ``out``: its header, the parts it wrote (not ``before``'s) and the
+    PNGs of its maps; say so when there was something to remove."""
+    mine = [p for p in out.glob("part-*") if p not in before] + [out / "store.json"] * (out / "store.json").exists()
+    for f in mine:
         f.unlink(missing_ok=True)
     for map_id in written:
         (out / "png" / f"{map_id}.png").unlink(missing_ok=True)
+    if mine:
+        log.warning("the unfinished map store in %s was removed: run the same command again", out)
 
 
 def _write_sample(encoder: Encoder, plans: list, out: Path, written: list[str], batch_size: int, pngs: bool,

@@ -88,6 +88,27 @@ def test_link_refuses_results_of_other_models_and_says_when_the_examples_differ(
     assert json.loads((tmp_path / "l4" / "link.json").read_text())["notes"]
 
 
+def test_link_checks_hub_models_by_id_and_commit_and_notes_what_it_cannot_check():
+    from patterncnn.core.work import RunError
+    from patterncnn.experiments.link import check_inputs
+
+    def fp(model, revision=None, sha=None):  # a hub id's fingerprint records its commit, not a file hash
+        return {"model": model, "path": model, "revision": revision, "sha256": sha}
+
+    base, ft = fp("bert-base-uncased", "c1"), fp("textattack/bert-base-uncased-RTE", "c2")
+    disable = {"model": ft, "tag": "bert-base-uncased-RTE-c2", "examples": 277}
+    drift = {"model_a": base, "model_b": ft, "tag_a": "base", "tag_b": "ft", "tasks": {"rte": {"examples": 277}}}
+    census = {"encoder": ft, "tasks": {"rte": {"examples": 277}}}
+    assert check_inputs(census, drift, disable, "rte") == []  # two different hub models: the usual workflow
+    with pytest.raises(RunError, match="run the census on the model that was disabled"):
+        check_inputs({**census, "encoder": base}, drift, disable, "rte")
+    with pytest.raises(RunError, match="compares base with itself"):
+        check_inputs(census, {**drift, "model_b": base}, disable, "rte")
+    unknown = fp("some-model")  # neither a hash nor a commit: nothing to compare, and it is said
+    notes = check_inputs({**census, "encoder": unknown}, {**drift, "model_a": unknown}, disable, "rte")
+    assert len(notes) == 2 and all("could not be checked" in n for n in notes)
+
+
 def test_a_constant_drift_gives_no_correlation_not_a_significant_one(tmp_path, capsys):
     from patterncnn.cli import main
 

@@ -342,7 +342,7 @@ def test_labels_of_maps_the_set_does_not_hold_are_refused(labelled_set, tmp_path
         load_labelled(tmp_path / "set")
 
 
-def test_push_refuses_a_map_that_cannot_be_drawn_before_anything_is_pushed(tmp_path):
+def test_push_refuses_a_map_that_cannot_be_drawn_before_anything_is_pushed(tmp_path, capsys):
     from patterncnn.core.maps import open_maps
     from patterncnn.labelling.push import push
 
@@ -351,3 +351,7 @@ def test_push_refuses_a_map_that_cannot_be_drawn_before_anything_is_pushed(tmp_p
     np.savez(tmp_path / "m.npz", good=pattern_map("vertical", 10), bad=bad)
     with pytest.raises(AnnotateError, match=r"1 of the 2 map\(s\) cannot be shown \(bad: .*NaN.*nothing was pushed"):
         push(None, None, open_maps(tmp_path / "m.npz"))  # refused before the server is asked anything
+    # the command: refused before it connects (no server listens at this URL; reaching it would be another error)
+    assert main(["annotate", "push", str(tmp_path / "m.npz"), "--project", "patterns", "--url", "http://127.0.0.1:9",
+                 "--api-key", "x", "--pre", "none"]) == 2
+    assert "cannot be shown (bad:" in capsys.readouterr().err

@@ -62,7 +62,7 @@ def test_sample_errors(tiny_bert, glue_dir, tmp_path, capsys):
 
 
 def test_a_refused_or_interrupted_sample_leaves_no_store_and_the_rerun_works(tiny_bert, glue_dir, tmp_path,
-                                                                             capsys, monkeypatch):
+                                                                             capsys, caplog, monkeypatch):
     from patterncnn.labelling import sample as sample_mod
 
     base = ["sample", "--task", "rte", "--task", "sst2", "--model", str(tiny_bert), "--glue-dir", str(glue_dir)]
@@ -82,14 +82,21 @@ def test_a_refused_or_interrupted_sample_leaves_no_store_and_the_rerun_works(tin
         return real(arr, tokens, seps, **kw)
 
     monkeypatch.setattr(sample_mod, "render_png", interrupt_on_second_task)
+    caplog.clear()
     assert main(base + ["--per-task", "3", "--out", str(out)]) == 130
-    err = capsys.readouterr().err
-    assert "unfinished map store in" in err and "interrupted" in err
+    assert "interrupted" in capsys.readouterr().err
+    assert any("unfinished map store in" in r.getMessage() for r in caplog.records)  # the CLI's log says it
     assert len(calls) == 3 and not (out / "store.json").exists()  # rte was written, then all of it removed
     assert not list(out.glob("part-*")) and not list((out / "png").glob("*.png"))
     monkeypatch.setattr(sample_mod, "render_png", real)
     assert main(base + ["--per-task", "3", "--out", str(out)]) == 0  # the same command again: a whole store
     assert len(MapStore(out)) == 6 and len(list((out / "png").glob("*.png"))) == 6
+    stray = tmp_path / "stray"  # parts without a header are not taken in (nor removed by a failed sample)
+    stray.mkdir()
+    (stray / "part-00000.jsonl").write_text("")
+    assert main(base + ["--per-task", "3", "--out", str(stray)]) == 2
+    assert "but no store.json: a damaged store" in capsys.readouterr().err
+    assert (stray / "part-00000.jsonl").exists()
 
 
 @pytest.mark.parametrize("command", ["sample", "finetune"])

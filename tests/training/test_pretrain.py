@@ -35,10 +35,20 @@ def test_the_generator_draws_attention_maps_of_every_class_reproducibly():
     assert blocks and all(len(s.seps) >= 2 for s in blocks)  # block is always a pair of segments
 
 
+# The generator's stream before the faint-column variant existed (synthetic.py at ae4e7b0; maps rounded to 3 places,
+# so that the last bits of a vector exp on another CPU do not matter): the shipped pretraining's maps are unchanged.
+STREAM_AE4E7B0 = "0ad00954a0314bad2a7b5ea2c45f1b23c2a4839cea06f61abe52bbcd84c8f822"
+
+
 def test_the_faint_column_variant_draws_diagonal_maps_with_a_dark_column_and_leaves_the_default_stream_alone():
-    plain = generator.batch(30, np.random.default_rng(5), max_t=64)
-    again = generator.batch(30, np.random.default_rng(5), max_t=64, faint_columns=False)
-    assert all(np.array_equal(a.map, b.map) and a.label == b.label for a, b in zip(plain, again))
+    import hashlib
+
+    digest = hashlib.sha256()
+    for s in generator.batch(30, np.random.default_rng(5), max_t=64):
+        digest.update(np.round(s.map, 3).tobytes())
+        digest.update(str(s.seps).encode())
+        digest.update(bytes([s.label]))
+    assert digest.hexdigest() == STREAM_AE4E7B0
     props = {"diagonal": 1.0, "vertical+diagonal": 1.0}
     stats = {v: generator.batch(600, np.random.default_rng(6), props, max_t=96, with_stats=True, faint_columns=v)
              for v in (False, True)}
@@ -47,7 +57,6 @@ def test_the_faint_column_variant_draws_diagonal_maps_with_a_dark_column_and_lea
         return [m for s, m in stats[fc] if LABELS[s.label] == "diagonal" and m["colcov"] >= generator.COL_ON]
 
     assert len(with_column(True)) >= 10 > len(with_column(False))  # about 9 % of 300 against 0.2 %
-    assert all(m["colstr"] <= generator.FAINT_COL or m["colstr"] <= 0.4 * m["diagstr"] for m in with_column(True))
     vd = [m for s, m in stats[True] if LABELS[s.label] == "vertical+diagonal"]
     assert vd and min(m["colstr"] for m in vd) >= generator.SEEN_COL  # the variant's vertical+diagonal is lit
     assert min(m["colstr"] for s, m in stats[False] if LABELS[s.label] == "vertical+diagonal") < generator.SEEN_COL
