@@ -11,7 +11,7 @@ from pathlib import Path
 from ..core.errors import PatternCNNError
 from ..core.fileio import parse_json
 from ..core.labels import LABELS
-from ..core.work import WORK
+from ..core.work import unfinished_runs
 from ..shares.estimate import bias_band, pattern_errors
 
 
@@ -27,7 +27,7 @@ def no_census(path: str | Path) -> CensusError:
     fits: resume the unfinished run found there (in it or one of its subfolders), or run the census into its folder."""
     p = Path(path)
     folder = p.parent if p.name == FILE else p
-    unfinished = [f for f in (folder, *sorted(folder.glob("*/"))) if (f / WORK).is_dir()] if folder.is_dir() else []
+    unfinished = unfinished_runs(folder)
     if unfinished:
         return CensusError(f"no finished census at {path}: {unfinished[0]} holds an unfinished run (no {FILE} yet); "
                            f"run the same `patterncnn census` command again to resume it (its finished windows are "

@@ -195,12 +195,17 @@ def windows(items: list, size: int) -> list[list]:
     return [items[s : s + size] for s in range(0, len(items), size)]
 
 
-def saved_parts(out: str | Path) -> bool:
-    """Whether an interrupted run into ``out`` left finished parts to resume from: a part in its work folder
-    (``out/.work/<task>/``), or in that of a folder directly inside it (a census of several encoders)."""
+def unfinished_runs(out: str | Path) -> list[Path]:
+    """The folders holding an unfinished run's work folder: ``out``, or folders directly inside it (a census of
+    several encoders writes one folder each)."""
     out = Path(out)
-    folders = [out, *out.glob("*/")] if out.is_dir() else []
-    return any(next(folder.glob(f"{WORK}/*/*.npz"), None) is not None for folder in folders)
+    return [f for f in (out, *sorted(out.glob("*/"))) if (f / WORK).is_dir()] if out.is_dir() else []
+
+
+def saved_parts(out: str | Path) -> bool:
+    """Whether an interrupted run into ``out`` left finished parts to resume from: a part in the work folder
+    (``.work/<task>/``) of one of its :func:`unfinished_runs`."""
+    return any(next((f / WORK).glob("*/*.npz"), None) is not None for f in unfinished_runs(out))
 
 
 def finish(out: Path) -> None:

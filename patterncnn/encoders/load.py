@@ -233,17 +233,33 @@ class Encoder:
         del att
 
 
+def finetune_manifest(folder: str | Path) -> dict | None:
+    """The record ``patterncnn finetune`` wrote in a model folder (:data:`MANIFEST`), or None when it has none.
+
+    Raises:
+        ValueError: the file is there but not a JSON object.
+    """
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        return None
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{path} is not a JSON object")
+    return manifest
+
+
 def _weights_note(path: str | None, depth: int = 0) -> str | None:
     """:attr:`Encoder.weights_note` of a model folder (None for a hub id or a folder without a record)."""
     if not path or depth > 1 or not Path(path).is_dir():
         return None
-    record, manifest = Path(path) / SOURCE_RECORD, Path(path) / MANIFEST
+    record = Path(path) / SOURCE_RECORD
     try:
         if record.is_file():
             note = json.loads(record.read_text(encoding="utf-8")).get("note")
             return note if isinstance(note, str) and note else None
-        if manifest.is_file():  # a fine-tune: what was done to the weights it started from
-            base = json.loads(manifest.read_text(encoding="utf-8")).get("base_model") or {}
+        manifest = finetune_manifest(path)
+        if manifest is not None:  # a fine-tune: what was done to the weights it started from
+            base = manifest.get("base_model") or {}
             note = _weights_note(base.get("path"), depth + 1)
             return f"fine-tuned from {note}" if note else None
     except (OSError, ValueError, AttributeError) as e:

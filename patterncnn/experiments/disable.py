@@ -23,7 +23,6 @@ of the task's own metric against the undisabled model gets a paired bootstrap 95
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -37,7 +36,7 @@ from ..core.fileio import public_fingerprint
 from ..core.glue import GlueDataError, GlueSplit, GlueTask, get_task, load_split
 from ..core.plots import disable_plot, png
 from ..core.work import finish, output_dir, prepare_out, progress_bars, provenance, run_parts, work_dir, write_result
-from ..encoders.load import MANIFEST, EncoderError, bounded_texts, load_encoder, resolve_model
+from ..encoders.load import MANIFEST, EncoderError, bounded_texts, finetune_manifest, load_encoder, resolve_model
 from ..encoders.uniform_heads import DisableError, UniformHeads, encoder_layers
 from .result import ExperimentResult
 
@@ -222,13 +221,13 @@ def load_task_model(name: str, max_length: int = 128, device: str = "cpu", task:
         raise EncoderError(f"{name!r} has no task head (architectures {archs}); disable needs a fine-tuned model: "
                            f"run `patterncnn finetune --task T --out models-ft/NAME` and pass --model models-ft/NAME")
     if task is not None:
-        manifest = Path(resolve_model(name)) / MANIFEST
+        folder = Path(resolve_model(name))
         try:
-            tuned = json.loads(manifest.read_text(encoding="utf-8")).get("task") if manifest.is_file() else None
+            tuned = (finetune_manifest(folder) or {}).get("task")
             tuned_task = get_task(tuned) if tuned else None
         except (ValueError, AttributeError, TypeError, GlueDataError):
-            raise EncoderError(f"{manifest} is not the record `patterncnn finetune` writes (a JSON object naming a "
-                               f"GLUE task); fine-tune the model again, or delete that file") from None
+            raise EncoderError(f"{folder / MANIFEST} is not the record `patterncnn finetune` writes (a JSON object "
+                               f"naming a GLUE task); fine-tune the model again, or delete that file") from None
         # mnli and mnli-mm share their training set and head: compare the task a model is trained on
         if tuned_task and tuned_task.hf_config != task.hf_config:
             raise EncoderError(f"{name!r} was fine-tuned on {tuned} (its {MANIFEST}), not on {task.name}: pass "

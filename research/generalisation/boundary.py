@@ -14,13 +14,12 @@ Then the same measures on --synthetic generated maps of the two classes (seed 1)
 from __future__ import annotations
 
 import argparse
-import csv
 import glob
 from collections import Counter, defaultdict
-from pathlib import Path
 
 import numpy as np
 import torch
+from by_votes import read_votes
 
 from patterncnn.classifier.model import PatternCNN, config_from_dict
 from patterncnn.core.labels import LABELS, SHORT
@@ -55,12 +54,7 @@ def main() -> None:
     ap.add_argument("--synthetic", type=int, default=3000)
     ap.add_argument("--min-fits", type=int, default=3)
     args = ap.parse_args()
-    votes: dict[str, list[str]] = defaultdict(list)
-    for s in args.sets:
-        with open(Path(s) / "votes.csv", newline="", encoding="utf-8") as f:
-            for r in csv.DictReader(f):
-                if r["label"] in LABELS:
-                    votes[r["map_id"]].append(r["label"])
+    votes = read_votes(args.sets)
     calls: dict[str, Counter] = defaultdict(Counter)
     for f in sorted(glob.glob(f"{args.probs}/*-seed*.npz")):
         r = np.load(f)

@@ -20,18 +20,24 @@ import numpy as np
 from patterncnn.core.labels import LABELS, SHORT
 
 
+def read_votes(sets: list[str]) -> dict[str, list[str]]:
+    """map id -> the labels its annotators gave, from each set's votes.csv (labels outside the five are not votes)."""
+    votes: dict[str, list[str]] = defaultdict(list)
+    for s in sets:
+        with open(Path(s) / "votes.csv", newline="", encoding="utf-8") as f:
+            for r in csv.DictReader(f):
+                if r["label"] in LABELS:
+                    votes[r["map_id"]].append(r["label"])
+    return votes
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("probs")
     ap.add_argument("--sets", nargs="+", default=["annotations", "annotations/round8-e5-uniform"])
     ap.add_argument("--kind", default="bcts", choices=["bcts", "probs"])
     args = ap.parse_args()
-    votes: dict[str, list[str]] = defaultdict(list)
-    for s in args.sets:
-        with open(Path(s) / "votes.csv", newline="", encoding="utf-8") as f:
-            for r in csv.DictReader(f):
-                if r["label"] in LABELS:
-                    votes[r["map_id"]].append(r["label"])
+    votes = read_votes(args.sets)
     for fam in ("e5", "minilm", "mpnet"):
         fits = [np.load(f) for f in sorted(glob.glob(f"{args.probs}/{fam}-seed*.npz"))]
         if not fits:
