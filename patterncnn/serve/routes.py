@@ -46,12 +46,24 @@ async def labels() -> Labels:
     return Labels(labels=list(LABELS))
 
 
-@router.get("/v1/model", response_model=ModelInfo)
-async def model(parts: Parts = Depends(get_parts)) -> ModelInfo:
+# The classifier's per-map calibration rows and every estimator's per-cell validation results: most of the
+# metadata's size (about 0.9 MB for the shipped classifier), left out of /v1/model unless ?full=true.
+BULKY_METADATA = (("calibration", "rows"), ("validation", "results"))
+
+
+@router.get("/v1/model", response_model=ModelInfo, responses=error_responses(422))
+async def model(full: bool = False, parts: Parts = Depends(get_parts)) -> ModelInfo:
+    """The classifier's metadata (without its per-map tables unless ``full=true``), the encoder and the limits."""
     clf, enc, s = parts.classifier, parts.encoder, parts.settings
+    metadata, omitted = dict(clf.metadata), []
+    for section, key in () if full else BULKY_METADATA:
+        if isinstance(metadata.get(section), dict) and key in metadata[section]:
+            metadata[section] = {k: v for k, v in metadata[section].items() if k != key}
+            omitted.append(f"{section}.{key}")
     return ModelInfo(
         patterncnn=__version__,
-        classifier=ClassifierInfo(path=str(clf.path), model_version=clf.model_version, metadata=clf.metadata),
+        classifier=ClassifierInfo(path=str(clf.path), model_version=clf.model_version, metadata=metadata,
+                                  omitted=omitted),
         encoder=enc.fingerprint if enc else None,
         encoder_shape=EncoderShape(layers=enc.num_layers, heads=enc.num_heads, max_length=enc.max_length)
         if enc else None,

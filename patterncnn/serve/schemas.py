@@ -136,6 +136,8 @@ class ClassifierInfo(BaseModel):
     path: str
     model_version: str
     metadata: dict[str, Any]
+    omitted: list[str] = Field(default_factory=list, description=(
+        "metadata tables left out of this answer (dotted keys); GET /v1/model?full=true returns them"))
 
 
 class EncoderShape(BaseModel):

@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 from synthetic import pattern_map
 
-from patterncnn.classifier.onnx import OnnxClassifier
+from patterncnn.classifier.onnx import OnnxClassifier, load_classifier
 from patterncnn.core.labels import LABELS
 from patterncnn.encoders.load import load_encoder
 from patterncnn.serve import ServeSettings, create_app
@@ -39,6 +39,18 @@ def test_health_labels_model(client):
     assert m["encoder_shape"] == {"layers": 3, "heads": 4, "max_length": 32} and m["limits"]["max_t"] == 64
     spec = client.get("/openapi.json").json()
     assert {"/v1/classify", "/v1/analyze", "/predict", "/setup", "/health"} <= set(spec["paths"])
+
+
+def test_model_leaves_out_the_per_map_tables_unless_asked():
+    """The shipped classifier's metadata is about 0.9 MB, mostly per-map rows; /v1/model answers without them."""
+    client = TestClient(create_app(ServeSettings(), load_classifier(), None))
+    short, full = client.get("/v1/model").json()["classifier"], client.get("/v1/model?full=true").json()["classifier"]
+    assert short["omitted"] == ["calibration.rows", "validation.results"] and full["omitted"] == []
+    assert "rows" in full["metadata"]["calibration"] and "rows" not in short["metadata"]["calibration"]
+    assert "results" in full["metadata"]["validation"] and "results" not in short["metadata"]["validation"]
+    assert short["metadata"]["validation"]["best"] == full["metadata"]["validation"]["best"]
+    assert short["metadata"]["calibration"]["temperature"] == full["metadata"]["calibration"]["temperature"]
+    assert len(client.get("/v1/model").content) < 50_000 < len(client.get("/v1/model?full=true").content)
 
 
 def test_classify_json_npy_npz(client):
