@@ -261,7 +261,7 @@ def cls_row_figure(result: dict) -> bytes:
         ax.set_title(f"{t}: [CLS] row of layer {result['layers'] - 1}", fontsize=9)
     fig.axes[0].set_ylabel("share of the [CLS] row", fontsize=8)
     fig.axes[-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
-    fig.suptitle(f"where the last layer's [CLS] attends — {result['tag']}", fontsize=9)
+    fig.suptitle(f"where the last layer's [CLS] attends — {result['tag']}", fontsize=9, y=1.04)
     return png(fig)
 
 
