@@ -3,7 +3,7 @@
 Usage::
 
     work = work_dir(out, "rte", params)                 # out/.work/rte, refuses other arguments' leftovers
-    parts = run_parts(work, names, compute, progress)   # compute(name) -> dict of arrays, saved as name.npz
+    parts = run_parts(work, names, compute, on_done)    # compute(name) -> dict of arrays, saved as name.npz
     write_result(out, "drift.json", result, tables={"drift.csv": (header, rows)}, figures={"drift.png": png})
 
 A part counts as done once its ``.npz`` lands (written atomically), so an interrupted run resumes
@@ -162,11 +162,13 @@ def read_part(path: Path, check: Callable[[dict], str | None] | None = None) -> 
 
 
 def run_parts(work: Path, names: Iterable[str], compute: Callable[[str], dict],
-              on_done: Callable[[str], None] | None = None,
+              on_done: Callable[[str, bool], None] | None = None,
               check: Callable[[str, dict], str | None] | None = None) -> dict[str, dict]:
     """Compute each named part once: finished ones are read back from ``work/<name>.npz`` (:func:`read_part`).
 
     Args:
+        on_done: ``on_done(name, resumed)`` after each part, ``resumed`` True for a part read back from an earlier
+            run (a progress bar that a part's computation ticks itself counts only those).
         check: ``check(name, arrays)``: what is wrong with a part read back, or None.
 
     Returns:
@@ -176,13 +178,14 @@ def run_parts(work: Path, names: Iterable[str], compute: Callable[[str], dict],
     for name in names:
         path = work / f"{name}.npz"
         arrays = read_part(path, (lambda a, n=name: check(n, a)) if check else None)
-        if arrays is None:
+        resumed = arrays is not None
+        if not resumed:
             arrays = compute(name)
             save_part(path, arrays)
             arrays = read_part(path)  # as a resumed run reads it: the same dtypes either way
         parts[name] = arrays
         if on_done:
-            on_done(name)
+            on_done(name, resumed)
     return parts
 
 

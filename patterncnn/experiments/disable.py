@@ -302,7 +302,7 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
             return {"preds": _predictions(task, runner.run(layer))}
 
     t1 = time.time()
-    parts = run_parts(work, names, compute, (lambda _: bar.update(1)) if bar else None)
+    parts = run_parts(work, names, compute, (lambda *_: bar.update(1)) if bar else None)
     if bar:
         bar.close()
     idx = np.random.default_rng(seed).integers(0, len(labels), size=(boot, len(labels)))

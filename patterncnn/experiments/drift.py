@@ -123,8 +123,11 @@ def run_drift(enc_a: Encoder, enc_b: Encoder, splits: list[GlueSplit], out: str 
         chunks = windows(split.examples, WINDOW)
         bar = progress(total=len(split.examples), desc=f"drift {split.task.name}", unit="ex") if progress else None
         names = [f"window-{w:05d}" for w in range(len(chunks))]
-        parts = run_parts(work, names, lambda name: drift_window(enc_a, enc_b, chunks[names.index(name)], batch_size),
-                          (lambda name: bar.update(len(chunks[names.index(name)]))) if bar else None)
+        tick = (lambda _: bar.update(1)) if bar else None  # each example as it is computed
+        parts = run_parts(work, names,
+                          lambda name: drift_window(enc_a, enc_b, chunks[names.index(name)], batch_size, tick),
+                          (lambda name, resumed: resumed and bar.update(len(chunks[names.index(name)])))
+                          if bar else None)
         if bar:
             bar.close()
         result["tasks"][split.task.name] = {**summarize(list(parts.values())), "source": public_source(split.source),

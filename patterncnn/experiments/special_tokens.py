@@ -115,7 +115,8 @@ def cls_row(maps: np.ndarray, classes: np.ndarray, n_classes: int) -> np.ndarray
     return maps[-1, :, 0, :] @ np.eye(n_classes)[classes]
 
 
-def special_window(enc: Encoder, window: list, classes: TokenClasses, batch_size: int = 16) -> dict:
+def special_window(enc: Encoder, window: list, classes: TokenClasses, batch_size: int = 16,
+                   on_example: Callable | None = None) -> dict:
     """Sums over one window: {"share": (C, L, H), "cls_row": (H, C), "tokens": (C,) token fractions, "n": ()}."""
     c = len(classes.names)
     share, row, frac, n = np.zeros((c, enc.num_layers, enc.num_heads)), np.zeros((enc.num_heads, c)), np.zeros(c), 0
@@ -126,6 +127,8 @@ def special_window(enc: Encoder, window: list, classes: TokenClasses, batch_size
             row += cls_row(ea.maps, ids, c)
         frac += np.bincount(ids, minlength=c) / len(ids)
         n += 1
+        if on_example:
+            on_example(ea)
     return {"share": share, "cls_row": row, "tokens": frac, "n": np.array(n)}
 
 
@@ -163,8 +166,11 @@ def run_special_tokens(enc: Encoder, splits: list[GlueSplit], classes: TokenClas
         chunks = windows(split.examples, WINDOW)
         names = [f"window-{w:05d}" for w in range(len(chunks))]
         bar = progress(total=len(split.examples), desc=f"special {split.task.name}", unit="ex") if progress else None
-        parts = run_parts(work, names, lambda name: special_window(enc, chunks[names.index(name)], classes, batch_size),
-                          (lambda name: bar.update(len(chunks[names.index(name)]))) if bar else None)
+        tick = (lambda _: bar.update(1)) if bar else None  # each example as it is computed
+        parts = run_parts(work, names,
+                          lambda name: special_window(enc, chunks[names.index(name)], classes, batch_size, tick),
+                          (lambda name, resumed: resumed and bar.update(len(chunks[names.index(name)])))
+                          if bar else None)
         if bar:
             bar.close()
         result["tasks"][split.task.name] = {**summarize(list(parts.values()), classes.names),

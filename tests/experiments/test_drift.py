@@ -142,3 +142,56 @@ def test_an_interrupted_drift_says_resume_only_when_a_window_was_saved(tiny_bert
     monkeypatch.setattr(drift_mod, "drift_window", interrupted_at(2))  # one window saved
     assert main(args) == 130
     assert f"finished windows are saved under {out}; run the same command again to resume" in capsys.readouterr().err
+
+
+
+class Bar:
+    """A tqdm stand-in that records its updates; ``stop_at``: raise KeyboardInterrupt at that many examples."""
+
+    made: list = []
+    stop_at: int | None = None
+
+    def __init__(self, total, **_):
+        self.total, self.updates = total, []
+        Bar.made.append(self)
+
+    def update(self, n=1):
+        self.updates.append(n)
+        if Bar.stop_at is not None and sum(self.updates) >= Bar.stop_at:
+            raise KeyboardInterrupt
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("experiment", ["drift", "special_tokens"])
+def test_the_progress_bar_ticks_each_example_and_a_resumed_window_at_once(experiment, tiny_bert, glue_dir,
+                                                                            tmp_path, monkeypatch):
+    """A window's examples tick the bar as they are computed (not all at once when the window ends); a window read
+    back from an interrupted run ticks it by its size; the bar ends at the number of examples."""
+    import importlib
+
+    from patterncnn.core.glue import load_split
+    from patterncnn.encoders.load import load_encoder
+    from patterncnn.experiments.special_tokens import TokenClasses
+
+    mod = importlib.import_module(f"patterncnn.experiments.{experiment}")
+    monkeypatch.setattr(mod, "WINDOW", 4)
+    enc = load_encoder(str(tiny_bert), 64)
+    split = load_split("rte", "dev", glue_dir, limit=10)
+
+    def run(out):
+        if experiment == "drift":
+            return mod.run_drift(enc, enc, [split], out, progress=Bar)
+        return mod.run_special_tokens(enc, [split], TokenClasses.for_tokenizer(enc.tokenizer), out, progress=Bar)
+
+    monkeypatch.setattr(Bar, "made", [])
+    run(tmp_path / "fresh")
+    assert Bar.made[-1].updates == [1] * 10
+    monkeypatch.setattr(Bar, "stop_at", 6)  # interrupted in the second window: the first one is saved
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "resumed")
+    assert Bar.made[-1].updates == [1] * 6
+    monkeypatch.setattr(Bar, "stop_at", None)
+    run(tmp_path / "resumed")
+    assert Bar.made[-1].updates == [4] + [1] * 6

@@ -60,25 +60,33 @@ def test_special_tokens_command(fixture, cls_token, request, glue_dir, tmp_path,
 
 
 class Interrupt:
-    """A progress bar that interrupts the run once its first window is saved, like Ctrl-C."""
+    """A progress bar that interrupts the run, like Ctrl-C, at the first example after ``after`` examples."""
+
+    def __init__(self, after: int):
+        self.after, self.seen = after, 0
 
     def __call__(self, **kw):
         return self
 
     def update(self, n=1):
-        raise KeyboardInterrupt
+        if self.seen >= self.after:
+            raise KeyboardInterrupt
+        self.seen += n
 
     def close(self):
         pass
 
 
-def test_an_unfinished_run_with_another_token_class_names_the_option(tiny_bert, glue_dir, tmp_path, capsys):
+def test_an_unfinished_run_with_another_token_class_names_the_option(tiny_bert, glue_dir, tmp_path, capsys,
+                                                                     monkeypatch):
     from patterncnn.cli import main
+    from patterncnn.experiments import special_tokens as module
     from patterncnn.experiments.special_tokens import special_tokens
 
+    monkeypatch.setattr(module, "WINDOW", 4)  # two windows: interrupted once the first is saved
     out = tmp_path / "sp"
     with pytest.raises(KeyboardInterrupt):
-        special_tokens(str(tiny_bert), ["rte"], 6, glue_dir, out, max_length=32, progress=Interrupt())
+        special_tokens(str(tiny_bert), ["rte"], 6, glue_dir, out, max_length=32, progress=Interrupt(after=4))
     assert list((out / ".work" / "rte").glob("window-*.npz"))
     args = ["special-tokens", "--model", str(tiny_bert), "--task", "rte", "--glue-dir", str(glue_dir), "--limit", "6",
             "--max-length", "32", "--out", str(out)]
