@@ -67,7 +67,8 @@ def prepare_out(out: str | Path, result_name: str, overwrite: bool) -> Path:
 
 
 def work_dir(out: Path, task: str, params: dict) -> Path:
-    """``out/.work/<task>``, stamped with the run's arguments; leftovers of other arguments are refused."""
+    """``out/.work/<task>``, stamped with the run's arguments; finished parts of other arguments are refused (a
+    run of other arguments stopped before its first part is restamped: it left nothing to keep)."""
     work = Path(out) / WORK / task
     stamp = work / "run.json"
     if stamp.exists():
@@ -80,8 +81,13 @@ def work_dir(out: Path, task: str, params: dict) -> Path:
             shutil.rmtree(work)
             return work_dir(out, task, params)
         if old.get("key") != run_key(params):
-            raise RunError(f"{out} holds an unfinished run of {task} with other arguments ({differences(old, params)}); "
-                           f"run it with the earlier ones to resume it, or pass --overwrite to start over")
+            if any(p.name != stamp.name for p in work.iterdir()):
+                raise RunError(f"{out} holds an unfinished run of {task} with other arguments "
+                               f"({differences(old, params)}); run it with the earlier ones to resume it, or pass "
+                               f"--overwrite to start over")
+            log.info("%s: the unfinished run of %s stopped before its first part; it starts over with these arguments",
+                     out, task)  # nothing to keep
+            write_json(stamp, {"key": run_key(params), "params": params})
     else:
         write_json(stamp, {"key": run_key(params), "params": params})
     return work

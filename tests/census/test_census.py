@@ -94,6 +94,18 @@ def test_unfinished_census_with_other_arguments_is_not_mixed(setup, tmp_path):
         run_census(enc, clf, [load_split("rte", "dev", glue, limit=100, seed=3)], tmp_path / "c", limit=100, seed=3)
 
 
+def test_a_census_cut_before_its_first_window_leaves_nothing_to_refuse(setup, tmp_path):
+    """Stopped before any window was saved, an unfinished run holds no work: other arguments simply start over."""
+    enc, clf, glue = setup
+    with pytest.raises(KeyboardInterrupt):
+        run_census(enc, clf, [load_split("rte", "dev", glue, limit=100, seed=2)], tmp_path / "c", limit=100, seed=2,
+                   progress=Boom(10))
+    assert list((tmp_path / "c" / ".work" / "rte").iterdir()) == [tmp_path / "c" / ".work" / "rte" / "run.json"]
+    other = run_census(enc, clf, [load_split("rte", "dev", glue, limit=70, seed=3)], tmp_path / "c", limit=70, seed=3)
+    fresh = run_census(enc, clf, [load_split("rte", "dev", glue, limit=70, seed=3)], tmp_path / "f", limit=70, seed=3)
+    assert other["tasks"]["rte"]["counts"] == fresh["tasks"]["rte"]["counts"] and other["tasks"]["rte"]["examples"] == 70
+
+
 def test_census_cli_and_compare(tiny_bert, tiny_classifier, glue_dir, tmp_path, capsys):
     args = ["census", "--task", "RTE", "--model", str(tiny_bert), "--limit", "12", "--glue-dir", str(glue_dir),
             "--classifier", str(tiny_classifier[1])]
