@@ -167,7 +167,7 @@ def validated_error(validation: dict | None, estimator: str, scope: str | None, 
     for res in validation["results"]:
         if res["estimator"] == estimator and res["scope"] in (scope, None):
             if encoder in res["encoders"]:
-                return {"encoder": encoder, **res["encoders"][encoder]}
+                return _coverage_warning({"encoder": encoder, **res["encoders"][encoder]})
 
             encs = list(res["encoders"].values())
             family = encoder_family(encoder)
@@ -179,8 +179,20 @@ def validated_error(validation: dict | None, estimator: str, scope: str | None, 
                     worst[key] = {n: max(e[key][n] for e in encs) for n in LABELS}
             if family not in {encoder_family(e) for e in res["encoders"]}:
                 worst.update(unseen_family(validation.get("unseen_family"), family))
-            return worst
+            return _coverage_warning(worst)
     return None
+
+
+def _coverage_warning(v: dict) -> dict:
+    """``v`` with a warning when its 95% intervals held the hand-labelled share in fewer than TARGET_COVERAGE of
+    the validation's cells (unless it warns already): the census's intervals are then narrower than they claim."""
+    if v.get("coverage") is not None and v["coverage"] < TARGET_COVERAGE and "warning" not in v:
+        v["warning"] = (f"in validation, this estimator's 95% intervals held the hand-labelled share in only "
+                        f"{100 * v['coverage']:.0f}% of cells (target {100 * TARGET_COVERAGE:.0f}%), so these "
+                        f"intervals are narrower than they claim; for a better-founded choice, label more uniformly drawn "
+                        f"maps of this encoder (`patterncnn sample --design uniform`, then `patterncnn validate "
+                        f"--annotations` or `patterncnn adapt`)")
+    return v
 
 
 @dataclasses.dataclass
@@ -294,21 +306,25 @@ def _validated_default(validation: dict | None, encoder: str) -> tuple[str | Non
 
 
 def _best(items: list, coverage: Callable, error: Callable):
-    """The item with the smallest ``error`` among those whose ``coverage`` reaches TARGET_COVERAGE (among all
-    when none does); None when there are no items."""
-    good = [x for x in items if coverage(x) >= TARGET_COVERAGE] or items
-    return min(good, key=error) if good else None
+    """The item with the smallest ``error`` among those whose ``coverage`` reaches TARGET_COVERAGE; when none does,
+    the one whose intervals come nearest to it (the highest coverage; the smaller error among equals), so that the
+    intervals a census prints are the least overconfident at hand; None when there are no items."""
+    good = [x for x in items if coverage(x) >= TARGET_COVERAGE]
+    if good:
+        return min(good, key=error)
+    return min(items, key=lambda x: (-coverage(x), error(x))) if items else None
 
 
 def best_result(results: list[dict]) -> dict | None:
     """The validated result to use: smallest worst-encoder error among those whose 95% intervals cover the hand
-    shares in at least TARGET_COVERAGE of the cells (among all when none does)."""
+    shares in at least TARGET_COVERAGE of the cells (the highest coverage when none does)."""
     return _best(results, lambda r: r["coverage"], lambda r: r["worst_encoder_mean_abs_error"])
 
 
 def best_by_encoder(results: list[dict]) -> dict[str, dict]:
     """Per validated encoder tag, the (estimator, scope) to use by default: its smallest mean share error among
-    those whose 95% intervals hold the hand shares in at least TARGET_COVERAGE of its cells (among all when none).
+    those whose 95% intervals hold the hand shares in at least TARGET_COVERAGE of its cells (the highest coverage
+    when none does).
 
     Returns:
         {encoder: {"estimator", "scope", "mean_abs_error", "coverage", "meets_targets"}}.

@@ -16,7 +16,14 @@ from patterncnn.shares.calibrate import (
     stored_rows,
     temper,
 )
-from patterncnn.shares.estimate import describe, example_sums, plan_for, shares_with_intervals
+from patterncnn.shares.estimate import (
+    best_by_encoder,
+    best_result,
+    describe,
+    example_sums,
+    plan_for,
+    shares_with_intervals,
+)
 
 
 def estimate(name, rows, cal, seed=0):
@@ -208,3 +215,15 @@ def test_plan_follows_the_validated_best():
     assert plan.scope == "all" and "not validated on other-bbbb2222" in plan.validated["encoder"]
     assert plan.validated["warning"].startswith("the encoder family other is none the classifier was validated on")
     assert f"\nwarning: {plan.validated['warning']}" in describe(plan.describe())
+    assert "warning" not in plan_for(meta, None, None, "enc-aaaa1111").validated  # 95% of cells: no warning
+    # no estimator's intervals reach 90%: the one nearest to it, not the one that errs least, with a warning
+    validation["results"] = [res("count", None, 0.05, 0.8), res("probs", "all", 0.01, 0.47),
+                             res("adjusted", "uniform", 0.02, 0.8)]
+    validation["best_per_encoder"] = best_by_encoder(validation["results"])
+    assert validation["best_per_encoder"]["enc-aaaa1111"]["estimator"] == "adjusted"  # 80% like count, errs less
+    assert best_result(validation["results"])["estimator"] == "adjusted"
+    plan = plan_for(meta, None, None, "enc-aaaa1111")
+    assert (plan.estimator, plan.scope) == ("adjusted", "uniform")
+    assert "held the hand-labelled share in only 80% of cells (target 90%)" in plan.validated["warning"]
+    assert "only 47% of cells" in plan_for(meta, "probs", "all", "enc-aaaa1111").validated["warning"]
+    assert "\nwarning: in validation, this estimator's 95% intervals" in describe(plan.describe())
