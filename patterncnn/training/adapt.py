@@ -189,8 +189,20 @@ def merge_validation(base: dict | None, new: dict) -> dict:
         if match:
             r["encoders"].update(match["encoders"])
             r["worst_encoder_mean_abs_error"] = max(e["mean_abs_error"] for e in r["encoders"].values())
+    for enc in sorted(set(new.get("best_per_encoder") or {}) & set(base.get("best_per_encoder") or {})):
+        before, now = _validated_maps(base, enc), _validated_maps(new, enc)
+        if before and now and now < before:
+            log.warning("%s was validated on %d hand-labelled maps; the adapted classifier's validation of it, which "
+                        "the census will use, is on the %d new maps only, so its figures are less certain; label at "
+                        "least as many for a validation as firm as before", enc, before, now)
     out["best_per_encoder"].update(new.get("best_per_encoder") or {})
     return out
+
+
+def _validated_maps(validation: dict, encoder: str) -> int | None:
+    """How many hand-labelled maps of ``encoder`` a validation scored (None when it does not say)."""
+    return next((r["encoders"][encoder].get("maps") for r in validation.get("results", [])
+                 if encoder in r["encoders"]), None)
 
 
 def trained_on(checkpoint: str | Path, ckpt: dict | None = None) -> list[str] | None:

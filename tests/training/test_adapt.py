@@ -97,6 +97,22 @@ def test_merge_validation_adds_the_new_encoder_and_keeps_the_rest():
     assert base["results"][0]["encoders"] == {"a": {"mean_abs_error": 0.01}}  # the base is not changed
 
 
+def test_merge_validation_warns_when_an_encoder_is_now_validated_on_fewer_maps(caplog):
+    entry = lambda maps: {"mean_abs_error": 0.02, "maps": maps}  # noqa: E731
+    base = {"results": [{"estimator": "count", "scope": None, "encoders": {"a": entry(120)},
+                         "worst_encoder_mean_abs_error": 0.02}], "best_per_encoder": {"a": {"estimator": "count"}}}
+    new = lambda maps: {"results": [{"estimator": "count", "scope": None, "encoders": {"a": entry(maps)}}],  # noqa
+                        "best_per_encoder": {"a": {"estimator": "count"}}, "encoders": ["a"]}
+    with caplog.at_level("WARNING"):
+        out = merge_validation(base, new(12))
+    assert out["results"][0]["encoders"]["a"]["maps"] == 12
+    assert "a was validated on 120 hand-labelled maps" in caplog.text and "on the 12 new maps only" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        merge_validation(base, new(150))
+    assert "validated on" not in caplog.text
+
+
 def test_adapt_finish_pulls_an_export_and_writes_the_adapted_classifier(trained, tmp_path, capsys):
     import csv
     import shutil
