@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import time
 
-from .common import add_glue_args, add_model_args, add_overwrite, glue_dir
+from .common import (
+    add_glue_args,
+    add_model_args,
+    add_overwrite,
+    glue_dir,
+    sigterm_as_interrupt,
+)
 
 
 def register(sub) -> None:
     p = sub.add_parser("finetune", help="fine-tune an encoder on a GLUE task (transformers Trainer)",
                        description="Fine-tune an encoder on a GLUE task's train split with a classification head "
                                    "(regression for STS-B), report the GLUE dev metric, save a folder --model "
-                                   "accepts. Defaults are the paper's: batch 32, 3 epochs, lr 2e-5.")
+                                   "accepts. Defaults are the paper's: batch 32, 3 epochs, lr 2e-5. Saves checkpoints "
+                                   "into OUT/.work as it trains: an interrupted run resumes when run again with the "
+                                   "same arguments.")
     p.add_argument("--task", required=True, help="GLUE task, e.g. sst2, rte, stsb")
     p.add_argument("--out", required=True, help="folder to write the fine-tuned model to")
     add_overwrite(p, "model")
@@ -23,7 +31,15 @@ def register(sub) -> None:
     p.add_argument("--max-dev-examples", type=int, default=None, help="score on at most this many dev examples")
     add_model_args(p)
     add_glue_args(p)
-    p.set_defaults(func=run, seed=42)
+    p.set_defaults(func=run, seed=42, resumable="training steps (its last checkpoint, in .work)",
+                   saved=saved_checkpoints)
+
+
+def saved_checkpoints(out: str) -> bool:
+    """Whether an interrupted fine-tune into ``out`` saved a checkpoint to resume from."""
+    from ..encoders.finetune import saved_checkpoints as saved  # torch: loaded only once a run is under way
+
+    return saved(out)
 
 
 def run(args) -> int:
@@ -33,7 +49,8 @@ def run(args) -> int:
                          max_length=args.max_length, max_train_examples=args.max_train_examples,
                          max_dev_examples=args.max_dev_examples, seed=args.seed)
     t0 = time.time()
-    manifest = finetune(args.model, args.task, glue_dir(args), args.out, cfg, overwrite=args.overwrite)
+    with sigterm_as_interrupt():  # a time limit keeps the checkpoints as Ctrl-C does, and it says so
+        manifest = finetune(args.model, args.task, glue_dir(args), args.out, cfg, overwrite=args.overwrite)
     dev = ", ".join(f"{k} {v:.4f}" for k, v in manifest["dev"].items())
     print(f"fine-tuned {args.model} on {manifest['task']} ({manifest['train']['examples']} train examples) in "
           f"{time.time() - t0:.0f}s; dev ({manifest['dev_data']['examples']} examples): {dev}")

@@ -40,7 +40,7 @@ class RunError(PatternCNNError, RuntimeError):
     """A resumable run (census or experiment) cannot start as asked (output exists, arguments changed); the message says what to do."""
 
 
-# The option behind each field of a run's stamp (census, drift, special-tokens, disable): what the refusal of an
+# The option behind each field of a run's stamp (census, drift, special-tokens, disable, finetune): what the refusal of an
 # unfinished run with other arguments names.
 OPTIONS = {"task": "--task", "split": "the split", "source": "--glue-dir (the GLUE file read)", "limit": "--limit",
            "examples": "--limit (the examples drawn)", "seed": "--seed", "encoder": "--model (the encoder's weights)",
@@ -48,6 +48,7 @@ OPTIONS = {"task": "--task", "split": "the split", "source": "--glue-dir (the GL
            "b": "B (the second encoder's weights)", "max_length": "--max-length", "backend": "--backend",
            "batch_size": "--batch-size", "classifier": "--classifier (the classifier's file)", "device": "--device",
            "order": "--precision (the examples' order)", "classes": "--token-class", "layers": "--no-layers",
+           "epochs": "--epochs", "learning_rate": "--learning-rate", "max_train_examples": "--max-train-examples",
            "version": "the patterncnn version"}
 
 

@@ -9,13 +9,20 @@ Usage (what ``patterncnn finetune`` runs)::
 Defaults follow the paper (BERT's recipe): batch 32, 3 epochs, learning rate 2e-5, max length
 128, linear decay with 10% warm-up. STS-B gets a 1-output regression head. The folder written is a
 normal Hugging Face checkpoint that ``--model`` accepts everywhere; ``patterncnn_finetune.json``
-beside it records the settings, data, base model and dev scores. The folder appears only when
-training finished: an interrupted run leaves nothing half-written under that name.
+beside it records the settings, data, base model and dev scores.
+
+Resumable: the Trainer saves a checkpoint (weights, optimizer, scheduler, random states) every
+:data:`SAVE_STEPS` steps and at the last one into ``OUT/.work/<task>/``, stamped with the run's
+arguments (:func:`patterncnn.core.work.work_dir`). The same call again continues from the last
+complete checkpoint (on a CPU to the same weights as an uninterrupted run); other arguments are
+refused while an unfinished run is there. The model lands in ``OUT`` only once trained, saved and
+scored, replacing what was there (``overwrite``) in one rename; the work folder goes with it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import shutil
 import tempfile
@@ -28,10 +35,14 @@ import torch
 from ..core.fileio import output_folder, write_json
 from ..core.glue import GlueTask, get_task, load_split
 from ..core.version import __version__
+from ..core.work import WORK, work_dir
 from .load import MANIFEST, EncoderError, bounded_texts, load_encoder, resolve_model
 
 log = logging.getLogger(__name__)
 
+SAVE_STEPS = 25  # optimizer steps between two checkpoints (and two loss logs): 20 s to 2 min of a CPU run
+CHECKPOINT = "checkpoint-"  # the Trainer's checkpoint folders: checkpoint-<step>
+TRAINER_STATE = "trainer_state.json"  # written last into a checkpoint: its presence marks the checkpoint complete
 
 
 @dataclasses.dataclass
@@ -88,10 +99,54 @@ def _training_args(cfg: FinetuneConfig, folder: Path, progress: bool):
     return TrainingArguments(
         output_dir=str(folder), per_device_train_batch_size=cfg.batch_size,
         per_device_eval_batch_size=64, num_train_epochs=cfg.epochs, learning_rate=cfg.learning_rate,
-        warmup_steps=cfg.warmup_ratio, weight_decay=cfg.weight_decay, seed=cfg.seed, save_strategy="no",
-        eval_strategy="no", logging_steps=50, report_to="none", use_cpu=not torch.cuda.is_available(),
-        disable_tqdm=not progress,
+        warmup_steps=cfg.warmup_ratio, weight_decay=cfg.weight_decay, seed=cfg.seed, save_strategy="steps",
+        save_steps=SAVE_STEPS, save_total_limit=1, eval_strategy="no", logging_steps=SAVE_STEPS, report_to="none",
+        use_cpu=not torch.cuda.is_available(), disable_tqdm=not progress,
     )
+
+
+def last_checkpoint(work: Path) -> Path | None:
+    """The newest complete Trainer checkpoint in ``work`` (one with its trainer state), or None."""
+    steps = [(int(p.name.removeprefix(CHECKPOINT)), p) for p in work.glob(f"{CHECKPOINT}*")
+             if p.name.removeprefix(CHECKPOINT).isdigit() and (p / TRAINER_STATE).is_file()]
+    return max(steps)[1] if steps else None
+
+
+def saved_checkpoints(out: str | Path) -> bool:
+    """Whether an interrupted fine-tune into ``out`` left a checkpoint to resume from (``OUT/.work/<task>/``)."""
+    return any(last_checkpoint(w) for w in (Path(out) / WORK).glob("*/"))
+
+
+def _mean_loss(history: dict | None, steps: int, loss: float) -> float:
+    """The mean training loss over all ``steps``, also of a run resumed from a checkpoint whose trainer state is
+    ``history`` (its Trainer's ``loss`` averages only the steps it ran): the steps before the checkpoint from the
+    losses logged up to it (every :data:`SAVE_STEPS`, as it was saved)."""
+    if history is None:
+        return loss
+    done, total, last = history["global_step"], 0.0, 0
+    for entry in history["log_history"]:
+        if "loss" in entry and entry["step"] <= done:
+            total += entry["loss"] * (entry["step"] - last)
+            last = entry["step"]
+    return (total + loss * (steps - done)) / max(steps, 1)
+
+
+def _unfinished(out: Path) -> bool:
+    """``out`` holds only the work folder of an unfinished fine-tune."""
+    return out.is_dir() and (out / WORK).is_dir() and {p.name for p in out.iterdir()} == {WORK}
+
+
+def _replace(out: Path, model_dir: Path) -> None:
+    """Put the finished ``model_dir`` (inside ``out``'s work folder) at ``out`` in place of what is there."""
+    aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        model_dir.rename(aside / "new")
+        out.rename(aside / "old")
+        (aside / "new").rename(out)
+    finally:
+        if not out.exists() and (aside / "old").exists():  # interrupted between the two renames: put it back
+            (aside / "old").rename(out)
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def _data_record(split) -> dict:
@@ -106,28 +161,32 @@ def finetune(model: str, task: str, glue_dir: str | None, out: str | Path, cfg: 
         The manifest written beside the model (settings, data, dev metrics, times).
 
     ``out`` is the model's folder: one already there needs ``overwrite`` (it is replaced only once the
-    new model is saved; :func:`patterncnn.core.fileio.output_folder`).
+    new model is saved; :func:`patterncnn.core.fileio.output_folder`), unless it holds only an unfinished run of
+    the same arguments, which is resumed from its last checkpoint. ``overwrite`` starts an unfinished run over.
 
     Raises:
         OutputError: ``out`` already exists (without ``overwrite``), or is not a folder.
+        RunError: ``out`` holds an unfinished run of other arguments (the message names them).
         EncoderError / GlueDataError: bad model or data, with the fix in the message.
     """
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, Trainer
 
     cfg = cfg or FinetuneConfig()
-    out = output_folder(out, (), overwrite)
+    out = Path(out)
+    if overwrite or not _unfinished(out):
+        out = output_folder(out, (), overwrite)
     t = get_task(task)
     train = load_split(t, "train", glue_dir, limit=cfg.max_train_examples, seed=cfg.seed)
     dev = load_split(t, "dev", glue_dir, limit=cfg.max_dev_examples, seed=cfg.seed)
     base = load_encoder(model, max_length=cfg.max_length)  # validates the model, gives its fingerprint
     path = resolve_model(model)
     tokenizer = AutoTokenizer.from_pretrained(path)
+    torch.manual_seed(cfg.seed)  # the new head's initial weights: the same whatever ran before in this process
     try:
         clf = AutoModelForSequenceClassification.from_pretrained(
             path, num_labels=t.num_labels, problem_type="regression" if t.is_regression else None)
     except (OSError, ValueError) as e:
         raise EncoderError(f"cannot add a classification head to {model!r}: {e}") from None
-    torch.manual_seed(cfg.seed)
     train_ds = _Encoded(tokenizer, train.examples, cfg.max_length, t.is_regression)
     dev_ds = _Encoded(tokenizer, dev.examples, cfg.max_length, t.is_regression)
 
@@ -136,33 +195,43 @@ def finetune(model: str, task: str, glue_dir: str | None, out: str | Path, cfg: 
         preds = logits.squeeze(-1) if t.is_regression else logits.argmax(-1)
         return glue_metrics(t, preds, p.label_ids)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        trainer = Trainer(model=clf, args=_training_args(cfg, work / "trainer", progress), train_dataset=train_ds,
-                          eval_dataset=dev_ds, data_collator=DataCollatorWithPadding(tokenizer),
-                          compute_metrics=compute)
-        t0 = time.time()
-        train_out = trainer.train()
-        train_s = time.time() - t0
-        t0 = time.time()
-        scores = trainer.evaluate()
-        eval_s = time.time() - t0
-        dev_metrics = {k.removeprefix("eval_"): v for k, v in scores.items()
-                       if k.removeprefix("eval_") in ("accuracy", "f1", "mcc", "pearson", "spearman")}
-        model_dir = work / "model"
-        trainer.save_model(str(model_dir))
-        tokenizer.save_pretrained(str(model_dir))
-        manifest = {
-            "created_by": f"patterncnn {__version__}", "task": t.name, "base_model": base.fingerprint,
-            "settings": dataclasses.asdict(cfg), "dev": dev_metrics,
-            "train": {**_data_record(train), "loss": train_out.training_loss, "seconds": round(train_s, 1)},
-            "dev_data": {**_data_record(dev), "seconds": round(eval_s, 1)},
-        }
-        write_json(model_dir / MANIFEST, manifest)
-        if out.exists():  # --overwrite: the old model goes only once the new one is complete
-            out.rename(work / "old-model")
-        model_dir.rename(out)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    if overwrite:
+        shutil.rmtree(out / WORK, ignore_errors=True)
+    params = {"task": t.name, "source": train.source, "model": base.fingerprint, "version": __version__,
+              **{k: v for k, v in dataclasses.asdict(cfg).items() if k != "max_dev_examples"}}  # dev: only scored
+    if torch.cuda.is_available():
+        params["device"] = "cuda"  # a CPU run never resumes from a GPU's checkpoint
+    work = work_dir(out, t.name, params)
+    for partial in {p for p in work.glob(f"{CHECKPOINT}*")} - {last_checkpoint(work)}:
+        shutil.rmtree(partial)  # cut short while being written (or an older one the Trainer had not removed)
+    resume = last_checkpoint(work)
+    history = json.loads((resume / TRAINER_STATE).read_text()) if resume else None  # the Trainer removes it
+    if resume is not None:
+        log.info("resuming the fine-tune in %s from its checkpoint at step %s", out,
+                 resume.name.removeprefix(CHECKPOINT))
+    trainer = Trainer(model=clf, args=_training_args(cfg, work, progress), train_dataset=train_ds,
+                      eval_dataset=dev_ds, data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute)
+    t0 = time.time()
+    train_out = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    train_s = time.time() - t0
+    t0 = time.time()
+    scores = trainer.evaluate()
+    eval_s = time.time() - t0
+    dev_metrics = {k.removeprefix("eval_"): v for k, v in scores.items()
+                   if k.removeprefix("eval_") in ("accuracy", "f1", "mcc", "pearson", "spearman")}
+    model_dir = work / "model"
+    shutil.rmtree(model_dir, ignore_errors=True)  # a model saved by a run stopped before it moved it to out
+    trainer.save_model(str(model_dir))
+    tokenizer.save_pretrained(str(model_dir))
+    resumed = {"resumed_at_step": history["global_step"]} if history else {}
+    manifest = {
+        "created_by": f"patterncnn {__version__}", "task": t.name, "base_model": base.fingerprint,
+        "settings": dataclasses.asdict(cfg), "dev": dev_metrics,
+        "train": {**_data_record(train), "loss": _mean_loss(history, trainer.state.global_step,
+                                                             train_out.training_loss),
+                  "seconds": round(train_s, 1), **resumed},
+        "dev_data": {**_data_record(dev), "seconds": round(eval_s, 1)},
+    }
+    write_json(model_dir / MANIFEST, manifest)
+    _replace(out, model_dir)
     return manifest

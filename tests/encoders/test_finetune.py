@@ -36,3 +36,46 @@ def test_glue_metrics():
     assert mcc["mcc"] == pytest.approx(1.0)
     corr = glue_metrics(get_task("stsb"), np.array([0.0, 1.0, 2.0]), np.array([0.0, 2.0, 4.0]))
     assert corr["pearson"] == pytest.approx(1.0) and corr["spearman"] == pytest.approx(1.0)
+
+
+def _weights(folder):
+    from safetensors.numpy import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+def test_an_interrupted_finetune_resumes_to_the_same_model(tiny_bert, glue_dir, tmp_path, monkeypatch, capsys):
+    import transformers
+
+    from patterncnn.encoders import finetune as ft
+
+    monkeypatch.setattr(ft, "SAVE_STEPS", 2)  # 24 examples, batch 8, 2 epochs: 6 steps, checkpoints at 2, 4, 6
+    args = ["finetune", "--task", "rte", "--model", str(tiny_bert), "--glue-dir", str(glue_dir),
+            "--max-train-examples", "24", "--max-dev-examples", "16", "--epochs", "2", "--batch-size", "8",
+            "--max-length", "32"]
+    whole, parted = tmp_path / "whole", tmp_path / "parted"
+    assert main([*args, "--out", str(whole)]) == 0
+    save = transformers.Trainer._save_checkpoint
+
+    def save_then_stop(self, *a, **k):  # Ctrl-C right after the first checkpoint
+        save(self, *a, **k)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(transformers.Trainer, "_save_checkpoint", save_then_stop)
+    capsys.readouterr()
+    assert main([*args, "--out", str(parted)]) == 130
+    err = capsys.readouterr().err
+    assert f"saved under {parted}; run the same command again to resume" in err, err
+    assert [p.name for p in parted.iterdir()] == [".work"]  # no model yet under the name --model takes
+    monkeypatch.setattr(transformers.Trainer, "_save_checkpoint", save)
+    assert main([*args[:-6], "--epochs", "3", *args[-4:], "--out", str(parted)]) == 2  # other arguments: refused
+    assert "--epochs: was 2.0, now 3.0" in capsys.readouterr().err
+    assert main([*args, "--out", str(parted)]) == 0
+    a, b = (json.loads((f / MANIFEST).read_text()) for f in (whole, parted))
+    assert b["train"]["resumed_at_step"] == 2 and "resumed_at_step" not in a["train"]
+    assert b["dev"] == a["dev"]  # on a CPU the resumed run is the same run
+    assert b["train"]["loss"] == pytest.approx(a["train"]["loss"], rel=1e-6)
+    wa, wb = _weights(whole), _weights(parted)
+    assert wa.keys() == wb.keys() and all(np.array_equal(wa[k], wb[k]) for k in wa)
+    assert not (parted / ".work").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
