@@ -9,6 +9,8 @@ from .common import (
     add_model_args,
     add_overwrite,
     glue_dir,
+    positive_float,
+    positive_int,
     sigterm_as_interrupt,
 )
 
@@ -23,12 +25,14 @@ def register(sub) -> None:
     p.add_argument("--task", required=True, help="GLUE task, e.g. sst2, rte, stsb")
     p.add_argument("--out", required=True, help="folder to write the fine-tuned model to")
     add_overwrite(p, "model")
-    p.add_argument("--batch-size", type=int, default=32, help="(default: %(default)s)")
-    p.add_argument("--epochs", type=float, default=3.0, help="(default: %(default)s)")
-    p.add_argument("--learning-rate", type=float, default=2e-5, help="(default: %(default)s)")
-    p.add_argument("--max-train-examples", type=int, default=None,
+    p.add_argument("--batch-size", type=positive_int, default=32, help="(default: %(default)s)")
+    p.add_argument("--epochs", type=positive_float, default=3.0,
+                   help="passes over the training examples; a fraction stops part-way (default: %(default)s)")
+    p.add_argument("--learning-rate", type=positive_float, default=2e-5, help="(default: %(default)s)")
+    p.add_argument("--max-train-examples", type=positive_int, default=None,
                    help="train on a seeded random sample of this many examples (to fit a CPU's time budget)")
-    p.add_argument("--max-dev-examples", type=int, default=None, help="score on at most this many dev examples")
+    p.add_argument("--max-dev-examples", type=positive_int, default=None,
+                   help="score on at most this many dev examples")
     add_model_args(p)
     add_glue_args(p)
     p.set_defaults(func=run, seed=42, resumable="training steps (its last checkpoint, in .work)",

@@ -79,3 +79,15 @@ def test_an_interrupted_finetune_resumes_to_the_same_model(tiny_bert, glue_dir, 
     assert wa.keys() == wb.keys() and all(np.array_equal(wa[k], wb[k]) for k in wa)
     assert not (parted / ".work").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
+
+def test_finetune_refuses_nothing_to_train(tiny_bert, glue_dir, tmp_path, capsys):
+    base = ["finetune", "--task", "rte", "--model", str(tiny_bert), "--glue-dir", str(glue_dir),
+            "--out", str(tmp_path / "ft")]
+    for option, value in (("--epochs", "0"), ("--epochs", "-1"), ("--max-train-examples", "0"),
+                          ("--max-dev-examples", "0"), ("--batch-size", "0"), ("--learning-rate", "0")):
+        with pytest.raises(SystemExit) as stop:
+            main([*base, option, value])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert f"argument {option}:" in err and "--limit" not in err, err
+    assert not (tmp_path / "ft").exists()
