@@ -305,6 +305,11 @@ def load_split(
             )
         path = root / t.folder / t.files[split]
         if not path.is_file():
+            if (root / t.files[split]).is_file():  # the task's own folder was given
+                fix = (f"pass --glue-dir {root.parent}" if root.name == t.folder else
+                       f"name it {t.folder} and pass --glue-dir with its parent")
+                raise GlueDataError(f"{path} not found: {root} is a task folder ({t.files[split]} is directly in it); "
+                                    f"{fix} (the folder that holds {t.folder}/)")
             inside = _holding(root, Path(t.folder) / t.files[split])
             if inside:  # the parent of a glue_data folder was given
                 raise GlueDataError(f"{path} not found, but {inside[0] / t.folder / t.files[split]} exists: pass "

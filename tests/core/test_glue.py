@@ -122,6 +122,13 @@ def test_bad_inputs_name_the_fix(glue_dir, tmp_path):
     (parent / "other").mkdir()
     with pytest.raises(GlueDataError, match=f"pass --glue-dir {parent / 'glue'} \\(the folder that holds RTE/\\)"):
         load_split("rte", "dev", parent)
+    # the task's own folder: the error names its parent, or says to name the folder after the task
+    with pytest.raises(GlueDataError, match=f"pass --glue-dir {parent / 'glue'} \\(the folder that holds RTE/\\)"):
+        load_split("rte", "dev", parent / "glue" / "RTE")
+    (parent / "rte-copy").mkdir()
+    (parent / "rte-copy" / "dev.tsv").write_text("a\tb\n1\t2\n")
+    with pytest.raises(GlueDataError, match="name it RTE and pass --glue-dir with its parent"):
+        load_split("rte", "dev", parent / "rte-copy")
 
 
 def test_no_folder_and_no_hub_says_how_to_get_data():
