@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -120,7 +121,12 @@ def export_encoder(model, path: Path, names: tuple[str, ...]) -> None:
     dummy = tuple(torch.ones((2, 8), dtype=torch.long) for _ in names)
     axes = {n: {0: "batch", 1: "tokens"} for n in names}
     axes["attentions"] = {0: "batch", 3: "tokens", 4: "tokens"}
-    with torch.no_grad():
+    # The tracer warns of Python branches on tensors (transformers' mask code) and torch.onnx of how it spells
+    # aten::index: expected for these encoders and harmless, since the graph is checked against torch after export
+    # (_parity). Silenced here only; errors still raise.
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.onnx")
         torch.onnx.export(_Attentions().eval(), dummy, str(tmp), input_names=list(names),
                           output_names=["attentions"], dynamic_axes=axes, opset_version=17, dynamo=False)
     os.replace(tmp, path)

@@ -113,3 +113,21 @@ def test_an_encoder_error_in_the_thread_reaches_the_caller(tiny_bert, tiny_class
     enc.attentions = broken
     with pytest.raises(EncoderError, match="boom"):
         classify_window(enc, OnnxClassifier(tiny_classifier[1]), load_split("rte", "dev", glue_dir, limit=5).examples)
+
+
+def test_the_onnx_export_keeps_its_expected_warnings_to_itself(tiny_bert, tmp_path):
+    # a new model's first onnx census printed the tracer's TracerWarning and torch.onnx's aten::index UserWarning
+    import warnings
+
+    from transformers import AutoModel
+
+    from patterncnn.encoders.backends import export_encoder
+
+    model = AutoModel.from_pretrained(str(tiny_bert), attn_implementation="eager").eval()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        export_encoder(model, tmp_path / "tiny.onnx", ("input_ids", "attention_mask", "token_type_ids"))
+        warnings.warn("after the export", UserWarning)  # the filters apply to the export only
+    shown = [str(w.message) for w in caught if not issubclass(w.category, DeprecationWarning)]  # hidden by default
+    assert shown == ["after the export"]
+    assert (tmp_path / "tiny.onnx").is_file()
