@@ -1,5 +1,5 @@
-"""ASGI middleware of the service: one-line 500s (and 503s on shutdown), the API token, and the body's budget and
-deadline.
+"""ASGI middleware of the service: one-line 500s (and 503s on shutdown), one log line per refused request, the API
+token, and the body's budget and deadline.
 
 Each wraps the app below it and answers by itself (JSON ``{"detail": ...}``) when it refuses a
 request, before any route or body parsing runs.
@@ -30,8 +30,27 @@ async def send_json(send, status: int, detail: str, headers: list[tuple[bytes, b
     await send({"type": "http.response.body", "body": body})
 
 
+def _shown(text: str, limit: int = 300) -> str:
+    """``text`` fit for one log line: cut to ``limit`` characters, escaped if it holds line breaks or controls."""
+    text = text[:limit]
+    return text if text.isprintable() else repr(text)
+
+
+def log_refusal(scope, status: int, body: bytes) -> None:
+    """One line for a refused request (a 4xx): status, method, path and our ``detail`` (never the request's body
+    or headers, so never its token): what a client such as Label Studio sends its user to the server log for."""
+    try:
+        detail = json.loads(body).get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    reason = detail if isinstance(detail, str) else "(no reason given)"
+    log.warning("%d %s %s refused: %s", status, scope.get("method"), _shown(str(scope.get("path", ""))),
+                _shown(reason))
+
+
 class CatchAll:
-    """A JSON 500 for any unhandled error, and one log line about it (no traceback in body or log).
+    """A JSON 500 for any unhandled error, and one log line about it (no traceback in body or log); one log line
+    for each request refused with a 4xx, whichever layer below refused it (:func:`log_refusal`).
 
     A request cancelled because the server is stopping (its shutdown grace ran out) gets a JSON 503
     and one log line, instead of uvicorn's plain-text 500 and traceback.
@@ -43,11 +62,16 @@ class CatchAll:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        started = False
+        started, refused = False, 0
 
         async def tracked(message):
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
+            nonlocal started, refused
+            if message["type"] == "http.response.start":
+                started = True
+                refused = message["status"] if 400 <= message["status"] < 500 else 0
+            elif refused and message["type"] == "http.response.body":  # our 4xx bodies are one short JSON message
+                log_refusal(scope, refused, message.get("body", b"")[:4096])
+                refused = 0
             await send(message)
 
         try:
@@ -63,7 +87,7 @@ class CatchAll:
             log.info("%s %s: the client disconnected before its body arrived", scope.get("method"), scope.get("path"))
         except HTTPException as exc:  # raised where no route handles it (e.g. by BodyGuard): still a 4xx
             if not started:
-                await send_json(send, exc.status_code, str(exc.detail),
+                await send_json(tracked, exc.status_code, str(exc.detail),
                                 [(k.lower().encode(), v.encode()) for k, v in (exc.headers or {}).items()])
         except Exception as exc:  # noqa: BLE001 - the last line of defence: every error becomes one log line
             frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None

@@ -411,3 +411,23 @@ def test_sigterm_during_a_request_answers_503_and_exits(tmp_path):
     log = proc.stderr.read()
     assert "Traceback" not in log and "CancelledError" not in log
     assert "503 on POST /v1/classify: the server stopped before the request finished" in log
+
+
+def test_each_refused_request_is_one_log_line_without_the_token_or_body(parts, caplog):
+    # Label Studio tells its user to "check the ML backend server console logs" when serve answers 401
+    c = TestClient(create_app(ServeSettings(api_token="s3cret", max_t=64, max_batch=8), *parts),
+                   raise_server_exceptions=False)
+    good = {"Authorization": "Bearer s3cret"}
+    with caplog.at_level(logging.INFO):
+        assert c.post("/setup", json={"project": "1"}, auth=("user", "wr0ng-pass")).status_code == 401
+        assert c.post("/v1/classify", content=b'{"map": [[1]], "seps": ["a"]}', headers={**good, **JSON}
+                      ).status_code == 422
+        assert c.get("/v1/nowhere%0AINFO%20forged", headers=good).status_code == 404
+        assert c.get("/health").status_code == 200
+    lines = [rec for rec in caplog.records if rec.name == "patterncnn.serve"]
+    assert [rec.levelno for rec in lines] == [logging.WARNING] * 3
+    said = [rec.getMessage() for rec in lines]
+    assert said[0] == "401 POST /setup refused: missing or wrong API token: send 'Authorization: Bearer <token>'"
+    assert said[1].startswith("422 POST /v1/classify refused: invalid request: ") and "valid list at seps.0" in said[1]
+    assert said[2].startswith("404 GET '/v1/nowhere\\nINFO forged' refused: ")  # one line, whatever the path holds
+    assert not any("wr0ng" in m or "s3cret" in m or '"map"' in m for m in said)
