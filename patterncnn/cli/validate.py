@@ -10,7 +10,7 @@ def register(sub) -> None:
                        description="Estimate the pattern shares of hand-labelled maps drawn uniformly at random "
                                    "(`sample --design uniform`) with each estimator (count, probs, adjusted) from the "
                                    "classifier's outputs alone, and compare with the hand labels per encoder and "
-                                   "task: mean and worst share error per pattern, and how often the 95%% interval "
+                                   "task: mean and worst share error per pattern, and how often the 95% interval "
                                    "holds the hand-labelled share. By default cross-validated on the out-of-fold "
                                    "rows `patterncnn train` stored with the classifier; --annotations scores an "
                                    "independent labelled set instead, and also scores the classifier's labels "

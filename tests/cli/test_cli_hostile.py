@@ -101,11 +101,30 @@ def test_non_loopback_serve_needs_a_token(capsys, monkeypatch):
     one_line_error(capsys, "without an API token")
 
 
+def every_parser(parser, name="patterncnn"):
+    """(command, its parser) for the top parser and each command and action below it."""
+    import argparse
+
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub, p in action.choices.items():
+                yield from every_parser(p, f"{name} {sub}")
+
+
 def test_census_help_shows_a_plain_percent(capsys):
     with pytest.raises(SystemExit):
         main(["census", "--help"])
     out = capsys.readouterr().out
     assert "95%" in out and "95%%" not in out
+
+
+def test_no_help_shows_a_doubled_percent():
+    # argparse %-formats help strings but not descriptions: validate's description showed "95%%"
+    shown = {name: p.format_help() for name, p in every_parser(build_parser())}
+    assert len(shown) > 16 and "patterncnn annotate push" in shown
+    assert [name for name, text in shown.items() if "%%" in text or "%(" in text] == []
+    assert "95%" in shown["patterncnn validate"]
 
 
 def test_outputs_respect_the_umask(tmp_path):
