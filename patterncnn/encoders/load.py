@@ -35,6 +35,7 @@ from ..core.errors import PatternCNNError
 from ..core.fileio import sha256_file
 from ..core.glue import Example
 from ..core.segments import segment_ids, separators
+from ..core.work import WORK
 from .backends import BACKENDS, BackendError, make_backend
 from .e5s1 import SOURCE_RECORD
 from .embedded import REGISTRY, EmbeddedModelError, embedded_folder, lookup
@@ -334,6 +335,11 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
         raise EncoderError(f"no folder {name!r}: its home folder does not exist. {fix}") from None
     if not local.exists() and (local.is_absolute() or path.startswith((".", "~"))):  # a path, never a hub id
         raise EncoderError(f"no folder {name!r}: {local.resolve()} does not exist. {fix}")
+    if local.is_dir() and not (local / "config.json").is_file():  # Hugging Face would ask for a model_type key
+        unfinished = (" (it holds an unfinished `patterncnn finetune` run: run that command again to finish it)"
+                      if (local / WORK).is_dir() else "")
+        raise EncoderError(f"the folder {name!r} has no config.json, so it is not a Hugging Face model folder"
+                           f"{unfinished}. {fix}")
     try:
         config = AutoConfig.from_pretrained(path, revision=revision)
     except (OSError, ValueError) as e:

@@ -72,9 +72,20 @@ def test_a_missing_local_folder_is_named_as_such(tmp_path, monkeypatch):
         load_encoder("intfloat/no-such-e5")
 
 
-def test_not_an_encoder(tmp_path):
-    with pytest.raises(EncoderError, match="cannot load .* as a Hugging Face encoder"):
+def test_a_folder_without_config_json_is_named_as_such(tmp_path, monkeypatch):
+    # Hugging Face said "Should have a model_type key in its config.json", and HF_HUB_OFFLINE was blamed
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    (tmp_path / "notes.txt").write_text("not a model")
+    with pytest.raises(EncoderError, match=r"^the folder '.*' has no config\.json, so it is not a Hugging Face model "
+                                           r"folder\. Fix: name an encoder as a hub id") as e:
         load_encoder(str(tmp_path))
+    assert "HF_HUB_OFFLINE" not in str(e.value) and "model_type" not in str(e.value)
+    (tmp_path / "ft" / ".work" / "rte").mkdir(parents=True)  # what an interrupted `patterncnn finetune` leaves
+    with pytest.raises(EncoderError, match=r"unfinished `patterncnn finetune` run: run that command again"):
+        load_encoder(str(tmp_path / "ft"))
+
+
+def test_not_an_encoder(tmp_path):
     from transformers import GPT2Config
 
     GPT2Config(n_layer=1, n_head=2, n_embd=8, architectures=["GPT2LMHeadModel"]).save_pretrained(tmp_path / "gpt")
