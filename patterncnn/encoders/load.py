@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import itertools
 import json
 import logging
@@ -116,12 +117,19 @@ class Encoder:
         self._threads = threads
         self._run = None  # built on first use: a Ray driver loads encoders only for their metadata
 
-    @property
+    @functools.cached_property
     def tag(self) -> str:
-        """Short, file-name-safe name: ``minilm-1a2b3c4d``."""
-        entry = lookup(self.name)
-        base = entry.name if entry else Path(self.name.rstrip("/")).name
-        base = "".join(c if c.isalnum() or c in ".-" else "-" for c in base).strip("-") or "model"
+        """Short, file-name-safe name: ``minilm-1a2b3c4d``; a ``patterncnn finetune`` folder's is its base's name and
+        task, ``minilm-rte-1a2b3c4d``, whatever the folder is called, so that it counts in its base's family
+        (:func:`patterncnn.core.maps.encoder_family`)."""
+        base = _tag_name(self.name)
+        try:
+            manifest = finetune_manifest(self.fingerprint["path"]) if self.fingerprint.get("path") else None
+            if manifest is not None and isinstance(manifest.get("base_model"), dict):
+                base = f"{_tag_name(manifest['base_model']['model'])}-{manifest['task']}"
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            log.warning("cannot read the fine-tune record in %s (%s); %s is named after its folder",
+                        self.fingerprint["path"], e, self.name)
         digest = self.fingerprint.get("sha256") or self.fingerprint.get("revision") or ""
         return f"{base}-{digest[:8]}" if digest else base
 
@@ -232,6 +240,13 @@ class Encoder:
                 truncated=cut,
             )
         del att
+
+
+def _tag_name(name: str) -> str:
+    """The name part of an encoder's tag: an embedded encoder's short name, else the hub id's or folder's last part."""
+    entry = lookup(name)
+    base = entry.name if entry else Path(name.rstrip("/")).name
+    return "".join(c if c.isalnum() or c in ".-" else "-" for c in base).strip("-") or "model"
 
 
 def finetune_manifest(folder: str | Path) -> dict | None:

@@ -7,6 +7,7 @@ import pytest
 
 from patterncnn.cli import main
 from patterncnn.core.glue import get_task
+from patterncnn.core.maps import encoder_family, is_fine_tune
 from patterncnn.encoders.finetune import MANIFEST, glue_metrics
 from patterncnn.encoders.load import load_encoder
 
@@ -24,6 +25,10 @@ def test_finetune_cli(tiny_bert, glue_dir, tmp_path, task, keys, capsys):
     assert manifest["settings"]["batch_size"] == 8 and manifest["base_model"]["sha256"]
     enc = load_encoder(str(out))  # the fine-tuned folder is a valid --model
     assert enc.num_layers == 3
+    # named after its base and task whatever its folder is called ("ft-rte"), so it counts in its base's family
+    base = load_encoder(str(tiny_bert))
+    assert enc.tag == f"{base.tag.rsplit('-', 1)[0]}-{task}-{enc.fingerprint['sha256'][:8]}"
+    assert encoder_family(enc.tag) == encoder_family(base.tag) and is_fine_tune(enc.tag)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no work folder left
     assert main(["finetune", "--task", task, "--model", str(tiny_bert), "--glue-dir", str(glue_dir),
                  "--out", str(out)]) == 2
