@@ -108,10 +108,6 @@ class Connection:
         tasks = self.call(lambda: list(self.client.tasks.list(project=project_id, fields="all")))
         return [t.data for t in tasks if t.data]
 
-    def map_ids(self, project_id: int) -> set[str]:
-        """The map ids of the project's tasks."""
-        return {d.get("map_id") for d in self.task_data(project_id)}
-
     def import_tasks(self, project_id: int, tasks: list[dict]) -> None:
         self.call(lambda: self.client.projects.import_tasks(project_id, request=tasks))
 

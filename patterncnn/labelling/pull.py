@@ -44,7 +44,7 @@ from ..core.maps import MapStore, MultiStore
 from ..core.version import __version__
 from .agreement import METHODS, rater_votes, resolve_votes
 from .labelstudio import AnnotateError, Connection
-from .push import FROM_NAME, UNCERTAIN
+from .push import FROM_NAME, UNCERTAIN, same_map
 from .sets import (
     GUIDE_BEFORE_VERSIONS,
     UNRESOLVED,
@@ -361,6 +361,18 @@ def _maps_source(out: Path, maps):
     return MultiStore(sources) if sources else None
 
 
+def _check_contents(export: list[dict], maps) -> None:
+    """Refuse a task whose map (``map_npy``) is not the map of its id in ``maps``: its labels are another map's
+    (two plain .npy files both number their maps 0, 1, ...)."""
+    for task in export if maps is not None else ():
+        data = task["data"]
+        if data["map_id"] in maps and not same_map(data, maps.get(data["map_id"])):
+            raise AnnotateError(f"task {task.get('id')} holds another map than {data['map_id']} of {maps.root}, so its "
+                                f"labels are not that map's; nothing was written: pass with --maps the store(s) the "
+                                f"project was pushed from, or pull into another --out (a labelled set holds one map "
+                                f"per id)")
+
+
 def _map_info(old: Tables, flat: Flat, maps) -> dict[str, dict]:
     """Map id -> metadata columns of labels.csv: from the map stores, else the task data, else the old row."""
     info = {m: {k: r.get(k, "") for k in META} for m, r in old.labels.items()}
@@ -451,6 +463,7 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
     annotations, a_changes = merge_rows(old.annotations, new.annotations, replace, version="updated_at")
     predictions, p_changes = merge_rows(old.predictions, new.predictions, replace, version="created_at")
     source_maps = _maps_source(out, maps)
+    _check_contents(export, source_maps)
     if not any(a["label"] and not a["skipped"] for a in flat.annotations):
         raise AnnotateError(f"no labelled maps in the export ({flat.report['tasks']} task(s), "
                             f"{flat.report['cancelled']} skipped, {flat.report['unlabelled']} unlabelled); "

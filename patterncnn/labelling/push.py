@@ -40,6 +40,7 @@ import numpy as np
 from ..classifier.features import rule_scores
 from ..classifier.onnx import SHIPPED
 from ..classifier.render import render_png
+from ..core.arrayfile import FILE_LIMITS, ArrayFileError, read_npy
 from ..core.labels import LABELS
 from ..core.maps import classifier_input
 from .labelstudio import AnnotateError, Connection
@@ -179,7 +180,7 @@ def make_task(meta: dict, arr: np.ndarray, probs: np.ndarray | None = None, mode
     ref = blind_id(meta["id"])
     png = render_png(arr, meta.get("tokens"), meta.get("seps"), title=ref)
     buf = io.BytesIO()
-    np.save(buf, np.asarray(arr, dtype=np.float16))  # the map itself, for the ML backend (`patterncnn serve`)
+    np.save(buf, _as_sent(arr))  # the map itself, for the ML backend (`patterncnn serve`)
     data = {"ref": ref, "image": "data:image/png;base64," + base64.b64encode(png).decode("ascii"),
             "T": int(arr.shape[0]), "guide": guide or guide_version(), "map_id": meta["id"], "seps": meta.get("seps"),
             "map_npy": base64.b64encode(buf.getvalue()).decode("ascii")}
@@ -190,6 +191,23 @@ def make_task(meta: dict, arr: np.ndarray, probs: np.ndarray | None = None, mode
         data["pre_model"] = model_version
         task["predictions"] = [prediction(probs, model_version)]
     return task
+
+
+def _as_sent(arr: np.ndarray) -> np.ndarray:
+    """A map as a task carries it (``map_npy``): float16, which is plenty for the ML backend and halves the task."""
+    return np.asarray(arr, dtype=np.float16)
+
+
+def same_map(data: dict, arr: np.ndarray) -> bool:
+    """Whether a task (its ``data``) carries this map: the same values, as the task stores them (float16).
+
+    A task without a readable ``map_npy`` (pushed before tasks carried the map) cannot tell: it counts as the
+    same, so that its map id alone decides, as it did then."""
+    try:
+        sent = read_npy(base64.b64decode(data.get("map_npy") or "", validate=True), FILE_LIMITS, name="map_npy")
+    except (ArrayFileError, ValueError):
+        return True
+    return len(sent) == 1 and np.array_equal(sent[0], _as_sent(arr))
 
 
 def check_pushable(maps) -> None:
@@ -206,6 +224,9 @@ def push(ls: Connection, project, maps, predictor: Predictor | None = None, orde
          limit: int | None = None, batch: int = 50, labelled: set[str] | frozenset = frozenset(),
          skip_labelled: bool = False) -> dict:
     """Import maps as tasks, skipping map ids already in the project (idempotent).
+
+    A map whose id the project holds with another map (two plain ``.npy`` files both number their maps
+    0, 1, ...) is refused before anything is pushed: it is not the task's map, nor may it be skipped as one.
 
     Args:
         maps: a map store or plain npz (see :func:`patterncnn.core.maps.open_maps`).
@@ -226,7 +247,13 @@ def push(ls: Connection, project, maps, predictor: Predictor | None = None, orde
                             "--pre rule")
     check_pushable(maps)
     guide = guide_version()
-    have = ls.map_ids(project.id)
+    have = {d.get("map_id"): d for d in ls.task_data(project.id)}
+    taken = [m["id"] for m in maps.meta if m["id"] in have and not same_map(have[m["id"]], maps.get(m["id"]))]
+    if taken:
+        raise AnnotateError(f"{len(taken)} map(s) of {maps.root} differ from the maps that project {project.id} holds "
+                            f"under their ids (e.g. {taken[0]}); nothing was pushed: push them to another project, or "
+                            f"give them ids of their own (a plain .npy numbers its maps 0, 1, ...; save them as an "
+                            f".npz keyed by id)")
     todo = [m for m in maps.meta if m["id"] not in have]
     skipped = len(maps.meta) - len(todo)
     already = sorted(m["id"] for m in todo if m["id"] in labelled)

@@ -355,3 +355,46 @@ def test_push_refuses_a_map_that_cannot_be_drawn_before_anything_is_pushed(tmp_p
     assert main(["annotate", "push", str(tmp_path / "m.npz"), "--project", "patterns", "--url", "http://127.0.0.1:9",
                  "--api-key", "x", "--pre", "none"]) == 2
     assert "cannot be shown (bad:" in capsys.readouterr().err
+
+
+class TaskList:
+    """A stand-in for a Label Studio project's task list: what `push` reads and imports."""
+
+    def __init__(self):
+        self.tasks = []
+
+    def task_data(self, project_id):
+        return [t["data"] for t in self.tasks]
+
+    def import_tasks(self, project_id, tasks):
+        self.tasks += [{**t, "id": len(self.tasks) + i + 1, "project": project_id} for i, t in enumerate(tasks)]
+
+
+def test_two_plain_npy_files_are_never_taken_for_each_other(tmp_path, capsys):
+    """Both number their maps 0, 1, 2: the second push is refused (not 'already there'), and so is a pull that would
+    give the first file's labels to the second file's maps."""
+    from types import SimpleNamespace
+
+    from patterncnn.core.maps import open_maps
+    from patterncnn.labelling.push import push
+
+    np.save(tmp_path / "three.npy", np.stack([pattern_map(k, 12, 5) for k in ("diagonal", "vertical", "block")]))
+    np.save(tmp_path / "other.npy", np.stack([pattern_map(k, 12, 5, seed=1) for k in ("heterogeneous", "vertical", "block")]))
+    ls, project = TaskList(), SimpleNamespace(id=3)
+    assert push(ls, project, open_maps(tmp_path / "three.npy"))["pushed"] == 3
+    assert push(ls, project, open_maps(tmp_path / "three.npy"))["skipped_existing"] == 3  # the same maps: idempotent
+    with pytest.raises(AnnotateError, match=r"3 map\(s\) of .*other.npy differ from the maps that project 3 holds "
+                                            r"under their ids \(e.g. 0\); nothing was pushed: push them to another"):
+        push(ls, project, open_maps(tmp_path / "other.npy"))
+    assert len(ls.tasks) == 3
+
+    for t in ls.tasks:
+        t["annotations"] = [ann("diagonal", t["id"], "t1")]
+    (tmp_path / "export.json").write_text(json.dumps(ls.tasks))
+    pull = ["annotate", "pull", "--from-file", str(tmp_path / "export.json"), "--out"]
+    assert main([*pull, str(tmp_path / "wrong"), "--maps", str(tmp_path / "other.npy")]) == 2
+    err = capsys.readouterr().err
+    assert "task 1 holds another map than 0 of" in err and "pass with --maps the store(s) the project was pushed" in err
+    assert not (tmp_path / "wrong").exists()
+    assert main([*pull, str(tmp_path / "right"), "--maps", str(tmp_path / "three.npy")]) == 0
+    assert np.array_equal(MapStore(tmp_path / "right" / "maps").get("2"), np.load(tmp_path / "three.npy")[2])
