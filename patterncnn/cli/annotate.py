@@ -6,7 +6,7 @@ import sys
 from collections import Counter
 
 from ..labelling.agreement import METHODS
-from .common import add_connection_args, add_labelled_args, add_overwrite, connect, labelled_set, text
+from .common import add_connection_args, add_labelled_args, add_overwrite, connect, labelled_set, positive_int, text
 
 
 def register(sub) -> None:
@@ -29,7 +29,7 @@ def register(sub) -> None:
     q.add_argument("--classifier", help="pre-annotate with a trained classifier instead (models/patterncnn.onnx)")
     q.add_argument("--order", choices=("store", "uncertain"), default="store",
                    help="'uncertain': push the maps the predictor is least sure about first (default: %(default)s)")
-    q.add_argument("--limit", type=int, help="push at most this many new maps")
+    q.add_argument("--limit", type=positive_int, help="push at most this many new maps")
     add_labelled_args(q, "leave out")
     add_connection_args(q)
     q.set_defaults(func=run_push)

@@ -398,3 +398,13 @@ def test_two_plain_npy_files_are_never_taken_for_each_other(tmp_path, capsys):
     assert not (tmp_path / "wrong").exists()
     assert main([*pull, str(tmp_path / "right"), "--maps", str(tmp_path / "three.npy")]) == 0
     assert np.array_equal(MapStore(tmp_path / "right" / "maps").get("2"), np.load(tmp_path / "three.npy")[2])
+
+
+@pytest.mark.parametrize("limit", ["0", "-3"])
+def test_push_limit_below_one_is_refused_before_anything(tmp_path, capsys, limit):
+    np.save(tmp_path / "m.npy", pattern_map("diagonal", 10))
+    with pytest.raises(SystemExit) as exit_:
+        main(["annotate", "push", str(tmp_path / "m.npy"), "--project", "patterns", "--limit", limit,
+              "--url", "http://127.0.0.1:9", "--api-key", "x"])
+    assert exit_.value.code == 2
+    assert f"--limit: must be a whole number of at least 1 (got '{limit}')" in capsys.readouterr().err
