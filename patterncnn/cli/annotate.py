@@ -90,7 +90,8 @@ def _register_pull(asub) -> None:
                                     "(labels.csv), and the labelled maps are added to maps/. Nothing already there "
                                     "is dropped unless --replace.")
     q.add_argument("--project", type=text, help="project title or id")
-    q.add_argument("--maps", action="append", help="map store(s) the tasks were pushed from (repeatable)")
+    q.add_argument("--maps", action="append", help="map store(s) the tasks were pushed from (repeatable); needed "
+                                                   "unless the set's maps/ already holds every labelled map")
     q.add_argument("--from-file", help="a JSON export (plain or .json.gz) instead of a server")
     q.add_argument("--out", default="annotations", help="the labelled set to merge into (default: %(default)s)")
     q.add_argument("--resolve", choices=METHODS,

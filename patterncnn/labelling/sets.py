@@ -284,7 +284,7 @@ def write_labelled_set(out, tables: Tables, maps=None, export: tuple[str, bytes]
 
     Args:
         maps: a map source holding every labelled map (e.g. the old ``maps/`` plus the pushed stores);
-            None writes no ``maps/`` (tables only).
+            None: the set's own ``maps/`` holds them all (refused when it has none), and only tables are written.
         export: (name from :func:`export_name`, the export bytes as they came); stored gzipped.
         log_entry: appended to ``pulls.jsonl``.
     """
@@ -327,8 +327,11 @@ def _stored_ids(out: Path) -> set[str] | None:
 
 
 def check_maps(out, ids: Iterable[str], maps) -> None:
-    """Raise unless every labelled map is in ``maps`` (or, when None, in ``out/maps`` if the set has one)."""
+    """Raise unless every labelled map is in ``maps`` (or, when None, in the set's own ``out/maps``)."""
     old_ids = _stored_ids(Path(out))
+    if maps is None and old_ids is None:
+        raise AnnotateError(f"{Path(out) / 'maps'} does not exist, and a labelled set keeps its maps (train reads "
+                            f"them): pass the map store(s) the project was pushed from with --maps")
     missing = [m for m in ids if m not in maps] if maps is not None else sorted(set(ids) - (old_ids or set(ids)))
     if missing:
         raise AnnotateError(f"{len(missing)} labelled map(s) are not in the given map store(s) (nor in "
@@ -391,6 +394,9 @@ def load_labelled(annotations: str | Path | Sequence[str | Path]) -> Labelled:
     if not table.is_file():
         raise FileNotFoundError(f"{table} not found: --annotations must be a folder written by "
                                 f"`patterncnn annotate pull` (labels.csv + maps/)")
+    if not (root / "maps").exists():
+        raise FileNotFoundError(f"{root} has labels.csv but no maps/: pull it again with `patterncnn annotate pull "
+                                f"--maps STORE` (the map store(s) the project was pushed from)")
     store = MapStore(root / "maps")
     rows = list(_read_table("labels", table).values())
     if not rows:

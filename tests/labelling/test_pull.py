@@ -215,3 +215,30 @@ def test_an_export_without_annotation_ids_pulled_three_times_stays_readable(tmp_
         assert main(pull) == 0
     assert len(read_tables(tmp_path / "set").annotations) == 2
     assert len(load_labelled(tmp_path / "set").y) == 2
+
+
+def test_a_pull_without_maps_into_a_set_without_maps_is_refused(tmp_path, capsys):
+    """The set would hold labels of maps it does not have, which train cannot read; a set that has maps/ needs no
+    --maps."""
+    store = pattern_store(tmp_path / "maps", ["vertical", "diagonal"])
+    a, b = store.ids
+    (tmp_path / "e.json").write_text(json.dumps([task(1, a, {"x@e": "vertical"})]))
+    out = tmp_path / "set"
+    assert main(["annotate", "pull", "--out", str(out), "--from-file", str(tmp_path / "e.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"{out / 'maps'} does not exist" in err
+    assert "pass the map store(s) the project was pushed from with --maps" in err
+    assert not out.exists()
+    assert main(["annotate", "pull", "--out", str(out), "--from-file", str(tmp_path / "e.json"),
+                 "--maps", str(tmp_path / "maps")]) == 0
+    (tmp_path / "e2.json").write_text(json.dumps([task(1, a, {"x@e": "vertical", "y@e": "vertical"})]))
+    assert main(["annotate", "pull", "--out", str(out), "--from-file", str(tmp_path / "e2.json")]) == 0  # maps/ has a
+    assert load_labelled(out).ids == [a]
+
+
+def test_a_set_without_maps_names_the_pull_that_writes_them(tmp_path):
+    (tmp_path / "set").mkdir()
+    (tmp_path / "set" / "labels.csv").write_text("map_id,label,uncertain\nm1,block,False\n")
+    with pytest.raises(FileNotFoundError, match=r"has labels.csv but no maps/: pull it again with `patterncnn "
+                                                r"annotate pull --maps STORE`"):
+        load_labelled(tmp_path / "set")
