@@ -209,9 +209,9 @@ def _ties(r: dict, project) -> str | None:
     parts = []
     if open_:
         parts.append(f"{len(open_)} tie(s) left unresolved (labels.csv: resolution 'unresolved', no label; `train` "
-                     f"leaves them out), e.g. {open_[0]}: get a third annotator with `patterncnn annotate annotators "
-                     f"{where} --per-task 3` and pull again, or settle them by Dawid-Skene with "
-                     f"--resolve majority-dawid-skene")
+                     f"leaves them out), e.g. {open_[0]}: get one more annotator per task with `patterncnn annotate "
+                     f"annotators {where} --per-task {r['ties']['most_annotators'] + 1}` and pull again, or settle "
+                     f"them by Dawid-Skene with --resolve majority-dawid-skene")
     if settled:
         rules = ", ".join(f"{k} {v}" for k, v in sorted(Counter(settled.values()).items()))
         parts.append(f"{len(settled)} tie(s) settled by a named rule ({rules}; labels.csv: tie True)")

@@ -62,15 +62,22 @@ class Connection:
             raise AnnotateError(f"lost the connection to Label Studio at {self.url} ({type(e).__name__}); "
                                 f"is it running?") from None
 
-    def find_project(self, project: str | int):
-        """A project by id (digits) or exact title; None when there is no such title."""
+    def find_project(self, project: str | int, creates: bool = False):
+        """A project by id (digits) or exact title; None when there is no such title.
+
+        Args:
+            creates: the caller creates a project of a title it does not find (``push``), which an unknown
+                id's error then offers; else it names an existing project as the fix.
+        """
         if isinstance(project, int) or str(project).isdigit():
             try:
                 return self.call(lambda: self.client.projects.get(id=int(project)))
             except AnnotateError as e:
                 if "HTTP 404" in str(e):
+                    fix = ("pass a title to create one" if creates else "pass an existing project's id or title (or "
+                           "push maps to a new one with `patterncnn annotate push`)")
                     raise AnnotateError(f"no Label Studio project with id {project} at {self.url}; list them in the "
-                                        f"UI or pass a title to create one") from None
+                                        f"UI or {fix}") from None
                 raise
         matches = [p for p in self.call(lambda: list(self.client.projects.list(title=str(project))))
                    if p.title == project]
@@ -86,7 +93,7 @@ class Connection:
             hidden_columns: task data fields that the new project's task list (Data Manager) does not show.
         """
         check_project_title(project)
-        found = self.find_project(project)
+        found = self.find_project(project, creates=True)
         if found is not None:
             return found
         created = self.call(lambda: self.client.projects.create(

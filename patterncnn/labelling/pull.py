@@ -445,8 +445,8 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
 
     Returns:
         The pull report: this export's counts, the changes per table (added, updated, kept, dropped),
-        the labels (counts), the maps with disagreeing annotations, the ties and how they were settled,
-        whether the set changed.
+        the labels (counts), the maps with disagreeing annotations, the ties and how they were settled (with
+        the most annotators of an unresolved one), whether the set changed.
     """
     out = Path(out)
     method = method or last_resolution(out) or "majority"
@@ -483,7 +483,9 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
               "disagreements": [{"map_id": m, "labels": _seen(r), "chosen": r["label"]}
                                 for m, r in sorted(labels.items()) if r.get("disagreement") == "True"],
               "ties": {"unresolved": [m for m in ties if labels[m]["resolution"] == UNRESOLVED],
-                       "resolved": {m: labels[m]["resolution"] for m in ties if labels[m]["resolution"] != UNRESOLVED}},
+                       "resolved": {m: labels[m]["resolution"] for m in ties if labels[m]["resolution"] != UNRESOLVED},
+                       "most_annotators": max((int(labels[m]["n_annotators"]) for m in ties
+                                               if labels[m]["resolution"] == UNRESOLVED), default=0)},
               "guides": dict(Counter(r.get("guide", "") for r in annotations.values() if r.get("label")))}
     check_maps(out, labels, source_maps)
     if dry_run:

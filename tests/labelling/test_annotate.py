@@ -408,3 +408,25 @@ def test_push_limit_below_one_is_refused_before_anything(tmp_path, capsys, limit
               "--url", "http://127.0.0.1:9", "--api-key", "x"])
     assert exit_.value.code == 2
     assert f"--limit: must be a whole number of at least 1 (got '{limit}')" in capsys.readouterr().err
+
+
+def test_an_unknown_project_id_names_the_fix_of_the_command():
+    """push creates a project of a new title; pull and annotators create none, so they ask for an existing one."""
+    from types import SimpleNamespace
+
+    from label_studio_sdk.core.api_error import ApiError
+
+    from patterncnn.labelling.labelstudio import Connection
+
+    def missing(id):
+        raise ApiError(status_code=404, body={"detail": "Not found."})
+
+    ls = Connection(url="http://ls:8080", client=SimpleNamespace(projects=SimpleNamespace(get=missing)))
+    with pytest.raises(AnnotateError) as found:
+        ls.find_project("99")
+    assert str(found.value) == ("no Label Studio project with id 99 at http://ls:8080; list them in the UI or pass an "
+                                "existing project's id or title (or push maps to a new one with `patterncnn annotate "
+                                "push`)")
+    with pytest.raises(AnnotateError, match="with id 99 at http://ls:8080; list them in the UI or pass a title to "
+                                            "create one$"):
+        ls.ensure_project("99", label_config())

@@ -208,10 +208,11 @@ def test_an_explicit_resolve_overrides_the_sets_method(shipped_copy, tmp_path, c
     out = capsys.readouterr().out
     assert "resolved by majority" in out
     labels = rows(shipped_copy / "labels.csv")
-    # The shipped set's 12 three-way splits are ties: majority leaves them unresolved, and the summary says so.
+    # The shipped set's 12 three-way splits of three are ties: majority leaves them unresolved, and the summary says so
+    # (and asks for a fourth annotator).
     assert Counter(r["resolution"] for r in labels.values()) == {"majority": N_MAPS + 1 - 12, "unresolved": 12}
     assert all(r["label"] == "" and r["tie"] == "True" for r in labels.values() if r["resolution"] == "unresolved")
-    assert "12 tie(s) left unresolved" in out and "--per-task 3" in out and "majority-dawid-skene" in out
+    assert "12 tie(s) left unresolved" in out and "--per-task 4" in out and "majority-dawid-skene" in out
     assert len(load_labelled(shipped_copy).unresolved) == 12
     with open(shipped_copy / "pulls.jsonl", "a", encoding="utf-8") as f:
         f.write("{not json\n")

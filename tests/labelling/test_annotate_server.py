@@ -179,7 +179,11 @@ def test_failures_are_one_line(label_studio, conn, tmp_path, capsys):
     assert main(["annotate", "pull", "--project", "no such project", "--out", str(tmp_path / "a"), *conn]) == 2
     assert "no Label Studio project titled" in capsys.readouterr().err
     assert main(["annotate", "pull", "--project", "987654", "--out", str(tmp_path / "a"), *conn]) == 2
-    assert "no Label Studio project with id 987654" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no Label Studio project with id 987654" in err and "pass an existing project's id or title" in err
+    assert main(["annotate", "annotators", "--project", "987654", *conn]) == 2
+    err = capsys.readouterr().err
+    assert "no Label Studio project with id 987654" in err and "create" not in err
     assert main(["annotate", "annotators", "--project", "no such project", *conn]) == 2
     assert "no Label Studio project titled" in capsys.readouterr().err
     # An empty project: nothing to pull, and the existing annotations/ stay as they were.

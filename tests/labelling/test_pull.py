@@ -154,7 +154,7 @@ def test_two_annotators_tie_is_unresolved_said_and_not_trained_on(tmp_path, caps
     data = load_labelled(out)
     assert data.ids == [a, c] and data.unresolved == [b]  # what train reads: the tie is left out
     json_report = json.loads((out / "pull-report.json").read_text())
-    assert json_report["ties"] == {"unresolved": [b], "resolved": {}}
+    assert json_report["ties"] == {"unresolved": [b], "resolved": {}, "most_annotators": 2}
     # A named rule settles it, and the row still says it was a tie.
     assert main([*pull, "--resolve", "majority-dawid-skene"]) == 0
     said = capsys.readouterr().out
@@ -215,6 +215,19 @@ def test_an_export_without_annotation_ids_pulled_three_times_stays_readable(tmp_
         assert main(pull) == 0
     assert len(read_tables(tmp_path / "set").annotations) == 2
     assert len(load_labelled(tmp_path / "set").y) == 2
+
+
+def test_a_three_way_split_of_three_annotators_asks_for_a_fourth(tmp_path, capsys):
+    store = pattern_store(tmp_path / "maps", ["vertical", "diagonal"])
+    a, b = store.ids
+    export = [task(1, a, {"x@e": "vertical", "y@e": "vertical", "z@e": "vertical"}),
+              task(2, b, {"x@e": "diagonal", "y@e": "vertical+diagonal", "z@e": "block"})]
+    (tmp_path / "e.json").write_text(json.dumps(export))
+    assert main(["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(tmp_path / "set"), "--from-file",
+                 str(tmp_path / "e.json"), "--project", "round 1"]) == 0
+    said = capsys.readouterr().out
+    assert "1 tie(s) left unresolved" in said and f"e.g. {b}: get one more annotator per task" in said
+    assert "`patterncnn annotate annotators --project 'round 1' --per-task 4`" in said and "--per-task 3" not in said
 
 
 def test_a_pull_without_maps_into_a_set_without_maps_is_refused(tmp_path, capsys):
