@@ -307,18 +307,18 @@ def run_agreement(args) -> int:
     if not tables.annotations:
         raise FileNotFoundError(f"{args.annotations}/votes.csv not found or empty: pull the labelled set "
                                 f"with `patterncnn annotate pull` first")
-    rows, labels = list(tables.annotations.values()), list(tables.labels.values())
+    rows, labels, predictions = (list(t.values()) for t in (tables.annotations, tables.labels, tables.predictions))
     if args.classifier and not args.against:
         raise ValueError("--classifier scores a classifier against two labelled sets: give --against too")
     if args.against:
         return run_between(args, tables, out)
     if args.by_encoder:
-        report = agreement_by_encoder(rows, labels, args.raters)
+        report = agreement_by_encoder(rows, labels, args.raters, predictions)
         print("all maps\n" + format_report(report["all"]))
         for family, part in report["by_encoder"].items():
             print(f"\nencoder {family}\n" + format_report(part))
     else:
-        report = agreement_report(rows, labels, args.raters)
+        report = agreement_report(rows, labels, args.raters, predictions)
         print(format_report(report))
     if out:
         write_json(out, report)

@@ -310,8 +310,13 @@ def _pair(a: list[str], b: list[str]) -> dict:
 
 
 def agreement_report(annotation_rows: list[dict], label_rows: list[dict] | None = None,
-                     raters: str = "annotator") -> dict:
-    """Agreement between raters, and of each rater and the pre-annotations with the resolved labels.
+                     raters: str = "annotator", prediction_rows: list[dict] | None = None) -> dict:
+    """Agreement between raters, and of each rater and each pre-annotation source with the resolved labels.
+
+    Args:
+        prediction_rows: the set's ``predictions.csv`` rows: each source (``push rule-v1``, ``ml-backend
+            ...``) is scored on every resolved map it predicted (its earliest prediction of the map). Without
+            them (a set from before predictions were kept), the pre-annotation of each ``labels.csv`` row.
 
     Returns:
         {"raters": {rater: maps labelled}, "pairs": [{a, b, n, agree, kappa}], "fleiss": {maps, raters_per_map,
@@ -346,19 +351,24 @@ def agreement_report(annotation_rows: list[dict], label_rows: list[dict] | None 
         if mine:
             report["vs_resolved"][name] = _pair([votes[m][name].label for m in mine],
                                                 [resolved[m]["label"] for m in mine])
-    by_source = defaultdict(list)
-    for r in resolved.values():
-        if r.get("pre_label"):
-            by_source[" ".join(x for x in (r.get("pre_source"), r.get("pre_model")) if x)].append(r)
-    if len(by_source) > 1:
-        by_source["all"] = [r for rows in by_source.values() for r in rows]
-    for source, rows in sorted(by_source.items()):
-        report["pre_vs_resolved"][source] = _pair([r["pre_label"] for r in rows], [r["label"] for r in rows])
+    predicted = prediction_rows or [{"map_id": r["map_id"], "source": r.get("pre_source"),
+                                     "model_version": r.get("pre_model"), "label": r.get("pre_label")}
+                                    for r in resolved.values()]
+    by_source: dict[str, dict[str, str]] = defaultdict(dict)
+    for p in sorted(predicted, key=lambda p: p.get("created_at") or ""):
+        if p.get("label") and p["map_id"] in resolved:
+            by_source[" ".join(x for x in (p.get("source"), p.get("model_version")) if x)].setdefault(p["map_id"],
+                                                                                                      p["label"])
+    if len(by_source) > 1:  # over all sources: each map's own pre-annotation (labels.csv), counted once
+        by_source["all"] = {m: r["pre_label"] for m, r in resolved.items() if r.get("pre_label")}
+    for source, pre in sorted(by_source.items()):
+        if pre:
+            report["pre_vs_resolved"][source] = _pair(list(pre.values()), [resolved[m]["label"] for m in pre])
     return report
 
 
 def agreement_by_encoder(annotation_rows: list[dict], label_rows: list[dict] | None = None,
-                         raters: str = "annotator") -> dict:
+                         raters: str = "annotator", prediction_rows: list[dict] | None = None) -> dict:
     """:func:`agreement_report` over all maps, and again for each encoder family's maps.
 
     Returns:
@@ -366,13 +376,12 @@ def agreement_by_encoder(annotation_rows: list[dict], label_rows: list[dict] | N
         :func:`patterncnn.core.maps.encoder_family` of its id (fine-tunes count with their base encoder).
     """
 
-    groups: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
-    for r in annotation_rows:
-        groups[encoder_family(r["map_id"])][0].append(r)
-    for r in label_rows or []:
-        groups[encoder_family(r["map_id"])][1].append(r)
-    return {"all": agreement_report(annotation_rows, label_rows, raters),
-            "by_encoder": {f: agreement_report(a, l, raters) for f, (a, l) in sorted(groups.items())}}
+    groups: dict[str, tuple[list, list, list]] = defaultdict(lambda: ([], [], []))
+    for k, rows in enumerate((annotation_rows, label_rows or [], prediction_rows or [])):
+        for r in rows:
+            groups[encoder_family(r["map_id"])][k].append(r)
+    return {"all": agreement_report(annotation_rows, label_rows, raters, prediction_rows),
+            "by_encoder": {f: agreement_report(a, l, raters, p) for f, (a, l, p) in sorted(groups.items())}}
 
 
 def _kappa(x: float) -> str:

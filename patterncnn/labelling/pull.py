@@ -36,6 +36,7 @@ import datetime
 import zlib
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Iterable
 
 from ..core.errors import DataError
 from ..core.fileio import parse_json
@@ -265,6 +266,24 @@ def origin_of(row: dict) -> tuple[str, str]:
     return row.get("server") or "", row.get("ls_task_id") or ""
 
 
+def pre_annotations(annotations: Iterable[dict], predictions: Iterable[dict]) -> dict[tuple[str, tuple], dict]:
+    """(map id, origin) -> the task's pre-annotation: of its predictions with a label, the latest made before the
+    task's first annotation, the one its annotators could have seen (a prediction made later, say by an ML
+    backend after the labelling, is not); the earliest when none was made before it, or when time stamps are
+    missing."""
+    first_vote: dict[tuple[str, tuple], str] = {}
+    for r in annotations:
+        key, when = (r["map_id"], origin_of(r)), r.get("created_at") or ""
+        if when and (key not in first_vote or when < first_vote[key]):
+            first_vote[key] = when
+    pres: dict[tuple[str, tuple], dict] = {}
+    for p in sorted((p for p in predictions if p.get("label")), key=lambda p: p.get("created_at") or ""):
+        key, when = (p["map_id"], origin_of(p)), p.get("created_at") or ""
+        if key not in pres or when and first_vote.get(key) and when < first_vote[key]:
+            pres[key] = p
+    return pres
+
+
 def label_rows(annotations: dict[str, dict], predictions: dict[str, dict], info: dict[str, dict],
                method: str = "majority", first: dict[str, dict] | None = None) -> dict[str, dict]:
     """One row per map that has a vote: the resolution of all its annotations, beside its pre-annotation.
@@ -273,8 +292,8 @@ def label_rows(annotations: dict[str, dict], predictions: dict[str, dict], info:
         annotations, predictions: keyed rows (:class:`patterncnn.labelling.sets.Tables`).
         info: map id -> map metadata (model, task, ..., T).
         first: map id -> the map's first origin {server, ls_project, ls_task_id}: its task and pre-annotation
-            are the ones the row shows (the latest prediction of that task). A map without one takes the
-            origin of its latest vote.
+            (:func:`pre_annotations`) are the ones the row shows. A map without one takes the origin of its
+            latest vote.
     """
     votes = rater_votes(annotations.values())
     resolved = resolve_votes(votes, method)
@@ -284,10 +303,7 @@ def label_rows(annotations: dict[str, dict], predictions: dict[str, dict], info:
             labelled[r["map_id"]].append(r)
     for r in (*annotations.values(), *predictions.values()):
         origins[r["map_id"]].add(origin_of(r))
-    latest_pre = {}
-    for p in sorted(predictions.values(), key=lambda p: p.get("created_at") or ""):
-        if p.get("label"):
-            latest_pre[(p["map_id"], origin_of(p))] = p  # the most recent prediction of a task is its pre-annotation
+    pres = pre_annotations(annotations.values(), predictions.values())
     first = first or {}
     rows = {}
     for map_id, res in resolved.items():
@@ -296,7 +312,7 @@ def label_rows(annotations: dict[str, dict], predictions: dict[str, dict], info:
         latest = max(votes[map_id].values(),
                      key=lambda v: (v.row.get("updated_at") or "", v.row.get("created_at") or ""))
         where = first.get(map_id) or {k: latest.row.get(k, "") for k in ("server", "ls_project", "ls_task_id")}
-        pre = latest_pre.get((map_id, origin_of(where)), {})
+        pre = pres.get((map_id, origin_of(where)), {})
         project = where.get("ls_project") or next((r.get("ls_project") for r in labelled[map_id]
                                                    if origin_of(r) == origin_of(where)), "")
         guides = sorted({v.row.get("guide") or GUIDE_BEFORE_VERSIONS for v in votes[map_id].values()})

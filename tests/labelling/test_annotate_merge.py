@@ -132,7 +132,8 @@ def test_pull_twice_into_the_shipped_set_loses_nothing(shipped_copy, tmp_path, c
     assert [after1[m]["label"] for m in (a, b, c)] == ["diagonal", "vertical", "vertical"]
     assert after1[b]["labels_seen"] == '{"heterogeneous": 1, "vertical": 2}'
     assert after1[b]["n_annotators"] == "3" and after1[b]["disagreement"] == "True"
-    assert after1[a]["pre_label"] == "diagonal" and after1[a]["pre_source"] == "other"  # most recent prediction
+    # the pushed pre-annotation, made before the annotations; the other prediction came with them
+    assert after1[a]["pre_label"] == "vertical" and after1[a]["pre_source"] == "push"
     ann1 = read_tables(shipped_copy).annotations
     assert len(ann1) == N_ANNOTATIONS + 9
     assert sorted(r["annotator"] for r in ann1.values() if r["map_id"] == b) == ANNOTATORS

@@ -145,7 +145,8 @@ def test_three_blind_annotators_and_backend_predictions(label_studio, conn, tmp_
         row = tables.labels[map_id]
         assert row["label"] == truth(map_id) and row["n_annotators"] == "3" and row["resolution"] == "majority"
         assert row["disagreement"] == str(map_id.endswith("diagonal"))
-        assert row["pre_source"] == "ml-backend" and row["pre_model"] == clf.model_version
+        # the pre-annotation is the pushed one the annotators could have seen: the backend's came after the labels
+        assert row["pre_source"] == "push" and row["pre_model"] == "rule-v1"
         preds = {p["source"]: p for p in tables.predictions.values() if p["map_id"] == map_id}
         assert preds["push"]["model_version"] == "rule-v1" and preds["ml-backend"]["backend"].startswith("http://127")
     data = load_labelled(out_dir)  # what `patterncnn train --annotations` reads
@@ -153,6 +154,8 @@ def test_three_blind_annotators_and_backend_predictions(label_studio, conn, tmp_
     assert main(["annotate", "agreement", str(out_dir)]) == 0
     report = capsys.readouterr().out
     assert "ann1@example.com vs ann2@example.com: 7 maps" in report and "Fleiss' kappa" in report
+    for source in ("push rule-v1", f"ml-backend {clf.model_version}"):  # each pre-annotation source
+        assert f"pre-annotation vs resolved label: {source}: 7 maps" in report
 
 
 def test_order_uncertain_pushes_least_sure_first(label_studio, tmp_path):

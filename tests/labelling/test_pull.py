@@ -255,3 +255,28 @@ def test_a_set_without_maps_names_the_pull_that_writes_them(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"has labels.csv but no maps/: pull it again with `patterncnn "
                                                 r"annotate pull --maps STORE`"):
         load_labelled(tmp_path / "set")
+
+
+def test_the_pre_annotation_is_the_one_made_before_the_labelling_and_agreement_scores_every_source(tmp_path, capsys):
+    """An ML backend's predictions made after the annotators labelled join predictions.csv and the agreement report,
+    but the task's pre-annotation in labels.csv stays the one the annotators could have seen."""
+    store = pattern_store(tmp_path / "maps", ["vertical", "diagonal"])
+    export = [task(k + 1, m, {"x@e": kind, "y@e": kind})
+              for k, (m, kind) in enumerate(zip(store.ids, ("vertical", "diagonal")))]
+    for t in export:
+        t["predictions"][0]["created_at"] = "2026-12-01T09:00:00.000000Z"  # pushed, an hour before the labels
+        t["predictions"].append({"id": 50 + t["id"], "model_version": "backend-v2", "score": 0.6,
+                                 "result": choice("block"), "created_at": "2026-12-02T10:00:00.000000Z"})
+    (tmp_path / "e.json").write_text(json.dumps(export))
+    out = tmp_path / "set"
+    assert main(["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out), "--from-file",
+                 str(tmp_path / "e.json")]) == 0
+    assert {(r["pre_label"], r["pre_source"], r["pre_model"]) for r in labels(out).values()} == {
+        ("vertical", "push", "rule-v1")}
+    assert len(read_tables(out).predictions) == 4
+    capsys.readouterr()
+    assert main(["annotate", "agreement", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "pre-annotation vs resolved label: push rule-v1: 2 maps, 50.0% agree" in said
+    assert "pre-annotation vs resolved label: other backend-v2: 2 maps, 0.0% agree" in said
+    assert "pre-annotation vs resolved label: all: 2 maps, 50.0% agree" in said  # each map's own, counted once
