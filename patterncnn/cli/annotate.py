@@ -6,6 +6,7 @@ import sys
 from collections import Counter
 
 from ..labelling.agreement import METHODS
+from ..labelling.sets import tie_fix
 from .common import add_connection_args, add_labelled_args, add_overwrite, connect, labelled_set, positive_int, text
 
 
@@ -205,13 +206,11 @@ def _ties(r: dict, project) -> str | None:
     open_, settled = r["ties"]["unresolved"], r["ties"]["resolved"]
     if not open_ and not settled:
         return None
-    where = f"--project {project!r}" if project else "--project P"
     parts = []
     if open_:
         parts.append(f"{len(open_)} tie(s) left unresolved (labels.csv: resolution 'unresolved', no label; `train` "
-                     f"leaves them out), e.g. {open_[0]}: get one more annotator per task with `patterncnn annotate "
-                     f"annotators {where} --per-task {r['ties']['most_annotators'] + 1}` and pull again, or settle "
-                     f"them by Dawid-Skene with --resolve majority-dawid-skene")
+                     f"leaves them out), e.g. {open_[0]}: "
+                     f"{tie_fix(r['ties']['most_annotators'], repr(project) if project else 'P')}")
     if settled:
         rules = ", ".join(f"{k} {v}" for k, v in sorted(Counter(settled.values()).items()))
         parts.append(f"{len(settled)} tie(s) settled by a named rule ({rules}; labels.csv: tie True)")

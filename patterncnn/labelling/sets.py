@@ -380,6 +380,15 @@ class Labelled:
     unresolved: list[str] = dataclasses.field(default_factory=list)  # maps left out: their annotators tied
 
 
+def tie_fix(most_annotators: int | None = None, project: str = "P") -> str:
+    """What to do about ties left open: one more annotator per task than the most that tied (when known), then pull
+    again; or settle them by Dawid-Skene."""
+    n = most_annotators + 1 if most_annotators else "N"
+    return (f"get one more annotator per task (`patterncnn annotate annotators --project {project} --per-task {n}`"
+            + ("" if most_annotators else ", N one more than the annotators who tied") + ") and pull again, or pull "
+            "with --resolve majority-dawid-skene")
+
+
 def load_labelled(annotations: str | Path | Sequence[str | Path]) -> Labelled:
     """Read ``labels.csv`` and the labelled maps (``maps/``) written by ``patterncnn annotate pull``.
 
@@ -406,11 +415,11 @@ def load_labelled(annotations: str | Path | Sequence[str | Path]) -> Labelled:
         raise DataError(f"{table} labels {len(missing)} map(s) that {root / 'maps'} does not hold, e.g. "
                         f"{missing[0]!r}; restore maps/, or pull the labelled set again")
     unresolved = sorted(r["map_id"] for r in rows if not r.get("label"))
-    rows = [r for r in rows if r.get("label")]
+    all_rows, rows = rows, [r for r in rows if r.get("label")]
     if not rows:
-        raise ValueError(f"{table}: all {len(unresolved)} map(s) are unresolved ties; get a third annotator "
-                         f"(`patterncnn annotate annotators --per-task 3`) and pull again, or pull with "
-                         f"--resolve majority-dawid-skene")
+        most = max((int(r["n_annotators"]) for r in all_rows if not r.get("label") and r.get("n_annotators")),
+                   default=None)
+        raise ValueError(f"{table}: all {len(unresolved)} map(s) are unresolved ties; {tie_fix(most)}")
     h = hashlib.sha256()
     ids, maps, seps, y, groups, unc, metas = [], [], [], [], [], [], []
     for r in sorted(rows, key=lambda r: r["map_id"]):

@@ -34,7 +34,7 @@ from ..core.fileio import output_folder, public_path, sha256_file, write_bytes, 
 from ..core.labels import LABELS
 from ..core.version import __version__
 from ..core.work import run_key
-from ..labelling.sets import Labelled, load_labelled
+from ..labelling.sets import Labelled, load_labelled, tie_fix
 from ..shares.calibrate import calibration_record, oof_rows
 from ..shares.estimate import best_result
 from .evaluate import CNN, EvalConfig, evaluate
@@ -113,9 +113,8 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
         log.info("%d labelled maps: %s", len(data.y), dict(zip(LABELS, counts.tolist())))
         if data.unresolved:
             sets = annotations if isinstance(annotations, (str, Path)) else ", ".join(map(str, annotations))
-            log.warning("left out %d map(s) whose annotators tied, unresolved in the labels.csv of %s (e.g. %s): get "
-                        "a third annotator (`patterncnn annotate annotators --per-task 3`) and pull again, or pull "
-                        "with --resolve majority-dawid-skene", len(data.unresolved), sets, data.unresolved[0])
+            log.warning("left out %d map(s) whose annotators tied, unresolved in the labels.csv of %s (e.g. %s): %s",
+                        len(data.unresolved), sets, data.unresolved[0], tie_fix())
         out = Path(out)
         work = Work(out / ".work" / "train")
         oof = out_of_fold(data, cfg, tcfg, progress, work=work)  # corrected with --bias-correction, as the classifier
@@ -194,7 +193,7 @@ def summary(m: dict) -> str:
              f"{cv['weighted_f1']:.3f}"]
     if m["data"].get("left_out_unresolved_ties"):
         lines.append(f"left out {m['data']['left_out_unresolved_ties']} map(s) whose annotators tied (unresolved in "
-                     f"labels.csv): a third annotator, or --resolve majority-dawid-skene at the pull, settles them")
+                     f"labels.csv): {tie_fix()}")
     lines += [f"  baseline {name}: macro-F1 {b['macro_f1']:.3f}" for name, b in m["baselines"].items()]
     lines.append(("CNN beats" if m["cnn_beats_best_baseline"] else "CNN does NOT beat") + f" the best baseline "
                  f"({m['best_baseline']}); ONNX parity max |dp| {m['onnx_parity_max_abs_diff']:.1e}")

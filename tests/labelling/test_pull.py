@@ -280,3 +280,21 @@ def test_the_pre_annotation_is_the_one_made_before_the_labelling_and_agreement_s
     assert "pre-annotation vs resolved label: push rule-v1: 2 maps, 50.0% agree" in said
     assert "pre-annotation vs resolved label: other backend-v2: 2 maps, 0.0% agree" in said
     assert "pre-annotation vs resolved label: all: 2 maps, 50.0% agree" in said  # each map's own, counted once
+
+
+def test_a_set_of_only_unresolved_ties_asks_for_one_more_annotator_than_tied(labelled_set, tmp_path):
+    import csv
+    import shutil
+
+    from patterncnn.labelling.sets import load_labelled
+
+    data = tmp_path / "set"
+    shutil.copytree(labelled_set, data)
+    rows = list(csv.DictReader(open(data / "labels.csv", encoding="utf-8")))
+    with open(data / "labels.csv", "w", newline="") as f:  # every map a three-way split of three annotators
+        w = csv.DictWriter(f, fieldnames=[*rows[0], "resolution", "n_annotators"])
+        w.writeheader()
+        w.writerows({**r, "label": "", "resolution": "unresolved", "n_annotators": "3"} for r in rows)
+    with pytest.raises(ValueError, match="are unresolved ties; get one more annotator per task") as e:
+        load_labelled(data)
+    assert "--per-task 4`) and pull again, or pull with --resolve majority-dawid-skene" in str(e.value)

@@ -102,6 +102,8 @@ def test_a_stopped_train_keeps_its_finished_folds_and_resumes_to_the_same_model(
     assert main([*args, "--out", str(tmp_path / "whole")]) == 0
     said = capsys.readouterr()
     assert "left out 1 map(s) whose annotators tied" in said.out
+    assert "get one more annotator per task (`patterncnn annotate annotators --project P --per-task N`, N one more " \
+           "than the annotators who tied) and pull again" in said.out and "a third annotator" not in said.out
     for bar in ("CV area-16 fold 1/3", "CV area-16 fold 3/3", "final fit on 60 maps"):  # tqdm, on stderr
         assert bar in said.err
     assert not (tmp_path / "whole" / ".work").exists()  # finished: nothing left behind
