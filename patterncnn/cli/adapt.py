@@ -11,7 +11,9 @@ from .common import (
     add_model_args,
     add_overwrite,
     connect,
+    fold_count,
     glue_dir,
+    non_negative_int,
     positive_int,
     progress,
 )
@@ -50,10 +52,10 @@ def register(sub) -> None:
                         "shipped one annotations and annotations/round8-e5-uniform, from a clone)")
     q.add_argument("--checkpoint", default="models/patterncnn.pt",
                    help="the classifier to adapt (default: %(default)s, the shipped one, in a clone)")
-    q.add_argument("--epochs", type=int, default=20,
+    q.add_argument("--epochs", type=non_negative_int, default=20,
                    help="fine-tuning epochs per fit (default: %(default)s); 0 keeps the classifier's weights and only "
                         "validates it on your maps, for a band of your encoder's own")
-    q.add_argument("--folds", type=int, default=5, help="cross-fitting folds over your maps (default: %(default)s)")
+    q.add_argument("--folds", type=fold_count, default=5, help="cross-fitting folds over your maps (default: %(default)s)")
     q.add_argument("--no-reapply-shift", action="store_true",
                    help="fine-tune a bias-corrected classifier's head with its shift in it (default: take the shift "
                         "out while fine-tuning and put it back; measured in docs/pages/commands/adapt.md)")

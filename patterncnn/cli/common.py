@@ -9,14 +9,36 @@ import signal
 import threading
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
+def _whole_number(text: str, least: int) -> int:
     try:
         value = int(text)
     except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1 (got {text!r})")
+        value = least - 1
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least {least} (got {text!r})")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    return _whole_number(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (epochs where 0 means none)."""
+    return _whole_number(text, 0)
+
+
+def fold_count(text: str) -> int:
+    """argparse type: cross-validation folds, an integer >= 2 (one fold tests nothing it did not train on)."""
+    return _whole_number(text, 2)
+
+
+def seed(text: str) -> int:
+    """argparse type: a random seed, 0 to 2**32 - 1 (what numpy's generators take)."""
+    value = int(text) if text.isdigit() else -1
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to {2**32 - 1} (got {text!r})")
     return value
 
 
@@ -28,6 +50,17 @@ def positive_float(text: str) -> float:
         value = float("nan")
     if not (value > 0 and value != float("inf")):
         raise argparse.ArgumentTypeError(f"must be a number greater than 0 (got {text!r})")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite number >= 0 (a power where 0 means off)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of at least 0 (got {text!r})")
     return value
 
 
@@ -79,7 +112,7 @@ def add_glue_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--glue-dir", default=None,
                    help="a glue_data folder (SST-2/dev.tsv, ...); default: $GLUE_DIR, else the Hugging Face "
                         "dataset nyu-mll/glue through `datasets` (needs internet)")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
+    p.add_argument("--seed", type=seed, default=0, help="sampling seed (default: %(default)s)")
 
 
 def add_classifier_args(p: argparse.ArgumentParser) -> None:
@@ -90,7 +123,7 @@ def add_classifier_args(p: argparse.ArgumentParser) -> None:
 
 def add_cnn_args(p: argparse.ArgumentParser) -> None:
     """The CNN's input options, the same for `pretrain` and `train` (a pretrained CNN serves only the same CNN)."""
-    p.add_argument("--grid", type=int, default=16, help="input grid size (default: %(default)s)")
+    p.add_argument("--grid", type=positive_int, default=16, help="input grid size, a multiple of 8 (default: %(default)s)")
     p.add_argument("--representation", choices=("area", "bilinear"), default="area",
                    help="how a TxT map becomes the grid (default: %(default)s)")
     p.add_argument("--no-segment-channel", action="store_true", help="do not give the segment squares as a channel")

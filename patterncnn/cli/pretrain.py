@@ -9,6 +9,7 @@ from .common import (
     positive_float,
     positive_int,
     progress,
+    seed,
     sigterm_as_interrupt,
 )
 
@@ -27,7 +28,7 @@ def register(sub) -> None:
     p.add_argument("--batch-size", type=positive_int, default=128, help="(default: %(default)s)")
     p.add_argument("--lr", type=positive_float, default=3e-3, help="peak learning rate of the one-cycle schedule "
                                                           "(default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
+    p.add_argument("--seed", type=seed, default=0, help="(default: %(default)s)")
     p.add_argument("--max-t", type=positive_int, default=256, help="the longest synthetic map (default: %(default)s)")
     p.set_defaults(func=run, resumable="steps (every 256, in its .partial file)", saved=saved_steps)
 

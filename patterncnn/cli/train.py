@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from .common import add_cnn_args, add_overwrite, cnn_config, positive_float, progress, sigterm_as_interrupt
+from .common import (
+    add_cnn_args,
+    add_overwrite,
+    cnn_config,
+    fold_count,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    progress,
+    seed,
+    sigterm_as_interrupt,
+)
 
 
 def register(sub) -> None:
@@ -28,24 +39,24 @@ def register(sub) -> None:
                         "temperature scaling): undoes the class weights' tilt toward the rare classes; one CNN only")
     p.add_argument("--compare", action="store_true",
                    help="also cross-validate area/bilinear x 16/32, area 64 and the channel choices, for the card")
-    p.add_argument("--members", type=int, default=1,
+    p.add_argument("--members", type=positive_int, default=1,
                    help="CNNs the classifier averages, each trained with its own seed; training and the "
                         "classifier's cost grow with it (default: %(default)s)")
-    p.add_argument("--folds", type=int, default=5, help="(default: %(default)s)")
-    p.add_argument("--max-epochs", type=int, default=80, help="(default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
+    p.add_argument("--folds", type=fold_count, default=5, help="(default: %(default)s)")
+    p.add_argument("--max-epochs", type=positive_int, default=80, help="(default: %(default)s)")
+    p.add_argument("--seed", type=seed, default=0, help="(default: %(default)s)")
     p.add_argument("--lr", type=positive_float, default=None,
                    help="peak learning rate (default: 3e-3 from a random start, 3e-4 with --init)")
-    p.add_argument("--class-weight-power", type=float, default=0.5,
+    p.add_argument("--class-weight-power", type=non_negative_float, default=0.5,
                    help="class weights (n / (5 * count)) ** POWER in the loss: 1 balances the classes fully, 0 not "
                         "at all (default: %(default)s)")
     p.add_argument("--no-soft-labels", action="store_true",
                    help="skip the second cross-validation with annotator vote shares as targets (about one CV)")
     p.add_argument("--no-leave-one-encoder-out", action="store_true",
                    help="skip training on one encoder family and testing on another (one fit per direction)")
-    p.add_argument("--loeo-max-epochs", type=int, default=40,
+    p.add_argument("--loeo-max-epochs", type=positive_int, default=40,
                    help="epoch cap of the leave-one-encoder-out fits, early-stopped as in CV (default: %(default)s)")
-    p.add_argument("--loeo-seeds", type=int, default=5,
+    p.add_argument("--loeo-seeds", type=positive_int, default=5,
                    help="CNN fits (seeds) per leave-one-encoder-out direction, reported as mean +- sd: one fit "
                         "moves by several points with its seed (default: %(default)s)")
     p.set_defaults(func=run, resumable="folds and fits (in .work/train)")

@@ -320,3 +320,11 @@ def test_adapt_start_refuses_bad_options_before_it_samples_or_writes(tmp_path, c
             main([*base, "--project", "my encoder", option, "0"])
         assert e.value.code == 2 and f"{option}: must be a whole number of at least 1" in capsys.readouterr().err
     assert not out.exists()  # nothing sampled, no map store to refuse a rerun with
+
+
+@pytest.mark.parametrize("option, value, least", [("--epochs", "-1", 0), ("--folds", "1", 2), ("--folds", "0", 2)])
+def test_adapt_finish_refuses_epochs_and_folds_it_cannot_run_by_themselves(option, value, least, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:  # argparse: before the pull, and not for a reason of the maps'
+        main(["adapt", "finish", "--from-file", str(tmp_path / "export.json"), "--out", str(tmp_path), option, value])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and f"argument {option}: must be a whole number of at least {least} (got '{value}')" in err

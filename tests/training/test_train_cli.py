@@ -50,6 +50,26 @@ def test_train_refuses_a_folder_without_labels(tmp_path, capsys):
     assert "labels.csv not found" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command, option, value, fix", [
+    ("train", "--max-epochs", "0", "at least 1"), ("train", "--max-epochs", "-2", "at least 1"),
+    ("train", "--grid", "0", "at least 1"), ("train", "--folds", "1", "at least 2"),
+    ("train", "--members", "0", "at least 1"), ("train", "--loeo-max-epochs", "0", "at least 1"),
+    ("train", "--loeo-seeds", "0", "at least 1"), ("train", "--seed", "-1", "from 0 to 4294967295"),
+    ("train", "--class-weight-power", "nan", "at least 0"), ("pretrain", "--grid", "0", "at least 1"),
+    ("pretrain", "--seed", "-1", "from 0 to 4294967295")])
+def test_train_and_pretrain_refuse_numbers_that_cannot_train_before_anything_runs(command, option, value, fix,
+                                                                                  tmp_path, capsys):
+    out = tmp_path / ("m" if command == "train" else "p.pt")
+    small = (["--annotations", str(eight_maps(tmp_path.parent / f"{tmp_path.name}-set", ["vertical"] * 8)),
+              "--max-epochs", "1", "--no-soft-labels", "--no-leave-one-encoder-out"] if command == "train" else
+             ["--maps", "64", "--batch-size", "32", "--max-t", "16"])  # kept short should the option pass
+    with pytest.raises(SystemExit) as e:  # argparse: not an internal error after the first fold began
+        main([command, *small, "--out", str(out), option, value])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and f"argument {option}: must be a " in err and f" {fix} (got '{value}')" in err
+    assert err.count("\n") == 1 and not out.exists() and not list(tmp_path.iterdir())
+
+
 def eight_maps(root, kinds):
     """A labelled set of one map per kind, each of its own input example."""
     from synthetic import write_labelled_set
