@@ -41,6 +41,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..core.errors import ClassifierError
 from ..core.labels import LABELS
 from ..core.segments import same_segment, valid_seps
 
@@ -295,9 +296,49 @@ def config_from_dict(d: dict) -> CNNConfig:
     return CNNConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 
+# The two kinds of ``.pt`` file patterncnn writes: what each is called, and where a right one comes from.
+CHECKPOINTS = {
+    "classifier": ("a classifier checkpoint (patterncnn.pt from `patterncnn train`)",
+                   "give the patterncnn.pt that `patterncnn train` or `adapt finish` wrote (the shipped one: "
+                   "models/patterncnn.pt)"),
+    "pretrained": ("a pretraining checkpoint (from `patterncnn pretrain`)",
+                   "give one of `patterncnn pretrain` (the shipped one: models/pretrained-synthetic.pt), or make one "
+                   "with `patterncnn pretrain --out models/pretrained.pt`"),
+}
+
+
+def read_checkpoint(path: str | Path, kind: str = "classifier") -> dict:
+    """The checkpoint in ``path``, a ``.pt`` file of ``kind`` (:data:`CHECKPOINTS`): a classifier's (``train``,
+    ``adapt``) or a pretrained CNN's (``pretrain``, which records ``pretrained_on``).
+
+    Raises:
+        ClassifierError: one line: the file is missing, is no checkpoint of patterncnn (torch's own message runs over
+            many lines, and is left out), or is of the other kind; it names what to give instead.
+    """
+    what, fix = CHECKPOINTS[kind]
+    path = Path(path)
+    if not path.is_file():
+        raise ClassifierError(f"{path}: no such file; "
+                              + (f"make one with `patterncnn pretrain --out {path}`" if kind == "pretrained" else fix))
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        config_from_dict(ckpt["model_config"])
+        ckpt["state_dict"].items()
+    except Exception:  # not a torch file, not a dict, no config or weights: it is not one of ours, whatever it is
+        raise ClassifierError(f"{path} is not {what}; {fix}") from None
+    other = "pretrained" if isinstance(ckpt.get("pretrained_on"), dict) else "classifier"
+    if other != kind:
+        found = "a trained classifier" if other == "classifier" else "a CNN pretrained by `patterncnn pretrain`"
+        raise ClassifierError(f"{path} is {found}, not {what}; {fix}")
+    return ckpt
+
+
 def load_checkpoint(path: str | Path) -> tuple[nn.Module, dict]:
-    """Rebuild the model from ``patterncnn.pt`` (state dict + config); returns (model in eval mode, checkpoint)."""
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    """Rebuild the model from ``patterncnn.pt`` (state dict + config); returns (model in eval mode, checkpoint).
+
+    Raises:
+        ClassifierError: ``path`` is not a classifier's checkpoint (:func:`read_checkpoint`)."""
+    ckpt = read_checkpoint(path)
     model = build_model(config_from_dict(ckpt["model_config"]))
     model.load_state_dict(ckpt["state_dict"])
     return model.eval(), ckpt

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..classifier.model import PatternCNN, config_from_dict, model_config_dict
+from ..classifier.model import PatternCNN, config_from_dict, model_config_dict, read_checkpoint
 from ..classifier.onnx import OnnxClassifier, export_onnx, parity_check
 from ..core.errors import ClassifierError
 from ..core.fileio import output_folder, sha256_file, write_bytes, write_json
@@ -216,8 +216,8 @@ def trained_on(checkpoint: str | Path, ckpt: dict | None = None) -> list[str] | 
     checkpoint = Path(checkpoint)
     if ckpt is None:
         try:
-            ckpt = torch.load(checkpoint, map_location="cpu", weights_only=True)
-        except Exception:
+            ckpt = read_checkpoint(checkpoint)
+        except ClassifierError:
             return None
     try:
         metrics = json.loads(checkpoint.with_name("metrics.json").read_text())
@@ -258,7 +258,7 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
         raise ClassifierError(f"epochs {acfg.epochs}: give 0 (keep the weights, only validate) or more")
     out = output_folder(out, ("patterncnn.onnx", "patterncnn.pt", "adapt.json"), overwrite)
     t0 = time.time()
-    ckpt = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    ckpt = read_checkpoint(checkpoint)
     cfg = config_from_dict(ckpt["model_config"])
     if cfg.members != 1:
         raise ClassifierError(f"{checkpoint} is an ensemble of {cfg.members} CNNs; adapt a single CNN "

@@ -49,8 +49,9 @@ from ..classifier.model import (
     member_config,
     model_config_dict,
     preprocess,
+    read_checkpoint,
 )
-from ..core.errors import PatternCNNError
+from ..core.errors import ClassifierError, PatternCNNError
 from ..core.fileio import sha256_file
 from ..core.labels import LABELS
 from ..core.scores import classification_report, macro_f1
@@ -195,19 +196,15 @@ def load_init(path: str | Path, cfg: CNNConfig) -> dict:
     """The state dict of a pretrained checkpoint (``patterncnn pretrain``) to start a fit of ``cfg`` from.
 
     Raises:
-        TrainError: the file is missing or not a pretrained checkpoint, or its CNN differs from ``cfg``'s.
+        TrainError: the file is missing or not a pretrained checkpoint (:func:`~patterncnn.classifier.model.read_checkpoint`:
+            a trained classifier is not one), or its CNN differs from ``cfg``'s.
     """
     path = Path(path)
-    if not path.is_file():
-        raise TrainError(f"--init {path}: no such file; make one with `patterncnn pretrain --out {path}`")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-        theirs = config_from_dict(ckpt["model_config"])
-        state = ckpt["state_dict"]
-        ckpt["pretrained_on"]["synthetic_maps"]  # what the model card will say it started from
-    except Exception as e:
-        raise TrainError(f"--init {path} is not a checkpoint of `patterncnn pretrain` ({type(e).__name__}: {e}); "
-                         f"make one with `patterncnn pretrain --out {path}`") from None
+        ckpt = read_checkpoint(path, "pretrained")
+    except ClassifierError as e:
+        raise TrainError(f"--init {e}") from None
+    theirs, state = config_from_dict(ckpt["model_config"]), ckpt["state_dict"]
     mine = member_config(cfg)
     if model_config_dict(theirs) != model_config_dict(mine):
         diff = sorted(k for k, v in model_config_dict(mine).items() if model_config_dict(theirs).get(k) != v)

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..classifier.model import CNNConfig, PatternCNN, model_config_dict, preprocess
+from ..classifier.model import CNNConfig, PatternCNN, model_config_dict, preprocess, read_checkpoint
 from ..core.errors import PatternCNNError
 from ..core.fileio import output_file, sha256_file, write_bytes
 from ..core.version import __version__
@@ -222,6 +222,6 @@ def pretrain(out: str | Path, cfg: CNNConfig, pcfg: PretrainConfig, overwrite: b
 
 def init_record(path: str | Path) -> dict:
     """What the model card says about a ``--init`` checkpoint: its file, hash and what it was pretrained on."""
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    on = {k: v for k, v in ckpt.get("pretrained_on", {}).items() if k != "history"}
+    ckpt = read_checkpoint(path, "pretrained")
+    on = {k: v for k, v in ckpt["pretrained_on"].items() if k != "history"}
     return {"path": Path(path).name, "sha256": sha256_file(path), "pretrained_on": on}

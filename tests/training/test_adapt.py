@@ -328,3 +328,14 @@ def test_adapt_finish_refuses_epochs_and_folds_it_cannot_run_by_themselves(optio
         main(["adapt", "finish", "--from-file", str(tmp_path / "export.json"), "--out", str(tmp_path), option, value])
     err = capsys.readouterr().err
     assert e.value.code == 2 and f"argument {option}: must be a whole number of at least {least} (got '{value}')" in err
+
+
+def test_adapt_refuses_a_file_that_is_not_a_classifier_checkpoint_in_one_line(tmp_path):
+    text = tmp_path / "afile.txt"
+    text.write_text("a")
+    for path in (REPO / "models" / "patterncnn.onnx", text, REPO / "models" / "pretrained-synthetic.pt"):
+        with pytest.raises(ClassifierError) as e:  # not torch's UnpicklingError, nor a KeyError
+            adapt(path, [tmp_path], tmp_path, tmp_path / "out", AdaptConfig(epochs=1, folds=2))
+        said = str(e.value)
+        assert f"{path.name} is" in said and "not a classifier checkpoint (patterncnn.pt from `patterncnn train`)" in said
+        assert "\n" not in said and "models/patterncnn.pt" in said

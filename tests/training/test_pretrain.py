@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from repo import REPO
 
 from patterncnn.classifier.model import CNNConfig, PatternCNN
 from patterncnn.cli import main
@@ -140,15 +141,23 @@ def test_an_init_that_cannot_serve_is_refused_with_the_fix(tmp_path):
         load_init(tmp_path / "missing.pt", CNNConfig())
     junk = tmp_path / "junk.pt"
     junk.write_bytes(b"not a checkpoint")
-    with pytest.raises(TrainError, match="is not a checkpoint of `patterncnn pretrain`"):
+    with pytest.raises(TrainError, match="junk.pt is not a pretraining checkpoint \\(from `patterncnn pretrain`\\)"):
         load_init(junk, CNNConfig())
+    onnx = REPO / "models" / "patterncnn.onnx"  # torch's refusal of it runs over a dozen lines: left out
+    with pytest.raises(TrainError, match="patterncnn.onnx is not a pretraining checkpoint") as e:
+        load_init(onnx, CNNConfig())
+    assert "\n" not in str(e.value) and "weights_only" not in str(e.value)
+    with pytest.raises(TrainError) as e:  # the shipped classifier: the fix must not name its path as --out
+        load_init(REPO / "models" / "patterncnn.pt", CNNConfig())
+    assert "patterncnn.pt is a trained classifier, not a pretraining checkpoint" in str(e.value)
+    assert "--out models/pretrained.pt" in str(e.value) and "--out models/patterncnn.pt" not in str(e.value)
     out = tmp_path / "pre.pt"
     pretrain(out, CNNConfig(), PretrainConfig(**TINY))
     with pytest.raises(TrainError, match="another CNN \\(differs in mass_channel\\)"):
         load_init(out, CNNConfig(mass_channel=False))
     ckpt = torch.load(out, weights_only=True)
     torch.save({k: v for k, v in ckpt.items() if k != "pretrained_on"}, tmp_path / "classifier.pt")
-    with pytest.raises(TrainError, match="is not a checkpoint of `patterncnn pretrain`"):  # e.g. a trained classifier
+    with pytest.raises(TrainError, match="is a trained classifier, not a pretraining checkpoint"):
         load_init(tmp_path / "classifier.pt", CNNConfig())
     ckpt["state_dict"].pop(next(iter(ckpt["state_dict"])))
     torch.save(ckpt, tmp_path / "cut.pt")
