@@ -104,17 +104,18 @@ def run_start(args) -> int:
 def run_finish(args) -> int:
     from ..core.maps import open_maps
     from ..labelling.pull import pull
-    from ..training.adapt import AdaptConfig, adapt
+    from ..training.adapt import AdaptConfig, adapt, prepare
 
     out = Path(args.out)
     if not (out / "maps" / "store.json").exists():
         raise FileNotFoundError(f"{out / 'maps'} holds no map store: run `patterncnn adapt start --out {out}` first")
+    acfg = AdaptConfig(epochs=args.epochs, folds=args.folds, freeze_bn=args.freeze_bn,
+                       reapply_shift=not args.no_reapply_shift)
+    prepare(args.checkpoint, args.annotations, out / "classifier", acfg, args.overwrite)  # refusals before the pull
     ls = None if args.from_file else connect(args)
     r = pull(ls, args.project, open_maps(out / "maps"), out / "labels", from_file=args.from_file)
     print(f"pulled {r['labelled']} labelled map(s) into {out / 'labels'} ({', '.join(f'{k} {v}' for k, v in r['labels'].items())})")
-    res = adapt(args.checkpoint, args.annotations, out / "labels", out / "classifier",
-                AdaptConfig(epochs=args.epochs, folds=args.folds, freeze_bn=args.freeze_bn,
-                            reapply_shift=not args.no_reapply_shift), progress=progress(),
+    res = adapt(args.checkpoint, args.annotations, out / "labels", out / "classifier", acfg, progress=progress(),
                 overwrite=args.overwrite)
     b, n = res["before"], res["new"]
     if args.epochs:

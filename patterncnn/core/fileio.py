@@ -93,12 +93,16 @@ def output_file(path: str | os.PathLike, overwrite: bool, stream: bool = False, 
     return p
 
 
-def output_folder(path: str | os.PathLike, results: Iterable[str], overwrite: bool, option: str = "--out") -> Path:
+def output_folder(path: str | os.PathLike, results: Iterable[str], overwrite: bool, option: str = "--out",
+                  instead: str | None = None) -> Path:
     """Check a folder output before any work: the rule of the module docstring.
 
     Args:
         results: the files (or folders) inside it that mark the command's finished output; any of
             them present needs ``overwrite``. Empty: the folder itself is the output.
+        option: the command-line option that names it, for the messages; "" when no option names it (a folder the
+            command derives from one, as ``adapt finish`` writes ``OUT/classifier``).
+        instead: what else to do than ``--overwrite`` when it holds a result (default: choose another ``option``).
 
     Returns:
         The folder (not created here).
@@ -111,17 +115,18 @@ def output_folder(path: str | os.PathLike, results: Iterable[str], overwrite: bo
         return p
     if not stat.S_ISDIR(st.st_mode):
         what = "a file" if stat.S_ISREG(st.st_mode) else _kind(st.st_mode)
-        raise OutputError(f"{option} {p} is {what}, not a folder; give the path of a folder to write into")
+        raise OutputError(f"{option} {p} is {what}, not a folder; give the path of a folder to write into".lstrip())
     results = tuple(results)
     found = [r for r in results if os.path.lexists(p / r)] if results else [p.name]
     if found and not overwrite:
         held = f"already holds {found[0]}" if results else "already exists"
-        raise OutputError(f"{option} {p} {held}; pass --overwrite to replace it, or choose another {option}")
+        raise OutputError(f"{option} {p} {held}; pass --overwrite to replace it, or "
+                          f"{instead or f'choose another {option}'}".lstrip())
     for r in found if results else ():
         st = os.lstat(p / r)
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)):
             raise OutputError(f"{p / r} is {_kind(st.st_mode)}, not a regular file; patterncnn never replaces it: "
-                              f"remove it, or choose another {option}")
+                              f"remove it, or {instead or f'choose another {option}'}")
     return p
 
 

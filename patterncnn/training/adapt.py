@@ -238,26 +238,33 @@ def trained_on(checkpoint: str | Path, ckpt: dict | None = None) -> list[str] | 
     return [x if Path(x).is_absolute() or Path(x).exists() or not (root / x).exists() else str(root / x) for x in sets]
 
 
-def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: str | Path, out: str | Path,
-          acfg: AdaptConfig | None = None, progress=None, overwrite: bool = False) -> dict:
-    """Fine-tune the classifier of ``checkpoint`` on ``base_sets`` plus ``new_set``; write it into ``out``.
+@dataclasses.dataclass
+class Start:
+    """The classifier to adapt, read and checked (:func:`prepare`)."""
 
-    ``base_sets`` None: the sets it was trained on (:func:`trained_on`). Sets that are not the ones it was trained
-    on (another data hash) are used, with a warning: its stored calibration rows are of its own training maps.
+    ckpt: dict
+    cfg: object  # its CNNConfig
+    base_rows: Rows  # its calibration rows
+    named: list[str] | None  # the labelled sets it records it was trained on (:func:`trained_on`)
+    base_sets: list  # the sets to fine-tune on besides the new maps: those given, else ``named``
+    out: Path
 
-    Writes ``patterncnn.pt``, ``patterncnn.onnx`` (its metadata: the calibration rows of the base and the new maps,
-    the merged validation) and ``adapt.json`` (what is returned) into ``out``, each atomically; an adapted classifier
-    already there needs ``overwrite`` (:func:`patterncnn.core.fileio.output_folder`).
 
-    Returns:
-        {"new": out-of-fold scores on the new maps, "before": the starting classifier's on them, "encoders",
-        "validation", "folds", ...}.
+def prepare(checkpoint: str | Path, base_sets: list[str | Path] | None, out: str | Path, acfg: AdaptConfig,
+            overwrite: bool = False) -> Start:
+    """Check what :func:`adapt` is asked before any work (``adapt finish`` calls it before it pulls the labels): the
+    config, the output folder, the checkpoint and the labelled sets it names.
+
+    Raises:
+        ClassifierError, OutputError: one line naming the fix.
     """
-    acfg = acfg or AdaptConfig()
     if acfg.epochs < 0:
         raise ClassifierError(f"epochs {acfg.epochs}: give 0 (keep the weights, only validate) or more")
-    out = output_folder(out, ("patterncnn.onnx", "patterncnn.pt", "adapt.json"), overwrite)
-    t0 = time.time()
+    if acfg.folds < 2:
+        raise ClassifierError(f"folds {acfg.folds}: cross-fitting needs at least 2 (each fold scored by a fit on the "
+                              f"others)")
+    out = output_folder(out, ("patterncnn.onnx", "patterncnn.pt", "adapt.json"), overwrite, option="",
+                        instead="move it away to keep it")
     ckpt = read_checkpoint(checkpoint)
     cfg = config_from_dict(ckpt["model_config"])
     if cfg.members != 1:
@@ -274,6 +281,29 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
                                   f"beside it, or an adapted classifier's own record); name them with --annotations "
                                   f"(the shipped classifier's: annotations and annotations/round8-e5-uniform, in a "
                                   f"clone)")
+    return Start(ckpt, cfg, base_rows, named, base_sets, out)
+
+
+def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: str | Path, out: str | Path,
+          acfg: AdaptConfig | None = None, progress=None, overwrite: bool = False) -> dict:
+    """Fine-tune the classifier of ``checkpoint`` on ``base_sets`` plus ``new_set``; write it into ``out``.
+
+    ``base_sets`` None: the sets it was trained on (:func:`trained_on`). Sets that are not the ones it was trained
+    on (another data hash) are used, with a warning: its stored calibration rows are of its own training maps.
+
+    Writes ``patterncnn.pt``, ``patterncnn.onnx`` (its metadata: the calibration rows of the base and the new maps,
+    the merged validation) and ``adapt.json`` (what is returned) into ``out``, each atomically; an adapted classifier
+    already there needs ``overwrite`` (:func:`patterncnn.core.fileio.output_folder`).
+
+    Returns:
+        {"new": out-of-fold scores on the new maps, "before": the starting classifier's on them, "encoders",
+        "validation", "folds", ...}.
+    """
+    acfg = acfg or AdaptConfig()
+    t0 = time.time()
+    start = prepare(checkpoint, base_sets, out, acfg, overwrite)
+    ckpt, cfg, base_rows, named, base_sets, out = (start.ckpt, start.cfg, start.base_rows, start.named,
+                                                   start.base_sets, start.out)
     base, new = load_labelled(base_sets), load_labelled(new_set)
     if ckpt.get("data_hash") and base.data_hash != ckpt["data_hash"] and "adapted" not in ckpt:
         same = named is not None and [str(x) for x in base_sets] == named

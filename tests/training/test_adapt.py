@@ -113,24 +113,31 @@ def test_merge_validation_warns_when_an_encoder_is_now_validated_on_fewer_maps(c
     assert "validated on" not in caplog.text
 
 
-def test_adapt_finish_pulls_an_export_and_writes_the_adapted_classifier(trained, tmp_path, capsys):
+def started(new, out, export):
+    """What `adapt start` leaves in ``out`` (the sampled maps of the labelled set ``new``) and a Label Studio export of
+    their labels in ``export``; returns the labels."""
     import csv
     import shutil
 
-    base, new, models = trained
-    out = tmp_path / "adapt-e5"
-    shutil.copytree(new / "maps", out / "maps")  # what `adapt start` leaves: the sampled maps
+    shutil.copytree(new / "maps", out / "maps")
     when = "2026-11-25T10:00:00Z"
     labels = list(csv.DictReader(open(new / "labels.csv", encoding="utf-8")))
-    export = [{"id": 100 + t, "project": 7, "created_at": when, "predictions": [],
-               "data": {"map_id": r["map_id"], "guide": "1.1"},
-               "annotations": [{"id": 500 + t, "unique_id": f"u{t}", "was_cancelled": False, "created_at": when,
-                                "updated_at": when, "lead_time": 2.0,
-                                "completed_by": {"id": 3, "email": "me@example.com"},
-                                "result": [{"from_name": "pattern", "to_name": "map", "type": "choices",
-                                            "value": {"choices": [r["label"]]}}]}]}
-              for t, r in enumerate(labels)]
-    (tmp_path / "export.json").write_text(json.dumps(export))
+    tasks = [{"id": 100 + t, "project": 7, "created_at": when, "predictions": [],
+              "data": {"map_id": r["map_id"], "guide": "1.1"},
+              "annotations": [{"id": 500 + t, "unique_id": f"u{t}", "was_cancelled": False, "created_at": when,
+                               "updated_at": when, "lead_time": 2.0,
+                               "completed_by": {"id": 3, "email": "me@example.com"},
+                               "result": [{"from_name": "pattern", "to_name": "map", "type": "choices",
+                                           "value": {"choices": [r["label"]]}}]}]}
+             for t, r in enumerate(labels)]
+    export.write_text(json.dumps(tasks))
+    return labels
+
+
+def test_adapt_finish_pulls_an_export_and_writes_the_adapted_classifier(trained, tmp_path, capsys):
+    base, new, models = trained
+    out = tmp_path / "adapt-e5"
+    labels = started(new, out, tmp_path / "export.json")
     args = ["adapt", "finish", "--from-file", str(tmp_path / "export.json"), "--out", str(out), "--annotations",
             str(base), "--checkpoint", str(models / "patterncnn.pt"), "--epochs", "1", "--folds", "2", "--freeze-bn"]
     assert main(args) == 0
@@ -339,3 +346,25 @@ def test_adapt_refuses_a_file_that_is_not_a_classifier_checkpoint_in_one_line(tm
         said = str(e.value)
         assert f"{path.name} is" in said and "not a classifier checkpoint (patterncnn.pt from `patterncnn train`)" in said
         assert "\n" not in said and "models/patterncnn.pt" in said
+
+
+def test_adapt_finish_refuses_before_it_pulls(tmp_path, capsys):
+    new = family_set(tmp_path / "e5", per_class=2, only=("e5",))
+    out = tmp_path / "adapt-e5"
+    started(new, out, tmp_path / "export.json")
+    text = tmp_path / "afile.txt"
+    text.write_text("a")
+    finish = ["adapt", "finish", "--from-file", str(tmp_path / "export.json"), "--out", str(out), "--annotations",
+              str(new)]
+    assert main([*finish, "--checkpoint", str(text)]) == 2
+    said = capsys.readouterr()
+    assert "afile.txt is not a classifier checkpoint" in said.err and "pulled" not in said.out
+    (out / "classifier").mkdir()
+    (out / "classifier" / "patterncnn.onnx").write_bytes(b"an adapted classifier")
+    assert main(finish) == 2
+    said = capsys.readouterr()
+    assert said.err.count("\n") == 1 and "pulled" not in said.out
+    # --out is the folder `adapt start` wrote: the fix is --overwrite, or moving the classifier away, not another --out
+    assert f"{out / 'classifier'} already holds patterncnn.onnx; pass --overwrite to replace it, or move it away" in said.err
+    assert "another --out" not in said.err
+    assert not (out / "labels").exists()  # nothing pulled
