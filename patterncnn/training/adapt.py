@@ -30,6 +30,7 @@ import io
 import json
 import logging
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +48,16 @@ from ..core.version import __version__
 from ..core.work import run_key
 from ..labelling.sets import Labelled, join_labelled, load_labelled
 from ..shares.calibrate import Rows, calibration_record, map_rows, stored_rows
-from .fit import TrainConfig, fit, predict_proba, recorded_shift, shift_head, shift_record, torch_threads
+from .fit import (
+    TrainConfig,
+    fit,
+    predict_proba,
+    recorded_shift,
+    shift_head,
+    shift_record,
+    smallest_class,
+    torch_threads,
+)
 from .validate import validate_rows
 
 log = logging.getLogger(__name__)
@@ -84,14 +94,21 @@ def _folds(data: Labelled, idx: np.ndarray, k: int, seed: int) -> list[np.ndarra
     """``idx`` split into ``k`` folds grouped by input example (stratified by label where the labels allow)."""
     from sklearn.model_selection import GroupKFold, StratifiedGroupKFold
 
-    groups = data.groups[idx]
+    groups, y = data.groups[idx], data.y[idx]
     k = min(k, len(set(groups.tolist())))
     if k < 2:
         raise ClassifierError(f"the new labelled maps come from {k} input example(s); cross-fitting needs at least 2: "
                               f"label maps of more examples (`patterncnn adapt start --maps 100`)")
-    smallest = np.bincount(data.y[idx]).max()
-    splitter = StratifiedGroupKFold(k, shuffle=True, random_state=seed) if smallest >= k else GroupKFold(k)
-    return [idx[te] for _, te in splitter.split(np.zeros(len(idx)), data.y[idx], groups)]
+    name, g, has = smallest_class(y, groups)
+    if g < k:  # scikit-learn would say so in a UserWarning of its own terms
+        log.warning("the smallest class of the new maps, %s, has %s: fewer than the %d folds, so some folds score none "
+                    "of it (they are stratified as far as the labels allow; every map is still scored by a fit that "
+                    "never saw it); labelling more %s maps steadies the validation", name, has, k, name)
+    largest = np.bincount(y).max()  # stratifying needs one class of k maps at least
+    splitter = StratifiedGroupKFold(k, shuffle=True, random_state=seed) if largest >= k else GroupKFold(k)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "The least populated class", UserWarning)  # said above
+        return [idx[te] for _, te in splitter.split(np.zeros(len(idx)), y, groups)]
 
 
 def _train_index(base: np.ndarray, new: np.ndarray, share: float, rng: np.random.Generator) -> np.ndarray:

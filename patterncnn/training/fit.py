@@ -396,19 +396,25 @@ def check_folds(y: np.ndarray, groups: np.ndarray, n_folds: int) -> None:
     """
     if n_folds < 2:
         raise TrainError(f"--folds must be at least 2 (got {n_folds})")
+    name, g, has = smallest_class(y, groups)
+    if g >= n_folds:
+        return
+    if g < 2:
+        raise TrainError(f"the smallest class, {name}, has {has}: it allows no cross-validation (--folds K needs every "
+                         f"class in K input examples, one per test fold, and K >= 2; asked for {n_folds}); label more "
+                         f"{name} maps")
+    raise TrainError(f"the smallest class, {name}, has {has}: it allows at most --folds {g} (one of its examples per "
+                     f"test fold), not {n_folds}; pass --folds {g} or label more {name} maps")
+
+
+def smallest_class(y: np.ndarray, groups: np.ndarray) -> tuple[str, int, str]:
+    """The class whose maps come from the fewest input examples (grouped folds can put it in at most that many test
+    folds): (its label, its input examples, "N map(s) from G input example(s)" as the messages say it)."""
     present = sorted(set(y.tolist()))
     examples = {k: len(set(groups[y == k].tolist())) for k in present}
     smallest = min(present, key=lambda k: (examples[k], k))
     n, g = int((y == smallest).sum()), examples[smallest]
-    if g >= n_folds:
-        return
-    has = f"{n} map(s)" + (f" from {g} input example(s)" if g != n else "")
-    if g < 2:
-        raise TrainError(f"the smallest class, {LABELS[smallest]}, has {has}: it allows no cross-validation (--folds K "
-                         f"needs every class in K input examples, one per test fold, and K >= 2; asked for "
-                         f"{n_folds}); label more {LABELS[smallest]} maps")
-    raise TrainError(f"the smallest class, {LABELS[smallest]}, has {has}: it allows at most --folds {g} (one of its "
-                     f"examples per test fold), not {n_folds}; pass --folds {g} or label more {LABELS[smallest]} maps")
+    return LABELS[smallest], g, f"{n} map(s)" + (f" from {g} input example(s)" if g != n else "")
 
 
 def folds(data: Labelled, tcfg: TrainConfig) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:

@@ -368,3 +368,20 @@ def test_adapt_finish_refuses_before_it_pulls(tmp_path, capsys):
     assert f"{out / 'classifier'} already holds patterncnn.onnx; pass --overwrite to replace it, or move it away" in said.err
     assert "another --out" not in said.err
     assert not (out / "labels").exists()  # nothing pulled
+
+
+def test_folds_over_few_new_maps_say_what_stratifying_cannot_do_in_our_words(caplog):
+    import types
+    import warnings
+
+    from patterncnn.training.adapt import _folds
+
+    y = np.array([0] * 4 + [1] * 4 + [2] * 2 + [3] * 2)  # 12 maps of 12 input examples; two classes of 2 maps
+    data = types.SimpleNamespace(y=y, groups=np.arange(12))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # scikit-learn's "least populated class" UserWarning would raise here
+        parts = _folds(data, np.arange(12), 3, 0)
+    assert sorted(np.concatenate(parts).tolist()) == list(range(12)) and len(parts) == 3
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(said) == 1 and "the smallest class of the new maps, vertical+diagonal, has 2 map(s): fewer than the " \
+                               "3 folds" in said[0]
