@@ -21,7 +21,7 @@ def register(sub) -> None:
                                    "stored), and write its weights for `patterncnn train --init`. One million maps "
                                    "take about 20 minutes on two CPU cores.")
     p.add_argument("--out", default="models/pretrained-synthetic.pt", help="checkpoint file (default: %(default)s)")
-    add_overwrite(p, "checkpoint")
+    add_overwrite(p, "checkpoint, or a stopped run of other options (OUT.partial),")
     add_cnn_args(p)
     p.add_argument("--maps", type=positive_int, default=1_000_000,
                    help="synthetic maps streamed through the CNN (default: %(default)s)")

@@ -94,23 +94,24 @@ def work_dir(out: Path, task: str, params: dict) -> Path:
     return work
 
 
-def differences(stamp: dict, params: dict) -> str:
-    """What differs between an unfinished run's stamp and this run's ``params``, named by option (:data:`OPTIONS`),
-    with the earlier and the new value where they are short numbers or words. One line, whatever the stamp holds."""
+def differences(stamp: dict, params: dict, options: dict[str, str] = OPTIONS) -> str:
+    """What differs between an unfinished run's stamp and this run's ``params``, named by option (``options``: the
+    option behind each field), with the earlier and the new value where they are short numbers or words. One line,
+    whatever the stamp holds."""
     old = stamp.get("params") if isinstance(stamp.get("params"), dict) else {}
     if not old:
         return "which, its record does not say"
     new = json.loads(json.dumps(params, default=str))  # as the stamp holds them: tuples are lists, paths strings
     changed = {k for k in set(old) | set(new) if old.get(k) != new.get(k)}
     named = []
-    for key in (k for k in OPTIONS if k in changed):
+    for key in (k for k in options if k in changed):
         a, b = old.get(key), new.get(key)
         if all(v is None or (isinstance(v, (str, int, float)) and not isinstance(v, bool) and len(str(v)) <= 40
                              and str(v).isprintable()) for v in (a, b)):
-            named.append(f"{OPTIONS[key]}: was {'none' if a is None else a}, now {'none' if b is None else b}")
+            named.append(f"{options[key]}: was {'none' if a is None else a}, now {'none' if b is None else b}")
         else:
-            named.append(OPTIONS[key])
-    if changed - set(OPTIONS) or not named:
+            named.append(options[key])
+    if changed - set(options) or not named:
         named.append("what else it records (another patterncnn version?)")
     return "; ".join(named)
 

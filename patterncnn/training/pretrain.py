@@ -14,7 +14,8 @@ with the training augmentation (length resampling, gamma), and fed to the 8-laye
 schedule over the whole stream.
 
 Resumable: every :data:`SAVE_EVERY` steps the model, optimiser, schedule and step are written, atomically, to
-``OUT.partial``; a run started again with the same arguments continues from there. Every random draw is derived
+``OUT.partial``; a run started again with the same arguments continues from there (one of other arguments is
+refused with the options that differ, unless ``overwrite``, which starts over). Every random draw is derived
 from (seed, step), so a resumed run ends with exactly the weights of an uninterrupted one. The finished checkpoint
 (``state_dict``, ``model_config``, ``pretrained_on``) replaces ``OUT`` atomically and the partial file goes.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import logging
 import time
 from pathlib import Path
@@ -37,6 +39,7 @@ from ..classifier.model import CNNConfig, PatternCNN, model_config_dict, preproc
 from ..core.errors import PatternCNNError
 from ..core.fileio import output_file, sha256_file, write_bytes
 from ..core.version import __version__
+from ..core.work import differences
 from . import synthetic
 from .fit import TrainConfig, torch_threads
 
@@ -115,6 +118,26 @@ def _batch(pcfg: PretrainConfig, step: int, pools: dict) -> list:
     return pools[k][j * pcfg.batch_size : (j + 1) * pcfg.batch_size]
 
 
+# The option behind each field of a run's key (:func:`_changed`): what the refusal of a stopped run names.
+OPTIONS = {"maps": "--maps", "batch_size": "--batch-size", "lr": "--lr", "seed": "--seed", "max_t": "--max-t",
+           "grid": "--grid", "representation": "--representation", "segment_channel": "--no-segment-channel",
+           "structure_channels": "--no-structure-channels", "mass_channel": "--no-mass-channel",
+           "patterncnn": "the patterncnn version", "torch": "the torch version", "numpy": "the numpy version",
+           "generator": "the synthetic map generator"}
+
+
+def _changed(old, key: dict) -> str:
+    """What differs between a stopped run's key (as its partial file holds it) and this run's, named by option."""
+    def flat(k) -> dict:
+        k = k if isinstance(k, dict) else {}
+        nested = [v for v in (k.get("model_config"), k.get("pretrain_config")) if isinstance(v, dict)]
+        return {**{f: v for f, v in k.items() if f not in ("model_config", "pretrain_config")},
+                **{f: v for d in nested for f, v in d.items()}}
+
+    as_stamped = json.loads(json.dumps(flat(old), default=str))  # as differences() takes them: tuples are lists
+    return differences({"params": as_stamped}, flat(key), OPTIONS)
+
+
 def _state(model, opt, sched, step: int, history: list, key: dict) -> bytes:
     buf = io.BytesIO()
     torch.save({"state_dict": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
@@ -127,7 +150,8 @@ def pretrain(out: str | Path, cfg: CNNConfig, pcfg: PretrainConfig, overwrite: b
     """Pretrain one CNN of ``cfg`` on ``pcfg.maps`` synthetic maps; write the checkpoint to ``out``.
 
     Args:
-        out: the checkpoint file (``.pt``); an existing one needs ``overwrite``.
+        out: the checkpoint file (``.pt``); an existing one needs ``overwrite``, and so does a stopped run of other
+            options in its partial file (:func:`partial_file`; a stopped run of the same options is resumed).
         progress: a ``tqdm``-like factory (one bar of maps).
 
     Returns:
@@ -160,8 +184,13 @@ def pretrain(out: str | Path, cfg: CNNConfig, pcfg: PretrainConfig, overwrite: b
                 log.warning("%s is not readable (%s): starting again", partial, e)
                 state = None
             if state is not None and state.get("key") != key:
-                raise PretrainError(f"{partial} is a stopped run with other options (or another patterncnn): "
-                                    f"run with the options it was started with, or delete it to start again")
+                if not overwrite:
+                    raise PretrainError(f"{partial} is a stopped run with other options ({_changed(state['key'], key)}): "
+                                        f"run with the options it was started with to resume it, or pass --overwrite "
+                                        f"to start over")
+                log.info("%s: a stopped run with other options; --overwrite starts over", partial)
+                partial.unlink()
+                state = None
             if state is not None:
                 model.load_state_dict(state["state_dict"])
                 opt.load_state_dict(state["optimizer"])

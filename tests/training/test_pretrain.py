@@ -115,6 +115,38 @@ def test_a_stopped_pretraining_resumes_to_the_same_weights(tmp_path, monkeypatch
     assert rec["held_out_accuracy"] == a["pretrained_on"]["held_out_accuracy"] and not partial.exists()
 
 
+def test_a_stopped_pretraining_of_other_options_is_named_and_overwrite_starts_over(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(pretrain_mod, "SAVE_EVERY", 3)
+    starts = []
+
+    class Bar:  # a progress bar that stops the first run at its 5th step
+        def __init__(self, **kw):
+            self.n = 0
+            starts.append(kw["initial"])
+
+        def update(self, k):
+            self.n += 1
+            if len(starts) == 1 and self.n == 5:
+                raise KeyboardInterrupt
+
+        def set_postfix_str(self, s):
+            pass
+
+        def close(self):
+            pass
+
+    out = tmp_path / "pre.pt"
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(out, CNNConfig(), PretrainConfig(**TINY), progress=Bar)
+    with pytest.raises(PretrainError) as e:
+        pretrain(out, CNNConfig(), PretrainConfig(**{**TINY, "lr": 1e-3, "seed": 2}), progress=Bar)
+    said = str(e.value)
+    assert "other options (--lr: was 0.003, now 0.001; --seed: was 0, now 2)" in said and "--overwrite" in said
+    rec = pretrain(out, CNNConfig(), PretrainConfig(**{**TINY, "lr": 1e-3, "seed": 2}), overwrite=True, progress=Bar)
+    assert starts == [0, 0] and rec["lr"] == 1e-3 and out.is_file()  # started over: at map 0, not the partial's step
+    assert not (tmp_path / "pre.pt.partial").exists()
+
+
 def test_a_fit_with_init_starts_from_the_pretrained_weights(tmp_path, labelled_set):
     out = tmp_path / "pre.pt"
     pretrain(out, CNNConfig(), PretrainConfig(**TINY))
