@@ -26,6 +26,7 @@ from patterncnn.labelling.push import (
     guide_version,
     label_config,
     make_task,
+    same_map,
     shown_fields,
 )
 from patterncnn.labelling.sets import Tables, load_labelled, merge_rows, write_labelled_set
@@ -430,3 +431,16 @@ def test_an_unknown_project_id_names_the_fix_of_the_command():
     with pytest.raises(AnnotateError, match="with id 99 at http://ls:8080; list them in the UI or pass a title to "
                                             "create one$"):
         ls.ensure_project("99", label_config())
+
+
+def test_a_task_carries_the_same_map_recomputed_but_not_another_map():
+    """The same map recomputed by another backend differs in its last bits (which can round to another float16):
+    still the same; another map under the same id (two plain .npy files numbering theirs 0, 1, ...) is not."""
+    m = pattern_map("vertical", 12, 5)
+    data = make_task({"id": "0", "seps": [5, 11]}, m)["data"]
+    assert same_map(data, m)
+    near = m.astype(np.float16).astype(np.float64)
+    near[near > 0] = np.nextafter(near[near > 0].astype(np.float16), np.float16(1)).astype(np.float64)  # next float16
+    assert not np.array_equal(near.astype(np.float16), m.astype(np.float16)) and same_map(data, near)
+    assert not same_map(data, pattern_map("diagonal", 12, 5)) and not same_map(data, pattern_map("vertical", 14, 6))
+    assert same_map({"map_id": "0"}, pattern_map("diagonal", 12, 5))  # a task pushed before tasks carried the map
