@@ -262,7 +262,7 @@ def plan_for(metadata: dict, estimator: str | None, scope: str | None, encoder: 
     ``scope`` None the scope validated with it, else the best validated scope for that estimator, else
     ``encoder`` (widened as needed).
     """
-    validation = metadata.get("validation")
+    validation = _current_choices(metadata.get("validation"))
     on, mine = _validated_default(validation, encoder)
     best = mine or (validation or {}).get("best") or {}
     chosen_by = "given" if estimator else (f"validation on {on} (best share error)" if mine else
@@ -292,6 +292,19 @@ def plan_for(metadata: dict, estimator: str | None, scope: str | None, encoder: 
     cal = fit_calibration(rows.subset(mask), CAL_BOOTSTRAP, seed)
     # Validation ran each scope as asked, widening it as here: look it up by the scope asked for.
     return Plan(estimator, used, cal, chosen_by, validated_error(validation, estimator, scope, encoder))
+
+
+def _current_choices(validation: dict | None) -> dict | None:
+    """``validation`` with its default choices (``best``, ``best_per_encoder``) made again from its results by
+    today's rule, so that a classifier trained before a change of the rule is planned by it too; the stored choices
+    where the results are too old to hold what the rule reads."""
+    if not validation or not validation.get("results"):
+        return validation
+    try:
+        best, per = best_result(validation["results"]), best_by_encoder(validation["results"])
+    except (KeyError, TypeError):
+        return validation
+    return {**validation, "best": {"estimator": best["estimator"], "scope": best["scope"]}, "best_per_encoder": per}
 
 
 def _validated_default(validation: dict | None, encoder: str) -> tuple[str | None, dict | None]:
