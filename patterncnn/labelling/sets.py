@@ -389,6 +389,20 @@ def tie_fix(most_annotators: int | None = None, project: str = "P") -> str:
             "with --resolve majority-dawid-skene")
 
 
+def check_labelled_set(annotations: str | Path) -> Path:
+    """The folder of a labelled set, refused in one line naming the fix unless it holds ``labels.csv`` and ``maps/``
+    (what :func:`load_labelled` reads; cheap, for a command to check before it does any work)."""
+    root = set_folder(annotations)
+    table = root / "labels.csv"
+    if not table.is_file():
+        raise FileNotFoundError(f"{table} not found: --annotations must be a folder written by "
+                                f"`patterncnn annotate pull` (labels.csv + maps/)")
+    if not (root / "maps").exists():
+        raise FileNotFoundError(f"{root} has labels.csv but no maps/: pull it again with `patterncnn annotate pull "
+                                f"--maps STORE` (the map store(s) the project was pushed from)")
+    return root
+
+
 def load_labelled(annotations: str | Path | Sequence[str | Path]) -> Labelled:
     """Read ``labels.csv`` and the labelled maps (``maps/``) written by ``patterncnn annotate pull``.
 
@@ -398,14 +412,8 @@ def load_labelled(annotations: str | Path | Sequence[str | Path]) -> Labelled:
     """
     if not isinstance(annotations, (str, Path)):
         return join_labelled([load_labelled(a) for a in annotations], [str(a) for a in annotations])
-    root = set_folder(annotations)
+    root = check_labelled_set(annotations)
     table = root / "labels.csv"
-    if not table.is_file():
-        raise FileNotFoundError(f"{table} not found: --annotations must be a folder written by "
-                                f"`patterncnn annotate pull` (labels.csv + maps/)")
-    if not (root / "maps").exists():
-        raise FileNotFoundError(f"{root} has labels.csv but no maps/: pull it again with `patterncnn annotate pull "
-                                f"--maps STORE` (the map store(s) the project was pushed from)")
     store = MapStore(root / "maps")
     rows = list(_read_table("labels", table).values())
     if not rows:

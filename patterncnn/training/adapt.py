@@ -46,7 +46,7 @@ from ..core.scores import subset_scores
 from ..core.segments import rule_out_block
 from ..core.version import __version__
 from ..core.work import run_key
-from ..labelling.sets import Labelled, join_labelled, load_labelled
+from ..labelling.sets import Labelled, check_labelled_set, join_labelled, load_labelled
 from ..shares.calibrate import Rows, calibration_record, map_rows, stored_rows
 from .fit import (
     TrainConfig,
@@ -298,6 +298,8 @@ def prepare(checkpoint: str | Path, base_sets: list[str | Path] | None, out: str
                                   f"beside it, or an adapted classifier's own record); name them with --annotations "
                                   f"(the shipped classifier's: annotations and annotations/round8-e5-uniform, in a "
                                   f"clone)")
+    for folder in base_sets:
+        check_labelled_set(folder)
     return Start(ckpt, cfg, base_rows, named, base_sets, out)
 
 

@@ -368,6 +368,11 @@ def test_adapt_finish_refuses_before_it_pulls(tmp_path, capsys):
     assert f"{out / 'classifier'} already holds patterncnn.onnx; pass --overwrite to replace it, or move it away" in said.err
     assert "another --out" not in said.err
     assert not (out / "labels").exists()  # nothing pulled
+    (out / "classifier" / "patterncnn.onnx").unlink()
+    assert main([*finish[:-1], str(tmp_path / "nowhere")]) == 2  # --annotations names a set that is not there
+    said = capsys.readouterr()
+    assert "nowhere/labels.csv not found" in said.err and "pulled" not in said.out
+    assert not (out / "labels").exists()
 
 
 def test_folds_over_few_new_maps_say_what_stratifying_cannot_do_in_our_words(caplog):
