@@ -34,7 +34,8 @@ import torch
 from ..core.device import resolve_device
 from ..core.errors import PatternCNNError
 from ..core.fileio import sha256_file
-from ..core.glue import Example
+from ..core.glue import TASKS, Example
+from ..core.maps import encoder_family
 from ..core.segments import segment_ids, separators
 from ..core.work import WORK
 from .backends import BACKENDS, BackendError, make_backend
@@ -122,14 +123,7 @@ class Encoder:
         """Short, file-name-safe name: ``minilm-1a2b3c4d``; a ``patterncnn finetune`` folder's is its base's name and
         task, ``minilm-rte-1a2b3c4d``, whatever the folder is called, so that it counts in its base's family
         (:func:`patterncnn.core.maps.encoder_family`)."""
-        base = _tag_name(self.name)
-        try:
-            manifest = finetune_manifest(self.fingerprint["path"]) if self.fingerprint.get("path") else None
-            if manifest is not None and isinstance(manifest.get("base_model"), dict):
-                base = f"{_tag_name(manifest['base_model']['model'])}-{manifest['task']}"
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            log.warning("cannot read the fine-tune record in %s (%s); %s is named after its folder",
-                        self.fingerprint["path"], e, self.name)
+        base = _fine_tune_name(self.name, self.fingerprint.get("path"))
         digest = self.fingerprint.get("sha256") or self.fingerprint.get("revision") or ""
         return f"{base}-{digest[:8]}" if digest else base
 
@@ -247,6 +241,24 @@ def _tag_name(name: str) -> str:
     entry = lookup(name)
     base = entry.name if entry else Path(name.rstrip("/")).name
     return "".join(c if c.isalnum() or c in ".-" else "-" for c in base).strip("-") or "model"
+
+
+def _fine_tune_name(name: str, path: str | None, depth: int = 0) -> str:
+    """The name part of a tag: for a ``patterncnn finetune`` folder, its base's family and its task (a fine-tune of a
+    fine-tune: the first base's family and the last task), from its record; else :func:`_tag_name`."""
+    try:
+        manifest = finetune_manifest(path) if path and depth < 4 and Path(path).is_dir() else None
+    except (OSError, ValueError) as e:
+        log.warning("cannot read the fine-tune record in %s (%s); %s is named after its folder", path, e, name)
+        return _tag_name(name)
+    if manifest is None:
+        return _tag_name(name)
+    base, task = manifest.get("base_model"), manifest.get("task")
+    if not isinstance(base, dict) or not isinstance(base.get("model"), str) or task not in TASKS:
+        log.warning("the fine-tune record in %s names no base model or GLUE task; %s is named after its folder",
+                    path, name)
+        return _tag_name(name)
+    return f"{encoder_family(_fine_tune_name(base['model'], base.get('path'), depth + 1))}-{task}"
 
 
 def finetune_manifest(folder: str | Path) -> dict | None:

@@ -96,3 +96,18 @@ def test_finetune_refuses_nothing_to_train(tiny_bert, glue_dir, tmp_path, capsys
         err = capsys.readouterr().err
         assert f"argument {option}:" in err and "--limit" not in err, err
     assert not (tmp_path / "ft").exists()
+
+
+def test_a_fine_tune_of_a_fine_tune_is_named_after_the_first_base_and_the_last_task(tmp_path, caplog):
+    from patterncnn.encoders.load import _fine_tune_name
+
+    first, second = tmp_path / "ft1", tmp_path / "anything"
+    for folder, task, base in ((first, "sst2", {"model": "minilm", "path": str(tmp_path / "gone")}),
+                               (second, "mrpc", {"model": str(first), "path": str(first)})):
+        folder.mkdir()
+        (folder / MANIFEST).write_text(json.dumps({"task": task, "base_model": base}))
+    assert _fine_tune_name(str(second), str(second)) == "minilm-mrpc"
+    assert encoder_family("minilm-mrpc-1a2b3c4d") == "minilm"
+    (second / MANIFEST).write_text(json.dumps({"task": "../x", "base_model": {"model": 3}}))  # edited by hand
+    assert _fine_tune_name(str(second), str(second)) == "anything"
+    assert "names no base model or GLUE task; " in caplog.text
