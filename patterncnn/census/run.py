@@ -91,10 +91,10 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
         The raw arrays of :func:`classify_window`, the windows used concatenated in example order.
     """
 
-    work = work_dir(out, split.task.name, params)
+    maps = out / "maps" / split.task.name  # --save-maps writes here as it goes, before a window is saved
+    work = work_dir(out, split.task.name, params, kept=[maps] if save_maps else [])
     windows = split_windows(split.examples)
-    store = MapStore.create(out / "maps" / split.task.name, info={"model": encoder.fingerprint},
-                            exist_ok=True) if save_maps else None
+    store = MapStore.create(maps, info={"model": encoder.fingerprint}, exist_ok=True) if save_maps else None
     bar = progress(total=len(split.examples), desc=f"census {split.task.name}", unit="ex") if progress else None
     n_maps = encoder.num_layers * encoder.num_heads
     used = []

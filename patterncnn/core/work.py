@@ -67,9 +67,10 @@ def prepare_out(out: str | Path, result_name: str, overwrite: bool) -> Path:
     return out
 
 
-def work_dir(out: Path, task: str, params: dict) -> Path:
+def work_dir(out: Path, task: str, params: dict, kept: Iterable[Path] = ()) -> Path:
     """``out/.work/<task>``, stamped with the run's arguments; finished parts of other arguments are refused (a
-    run of other arguments stopped before its first part is restamped: it left nothing to keep)."""
+    run of other arguments stopped before its first part is restamped: it left nothing to keep, unless one of the
+    paths in ``kept``, where the run also writes as it goes, exists)."""
     work = Path(out) / WORK / task
     stamp = work / "run.json"
     if stamp.exists():
@@ -82,7 +83,7 @@ def work_dir(out: Path, task: str, params: dict) -> Path:
             shutil.rmtree(work)
             return work_dir(out, task, params)
         if old.get("key") != run_key(params):
-            if any(p.name != stamp.name for p in work.iterdir()):
+            if any(p.name != stamp.name for p in work.iterdir()) or any(Path(p).exists() for p in kept):
                 raise RunError(f"{out} holds an unfinished run of {task} with other arguments "
                                f"({differences(old, params)}); run it with the earlier ones to resume it, or pass "
                                f"--overwrite to start over")

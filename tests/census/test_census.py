@@ -104,6 +104,13 @@ def test_a_census_cut_before_its_first_window_leaves_nothing_to_refuse(setup, tm
     other = run_census(enc, clf, [load_split("rte", "dev", glue, limit=70, seed=3)], tmp_path / "c", limit=70, seed=3)
     fresh = run_census(enc, clf, [load_split("rte", "dev", glue, limit=70, seed=3)], tmp_path / "f", limit=70, seed=3)
     assert other["tasks"]["rte"]["counts"] == fresh["tasks"]["rte"]["counts"] and other["tasks"]["rte"]["examples"] == 70
+    # with --save-maps the run writes maps as it goes, before its first window is saved: those are kept work
+    with pytest.raises(KeyboardInterrupt):
+        run_census(enc, clf, [load_split("rte", "dev", glue, limit=100, seed=2)], tmp_path / "m", limit=100, seed=2,
+                   progress=Boom(10), save_maps=True)
+    with pytest.raises(RunError, match="other arguments"):
+        run_census(enc, clf, [load_split("rte", "dev", glue, limit=70, seed=3)], tmp_path / "m", limit=70, seed=3,
+                   save_maps=True)
 
 
 def test_census_cli_and_compare(tiny_bert, tiny_classifier, glue_dir, tmp_path, capsys):
