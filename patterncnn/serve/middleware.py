@@ -37,8 +37,9 @@ def _shown(text: str, limit: int = 300) -> str:
 
 
 def log_refusal(scope, status: int, body: bytes) -> None:
-    """One line for a refused request (a 4xx): status, method, path and our ``detail`` (never the request's body
-    or headers, so never its token): what a client such as Label Studio sends its user to the server log for."""
+    """One line for a refused request (a 4xx): status, method, path and our ``detail`` (never the request's headers
+    or raw body, so never its token; a detail may quote a value the client sent, such as a map id): what a client
+    such as Label Studio sends its user to the server log for."""
     try:
         detail = json.loads(body).get("detail")
     except (ValueError, AttributeError):

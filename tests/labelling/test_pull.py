@@ -298,3 +298,19 @@ def test_a_set_of_only_unresolved_ties_asks_for_one_more_annotator_than_tied(lab
     with pytest.raises(ValueError, match="are unresolved ties; get one more annotator per task") as e:
         load_labelled(data)
     assert "--per-task 4`) and pull again, or pull with --resolve majority-dawid-skene" in str(e.value)
+
+
+def test_the_pre_annotation_is_the_latest_made_before_the_first_vote_else_the_earliest():
+    from patterncnn.labelling.pull import pre_annotations
+
+    task = {"map_id": "m", "server": "s", "ls_task_id": "7"}
+    votes = [{**task, "created_at": "2026-11-25T12:00:00Z"}, {**task, "created_at": "2026-11-25T11:00:00Z"}]
+    preds = [{**task, "label": "vertical", "source": "push", "created_at": "2026-11-25T09:00:00Z"},
+             {**task, "label": "diagonal", "source": "push", "created_at": "2026-11-25T10:00:00Z"},
+             {**task, "label": "block", "source": "ml-backend", "created_at": "2026-11-25T11:30:00Z"}]
+    key = ("m", ("s", "7"))
+    assert pre_annotations(votes, preds)[key]["label"] == "diagonal"  # the last before the first vote (11:00)
+    assert pre_annotations(votes, preds[2:])[key]["label"] == "block"  # none before: the earliest
+    undated = [{**p, "created_at": ""} for p in preds]
+    assert pre_annotations(votes, undated)[key]["label"] == "vertical"  # no time stamps: the earliest (first listed)
+    assert pre_annotations([{**task, "created_at": ""}], preds)[key]["label"] == "vertical"  # an undated vote
