@@ -117,10 +117,25 @@ def saved_checkpoints(out: str | Path) -> bool:
     return any(last_checkpoint(w) for w in (Path(out) / WORK).glob("*/"))
 
 
+def _log_at_saves():
+    """A Trainer callback that logs the loss whenever a checkpoint is saved, before it is saved: so every checkpoint's
+    trainer state holds the losses of all the steps up to it, also the final one at a step that is not a multiple of
+    the logging interval (:func:`_mean_loss` of a run resumed from it counts them all)."""
+    from transformers import TrainerCallback
+
+    class LogAtSaves(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if control.should_save:
+                control.should_log = True
+            return control
+
+    return LogAtSaves()
+
+
 def _mean_loss(history: dict | None, steps: int, loss: float) -> float:
     """The mean training loss over all ``steps``, also of a run resumed from a checkpoint whose trainer state is
     ``history`` (its Trainer's ``loss`` averages only the steps it ran): the steps before the checkpoint from the
-    losses logged up to it (every :data:`SAVE_STEPS`, as it was saved)."""
+    losses logged up to it (at every save, :func:`_log_at_saves`)."""
     if history is None:
         return loss
     done, total, last = history["global_step"], 0.0, 0
@@ -210,7 +225,8 @@ def finetune(model: str, task: str, glue_dir: str | None, out: str | Path, cfg: 
         log.info("resuming the fine-tune in %s from its checkpoint at step %s", out,
                  resume.name.removeprefix(CHECKPOINT))
     trainer = Trainer(model=clf, args=_training_args(cfg, work, progress), train_dataset=train_ds,
-                      eval_dataset=dev_ds, data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute)
+                      eval_dataset=dev_ds, data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute,
+                      callbacks=[_log_at_saves()])
     t0 = time.time()
     train_out = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     train_s = time.time() - t0

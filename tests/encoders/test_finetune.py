@@ -85,6 +85,39 @@ def test_an_interrupted_finetune_resumes_to_the_same_model(tiny_bert, glue_dir, 
     assert not (parted / ".work").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
+def _stop_after_saving(monkeypatch, when=lambda state: True):
+    """Ctrl-C right after the Trainer saves a checkpoint at a step ``when(state)`` picks; returns the undo."""
+    import transformers
+
+    save = transformers.Trainer._save_checkpoint
+
+    def save_then_stop(self, *a, **k):
+        save(self, *a, **k)
+        if when(self.state):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(transformers.Trainer, "_save_checkpoint", save_then_stop)
+    return lambda: monkeypatch.setattr(transformers.Trainer, "_save_checkpoint", save)
+
+
+def test_train_loss_of_a_finetune_resumed_from_its_last_checkpoint(tiny_bert, glue_dir, tmp_path, monkeypatch):
+    from patterncnn.encoders import finetune as ft
+
+    monkeypatch.setattr(ft, "SAVE_STEPS", 2)  # 24 examples, batch 8, 1 epoch: 3 steps, checkpoints at 2 and 3
+    args = ["finetune", "--task", "rte", "--model", str(tiny_bert), "--glue-dir", str(glue_dir),
+            "--max-train-examples", "24", "--max-dev-examples", "16", "--epochs", "1", "--batch-size", "8",
+            "--max-length", "32"]
+    whole, parted = tmp_path / "whole", tmp_path / "parted"
+    assert main([*args, "--out", str(whole)]) == 0
+    undo = _stop_after_saving(monkeypatch, lambda state: state.global_step == state.max_steps)
+    assert main([*args, "--out", str(parted)]) == 130  # stopped after the final checkpoint, before scoring
+    undo()
+    assert main([*args, "--out", str(parted)]) == 0
+    a, b = (json.loads((f / MANIFEST).read_text()) for f in (whole, parted))
+    assert b["train"]["resumed_at_step"] == 3 and b["dev"] == a["dev"]
+    assert b["train"]["loss"] == pytest.approx(a["train"]["loss"], rel=1e-6)
+
+
 def test_finetune_refuses_nothing_to_train(tiny_bert, glue_dir, tmp_path, capsys):
     base = ["finetune", "--task", "rte", "--model", str(tiny_bert), "--glue-dir", str(glue_dir),
             "--out", str(tmp_path / "ft")]
