@@ -67,10 +67,11 @@ def prepare_out(out: str | Path, result_name: str, overwrite: bool) -> Path:
     return out
 
 
-def work_dir(out: Path, task: str, params: dict, kept: Iterable[Path] = ()) -> Path:
-    """``out/.work/<task>``, stamped with the run's arguments; finished parts of other arguments are refused (a
-    run of other arguments stopped before its first part is restamped: it left nothing to keep, unless one of the
-    paths in ``kept``, where the run also writes as it goes, exists)."""
+def work_dir(out: Path, task: str, params: dict, overwrite: bool = False, kept: Iterable[Path] = ()) -> Path:
+    """``out/.work/<task>``, stamped with the run's arguments; finished parts of other arguments are refused, or with
+    ``overwrite`` dropped (a run of other arguments stopped before its first part is restamped: it left nothing to
+    keep, unless one of the paths in ``kept``, where the run also writes as it goes, exists). Finished parts of the
+    same arguments are kept, with ``overwrite`` too: the run resumes."""
     work = Path(out) / WORK / task
     stamp = work / "run.json"
     if stamp.exists():
@@ -83,13 +84,19 @@ def work_dir(out: Path, task: str, params: dict, kept: Iterable[Path] = ()) -> P
             shutil.rmtree(work)
             return work_dir(out, task, params)
         if old.get("key") != run_key(params):
-            if any(p.name != stamp.name for p in work.iterdir()) or any(Path(p).exists() for p in kept):
+            if not any(p.name != stamp.name for p in work.iterdir()) and not any(Path(p).exists() for p in kept):
+                log.info("%s: the unfinished run of %s stopped before its first part; it starts over with these "
+                         "arguments", out, task)  # nothing to keep
+                write_json(stamp, {"key": run_key(params), "params": params})
+            elif not overwrite:
                 raise RunError(f"{out} holds an unfinished run of {task} with other arguments "
                                f"({differences(old, params)}); run it with the earlier ones to resume it, or pass "
                                f"--overwrite to start over")
-            log.info("%s: the unfinished run of %s stopped before its first part; it starts over with these arguments",
-                     out, task)  # nothing to keep
-            write_json(stamp, {"key": run_key(params), "params": params})
+            else:
+                log.info("%s: --overwrite starts the unfinished run of %s with other arguments (%s) over", out, task,
+                         differences(old, params))
+                shutil.rmtree(work)
+                return work_dir(out, task, params)
     else:
         write_json(stamp, {"key": run_key(params), "params": params})
     return work

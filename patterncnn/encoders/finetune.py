@@ -15,8 +15,8 @@ Resumable: the Trainer saves a checkpoint (weights, optimizer, scheduler, random
 :data:`SAVE_STEPS` steps and at the last one into ``OUT/.work/<task>/``, stamped with the run's
 arguments (:func:`patterncnn.core.work.work_dir`). The same call again continues from the last
 complete checkpoint (on a CPU to the same weights as an uninterrupted run); other arguments are
-refused while an unfinished run is there. The model lands in ``OUT`` only once trained, saved and
-scored, replacing what was there (``overwrite``) in one rename; the work folder goes with it.
+refused while an unfinished run is there (``overwrite`` starts it over). The model lands in ``OUT`` only once
+trained, saved and scored, replacing what was there (``overwrite``) in one rename; the work folder goes with it.
 """
 
 from __future__ import annotations
@@ -177,7 +177,9 @@ def finetune(model: str, task: str, glue_dir: str | None, out: str | Path, cfg: 
 
     ``out`` is the model's folder: one already there needs ``overwrite`` (it is replaced only once the
     new model is saved; :func:`patterncnn.core.fileio.output_folder`), unless it holds only an unfinished run of
-    the same arguments, which is resumed from its last checkpoint. ``overwrite`` starts an unfinished run over.
+    the same arguments, which is resumed from its last checkpoint. ``overwrite`` starts an unfinished run of other
+    arguments over, and resumes one of the same arguments (an ``overwrite`` run interrupted beside the old model
+    continues when called again the same way).
 
     Raises:
         OutputError: ``out`` already exists (without ``overwrite``), or is not a folder.
@@ -210,13 +212,14 @@ def finetune(model: str, task: str, glue_dir: str | None, out: str | Path, cfg: 
         preds = logits.squeeze(-1) if t.is_regression else logits.argmax(-1)
         return glue_metrics(t, preds, p.label_ids)
 
-    if overwrite:
-        shutil.rmtree(out / WORK, ignore_errors=True)
+    if overwrite:  # another task's unfinished run there starts over (this task's: in work_dir)
+        for other in [p for p in (out / WORK).glob("*/") if p.name != t.name]:
+            shutil.rmtree(other)
     params = {"task": t.name, "source": train.source, "model": base.fingerprint, "version": __version__,
               **{k: v for k, v in dataclasses.asdict(cfg).items() if k != "max_dev_examples"}}  # dev: only scored
     if torch.cuda.is_available():
         params["device"] = "cuda"  # a CPU run never resumes from a GPU's checkpoint
-    work = work_dir(out, t.name, params)
+    work = work_dir(out, t.name, params, overwrite)  # resumed when its stamp is these arguments, even with overwrite
     for partial in {p for p in work.glob(f"{CHECKPOINT}*")} - {last_checkpoint(work)}:
         shutil.rmtree(partial)  # cut short while being written (or an older one the Trainer had not removed)
     resume = last_checkpoint(work)

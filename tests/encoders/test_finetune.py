@@ -100,6 +100,48 @@ def _stop_after_saving(monkeypatch, when=lambda state: True):
     return lambda: monkeypatch.setattr(transformers.Trainer, "_save_checkpoint", save)
 
 
+def test_an_interrupted_overwrite_resumes_with_the_same_command(tiny_bert, glue_dir, tmp_path, monkeypatch, capsys):
+    from patterncnn.encoders import finetune as ft
+
+    monkeypatch.setattr(ft, "SAVE_STEPS", 2)  # 24 examples, batch 8, 2 epochs: 6 steps, checkpoints at 2, 4, 6
+    args = ["finetune", "--task", "rte", "--model", str(tiny_bert), "--glue-dir", str(glue_dir),
+            "--max-train-examples", "24", "--max-dev-examples", "16", "--epochs", "2", "--batch-size", "8",
+            "--max-length", "32"]
+    whole, out = tmp_path / "whole", tmp_path / "out"
+    assert main([*args, "--out", str(whole)]) == 0
+    assert main([*args[:-6], "--epochs", "1", *args[-4:], "--out", str(out)]) == 0  # the old model
+    old = _weights(out)
+    again = [*args, "--out", str(out), "--overwrite"]
+    undo = _stop_after_saving(monkeypatch)
+    capsys.readouterr()
+    assert main(again) == 130
+    err = capsys.readouterr().err
+    assert f"saved under {out}; run the same command again to resume" in err, err
+    assert json.loads((out / MANIFEST).read_text())["settings"]["epochs"] == 1  # the old model is still there
+    assert all(np.array_equal(old[k], v) for k, v in _weights(out).items())
+    undo()
+    assert main(again) == 0, capsys.readouterr().err
+    a, b = (json.loads((f / MANIFEST).read_text()) for f in (whole, out))
+    assert b["train"]["resumed_at_step"] == 2 and b["dev"] == a["dev"]
+    wa, wb = _weights(whole), _weights(out)
+    assert wa.keys() == wb.keys() and all(np.array_equal(wa[k], wb[k]) for k in wa)
+    assert not (out / ".work").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_overwrite_starts_over_only_an_unfinished_run_of_other_arguments(tmp_path):
+    from patterncnn.core.work import RunError, work_dir
+
+    rte = work_dir(tmp_path, "rte", {"task": "rte", "epochs": 2.0})
+    (rte / "checkpoint-2").mkdir()
+    assert work_dir(tmp_path, "rte", {"task": "rte", "epochs": 2.0}, overwrite=True) == rte
+    assert (rte / "checkpoint-2").is_dir()  # the same arguments: resumed, with --overwrite too
+    with pytest.raises(RunError, match="--epochs: was 2.0, now 3.0"):
+        work_dir(tmp_path, "rte", {"task": "rte", "epochs": 3.0})
+    assert work_dir(tmp_path, "rte", {"task": "rte", "epochs": 3.0}, overwrite=True) == rte
+    assert [p.name for p in rte.iterdir()] == ["run.json"]  # other arguments: --overwrite starts over
+    assert work_dir(tmp_path, "rte", {"task": "rte", "epochs": 3.0}) == rte
+
+
 def test_train_loss_of_a_finetune_resumed_from_its_last_checkpoint(tiny_bert, glue_dir, tmp_path, monkeypatch):
     from patterncnn.encoders import finetune as ft
 
