@@ -24,7 +24,7 @@ def register(sub) -> None:
                                    "same arguments.")
     p.add_argument("--task", required=True, help="GLUE task, e.g. sst2, rte, stsb")
     p.add_argument("--out", required=True, help="folder to write the fine-tuned model to")
-    add_overwrite(p, "model")
+    add_overwrite(p, "model, or an unfinished fine-tune of other arguments or of another task,")
     p.add_argument("--batch-size", type=positive_int, default=32, help="(default: %(default)s)")
     p.add_argument("--epochs", type=positive_float, default=3.0,
                    help="passes over the training examples; a fraction stops part-way (default: %(default)s)")

@@ -15,8 +15,9 @@ Resumable: the Trainer saves a checkpoint (weights, optimizer, scheduler, random
 :data:`SAVE_STEPS` steps and at the last one into ``OUT/.work/<task>/``, stamped with the run's
 arguments (:func:`patterncnn.core.work.work_dir`). The same call again continues from the last
 complete checkpoint (on a CPU to the same weights as an uninterrupted run); other arguments are
-refused while an unfinished run is there (``overwrite`` starts it over). The model lands in ``OUT`` only once
-trained, saved and scored, replacing what was there (``overwrite``) in one rename; the work folder goes with it.
+refused while an unfinished run is there, and so is another task (``overwrite`` starts such a run over). The model
+lands in ``OUT`` only once trained, saved and scored, replacing what was there (``overwrite``) in one rename; the
+work folder goes with it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import torch
 from ..core.fileio import output_folder, write_json
 from ..core.glue import GlueTask, get_task, load_split
 from ..core.version import __version__
-from ..core.work import WORK, work_dir
+from ..core.work import WORK, RunError, work_dir
 from .load import MANIFEST, EncoderError, bounded_texts, load_encoder, resolve_model
 
 log = logging.getLogger(__name__)
@@ -146,9 +147,18 @@ def _mean_loss(history: dict | None, steps: int, loss: float) -> float:
     return (total + loss * (steps - done)) / max(steps, 1)
 
 
-def _unfinished(out: Path) -> bool:
-    """``out`` holds only the work folder of an unfinished fine-tune."""
-    return out.is_dir() and (out / WORK).is_dir() and {p.name for p in out.iterdir()} == {WORK}
+def _check_out(out: Path, task: str, overwrite: bool) -> Path:
+    """Check ``out`` before any work. A model there needs ``overwrite`` (:func:`output_folder`); ``out`` holding only
+    its work folder is an unfinished fine-tune, resumed by a run of its task. An unfinished fine-tune of another task
+    with a checkpoint is refused unless ``overwrite``: this run, once finished, would replace ``out``, its checkpoints
+    with it. (One without a checkpoint left nothing to keep.)"""
+    if overwrite or not (out.is_dir() and (out / WORK).is_dir() and {p.name for p in out.iterdir()} == {WORK}):
+        out = output_folder(out, (), overwrite)
+    others = sorted(p.name for p in (out / WORK).glob("*/") if p.name != task and last_checkpoint(p))
+    if others and not overwrite:
+        raise RunError(f"{out} holds an unfinished fine-tune of {' and '.join(others)}; run it with its earlier "
+                       f"arguments to resume it, pass --overwrite to start over, or choose another --out")
+    return out
 
 
 def _replace(out: Path, model_dir: Path) -> None:
@@ -177,22 +187,20 @@ def finetune(model: str, task: str, glue_dir: str | None, out: str | Path, cfg: 
 
     ``out`` is the model's folder: one already there needs ``overwrite`` (it is replaced only once the
     new model is saved; :func:`patterncnn.core.fileio.output_folder`), unless it holds only an unfinished run of
-    the same arguments, which is resumed from its last checkpoint. ``overwrite`` starts an unfinished run of other
-    arguments over, and resumes one of the same arguments (an ``overwrite`` run interrupted beside the old model
-    continues when called again the same way).
+    the same task and arguments, which is resumed from its last checkpoint (:func:`_check_out`). ``overwrite``
+    starts an unfinished run of other arguments or of another task over, and resumes one of the same arguments (an
+    ``overwrite`` run interrupted beside the old model continues when called again the same way).
 
     Raises:
         OutputError: ``out`` already exists (without ``overwrite``), or is not a folder.
-        RunError: ``out`` holds an unfinished run of other arguments (the message names them).
+        RunError: ``out`` holds an unfinished run of other arguments (the message names them), or of another task.
         EncoderError / GlueDataError: bad model or data, with the fix in the message.
     """
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, Trainer
 
     cfg = cfg or FinetuneConfig()
-    out = Path(out)
-    if overwrite or not _unfinished(out):
-        out = output_folder(out, (), overwrite)
     t = get_task(task)
+    out = _check_out(Path(out), t.name, overwrite)
     train = load_split(t, "train", glue_dir, limit=cfg.max_train_examples, seed=cfg.seed)
     dev = load_split(t, "dev", glue_dir, limit=cfg.max_dev_examples, seed=cfg.seed)
     base = load_encoder(model, max_length=cfg.max_length)  # validates the model, gives its fingerprint
@@ -212,9 +220,8 @@ def finetune(model: str, task: str, glue_dir: str | None, out: str | Path, cfg: 
         preds = logits.squeeze(-1) if t.is_regression else logits.argmax(-1)
         return glue_metrics(t, preds, p.label_ids)
 
-    if overwrite:  # another task's unfinished run there starts over (this task's: in work_dir)
-        for other in [p for p in (out / WORK).glob("*/") if p.name != t.name]:
-            shutil.rmtree(other)
+    for other in [p for p in (out / WORK).glob("*/") if p.name != t.name and (overwrite or not last_checkpoint(p))]:
+        shutil.rmtree(other)  # another task's unfinished run: started over, or it left nothing (this task's: work_dir)
     params = {"task": t.name, "source": train.source, "model": base.fingerprint, "version": __version__,
               **{k: v for k, v in dataclasses.asdict(cfg).items() if k != "max_dev_examples"}}  # dev: only scored
     if torch.cuda.is_available():

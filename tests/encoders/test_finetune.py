@@ -128,6 +128,28 @@ def test_an_interrupted_overwrite_resumes_with_the_same_command(tiny_bert, glue_
     assert not (out / ".work").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
+def test_an_unfinished_finetune_of_another_task_is_kept(tiny_bert, glue_dir, tmp_path, monkeypatch, capsys):
+    from patterncnn.encoders import finetune as ft
+
+    monkeypatch.setattr(ft, "SAVE_STEPS", 2)
+    out = tmp_path / "ft"
+    args = ["finetune", "--model", str(tiny_bert), "--glue-dir", str(glue_dir), "--max-train-examples", "24",
+            "--max-dev-examples", "16", "--epochs", "1", "--batch-size", "8", "--max-length", "32", "--out", str(out)]
+    (out / ".work" / "stsb").mkdir(parents=True)  # an stsb run stopped before its first checkpoint: nothing to keep
+    (out / ".work" / "stsb" / "run.json").write_text('{"key": "0", "params": {}}')
+    undo = _stop_after_saving(monkeypatch)
+    assert main([*args, "--task", "rte"]) == 130  # interrupted after its checkpoint at step 2
+    undo()
+    assert sorted(p.name for p in (out / ".work").iterdir()) == ["rte"]
+    capsys.readouterr()
+    assert main([*args, "--task", "stsb"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{out} holds an unfinished fine-tune of rte;" in err and "--overwrite" in err, err
+    assert ft.last_checkpoint(out / ".work" / "rte").name == "checkpoint-2"  # untouched
+    assert main([*args, "--task", "stsb", "--overwrite"]) == 0  # starts over: the rte run goes
+    assert json.loads((out / MANIFEST).read_text())["task"] == "stsb" and not (out / ".work").exists()
+
+
 def test_overwrite_starts_over_only_an_unfinished_run_of_other_arguments(tmp_path):
     from patterncnn.core.work import RunError, work_dir
 
