@@ -242,8 +242,9 @@ def test_train_reports_per_encoder_in_metrics_and_card(two_encoders, tmp_path, c
     out = tmp_path / "m"
     args = ["train", "--annotations", str(two_encoders), "--out", str(out), "--folds", "3", "--max-epochs", "2",
             "--loeo-max-epochs", "2"]
-    assert main(args + ["--loeo-seeds", "0"]) == 2
-    assert "--loeo-seeds must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # refused when the arguments are parsed
+        main(args + ["--loeo-seeds", "0"])
+    assert e.value.code == 2 and "--loeo-seeds: must be a whole number of at least 1" in capsys.readouterr().err
     rc = main(args + ["--loeo-seeds", "2"])
     assert rc == 0
     printed = capsys.readouterr().out
