@@ -7,7 +7,16 @@ from collections import Counter
 
 from ..labelling.agreement import METHODS
 from ..labelling.sets import tie_fix
-from .common import add_connection_args, add_labelled_args, add_overwrite, connect, labelled_set, positive_int, text
+from .common import (
+    add_connection_args,
+    add_labelled_args,
+    add_overwrite,
+    connect,
+    labelled_set,
+    positive_int,
+    seed,
+    text,
+)
 
 
 def register(sub) -> None:
@@ -40,8 +49,8 @@ def register(sub) -> None:
                                     "map captioned with a running number; index.json maps numbers to map ids.")
     q.add_argument("maps", nargs="+", help="map store folder(s) or .npz file(s)")
     q.add_argument("--out", required=True, help="folder for sheet-NNN.png and index.json")
-    q.add_argument("--per-sheet", type=int, default=16, help="(default: %(default)s)")
-    q.add_argument("--shuffle", type=int, metavar="SEED", help="shuffle the maps with this seed first")
+    q.add_argument("--per-sheet", type=positive_int, default=16, help="(default: %(default)s)")
+    q.add_argument("--shuffle", type=seed, metavar="SEED", help="shuffle the maps with this seed first")
     add_overwrite(q, "sheets")
     q.set_defaults(func=run_sheets)
     _register_annotators(asub)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_classifier_args, add_overwrite, classifier
+from .common import add_classifier_args, add_overwrite, classifier, seed
 
 
 def register(sub) -> None:
@@ -23,7 +23,7 @@ def register(sub) -> None:
                         "(default: cross-validated on the classifier's stored out-of-fold rows)")
     p.add_argument("--out", default="runs/validate", help="output folder (default: %(default)s)")
     add_overwrite(p)
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
+    p.add_argument("--seed", type=seed, default=0, help="bootstrap seed (default: %(default)s)")
     p.set_defaults(func=run)
 
 

@@ -199,6 +199,13 @@ def finetune(model: str, task: str, glue_dir: str | None, out: str | Path, cfg: 
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, Trainer
 
     cfg = cfg or FinetuneConfig()
+    bad = [f"{name} {value}" for name, value, ok in (
+        ("epochs", cfg.epochs, cfg.epochs > 0), ("learning_rate", cfg.learning_rate, cfg.learning_rate > 0),
+        ("batch_size", cfg.batch_size, cfg.batch_size >= 1), ("max_length", cfg.max_length, cfg.max_length >= 1))
+        if not ok]
+    if bad:  # checked before any work, as the command checks its options
+        raise ValueError(f"cannot fine-tune with {', '.join(bad)}: epochs and learning_rate must be greater than 0, "
+                         f"batch_size and max_length at least 1")
     t = get_task(task)
     out = _check_out(Path(out), t.name, overwrite)
     train = load_split(t, "train", glue_dir, limit=cfg.max_train_examples, seed=cfg.seed)

@@ -86,6 +86,10 @@ def test_glue_dir_that_is_a_file(tiny_classifier, capsys):
     (["serve", "--max-body-mb", "-1"], "--max-body-mb: must be a whole number of at least 1"),
     (["serve", "--max-t", "0"], "--max-t: must be a whole number"),
     (["classify", "m.npz", "--out", "x", "--threads", "-2"], "--threads: must be a whole number"),
+    (["link", "--seed", "-1"], "--seed: must be a whole number from 0 to 4294967295"),
+    (["validate", "--seed", "4294967296"], "--seed: must be a whole number from 0 to 4294967295"),
+    (["annotate", "sheets", "s", "--out", "x", "--shuffle", "-2"], "--shuffle: must be a whole number from 0 to"),
+    (["annotate", "sheets", "s", "--out", "x", "--per-sheet", "0"], "--per-sheet: must be a whole number of at least 1"),
 ])
 def test_arguments_are_checked_at_parse_time(capsys, argv, phrase):
     with pytest.raises(SystemExit) as exit_:

@@ -208,3 +208,15 @@ def test_a_fine_tune_of_a_fine_tune_is_named_after_the_first_base_and_the_last_t
     (second / MANIFEST).write_text(json.dumps({"task": "../x", "base_model": {"model": 3}}))  # edited by hand
     assert _fine_tune_name(str(second), str(second)) == "anything"
     assert "names no base model or GLUE task; " in caplog.text
+
+
+@pytest.mark.parametrize("field,value", [("epochs", 0), ("learning_rate", -1e-5), ("batch_size", 0)])
+def test_the_library_call_refuses_what_cannot_fine_tune_before_any_work(field, value, tmp_path):
+    import dataclasses
+
+    from patterncnn.encoders.finetune import FinetuneConfig, finetune
+
+    cfg = dataclasses.replace(FinetuneConfig(), **{field: value})
+    with pytest.raises(ValueError, match=f"cannot fine-tune with {field} {value}"):
+        finetune("minilm", "rte", None, tmp_path / "out", cfg)
+    assert not (tmp_path / "out").exists()
