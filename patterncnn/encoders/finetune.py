@@ -16,8 +16,8 @@ Resumable: the Trainer saves a checkpoint (weights, optimizer, scheduler, random
 arguments (:func:`patterncnn.core.work.work_dir`). The same call again continues from the last
 complete checkpoint (on a CPU to the same weights as an uninterrupted run); other arguments are
 refused while an unfinished run is there, and so is another task (``overwrite`` starts such a run over). The model
-lands in ``OUT`` only once trained, saved and scored, replacing what was there (``overwrite``) in one rename; the
-work folder goes with it.
+lands in ``OUT`` only once trained, saved and scored, replacing what was there (``overwrite``; :func:`_replace`);
+the work folder goes with it.
 """
 
 from __future__ import annotations

@@ -49,40 +49,12 @@ def _weights(folder):
     return load_file(str(folder / "model.safetensors"))
 
 
-def test_an_interrupted_finetune_resumes_to_the_same_model(tiny_bert, glue_dir, tmp_path, monkeypatch, capsys):
-    import transformers
-
-    from patterncnn.encoders import finetune as ft
-
-    monkeypatch.setattr(ft, "SAVE_STEPS", 2)  # 24 examples, batch 8, 2 epochs: 6 steps, checkpoints at 2, 4, 6
-    args = ["finetune", "--task", "rte", "--model", str(tiny_bert), "--glue-dir", str(glue_dir),
-            "--max-train-examples", "24", "--max-dev-examples", "16", "--epochs", "2", "--batch-size", "8",
+def tiny_finetune(tiny_bert, glue_dir, epochs: int = 2, task: str | None = "rte") -> list[str]:
+    """The arguments of a tiny fine-tune: 24 train examples in batches of 8, three steps an epoch (with SAVE_STEPS 2,
+    two epochs save checkpoints at steps 2, 4 and 6); ``task`` None leaves --task out."""
+    return ["finetune", *(["--task", task] if task else []), "--model", str(tiny_bert), "--glue-dir", str(glue_dir),
+            "--max-train-examples", "24", "--max-dev-examples", "16", "--epochs", str(epochs), "--batch-size", "8",
             "--max-length", "32"]
-    whole, parted = tmp_path / "whole", tmp_path / "parted"
-    assert main([*args, "--out", str(whole)]) == 0
-    save = transformers.Trainer._save_checkpoint
-
-    def save_then_stop(self, *a, **k):  # Ctrl-C right after the first checkpoint
-        save(self, *a, **k)
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(transformers.Trainer, "_save_checkpoint", save_then_stop)
-    capsys.readouterr()
-    assert main([*args, "--out", str(parted)]) == 130
-    err = capsys.readouterr().err
-    assert f"saved under {parted}; run the same command again to resume" in err, err
-    assert [p.name for p in parted.iterdir()] == [".work"]  # no model yet under the name --model takes
-    monkeypatch.setattr(transformers.Trainer, "_save_checkpoint", save)
-    assert main([*args[:-6], "--epochs", "3", *args[-4:], "--out", str(parted)]) == 2  # other arguments: refused
-    assert "--epochs: was 2.0, now 3.0" in capsys.readouterr().err
-    assert main([*args, "--out", str(parted)]) == 0
-    a, b = (json.loads((f / MANIFEST).read_text()) for f in (whole, parted))
-    assert b["train"]["resumed_at_step"] == 2 and "resumed_at_step" not in a["train"]
-    assert b["dev"] == a["dev"]  # on a CPU the resumed run is the same run
-    assert b["train"]["loss"] == pytest.approx(a["train"]["loss"], rel=1e-6)
-    wa, wb = _weights(whole), _weights(parted)
-    assert wa.keys() == wb.keys() and all(np.array_equal(wa[k], wb[k]) for k in wa)
-    assert not (parted / ".work").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
 def _stop_after_saving(monkeypatch, when=lambda state: True):
@@ -100,16 +72,40 @@ def _stop_after_saving(monkeypatch, when=lambda state: True):
     return lambda: monkeypatch.setattr(transformers.Trainer, "_save_checkpoint", save)
 
 
+def test_an_interrupted_finetune_resumes_to_the_same_model(tiny_bert, glue_dir, tmp_path, monkeypatch, capsys):
+    from patterncnn.encoders import finetune as ft
+
+    monkeypatch.setattr(ft, "SAVE_STEPS", 2)  # 6 steps, checkpoints at 2, 4, 6
+    args = tiny_finetune(tiny_bert, glue_dir)
+    whole, parted = tmp_path / "whole", tmp_path / "parted"
+    assert main([*args, "--out", str(whole)]) == 0
+    undo = _stop_after_saving(monkeypatch)  # Ctrl-C right after the first checkpoint
+    capsys.readouterr()
+    assert main([*args, "--out", str(parted)]) == 130
+    err = capsys.readouterr().err
+    assert f"saved under {parted}; run the same command again to resume" in err, err
+    assert [p.name for p in parted.iterdir()] == [".work"]  # no model yet under the name --model takes
+    undo()
+    assert main([*tiny_finetune(tiny_bert, glue_dir, epochs=3), "--out", str(parted)]) == 2  # other arguments: refused
+    assert "--epochs: was 2.0, now 3.0" in capsys.readouterr().err
+    assert main([*args, "--out", str(parted)]) == 0
+    a, b = (json.loads((f / MANIFEST).read_text()) for f in (whole, parted))
+    assert b["train"]["resumed_at_step"] == 2 and "resumed_at_step" not in a["train"]
+    assert b["dev"] == a["dev"]  # on a CPU the resumed run is the same run
+    assert b["train"]["loss"] == pytest.approx(a["train"]["loss"], rel=1e-6)
+    wa, wb = _weights(whole), _weights(parted)
+    assert wa.keys() == wb.keys() and all(np.array_equal(wa[k], wb[k]) for k in wa)
+    assert not (parted / ".work").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
 def test_an_interrupted_overwrite_resumes_with_the_same_command(tiny_bert, glue_dir, tmp_path, monkeypatch, capsys):
     from patterncnn.encoders import finetune as ft
 
-    monkeypatch.setattr(ft, "SAVE_STEPS", 2)  # 24 examples, batch 8, 2 epochs: 6 steps, checkpoints at 2, 4, 6
-    args = ["finetune", "--task", "rte", "--model", str(tiny_bert), "--glue-dir", str(glue_dir),
-            "--max-train-examples", "24", "--max-dev-examples", "16", "--epochs", "2", "--batch-size", "8",
-            "--max-length", "32"]
+    monkeypatch.setattr(ft, "SAVE_STEPS", 2)  # 6 steps, checkpoints at 2, 4, 6
+    args = tiny_finetune(tiny_bert, glue_dir)
     whole, out = tmp_path / "whole", tmp_path / "out"
     assert main([*args, "--out", str(whole)]) == 0
-    assert main([*args[:-6], "--epochs", "1", *args[-4:], "--out", str(out)]) == 0  # the old model
+    assert main([*tiny_finetune(tiny_bert, glue_dir, epochs=1), "--out", str(out)]) == 0  # the old model
     old = _weights(out)
     again = [*args, "--out", str(out), "--overwrite"]
     undo = _stop_after_saving(monkeypatch)
@@ -133,8 +129,7 @@ def test_an_unfinished_finetune_of_another_task_is_kept(tiny_bert, glue_dir, tmp
 
     monkeypatch.setattr(ft, "SAVE_STEPS", 2)
     out = tmp_path / "ft"
-    args = ["finetune", "--model", str(tiny_bert), "--glue-dir", str(glue_dir), "--max-train-examples", "24",
-            "--max-dev-examples", "16", "--epochs", "1", "--batch-size", "8", "--max-length", "32", "--out", str(out)]
+    args = [*tiny_finetune(tiny_bert, glue_dir, epochs=1, task=None), "--out", str(out)]
     (out / ".work" / "stsb").mkdir(parents=True)  # an stsb run stopped before its first checkpoint: nothing to keep
     (out / ".work" / "stsb" / "run.json").write_text('{"key": "0", "params": {}}')
     undo = _stop_after_saving(monkeypatch)
@@ -167,10 +162,8 @@ def test_overwrite_starts_over_only_an_unfinished_run_of_other_arguments(tmp_pat
 def test_train_loss_of_a_finetune_resumed_from_its_last_checkpoint(tiny_bert, glue_dir, tmp_path, monkeypatch):
     from patterncnn.encoders import finetune as ft
 
-    monkeypatch.setattr(ft, "SAVE_STEPS", 2)  # 24 examples, batch 8, 1 epoch: 3 steps, checkpoints at 2 and 3
-    args = ["finetune", "--task", "rte", "--model", str(tiny_bert), "--glue-dir", str(glue_dir),
-            "--max-train-examples", "24", "--max-dev-examples", "16", "--epochs", "1", "--batch-size", "8",
-            "--max-length", "32"]
+    monkeypatch.setattr(ft, "SAVE_STEPS", 2)  # 1 epoch: 3 steps, checkpoints at 2 and 3
+    args = tiny_finetune(tiny_bert, glue_dir, epochs=1)
     whole, parted = tmp_path / "whole", tmp_path / "parted"
     assert main([*args, "--out", str(whole)]) == 0
     undo = _stop_after_saving(monkeypatch, lambda state: state.global_step == state.max_steps)

@@ -73,23 +73,18 @@ def test_pretraining_writes_a_checkpoint_that_train_can_start_from(tmp_path):
     assert set(state) == set(PatternCNN(CNNConfig()).state_dict())
 
 
-def test_a_stopped_pretraining_resumes_to_the_same_weights(tmp_path, monkeypatch):
-    monkeypatch.setattr(pretrain_mod, "SAVE_EVERY", 3)
-    whole = tmp_path / "whole.pt"
-    pretrain(whole, CNNConfig(), PretrainConfig(**TINY))
+def stopping_bar(starts: list, stop):
+    """A progress-bar class that records the step each run starts at in ``starts`` and raises KeyboardInterrupt, as
+    Ctrl-C does, at the update ``stop(n)`` picks (n counts the bar's updates from 1)."""
 
-    starts = []
-
-    class Stop:  # a progress bar whose 5th update is Ctrl-C
+    class Bar:
         def __init__(self, **kw):
             self.n = 0
             starts.append(kw["initial"])
 
-        stop_at = 5
-
         def update(self, k):
             self.n += 1
-            if self.n == self.stop_at:
+            if stop(self.n):
                 raise KeyboardInterrupt
 
         def set_postfix_str(self, s):
@@ -98,6 +93,17 @@ def test_a_stopped_pretraining_resumes_to_the_same_weights(tmp_path, monkeypatch
         def close(self):
             pass
 
+    return Bar
+
+
+def test_a_stopped_pretraining_resumes_to_the_same_weights(tmp_path, monkeypatch):
+    monkeypatch.setattr(pretrain_mod, "SAVE_EVERY", 3)
+    whole = tmp_path / "whole.pt"
+    pretrain(whole, CNNConfig(), PretrainConfig(**TINY))
+
+    starts = []
+    Stop = stopping_bar(starts, lambda n: n == 5)  # its 5th update is Ctrl-C
+
     out = tmp_path / "resumed.pt"
     with pytest.raises(KeyboardInterrupt):
         pretrain(out, CNNConfig(), PretrainConfig(**TINY), progress=Stop)
@@ -105,8 +111,7 @@ def test_a_stopped_pretraining_resumes_to_the_same_weights(tmp_path, monkeypatch
     assert not out.exists() and torch.load(partial, weights_only=True)["step"] == 3
     with pytest.raises(PretrainError, match="other options"):  # the partial run is not mixed with another
         pretrain(out, CNNConfig(), PretrainConfig(**{**TINY, "lr": 1e-3}))
-    class Record(Stop):  # the same bar, never stopping
-        stop_at = None
+    Record = stopping_bar(starts, lambda n: False)  # the same bar, never stopping
 
     rec = pretrain(out, CNNConfig(), PretrainConfig(**TINY), progress=Record)
     assert starts == [0, 3 * 32]  # the second run began where the partial file left off, not at the start
@@ -118,23 +123,7 @@ def test_a_stopped_pretraining_resumes_to_the_same_weights(tmp_path, monkeypatch
 def test_a_stopped_pretraining_of_other_options_is_named_and_overwrite_starts_over(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(pretrain_mod, "SAVE_EVERY", 3)
     starts = []
-
-    class Bar:  # a progress bar that stops the first run at its 5th step
-        def __init__(self, **kw):
-            self.n = 0
-            starts.append(kw["initial"])
-
-        def update(self, k):
-            self.n += 1
-            if len(starts) == 1 and self.n == 5:
-                raise KeyboardInterrupt
-
-        def set_postfix_str(self, s):
-            pass
-
-        def close(self):
-            pass
-
+    Bar = stopping_bar(starts, lambda n: len(starts) == 1 and n == 5)  # stops the first run at its 5th step
     out = tmp_path / "pre.pt"
     with pytest.raises(KeyboardInterrupt):
         pretrain(out, CNNConfig(), PretrainConfig(**TINY), progress=Bar)
