@@ -249,6 +249,37 @@ def share_error(est, truth) -> float:
     return float(100 * np.abs(np.asarray(est) - np.asarray(truth)).mean())
 
 
+def label_shift_scored(data, votes, test: np.ndarray, te: np.ndarray, p_va: np.ndarray, y_va: np.ndarray,
+                       probs: np.ndarray, pred: np.ndarray) -> tuple[dict, dict]:
+    """(the --em scores of a fit: bcts_all/bcts_agreed, em_all/em_agreed, the shares and the calibration; the label
+    shift itself, :func:`label_shift`) from its posteriors on its early-stopping maps ``p_va`` (labels ``y_va``) and
+    on the test maps ``probs`` (plain predictions ``pred``)."""
+    ls = label_shift(p_va, y_va, probs)
+    adapted = scored(data, votes, test, te, ls["calibrated"], "bcts_")[1]
+    adapted |= scored(data, votes, test, te, ls["adjusted"], "em_")[1]
+    adapted["shares"] = {"labels": shares_of(data.y[te]), "count": shares_of(pred[te]),
+                         "bcts_count": shares_of(ls["calibrated"].argmax(1)), "em": ls["prior"].tolist()}
+    adapted["bcts"] = {"temperature": ls["temperature"], "biases": ls["biases"].tolist(),
+                       "source_prior": ls["source"].tolist()}
+    return adapted, ls
+
+
+def em_summary(adapted: dict) -> str:
+    """The --em part of a fit's printed line."""
+    sh = adapted["shares"]
+    return (f" em acc {adapted['em_all']['accuracy']:.3f} share error count "
+            f"{share_error(sh['count'], sh['labels']):.1f} em {share_error(sh['em'], sh['labels']):.1f}")
+
+
+def save_fit_probs(folder: str, family: str, seed: int, data, te: np.ndarray, probs: np.ndarray,
+                   ls: dict | None) -> None:
+    """Write a fit's test posteriors (and, after --em, the BCTS-calibrated ones) to FOLDER/FAMILY-seedS.npz, with
+    the test maps' ids and labels (--save-probs)."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(Path(folder) / f"{family}-seed{seed}.npz", ids=np.asarray(data.ids)[te], y=data.y[te],
+                        probs=probs, **({"bcts": ls["calibrated"]} if ls is not None else {}))
+
+
 def scored(data, votes, test: np.ndarray, te: np.ndarray, probs: np.ndarray, prefix: str = "") -> tuple:
     """(the predictions over all maps, -1 outside the test family ``te``; their scores on every test map and on
     those two annotators agree on, as PREFIXall / PREFIXagreed)."""
@@ -312,15 +343,10 @@ def main() -> None:
                 model, epochs = fit_members(fitdata, tr, va, cfg, tcfg, seed=seed, init=start, targets=targets)
                 probs = predict_proba(model, data, te, cfg)
                 pred, plain = scored(data, votes, test, te, probs)
-                adapted = {}
+                adapted, ls = {}, None
                 if args.em:
-                    ls = label_shift(predict_proba(model, data, va, cfg), data.y[va], probs)
-                    adapted |= scored(data, votes, test, te, ls["calibrated"], "bcts_")[1]
-                    adapted |= scored(data, votes, test, te, ls["adjusted"], "em_")[1]
-                    adapted["shares"] = {"labels": shares_of(data.y[te]), "count": shares_of(pred[te]),
-                                         "bcts_count": shares_of(ls["calibrated"].argmax(1)), "em": ls["prior"].tolist()}
-                    adapted["bcts"] = {"temperature": ls["temperature"], "biases": ls["biases"].tolist(),
-                                       "source_prior": ls["source"].tolist()}
+                    adapted, ls = label_shift_scored(data, votes, test, te, predict_proba(model, data, va, cfg),
+                                                     data.y[va], probs, pred)
                 if args.tta:
                     adapted |= scored(data, votes, test, te, tta_proba(model, data, te, cfg), "tta_")[1]
                 if args.adabn:  # the same fit, its BatchNorm statistics re-estimated on the test family
@@ -336,17 +362,12 @@ def main() -> None:
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
                 if args.save_probs:
-                    Path(args.save_probs).mkdir(parents=True, exist_ok=True)
-                    np.savez_compressed(Path(args.save_probs) / f"{b}-seed{seed}.npz", ids=np.asarray(data.ids)[te],
-                                        y=data.y[te], probs=probs,
-                                        **({"bcts": ls["calibrated"]} if args.em else {}))
+                    save_fit_probs(args.save_probs, b, seed, data, te, probs, ls)
                 extra = f" tta acc {adapted['tta_all']['accuracy']:.3f}" if args.tta else ""
                 extra += f" adabn acc {adapted['adabn_all']['accuracy']:.3f}" if args.adabn else ""
                 extra += f" lp acc {probed['lp_all']['accuracy']:.3f}" if probed else ""
                 if args.em:
-                    sh = adapted["shares"]
-                    extra += (f" em acc {adapted['em_all']['accuracy']:.3f} share error count "
-                              f"{share_error(sh['count'], sh['labels']):.1f} em {share_error(sh['em'], sh['labels']):.1f}")
+                    extra += em_summary(adapted)
                 print(f"{args.name} test {b} seed {seed}: acc {rec['all']['accuracy']:.3f} "
                       f"F1-4 {rec['all']['macro_f1_4']:.3f}{extra} ({rec['seconds']} s)", flush=True)
 

@@ -1,13 +1,15 @@
-"""Semi-supervised fine-tuning on unlabelled maps (FixMatch or a mean teacher), measured by leaving one encoder
-family out.
+"""Fine-tuning with one more loss term than train's, measured by leaving one encoder family out: semi-supervised
+on unlabelled maps (FixMatch or a mean teacher), domain-adversarial (DANN), or mixup.
 
-    python research/generalisation/semisup.py NAME --init CKPT --unlabelled STORE [STORE ...] [--seeds 5]
-        [--method fixmatch|mean-teacher] [--freeze-bn] [--only FAMILY] [--threshold 0.85] [--mu 2] [--lambda-u 1]
-        [--ema 0.99] [--rampup 5] [--transductive]
+    python research/generalisation/semisup.py NAME --init CKPT [--unlabelled STORE [STORE ...]] [--seeds 5]
+        [--method fixmatch|mean-teacher|dann|mixup] [--freeze-bn] [--only FAMILY] [--threshold 0.85] [--mu 2]
+        [--lambda-u 1] [--ema 0.99] [--rampup 5] [--gamma 10] [--alpha 0.2] [--transductive] [--em]
+        [--save-probs DIR]
 
 The same leave-one-family-out fits as `loeo.py` (its `held_out` split, early stopping on a grouped fifth of the
 training maps, the pretrained CNN as the start, train's fine-tuning rate; --freeze-bn as train's), with one more
-loss term on unlabelled maps: every labelled batch of B maps comes with mu * B of them.
+loss term. For fixmatch, mean-teacher and dann it is on unlabelled maps: every labelled batch of B maps comes with
+mu * B of them.
 
 * --method fixmatch (Sohn et al. 2020): the model's prediction on an unaugmented view is the pseudo-label wherever
   its probability reaches --threshold, and the loss asks the same prediction (cross-entropy) of a strongly
@@ -19,6 +21,21 @@ loss term on unlabelled maps: every labelled batch of B maps comes with mu * B o
   on the sum over classes divided by its 10 classes) times exp(-5 (1 - t)^2), t rising from 0 to 1 over the first
   --rampup epochs. Early stopping and scoring use the teacher. The teacher's BatchNorm running statistics are the
   student's, copied after every step; with --freeze-bn both keep the pretrained ones.
+* --method dann (Ganin et al. 2016, domain-adversarial training): a domain classifier (features -> 100 -> ReLU ->
+  one logit per encoder family) learns from the CNN's pooled features which family a map comes from, through a
+  gradient reversal layer, so the CNN's features learn to hide it. The families are those of the labelled batch
+  (the training families) and of its unlabelled maps (train's weak augmentation); with --transductive the held-out
+  family's unlabelled maps join as one more family. The reversal's coefficient rises as Ganin et al.'s,
+  2 / (1 + exp(-gamma p)) - 1 with --gamma 10, p the share of the --max-epochs' steps done; the domain loss is
+  cross-entropy over families, weighted 1. The domain classifier learns at ten times the fit's rate (a new head
+  beside a fine-tuned network, as the Transfer-Learning-Library's DANN). The record keeps the domain classifier's
+  accuracy over each fit's last epoch (chance: the commonest family's share of its maps).
+* --method mixup (Zhang et al. 2018): each labelled batch is replaced by its convex mix with a permutation of
+  itself, inputs and loss alike, lam ~ Beta(--alpha, --alpha) per batch (0.2: their ImageNet setting); the loss is
+  lam CE(y) + (1 - lam) CE(y permuted), each with train's class weights and label smoothing. No unlabelled maps.
+
+--em also scores each fit after bias-corrected temperature scaling and EM, as `loeo.py --em` (bcts_all, em_all, the
+shares); --save-probs DIR writes its posteriors as `loeo.py --save-probs` (for `by_votes.py`).
 
 The strong view keeps the class:
 
@@ -45,6 +62,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 from patterncnn.classifier.model import PatternCNN, member_config, preprocess
@@ -67,7 +85,16 @@ if __package__ in (None, ""):
     import sys
 
     sys.path.insert(0, str(HERE))
-from loeo import confusion, directions, load_pretrained, load_sets, scored  # noqa: E402
+from loeo import (  # noqa: E402
+    confusion,
+    directions,
+    em_summary,
+    label_shift_scored,
+    load_pretrained,
+    load_sets,
+    save_fit_probs,
+    scored,
+)
 
 
 def load_unlabelled(stores: list[str]) -> tuple[list[np.ndarray], list[list[int] | None], np.ndarray]:
@@ -117,24 +144,50 @@ def strong_inputs(maps, seps, idx, cfg, rng: np.random.Generator) -> torch.Tenso
     return torch.cat(out)
 
 
+class _Reverse(torch.autograd.Function):
+    """The gradient reversal layer (Ganin et al. 2016): the identity forward, the gradient times -coefficient back."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, coefficient: float) -> torch.Tensor:
+        ctx.coefficient = coefficient
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return -ctx.coefficient * grad, None
+
+
+def reversal_coefficient(progress: float, gamma: float) -> float:
+    """DANN's schedule for the reversal's coefficient: 2 / (1 + exp(-gamma p)) - 1, from 0 at p = 0 towards 1."""
+    return float(2.0 / (1.0 + np.exp(-gamma * progress)) - 1.0)
+
+
 def fit_semisup(data, train_idx, val_idx, cfg, tcfg: TrainConfig, seed: int, init: dict, unl_maps, unl_seps,
-                unl_idx: np.ndarray, x_unl_plain: torch.Tensor, args):
+                unl_idx: np.ndarray, x_unl_plain: torch.Tensor | None, args, domains: tuple | None = None):
     """fit.fit's loop (labelled loss, class weights, label smoothing, cosine rate, early stopping on the
-    validation macro-F1, --freeze-bn) with the unlabelled term of ``args.method`` added (see the module doc).
-    Returns (the model scored: the student, or the mean teacher; best epoch; FixMatch's rate of maps passing the
-    threshold, or None)."""
+    validation macro-F1, --freeze-bn) with the term of ``args.method`` added (see the module doc). ``domains``
+    (dann): (the family index of every labelled map, of every unlabelled map, the number of families).
+    Returns (the model scored: the student, or the mean teacher; best epoch; a diagnostic: FixMatch's rate of maps
+    passing the threshold, DANN's domain accuracy over the last epoch, or None)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     urng = np.random.default_rng(10_000 + seed)
     model = PatternCNN(member_config(cfg))
     model.load_state_dict(init)
-    teacher = None
+    teacher, discriminator = None, None
     if args.method == "mean-teacher":
         teacher = copy.deepcopy(model).eval()
         for q in teacher.parameters():
             q.requires_grad_(False)
     scored = teacher if teacher is not None else model
-    opt = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
+    groups = [{"params": model.parameters()}]
+    if args.method == "dann":
+        lab_dom, unl_dom, n_dom = (torch.as_tensor(d) if i < 2 else d for i, d in enumerate(domains))
+        with torch.no_grad():
+            n_features = model.forward_features(x_unl_plain[:2]).shape[1]
+        discriminator = nn.Sequential(nn.Linear(n_features, 100), nn.ReLU(), nn.Linear(100, n_dom))
+        groups.append({"params": discriminator.parameters(), "lr": 10 * tcfg.lr})
+    opt = torch.optim.AdamW(groups, lr=tcfg.lr, weight_decay=tcfg.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=tcfg.max_epochs)
     y = torch.as_tensor(data.y)
     weights = torch.tensor(class_weights(data.y[train_idx], tcfg.class_weight_power), dtype=torch.float32)
@@ -142,14 +195,45 @@ def fit_semisup(data, train_idx, val_idx, cfg, tcfg: TrainConfig, seed: int, ini
     best, stale, kept = (-1.0, 0, None), 0, []
     # the starts of an epoch's batches: every batch of two maps or more (BatchNorm needs two)
     starts = [s for s in range(0, len(train_idx), tcfg.batch_size) if min(tcfg.batch_size, len(train_idx) - s) >= 2]
-    step = 0
+    step, total_steps = 0, tcfg.max_epochs * len(starts)
+
+    def labelled_loss(logits, targets):
+        return F.cross_entropy(logits, targets, weight=weights, label_smoothing=tcfg.label_smoothing)
+
     for epoch in range(1, tcfg.max_epochs + 1):
         train_mode(model, tcfg.freeze_bn)
+        if discriminator is not None:
+            discriminator.train()
+            domain_hits = []
         order = rng.permutation(train_idx)
         x_all = model_inputs(data.maps, data.seps, order, cfg, rng, tcfg)
         for s in starts:
             xb, yb = x_all[s : s + tcfg.batch_size], y[order[s : s + tcfg.batch_size]]
+            if args.method == "mixup":
+                lam = float(urng.beta(args.alpha, args.alpha))
+                perm = torch.from_numpy(urng.permutation(len(yb)))
+                logits = model(lam * xb + (1.0 - lam) * xb[perm])
+                loss = lam * labelled_loss(logits, yb) + (1.0 - lam) * labelled_loss(logits, yb[perm])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                step += 1
+                continue
             u = unl_idx[urng.choice(len(unl_idx), size=args.mu * len(yb), replace=False)]
+            if discriminator is not None:  # DANN: the families told apart through the reversed gradient
+                xu = model_inputs(unl_maps, unl_seps, u, cfg, urng, tcfg)
+                feats = model.forward_features(torch.cat([xb, xu]))
+                lb = model.forward_head(feats[: len(yb)])
+                coefficient = reversal_coefficient(step / total_steps, args.gamma)
+                dom_logits = discriminator(_Reverse.apply(feats, coefficient))
+                dom = torch.cat([lab_dom[order[s : s + tcfg.batch_size]], unl_dom[u]])
+                loss = labelled_loss(lb, yb) + F.cross_entropy(dom_logits, dom)
+                domain_hits.append((dom_logits.argmax(1) == dom).float().mean().item())
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                step += 1
+                continue
             xs = strong_inputs(unl_maps, unl_seps, u, cfg, urng)
             if teacher is None:  # FixMatch: pseudo-labels from the student's own unaugmented view
                 logits = model(torch.cat([xb, x_unl_plain[u], xs]))
@@ -190,6 +274,8 @@ def fit_semisup(data, train_idx, val_idx, cfg, tcfg: TrainConfig, seed: int, ini
         if stale >= tcfg.patience:
             break
     scored.load_state_dict(best[2])
+    if discriminator is not None:
+        return scored.eval(), best[1], float(np.mean(domain_hits))
     return scored.eval(), best[1], (float(np.mean(kept)) if kept else None)
 
 
@@ -198,7 +284,7 @@ def main() -> None:
     ap.add_argument("name")
     ap.add_argument("--sets", nargs="+", default=["annotations", "annotations/round8-e5-uniform"])
     ap.add_argument("--init", required=True, help="pretrained weights (`patterncnn pretrain`)")
-    ap.add_argument("--unlabelled", nargs="+", required=True, help="map stores of unlabelled maps")
+    ap.add_argument("--unlabelled", nargs="+", default=[], help="map stores of unlabelled maps (all but mixup)")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--max-epochs", type=int, default=40)
@@ -207,48 +293,74 @@ def main() -> None:
     ap.add_argument("--mu", type=int, default=2, help="unlabelled maps per labelled map in a batch")
     ap.add_argument("--lambda-u", type=float,
                     help="the unlabelled term's weight (default: 1 for fixmatch, 10 for mean-teacher)")
-    ap.add_argument("--method", choices=["fixmatch", "mean-teacher"], default="fixmatch")
+    ap.add_argument("--method", choices=["fixmatch", "mean-teacher", "dann", "mixup"], default="fixmatch")
+    ap.add_argument("--gamma", type=float, default=10.0, help="dann: the steepness of the reversal's schedule")
+    ap.add_argument("--alpha", type=float, default=0.2, help="mixup: lam ~ Beta(alpha, alpha)")
     ap.add_argument("--ema", type=float, default=0.99, help="mean teacher: the teacher's decay per step")
     ap.add_argument("--rampup", type=int, default=5, help="mean teacher: epochs over which the weight rises")
     ap.add_argument("--freeze-bn", action="store_true",
                     help="keep the --init checkpoint's BatchNorm statistics while fine-tuning (train --freeze-bn)")
     ap.add_argument("--transductive", action="store_true",
                     help="also the held-out family's own unlabelled maps (never its labelled ones)")
+    ap.add_argument("--em", action="store_true", help="also score after label-shift adaptation (BCTS + EM)")
+    ap.add_argument("--save-probs", metavar="DIR", help="also write each fit's test posteriors, as loeo.py's")
     args = ap.parse_args()
+    if (args.method == "mixup") == bool(args.unlabelled) or args.method == "mixup" and args.transductive:
+        ap.error("--unlabelled map stores are needed by fixmatch, mean-teacher and dann, and taken by no other "
+                 "method (nor --transductive)")
     if args.lambda_u is None:
         args.lambda_u = 10.0 if args.method == "mean-teacher" else 1.0
     data, fams, votes = load_sets(args.sets)
     cfg, init = load_pretrained(args.init)
     tcfg = TrainConfig(max_epochs=args.max_epochs, lr=INIT_LR, freeze_bn=args.freeze_bn)
     unl_maps, unl_seps, unl_fams = load_unlabelled(args.unlabelled)
-    with torch_threads(2):
-        x_unl_plain = model_inputs(unl_maps, unl_seps, np.arange(len(unl_maps)), cfg)
+    x_unl_plain = None
+    if unl_maps:
+        with torch_threads(2):
+            x_unl_plain = model_inputs(unl_maps, unl_seps, np.arange(len(unl_maps)), cfg)
     with torch_threads(2), open(HERE / "results.jsonl", "a") as out:
         for b, test, pool, te in directions(data, fams, args.only):
             unl_idx = np.flatnonzero((unl_fams != b) | args.transductive)
+            domains, names = None, None
+            if args.method == "dann":  # every family of the fit, labelled or not, one domain each
+                names = sorted(set(fams[pool].tolist()) | set(unl_fams[unl_idx].tolist()))
+                index = {f: k for k, f in enumerate(names)}
+                domains = (np.array([index.get(f, -1) for f in fams]), np.array([index.get(f, -1) for f in unl_fams]),
+                           len(names))
             for seed in range(args.first_seed, args.first_seed + args.seeds):
                 t0 = time.time()
                 tr, va = _split_train(data, pool, seed)
                 model, epoch, kept = fit_semisup(data, tr, va, cfg, tcfg, seed, init, unl_maps, unl_seps, unl_idx,
-                                                 x_unl_plain, args)
-                pred, plain = scored(data, votes, test, te, predict_proba(model, data, te, cfg))
+                                                 x_unl_plain, args, domains)
+                probs = predict_proba(model, data, te, cfg)
+                pred, plain = scored(data, votes, test, te, probs)
+                adapted, ls = {}, None
+                if args.em:
+                    adapted, ls = label_shift_scored(data, votes, test, te, predict_proba(model, data, va, cfg),
+                                                     data.y[va], probs, pred)
+                if args.save_probs:
+                    save_fit_probs(args.save_probs, b, seed, data, te, probs, ls)
                 rec = {"name": args.name, "test": b, "train": sorted(set(fams[pool].tolist())), "seed": seed,
                        "train_maps": int(len(pool)), "unlabelled_maps": int(len(unl_idx)),
                        "unlabelled_families": sorted(set(unl_fams[unl_idx].tolist())), "best_epoch": epoch,
                        "method": args.method,
-                       "pseudo_label_rate": None if kept is None else round(kept, 3),
+                       **({"domains": names, "domain_accuracy": round(kept, 3)} if names else
+                          {"pseudo_label_rate": None if kept is None else round(kept, 3)}),
                        **plain,
-                       "confusion": confusion(data.y[te], pred[te]).tolist(),
+                       "confusion": confusion(data.y[te], pred[te]).tolist(), **adapted,
                        "seconds": round(time.time() - t0, 1),
                        "args": {**vars(args), "init": public_path(args.init),
-                                "unlabelled": [public_path(u) for u in args.unlabelled]},
+                                "unlabelled": [public_path(u) for u in args.unlabelled],
+                                "save_probs": public_path(args.save_probs)},
                        "init_sha256": sha256_file(args.init)}
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
+                diagnostic = f" domain acc {kept:.2f}" if names else f" pseudo {'-' if kept is None else f'{kept:.2f}'}"
+                extra = em_summary(adapted) if args.em else ""
+                bcts_acc = f" bcts acc {adapted['bcts_all']['accuracy']:.3f}" if args.em else ""
                 print(f"{args.name} test {b} seed {seed}: acc {rec['all']['accuracy']:.3f} "
-                      f"F1-4 {rec['all']['macro_f1_4']:.3f} pseudo {'-' if kept is None else f'{kept:.2f}'} "
-                      f"epoch {epoch} ({rec['seconds']} s)",
-                      flush=True)
+                      f"F1-4 {rec['all']['macro_f1_4']:.3f}{bcts_acc}{extra}{diagnostic} epoch {epoch} "
+                      f"({rec['seconds']} s)", flush=True)
 
 
 if __name__ == "__main__":
