@@ -75,7 +75,8 @@ class Work:
     """The finished parts of a training run: ``root/<name>.npz``, each named by what determines it.
 
     A part is written atomically once computed and read back by a later run with the same inputs
-    (:func:`patterncnn.core.work.run_parts`); ``None`` as root keeps nothing (every part is computed).
+    (:func:`patterncnn.core.work.run_parts`); ``None`` as root keeps nothing (every part is computed). ``root`` is
+    made with the first part written, so a run stopped before leaves no empty folder behind.
     """
 
     def __init__(self, root: str | Path | None):
@@ -87,7 +88,6 @@ class Work:
             return compute(), False
         name = f"{kind}-{run_key({**inputs, 'patterncnn': __version__, 'torch': torch.__version__})}"
         done = (self.root / f"{name}.npz").is_file()
-        self.root.mkdir(parents=True, exist_ok=True)
         return run_parts(self.root, [name], lambda _: compute())[name], done
 
     def clear(self) -> None:

@@ -157,6 +157,26 @@ def test_a_stopped_train_keeps_its_finished_folds_and_resumes_to_the_same_model(
     assert not (out / ".work").exists()
 
 
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, RuntimeError])
+def test_a_train_stopped_in_its_first_fold_leaves_no_work_folder(labelled_set, tmp_path, capsys, monkeypatch, stop):
+    """Ctrl-C or a crash before any fold has finished leaves nothing in OUT: no empty .work/train to puzzle over."""
+    import patterncnn.training.fit as fit
+
+    def stop_at_once(*a, **kw):
+        raise stop("stopped in the first fold")
+
+    monkeypatch.setattr(fit, "fit_members", stop_at_once)
+    out = tmp_path / "m"
+    code = main(["train", "--annotations", str(labelled_set), "--out", str(out), "--folds", "3", "--max-epochs", "1",
+                 "--no-leave-one-encoder-out"])
+    err = capsys.readouterr().err
+    if stop is KeyboardInterrupt:
+        assert code == 130 and f"no folds and fits (in .work/train) had finished, so nothing is saved under {out}" in err
+    else:
+        assert code == 70 and "internal error: RuntimeError: stopped in the first fold" in err
+    assert not out.exists() or not any(out.iterdir())
+
+
 def test_a_damaged_map_in_the_labelled_set_is_named_not_a_crash(tmp_path, capsys):
     """The fuzz's case: a labelled set whose stored map is not a square map; train and validate name it, exit 2."""
     from synthetic import pattern_map, write_labelled_set
