@@ -21,6 +21,7 @@ import collections
 import dataclasses
 import logging
 import os
+import socket
 import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
@@ -84,6 +85,7 @@ def connect(address: str):
         raise CensusError("--ray needs Ray: pip install 'patterncnn[ray]'") from None
     if ray.is_initialized():
         return ray
+    _check_reachable(address)
     try:
         if address == "local":
             ray.init(include_dashboard=False, logging_level=logging.WARNING)
@@ -94,6 +96,20 @@ def connect(address: str):
                           f"`ray start --head`, pass its address (HOST:6379), or --ray local for one on this "
                           f"machine") from None
     return ray
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Refuse a ``HOST:PORT`` nothing answers at, within ``timeout`` seconds: Ray itself retries such an address for
+    minutes, logging as it goes, before it gives up."""
+    host, sep, port = address.rpartition(":")
+    if address in ("auto", "local") or "://" in address or not sep or not port.isdigit():
+        return  # Ray's own forms, and what Ray itself refuses with a message of its own
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise CensusError(f"nothing answers at the Ray address {address!r} ({e.strerror or e}); start the cluster "
+                          f"with `ray start --head` on that machine and pass the address it prints (HOST:6379), or "
+                          f"--ray local for one on this machine") from None
 
 
 def plan_units(encoders: list, splits: list[GlueSplit], out, limit, seed, classifier_sha: str, batch_size: int,

@@ -117,3 +117,23 @@ def test_census_cli_on_ray(cluster, tiny_bert, tiny_classifier, glue_dir, local,
         assert (tmp_path / "a" / f).read_text() == (local[3] / f).read_text()
     assert main(args + ["--ray", "auto", "--save-maps", "--out", str(tmp_path / "b")]) == 2
     assert "--save-maps, --precision and --device are for the local census, not --ray" in capsys.readouterr().err
+
+
+def test_a_ray_address_nothing_answers_at_is_refused_at_once(monkeypatch):
+    """Ray retries an address nothing listens at for minutes, logging as it goes; --ray HOST:PORT is refused first,
+    in one line naming the fix, and Ray is never asked to join it."""
+    import socket
+    import time
+
+    from patterncnn.census import ray as ray_census
+    from patterncnn.core.errors import PatternCNNError
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda *a, **kw: pytest.fail("ray.init was called"))
+    t0 = time.monotonic()
+    with pytest.raises(PatternCNNError, match=rf"nothing answers at the Ray address '127.0.0.1:{port}'.*ray start --head"):
+        ray_census.connect(f"127.0.0.1:{port}")
+    assert time.monotonic() - t0 < 5
