@@ -48,11 +48,6 @@ def run(args) -> int:
     print(f"{res['tag']} on {res['task']} ({res['examples']} dev examples): baseline {res['metric']} "
           f"{b['metric']:.4f} [{b['ci95'][0]:.4f}, {b['ci95'][1]:.4f}] (brackets: 95% bootstrap intervals over the "
           f"examples)")
-    if b.get("at_chance"):
-        print(f"warning: the undisabled model's {res['metric']} is within its 95% interval of chance ({b['chance']:.4f}, "
-              f"always predicting one label): disabling a head cannot show what it does. Check that the model was "
-              f"fine-tuned on {res['task']} (`patterncnn finetune --task {res['task']}`), or score more examples "
-              f"(--limit)")
     print(f"heads whose change's 95% interval excludes 0: {sum(c['outside'] for c in cells)} of {len(cells)}; "
           f"best change {max(c['change'] for c in cells):+.4f}, worst {min(c['change'] for c in cells):+.4f}")
     for l, c in enumerate(res["layers"]):

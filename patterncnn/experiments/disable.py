@@ -194,6 +194,18 @@ def chance_level(task: GlueTask, labels: np.ndarray) -> float:
     return max(metric(task, np.full(len(labels), c), labels) for c in range(task.num_labels))
 
 
+def chance_warning(result: dict) -> str | None:
+    """What a disable result's baseline at chance means (``baseline.at_chance``), or None when it is above chance:
+    the one wording the library's log, ``link``'s notes and the report use."""
+    b = result.get("baseline") or {}
+    if not b.get("at_chance"):
+        return None
+    return (f"the undisabled model's {result['metric']} is within its 95% interval of chance ({b['chance']:.4f}, "
+            f"always predicting one label): disabling a head cannot show what it does. Check that the model was "
+            f"fine-tuned on {result['task']} (`patterncnn finetune --task {result['task']}`), or score more examples "
+            f"(--limit)")
+
+
 def change_interval(task: GlueTask, base: np.ndarray, off: np.ndarray, labels: np.ndarray,
                     idx: np.ndarray) -> tuple[float, float]:
     """Paired bootstrap 95% interval of metric(off) - metric(base) over the resamples ``idx`` (B, N)."""
@@ -319,6 +331,8 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
         heads=heads, layers=layer_cells, seconds={"baseline": round(t_base, 1), "units": round(time.time() - t1, 1)})
     write_outputs(out, result)
     finish(out)
+    if warning := chance_warning(result):
+        log.warning(warning)
     return result
 
 

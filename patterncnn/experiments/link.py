@@ -27,6 +27,7 @@ from ..core.glue import get_task
 from ..core.labels import LABELS
 from ..core.plots import link_plot, png
 from ..core.work import RunError, output_dir, provenance, write_result
+from .disable import chance_warning
 from .result import ExperimentResult
 
 
@@ -82,6 +83,8 @@ def check_inputs(census: dict, drift: dict | None, disable: dict, task: str) -> 
     (:func:`patterncnn.core.fileio.weights_id`); return notes on what could not be checked or may differ without
     being wrong (the examples each result was computed on)."""
     notes = []
+    if warning := chance_warning(disable):
+        notes.append(f"in the disable run, {warning}")
     disabled, model = weights_id(disable["model"]), disable["model"].get("path") or disable["model"].get("model")
     counted = weights_id(census["encoder"])
     if disabled is None or counted is None:

@@ -23,6 +23,7 @@ from ..classifier.render import thumbnail_png
 from ..core.labels import LABELS, SHORT
 from ..core.plots import COLORS, census_plot, cls_row_figure, disable_plot, link_plot
 from ..core.version import __version__
+from ..experiments import disable as disable_experiment
 from ..experiments import drift as drift_experiment
 from ..experiments import special_tokens as special_experiment
 from .collect import Run
@@ -75,6 +76,10 @@ def _extras(run: Run, layers: int, heads: int) -> list[dict]:
     return out
 
 
+def _warning(text: str | None) -> str:
+    return f'<p class="warning"><b>warning:</b> {escape(text)}</p>' if text else ""
+
+
 def _experiments_html(run: Run) -> str:
     parts = []
     for folder, d in run.experiments["drift"]:
@@ -100,7 +105,8 @@ def _experiments_html(run: Run) -> str:
                      f"<p class='note'>From <code>{escape(folder.name)}</code>: {d['examples']} dev examples, baseline "
                      f"{escape(d['metric'])} {b['metric']:.3f} [{b['ci95'][0]:.3f}, {b['ci95'][1]:.3f}]; "
                      f"{sum(c['outside'] for c in cells)} of {len(cells)} heads change it by more than their paired "
-                     f"bootstrap interval allows (paper Fig. 8, 9).</p>{_figure(disable_plot(d), 'disable')}</section>")
+                     f"bootstrap interval allows (paper Fig. 8, 9).</p>{_warning(disable_experiment.chance_warning(d))}"
+                     f"{_figure(disable_plot(d), 'disable')}</section>")
     for folder, d in run.experiments["link"]:
         t = d["test"]
         what = (f"heterogeneous − vertical mean drop {100 * t['difference']:+.2f} points, permutation p = "

@@ -53,6 +53,8 @@ def test_link_takes_the_result_objects(runs, tmp_path):
                           permutations=200)
     assert res.kind == "link" and len(res.frame) == 3 * 4
     assert res.data["disable_model"] == runs["disable"].data["tag"] and res.data["drift"]
+    assert runs["disable"].data["baseline"]["at_chance"]  # a tiny random task head: link says what that means
+    assert any("within its 95% interval of chance" in n for n in res.data["notes"])
     assert (tmp_path / "link" / "link.png").is_file()
 
 

@@ -109,6 +109,20 @@ def test_link_checks_hub_models_by_id_and_commit_and_notes_what_it_cannot_check(
     assert len(notes) == 2 and all("could not be checked" in n for n in notes)
 
 
+def test_a_disable_run_at_chance_is_a_note_of_link(tmp_path):
+    from patterncnn.experiments.link import check_inputs
+
+    disable = {"model": {"model": "ft", "sha256": FT}, "tag": "ft", "examples": 20, "task": "rte", "metric": "accuracy",
+               "baseline": {"metric": 0.5, "ci95": [0.3, 0.7], "chance": 0.55, "at_chance": True}}
+    census = {"encoder": {"model": "ft", "sha256": FT}, "tasks": {"rte": {"examples": 20}}}
+    assert check_inputs(census, None, disable, "rte") == [
+        "in the disable run, the undisabled model's accuracy is within its 95% interval of chance (0.5500, always "
+        "predicting one label): disabling a head cannot show what it does. Check that the model was fine-tuned on "
+        "rte (`patterncnn finetune --task rte`), or score more examples (--limit)"]
+    disable["baseline"]["at_chance"] = False
+    assert check_inputs(census, None, disable, "rte") == []
+
+
 def test_a_constant_drift_gives_no_correlation_not_a_significant_one(tmp_path, capsys):
     from patterncnn.cli import main
 

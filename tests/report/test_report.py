@@ -97,6 +97,19 @@ def test_experiments_found_with_the_census_are_shown(run, tmp_path, tiny_bert, g
     assert "<section id='special-tokens'>" in (runs / "census" / "report.html").read_text(encoding="utf-8")
 
 
+def test_a_disable_run_at_chance_is_shown_with_its_warning(run, tmp_path):
+    cell = {"metric": 0.5, "change": 0.0, "ci95": [-0.1, 0.1], "outside": False, "changed_predictions": 0}
+    disable = {"experiment": "disable", "tag": "tiny-rte-12345678", "task": "rte", "examples": 20,
+               "metric": "accuracy", "baseline": {"metric": 0.5, "ci95": [0.3, 0.7], "chance": 0.55, "at_chance": True},
+               "heads": [[cell] * 4] * 3, "layers": [cell] * 3}
+    (tmp_path / "disable").mkdir()
+    (tmp_path / "disable" / "disable.json").write_text(json.dumps(disable))
+    assert main(["report", str(run), "--with", str(tmp_path / "disable"), "--out", str(tmp_path / "r.html")]) == 0
+    section = (tmp_path / "r.html").read_text(encoding="utf-8").split("<section id='disable'>")[1]
+    assert '<p class="warning"><b>warning:</b> the undisabled model&#x27;s accuracy is within its 95% interval of ' \
+           "chance" in section.split("</section>")[0]
+
+
 def test_report_errors_are_one_line(tmp_path, capsys, run):
     assert main(["report", str(tmp_path)]) == 2
     assert "no finished census" in capsys.readouterr().err
