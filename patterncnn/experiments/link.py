@@ -27,6 +27,7 @@ from ..core.glue import get_task
 from ..core.labels import LABELS
 from ..core.plots import link_plot, png
 from ..core.work import RunError, output_dir, provenance, write_result
+from ..encoders.embedded import lookup
 from .disable import chance_warning
 from .result import ExperimentResult
 
@@ -78,6 +79,22 @@ def rank_test(x: np.ndarray, y: np.ndarray, perms: int = 10000, seed: int = 0) -
     return {"spearman": rho, "p_value": float((1 + np.sum(np.abs(null) >= abs(rho) - 1e-12)) / (len(null) + 1))}
 
 
+def model_option(fp: dict) -> str:
+    """What to pass as ``--model`` for the encoder of a result's fingerprint: the name it was given as (an embedded
+    encoder's short name, a hub id, a relative folder), or, for a folder that may have been given by its absolute
+    path, which a result keeps only the last part of (:func:`patterncnn.core.fileio.public_path`), that part under a
+    placeholder folder: ``/path/to/walk4-ft-sst2``."""
+    name = str(fp.get("model") or fp.get("path"))
+    folder = fp.get("sha256") and "/" not in name and lookup(name) is None  # a file hash: weights read from a folder
+    return f"/path/to/{name}" if folder else name
+
+
+def _placeholder(model: str) -> str:
+    """What a suggested command's ``/path/to/`` stands for, when :func:`model_option` put one in."""
+    return (", /path/to being the folder that holds it: results record a folder's name, not where it is"
+            if model.startswith("/path/to/") else "")
+
+
 def check_inputs(census: dict, drift: dict | None, disable: dict, task: str) -> list[str]:
     """Refuse results of different models (a census or drift that is not of the disabled model), by their weights
     (:func:`patterncnn.core.fileio.weights_id`); return notes on what could not be checked or may differ without
@@ -85,14 +102,15 @@ def check_inputs(census: dict, drift: dict | None, disable: dict, task: str) -> 
     notes = []
     if warning := chance_warning(disable):
         notes.append(f"in the disable run, {warning}")
-    disabled, model = weights_id(disable["model"]), disable["model"].get("path") or disable["model"].get("model")
+    disabled, model = weights_id(disable["model"]), model_option(disable["model"])
     counted = weights_id(census["encoder"])
     if disabled is None or counted is None:
         notes.append("the census's or the disable run's weights were not recorded: that the census is of the "
                      "disabled model could not be checked")
     elif counted != disabled:
         raise RunError(f"the census is of {census['encoder'].get('model')}, the disable run of {disable['tag']}: run "
-                       f"the census on the model that was disabled (`patterncnn census --model {model} --task {task}`)")
+                       f"the census on the model that was disabled (`patterncnn census --model {model} --task {task}`"
+                       f"{_placeholder(model)})")
     if drift is not None:
         a, b = weights_id(drift["model_a"]), weights_id(drift["model_b"])
         if a is None or b is None or disabled is None:
@@ -103,7 +121,8 @@ def check_inputs(census: dict, drift: dict | None, disable: dict, task: str) -> 
                            f"pretrained model against the fine-tuned one ({disable['tag']})")
         elif disabled not in (a, b):
             raise RunError(f"the drift run compares {drift['tag_a']} and {drift['tag_b']}, neither of which is the "
-                           f"disabled model {disable['tag']}: run `patterncnn drift PRETRAINED {model} --task {task}`")
+                           f"disabled model {disable['tag']}: run `patterncnn drift PRETRAINED {model} --task {task}`"
+                           f"{_placeholder(model)}")
     counts = {"census": census["tasks"][task]["examples"], "disable": disable["examples"],
               **({"drift": drift["tasks"][task]["examples"]} if drift is not None else {})}
     if len(set(counts.values())) > 1:

@@ -18,7 +18,7 @@ def _write(tmp_path, drops, majority, census_sha=FT, drift_shas=(BASE, FT), exam
               "tasks": {"rte": {"examples": examples[0], "heads": [[cell(majority[l][h]) for h in range(heads)]
                                                                    for l in range(layers)]}}}
     disable = {"task": "rte", "tag": "minilm-rte-12345678", "examples": examples[1], "metric": "accuracy",
-               "model": {"model": "minilm-rte", "path": "models-ft/minilm-rte", "sha256": FT},
+               "model": {"model": "models-ft/minilm-rte", "path": "models-ft/minilm-rte", "sha256": FT},
                "heads": [[{"change": -float(drops[l, h]), "ci95": [-0.05, 0.05], "outside": False}
                           for h in range(heads)] for l in range(layers)]}
     drift = {"tag_a": "a", "tag_b": "b", "model_a": {"sha256": drift_shas[0]}, "model_b": {"sha256": drift_shas[1]},
@@ -107,6 +107,25 @@ def test_link_checks_hub_models_by_id_and_commit_and_notes_what_it_cannot_check(
     unknown = fp("some-model")  # neither a hash nor a commit: nothing to compare, and it is said
     notes = check_inputs({**census, "encoder": unknown}, {**drift, "model_a": unknown}, disable, "rte")
     assert len(notes) == 2 and all("could not be checked" in n for n in notes)
+
+
+def test_the_suggested_command_names_a_folder_given_by_its_absolute_path_usably():
+    """A result keeps only an absolute folder's last part: the fix says where it goes, not `--model walk4-ft-sst2`."""
+    from patterncnn.core.fileio import public_fingerprint
+    from patterncnn.core.work import RunError
+    from patterncnn.experiments.link import check_inputs
+
+    disabled = public_fingerprint({"model": "/tmp/walk4-ft-sst2", "path": "/tmp/walk4-ft-sst2", "sha256": FT})
+    disable = {"model": disabled, "tag": "minilm-sst2-12345678", "examples": 20}
+    census = {"encoder": {"model": "minilm", "path": "model", "sha256": BASE}, "tasks": {"sst2": {"examples": 20}}}
+    with pytest.raises(RunError, match=r"`patterncnn census --model /path/to/walk4-ft-sst2 --task sst2`, /path/to "
+                                       r"being the folder that holds it"):
+        check_inputs(census, None, disable, "sst2")
+    # an embedded encoder is named as it was given, not by the last part of its folder in site-packages ("model")
+    embedded = {"model": {"model": "minilm", "path": "model", "sha256": BASE}, "tag": "minilm-abcdef01",
+                "examples": 20}
+    with pytest.raises(RunError, match=r"\(`patterncnn census --model minilm --task sst2`\)"):
+        check_inputs({**census, "encoder": disabled}, None, embedded, "sst2")
 
 
 def test_a_disable_run_at_chance_is_a_note_of_link(tmp_path):
