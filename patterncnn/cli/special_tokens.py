@@ -48,8 +48,14 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..experiments.special_tokens import special_tokens, task_figure
 
+    classes: dict[str, str] = {}
+    for name, pattern in args.token_class:
+        if name in classes:  # a dict would keep only the last one
+            raise ValueError(f"--token-class name {name!r} is given twice ({classes[name]!r} and {pattern!r}); give "
+                             f"each class its own name, or join the two in one regex: {name}='{classes[name]}|{pattern}'")
+        classes[name] = pattern
     res = special_tokens(args.model, args.task, args.limit, glue_dir(args), args.out,
-                         token_classes=dict(args.token_class), seed=args.seed, max_length=args.max_length,
+                         token_classes=classes, seed=args.seed, max_length=args.max_length,
                          batch_size=args.batch_size, device=device(args), overwrite=args.overwrite,
                          progress=progress()).data
     names = res["classes"]["order"]

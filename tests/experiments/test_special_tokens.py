@@ -36,6 +36,16 @@ def test_user_classes_and_precedence():
     assert is_punctuation("...") and is_punctuation("##,") and not is_punctuation("a.") and not is_punctuation("")
 
 
+def test_a_token_class_name_given_twice_is_refused_before_any_work(glue_dir, tmp_path, capsys):
+    from patterncnn.cli import main
+
+    assert main(["special-tokens", "--model", str(tmp_path / "no-model"), "--task", "rte", "--glue-dir", str(glue_dir),
+                 "--token-class", "a=\\d+", "--token-class", "a=the", "--out", str(tmp_path / "sp")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--token-class name 'a' is given twice ('\\\\d+' and 'the')" in err, err
+    assert not (tmp_path / "sp").exists()
+
+
 @pytest.mark.parametrize("fixture, cls_token", [("tiny_bert", "[CLS]"), ("tiny_mpnet", "<s>")])
 def test_special_tokens_command(fixture, cls_token, request, glue_dir, tmp_path, capsys):
     from patterncnn.cli import main
