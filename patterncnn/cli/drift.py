@@ -34,7 +34,8 @@ def run(args) -> int:
     print(f"drift {res['tag_a']} vs {res['tag_b']}: mean cosine similarity of the maps per layer (1 = unchanged)")
     for task, s in res["tasks"].items():
         layers = " ".join(f"{v:.4f}" for v in s["layer_mean"])
-        print(f"  {task:<6} ({s['examples']} ex.): {layers}; lowest layers {s['lowest_two_layers']}"
-              f" -> last two change most: {verdict(s)}")
+        # no layer changed: which two are lowest is noise, not worth naming
+        lowest = f"; lowest layers {s['lowest_two_layers']} ->" if s["last_two_change_most"] is not None else ";"
+        print(f"  {task:<6} ({s['examples']} ex.): {layers}{lowest} last two change most: {verdict(s)}")
     print(f"wrote {args.out}/drift.json, drift.csv, drift.png")
     return 0

@@ -45,7 +45,8 @@ def test_drift_of_a_model_with_itself_is_one(tiny_bert, glue_dir, tmp_path, caps
     assert len((out / "drift.csv").read_text().splitlines()) == 1 + 2 * 12
     assert (out / "drift.png").stat().st_size > 1000 and not (out / ".work").exists()
     assert "/" not in res["model_a"]["path"]  # no absolute paths in a result meant to be committed
-    assert "last two change most: undecided" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "; last two change most: undecided" in printed and "lowest layers" not in printed  # no layer changed
     assert any("have the same weights" in r.getMessage() for r in caplog.records)  # the CLI's log shows it
     assert res["tasks"]["rte"]["last_two_change_most"] is None
 
