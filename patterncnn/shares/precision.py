@@ -24,7 +24,7 @@ import re
 from ..core.errors import PatternCNNError
 from ..core.labels import LABELS
 
-_SPEC = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(x?)\s*$")
+_SPEC = re.compile(r"^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(x?)\s*$")  # 1, .5, 1e-3; then x or not
 
 
 class PrecisionError(PatternCNNError, ValueError):
@@ -48,7 +48,7 @@ class Precision:
         """``"1"`` or ``1.0``: ±1 share point; ``"0.33x"``: a third of the classifier's part."""
         m = _SPEC.match(str(text))
         value = float(m.group(1)) if m else 0.0
-        if not m or value <= 0:
+        if not m or not 0 < value < float("inf"):  # 1e999 is inf
             raise PrecisionError(f"--precision {text!r}: give share points (e.g. 1 for ±1 point) or a fraction of the "
                                  f"classifier's part ending in x (e.g. 0.33x), greater than 0")
         return cls(of_classifier=value) if m.group(2) else cls(points=value)

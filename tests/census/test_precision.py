@@ -35,14 +35,15 @@ class Boom:
 
 
 @pytest.mark.parametrize("text, points, rel", [("1", 1.0, None), ("0.5", 0.5, None), (2, 2.0, None),
-                                                ("0.33x", None, 0.33), (" .5x ", None, 0.5)])
+                                                ("0.33x", None, 0.33), (" .5x ", None, 0.5),
+                                                ("1e-9", 1e-9, None), ("2.5E-1x", None, 0.25)])
 def test_the_target_reads_in_points_or_as_a_fraction_of_the_classifier_part(text, points, rel):
     p = Precision.parse(text)
     assert (p.points, p.of_classifier) == (points, rel)
     assert Precision.parse(str(p)) == p
 
 
-@pytest.mark.parametrize("text", ["0", "-1", "x", "abc", "1xx", "0x", ""])
+@pytest.mark.parametrize("text", ["0", "-1", "x", "abc", "1xx", "0x", "", "0e5", "1e999", "inf", "nan", "1e"])
 def test_a_bad_target_says_what_to_pass(text):
     with pytest.raises(PrecisionError, match="share points"):
         Precision.parse(text)
