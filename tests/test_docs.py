@@ -56,3 +56,27 @@ def test_readme_links_into_docs_resolve():
     assert outside == [], "README.md links into docs/ outside docs/pages/"
     broken = [f"{link}#{anchor}" for link, anchor in links if anchor and anchor not in anchors(REPO / link)]
     assert broken == [], "README.md links to headings that its docs pages do not have"
+
+
+def test_help_texts_point_at_sections_that_exist():
+    """A help text that names a place to read more, `(README, 'Section')` or `(docs/pages/....md, 'Section')`, names
+    a file and a heading it has."""
+    import argparse
+
+    from patterncnn.cli import build_parser
+
+    def helps(parser):
+        for action in parser._actions:
+            yield parser.description or "", action.help or ""
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    yield from helps(sub)
+
+    pointers = {m for pair in helps(build_parser()) for text in pair
+                for m in re.findall(r"\((README|docs/pages/[\w/.-]+\.md), '([^']+)'\)", text)}
+    assert ("docs/pages/commands/census.md", "Faster census") in pointers
+    headings = {f: {re.sub(r"[`*]", "", h).strip() for h in
+                    re.findall(r"^#{1,6} +(.+?) *#*$", (REPO / ("README.md" if f == "README" else f)).read_text(
+                        encoding="utf-8"), flags=re.M)} for f, _ in pointers}
+    missing = [(f, s) for f, s in pointers if not any(h.startswith(s) for h in headings[f])]
+    assert missing == [], "help texts point at sections that do not exist"

@@ -55,7 +55,7 @@ def register(sub) -> None:
     p.add_argument("--backend", choices=VETTED, default=DEFAULT_BACKEND,
                    help="how the encoder's forward pass runs: torch (HF fp32 eager, the reference), onnx (exported "
                         "once to onnxruntime) or compile (torch.compile); each keeps the census within 0.5 points "
-                        "of fp32 (README, 'Faster census') (default: %(default)s, the fastest)")
+                        "of fp32 (docs/pages/commands/census.md, 'Faster census') (default: %(default)s, the fastest)")
     p.add_argument("--ray", metavar="auto|local|ADDRESS", default=None,
                    help="run on a Ray cluster (the extra patterncnn[ray]): 'auto' joins the cluster this machine "
                         "belongs to (`ray start`), 'local' starts one here, or give the head's HOST:PORT")
@@ -71,7 +71,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     # Idle OpenMP workers (torch's preprocessing) must not spin while onnxruntime runs the encoder or the CNN on
-    # the same cores: busy-waiting cost the onnx census up to 2.5x (README, Benchmarks). Set before torch loads.
+    # the same cores: busy-waiting cost the onnx census up to 2.5x (docs/pages/benchmarks.md). Set before torch loads.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from ..census.results import compare, load_result, table
 

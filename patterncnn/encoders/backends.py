@@ -184,7 +184,7 @@ BACKENDS: dict[str, Callable[..., Runner]] = {"torch": _torch, "bf16": _bf16, "c
 # without avx512_bf16 (many times slower than fp32), so neither is offered.
 VETTED = ("torch", "onnx", "compile")
 # The fastest backend that passed the drift check (<= 0.5 share points per class and task, maps' mean absolute
-# difference <= 1e-3) in benchmarks/bench_census.py; see README, "Faster census".
+# difference <= 1e-3) in benchmarks/bench_census.py; see docs/pages/commands/census.md, "Faster census".
 DEFAULT_BACKEND = "onnx"
 
 
