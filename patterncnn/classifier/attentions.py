@@ -18,15 +18,17 @@ channels and the rule that a single-segment input is never ``block`` need them.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from ..core import args
 from ..core.errors import ClassifierError
 from ..core.labels import LABELS, SHORT
 from ..core.maps import check_map
 from ..core.plots import COLORS, head_grid_plot
-from ..core.segments import separators
+from ..core.segments import SEPARATOR_TOKENS, separators
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,12 +41,15 @@ def _numpy(x: Any) -> np.ndarray:
     return np.asarray(x, dtype=np.float32)
 
 
-def check_maps(maps: list[np.ndarray]) -> None:
-    """Every map passes :func:`patterncnn.core.maps.check_map`; the first that does not stops with its reason."""
+def check_maps(maps: list[np.ndarray], seps: list[list[int] | None] | None = None) -> None:
+    """Every map, with its separators, passes :func:`patterncnn.core.maps.check_map` (the one check of a map,
+    as the command line and the service run it); the first that does not stops with its reason."""
     for i, m in enumerate(maps):
-        errors, _ = check_map(m)
+        errors, _ = check_map(m, seps=None if seps is None else seps[i])
         if errors:
-            raise ClassifierError(f"map {i}: {errors[0]}; pass (T, T) attention maps (rows are softmax weights)")
+            fix = ("pass separator positions inside the map (seps=None for one segment)" if "sep" in errors[0] else
+                   "pass (T, T) attention maps (rows are softmax weights)")
+            raise ClassifierError(f"map {i}: {errors[0]}; {fix}")
 
 
 def as_maps(maps: Any) -> tuple[list[np.ndarray], tuple[int, ...]]:
@@ -61,18 +66,24 @@ def as_maps(maps: Any) -> tuple[list[np.ndarray], tuple[int, ...]]:
     return list(flat), lead
 
 
-def per_map_seps(seps: Any, n: int) -> list[list[int] | None]:
-    """``seps`` as one entry per map: None, one list of positions shared by all maps, or one list (or None) per map."""
+def per_map_seps(seps: Any, n: int) -> list[Any]:
+    """``seps`` as one entry per map: None, one list of positions shared by all maps, or one list (or None) per map.
+
+    Only the layout is read here; each map's entry is then checked with its map by :func:`check_maps`.
+    """
     if seps is None:
         return [None] * n
-    seps = list(seps)
-    if all(isinstance(s, (int, np.integer)) for s in seps):
-        shared = [int(s) for s in seps]
-        return [shared] * n
+    if isinstance(seps, np.ndarray):
+        seps = seps.tolist()
+    if not isinstance(seps, (list, tuple)):
+        raise ClassifierError(f"seps must be a list of token positions (e.g. [5, 11]), one such list per map, or None; "
+                              f"not {type(seps).__name__} {seps!r:.40}")
+    if not any(s is None or isinstance(s, (list, tuple, np.ndarray)) for s in seps):
+        return [list(seps)] * n  # one list for all maps
     if len(seps) != n:
         raise ClassifierError(f"got {len(seps)} separator lists for {n} maps; pass one list for all maps or one "
                               f"per map")
-    return [None if s is None else [int(p) for p in s] for s in seps]
+    return [s.tolist() if isinstance(s, np.ndarray) else s for s in seps]
 
 
 def split_attentions(attentions: Any, attention_mask: Any = None, tokens: Sequence | None = None,
@@ -85,6 +96,13 @@ def split_attentions(attentions: Any, attention_mask: Any = None, tokens: Sequen
         tokens: per example its T tokens as the tokenizer gives them (padding included), or one list when B = 1;
             None: no separators (one segment assumed; the block rule is not applied).
         sep_token: the separator token; None: ``[SEP]`` or ``</s>``, whichever the tokens hold.
+
+    Raises:
+        ArgumentTypeError: a token that is not a str (token ids instead of ``convert_ids_to_tokens``'s strings).
+
+    Warns:
+        SeparatorWarning: tokens were given, but an example holds no separator token (e.g. ``sep_token="</s>"``
+            with BERT's tokens): it is classified as one segment.
     """
     if attentions is None or (isinstance(attentions, (list, tuple)) and not attentions):
         raise ClassifierError("no attentions: call the model with output_attentions=True (and load it with "
@@ -110,20 +128,38 @@ def split_attentions(attentions: Any, attention_mask: Any = None, tokens: Sequen
     if tokens is not None and len(tokens) != b:
         raise ClassifierError(f"got tokens for {len(tokens)} examples and attentions for {b}; pass one token list "
                               f"per example (tokenizer.convert_ids_to_tokens of each row of input_ids)")
-    out = []
+    args.text("sep_token", sep_token, none=True)
+    out, unseparated = [], []
     for i in range(b):
         keep = np.flatnonzero(mask[i])
         if keep.size == 0:
             raise ClassifierError(f"example {i} has no real token in attention_mask")
         maps = att[i][:, :, keep][:, :, :, keep]  # (L, H, T_i, T_i)
-        toks = None
+        toks = seps = None
         if tokens is not None:
             if len(tokens[i]) != t:
                 raise ClassifierError(f"example {i} has {len(tokens[i])} tokens for attentions over {t} positions; "
                                       f"pass the tokens of the padded batch the model saw")
-            toks = [str(tokens[i][k]) for k in keep]
-        out.append((maps, None if toks is None else separators(toks, sep_token), toks))
+            wrong = next((tok for tok in tokens[i] if not isinstance(tok, str)), None)
+            if wrong is not None:
+                raise args.ArgumentTypeError(
+                    f"tokens must be strings, but example {i} holds {type(wrong).__name__} {wrong!r:.20} (token ids?); "
+                    f"pass tokenizer.convert_ids_to_tokens(ids) of each row of input_ids")
+            toks = [tokens[i][k] for k in keep]
+            seps = separators(toks, sep_token)
+            if not seps:
+                unseparated.append(i)
+        out.append((maps, seps, toks))
+    if unseparated:
+        shown = ", ".join(map(str, unseparated[:5])) + (", ..." if len(unseparated) > 5 else "")
+        warnings.warn(f"no separator token ({sep_token or ' or '.join(SEPARATOR_TOKENS)}) in the tokens of example(s) "
+                      f"{shown}: each is classified as one segment (never block); pass sep_token=tokenizer."
+                      f"sep_token if the tokenizer's separator is another", SeparatorWarning, stacklevel=3)
     return out
+
+
+class SeparatorWarning(UserWarning):
+    """Tokens were given but an example holds no separator token: it is classified as one segment."""
 
 
 @dataclasses.dataclass
@@ -183,8 +219,8 @@ class HeadPatterns(Patterns):
                             columns=list(LABELS)).rename_axis("example")
 
     def plot(self, example: int = 0) -> "Figure":
-        """The layer × head grid of one example: colour = pattern, shade = its probability."""
-        p = self.probs[example]
+        """The layer × head grid of one example (0 to B - 1): colour = pattern, shade = its probability."""
+        p = self.probs[args.whole("example", example, most=len(self.probs) - 1)]
         return head_grid_plot(p, f"example {example}: pattern per head (shade = probability)")
 
     def _repr_html_(self) -> str:

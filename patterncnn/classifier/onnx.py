@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from ..core import args
 from ..core.device import onnx_providers, resolve_device
 from ..core.errors import ClassifierError
 from ..core.labels import LABELS
@@ -87,7 +88,10 @@ def load_classifier(path: str | os.PathLike | None = None, *, device: str = "cpu
 
     Raises:
         ClassifierError: no such file, or not a patterncnn classifier.
+        ArgumentError: ``path`` not a path, or ``threads`` not a whole number of at least 1 (as ``--threads``).
     """
+    args.path("path", path, none=True)
+    args.check(threads=threads)
     return OnnxClassifier(path, threads=threads, device=device)
 
 
@@ -151,6 +155,9 @@ class OnnxClassifier:
             seps: the separator positions (segment ends, e.g. ``[5, 11]`` for ``[CLS] A [SEP] B [SEP]``):
                 one list for all maps, one per map, or None (one segment assumed, the block rule not
                 applied). :func:`patterncnn.core.segments.separators` finds them in a list of tokens.
+                Each map and its separators pass :func:`patterncnn.core.maps.check_map`, the check every map
+                passes: a position outside the map (e.g. 999 or -1 on a 35 x 35 map), or one that is not a
+                whole number, is refused with a ``ClassifierError``.
 
         Returns:
             :class:`Patterns`: ``.probs`` (..., 5) in LABELS order and ``.labels`` (...), the input's leading shape.
@@ -166,8 +173,9 @@ class OnnxClassifier:
             (6, 12)
         """
         flat, lead = as_maps(maps)
-        check_maps(flat)
-        probs = self.predict(flat, per_map_seps(seps, len(flat)))
+        per_map = per_map_seps(seps, len(flat))
+        check_maps(flat, per_map)
+        probs = self.predict(flat, per_map)
         return Patterns(probs.reshape(*lead, len(LABELS)))
 
     def classify_attentions(self, attentions: Any, attention_mask: Any = None, tokens: Sequence | None = None,

@@ -138,3 +138,30 @@ def test_attention_errors_say_how_to_fix_them():
         clf.classify_attentions(att, attention_mask=np.ones((2, 4)))
     with pytest.raises(ClassifierError, match="tokens for 1 examples"):
         clf.classify_attentions(att, tokens=[["a"] * 5])
+
+
+@pytest.mark.parametrize("seps, why", [([999], "999 is outside the map"), ([-1], "-1 is outside the map"),
+                                       ("3", "seps must be a list"), ([22.5], "integer token positions"),
+                                       ([[1, 40]], "40 is outside the map"), ([[1], [2]], "2 separator lists")])
+def test_classify_refuses_separators_check_map_refuses(seps, why):
+    """The library path runs the one check of a map and its separators (check_map), as classify and serve do."""
+    m = pattern_map("diagonal", 35)
+    with pytest.raises(ClassifierError, match=why):
+        load_classifier().classify(m, seps=seps)
+    assert load_classifier().classify(m, seps=[[10, 34]]).probs.shape == (5,)  # one list per map: the one map's
+
+
+def test_tokens_must_be_strings_and_a_missing_separator_warns():
+    from patterncnn.classifier.attentions import SeparatorWarning
+    from patterncnn.core.args import ArgumentTypeError
+
+    clf = load_classifier()
+    att = np.full((1, 1, 1, 6, 6), 1 / 6, dtype=np.float32)
+    with pytest.raises(ArgumentTypeError, match="tokens must be strings.*convert_ids_to_tokens"):
+        clf.classify_attentions(att, tokens=torch.tensor([[101, 7, 102, 8, 9, 102]]))  # input_ids, not tokens
+    bert = ["[CLS]", "a", "[SEP]", "b", "c", "[SEP]"]
+    with pytest.warns(SeparatorWarning, match=r"no separator token \(</s>\).*example\(s\) 0"):
+        heads = clf.classify_attentions(att, tokens=[bert], sep_token="</s>")
+    assert heads.seps == [[]]
+    with pytest.raises(ArgumentTypeError, match="sep_token must be a str"):
+        clf.classify_attentions(att, tokens=[bert], sep_token=102)

@@ -1,0 +1,123 @@
+"""The one check of the Python API's arguments: each public entry point passes its keywords through these.
+
+A wrong value raises :class:`ArgumentError` (a ``ValueError``), a wrong type :class:`ArgumentTypeError`
+(also a ``TypeError``); both are :class:`~patterncnn.core.errors.PatternCNNError`, and the message is one
+line naming the keyword argument and what to pass (the command line's own checks name its flags).
+
+Usage::
+
+    limit = args.whole("limit", limit, least=1, none=True)     # an int >= 1 or None
+    backend = args.one_of("backend", backend, VETTED)          # one of the choices
+    tasks = args.texts("tasks", tasks)                          # a str or a non-empty list of str
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+from typing import Any, Sequence
+
+from .errors import PatternCNNError
+
+SEED_MAX = 2**32 - 1  # numpy's generators take seeds 0 to 2**32 - 1 (the command line's --seed, too)
+
+
+class ArgumentError(PatternCNNError, ValueError):
+    """A Python call's keyword argument has a value it cannot take; the message names the keyword and the fix."""
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """A Python call's keyword argument has the wrong type; the message names the keyword and what to pass."""
+
+
+def _shown(value: Any) -> str:
+    return f"{value!r:.60}"
+
+
+def whole(name: str, value: Any, least: int = 0, most: int | None = None, none: bool = False) -> int | None:
+    """``value`` as an int from ``least`` to ``most`` (None: no upper bound); None passes when ``none``."""
+    if value is None and none:
+        return None
+    what = f"a whole number of at least {least}" if most is None else f"a whole number from {least} to {most}"
+    what += " or None" if none else ""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)  # int and numpy integers; not float, str or bool
+    except TypeError:
+        raise ArgumentTypeError(f"{name} must be {what}, not {type(value).__name__} {_shown(value)}") from None
+    if number < least or (most is not None and number > most):
+        raise ArgumentError(f"{name} must be {what} (got {number})")
+    return number
+
+
+def flag(name: str, value: Any) -> bool:
+    """``value`` as a bool (True or False, not a truthy string)."""
+    if not isinstance(value, bool):
+        raise ArgumentTypeError(f"{name} must be True or False, not {_shown(value)}")
+    return value
+
+
+def text(name: str, value: Any, none: bool = False) -> str | None:
+    """``value`` as a non-empty str; None passes when ``none``."""
+    if value is None and none:
+        return None
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"{name} must be a str{' or None' if none else ''}, not {type(value).__name__} "
+                                f"{_shown(value)}")
+    if not value:
+        raise ArgumentError(f"{name} must not be empty")
+    return value
+
+
+def one_of(name: str, value: Any, choices: Sequence[str], none: bool = False) -> str | None:
+    """``value`` as one of ``choices`` (strings); None passes when ``none``."""
+    if value is None and none:
+        return None
+    if not isinstance(value, str) or value not in choices:
+        raise ArgumentError(f"{name}={_shown(value)} is not offered; choose one of {', '.join(choices)}"
+                            + (" (or None)" if none else ""))
+    return value
+
+
+def texts(name: str, value: Any) -> list[str]:
+    """``value`` as a non-empty list of non-empty strings (one str is a list of one)."""
+    if isinstance(value, str):
+        return [text(name, value)]
+    if not isinstance(value, (list, tuple)):
+        raise ArgumentTypeError(f"{name} must be a str or a list of str, not {type(value).__name__} {_shown(value)}")
+    if not value:
+        raise ArgumentError(f"{name} is empty; pass at least one, e.g. {name}=['rte']")
+    for item in value:
+        text(f"each of {name}", item)
+    return list(value)
+
+
+def path(name: str, value: Any, none: bool = False) -> str | os.PathLike | None:
+    """``value`` as a path (a str or an os.PathLike such as pathlib.Path); None passes when ``none``."""
+    if value is None and none:
+        return None
+    if not isinstance(value, (str, os.PathLike)) or value == "":
+        raise ArgumentTypeError(f"{name} must be a path (a str or pathlib.Path){' or None' if none else ''}, not "
+                                f"{type(value).__name__} {_shown(value)}")
+    return value
+
+
+# The keyword arguments the public entry points share, each with its check: one meaning wherever it appears.
+CHECKS = {
+    "model": text, "model_a": text, "model_b": text, "task": text, "tasks": texts,
+    "limit": lambda n, v: whole(n, v, least=1, none=True),
+    "seed": lambda n, v: whole(n, v, most=SEED_MAX),
+    "glue_dir": lambda n, v: path(n, v, none=True), "out": lambda n, v: path(n, v, none=True),
+    "run_dir": path,
+    "max_length": lambda n, v: whole(n, v, least=1), "batch_size": lambda n, v: whole(n, v, least=1),
+    "threads": lambda n, v: whole(n, v, least=1), "bootstrap": lambda n, v: whole(n, v, least=1),
+    "permutations": lambda n, v: whole(n, v, least=1),
+    "overwrite": flag, "save_maps": flag, "layers": flag,
+}
+
+
+def check(**values: Any) -> None:
+    """Check each keyword argument by its entry in :data:`CHECKS` (the first wrong one raises)."""
+    for name, value in values.items():
+        CHECKS[name](name, value)
