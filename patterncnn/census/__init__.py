@@ -10,14 +10,18 @@ the call: its module class has a ``__call__``.) Modules: ``run`` (the census, re
 
 from __future__ import annotations
 
+import inspect
 import sys
 import types
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from ..core import args
 from ..core.glue import dev_splits
 from ..core.work import output_dir, progress_bars
-from ..encoders.backends import DEFAULT_BACKEND
+from ..encoders.backends import DEFAULT_BACKEND, VETTED
+from ..shares.calibrate import SCOPES
+from ..shares.estimate import ESTIMATORS
 from ..shares.precision import Precision
 
 if TYPE_CHECKING:
@@ -48,9 +52,13 @@ def census(model: str = "minilm", tasks: str | Sequence[str] = MAIN_TASKS, limit
             every pattern (``1``), or within a fraction of the classifier's part (``"0.33x"``).
         classifier: an ONNX classifier (a path or :func:`load_classifier`'s result); None: the shipped one.
         estimator, calibration_scope: as ``census --estimator``/``--calibration-scope``; None: the validated best.
-        backend: how the encoder runs (``onnx``, ``torch``, ``compile``).
+        backend: how the encoder runs (``onnx``, ``torch``, ``compile``: the backends ``census --backend`` offers).
         device: ``auto`` (CUDA when torch sees it), ``cpu`` or ``cuda``; the CUDA path is untested.
         progress: True for a progress bar (tqdm), or a tqdm-like factory.
+
+    Raises:
+        ArgumentError: an argument of the wrong type or value (``ValueError``; ``TypeError`` for a wrong type),
+            e.g. an empty ``tasks`` or a backend the command line does not offer; the message names the keyword.
 
     Returns:
         :class:`CensusResult`: ``.shares`` (DataFrame), ``.heads``, ``.plot()``, ``.examples(layer, head)``,
@@ -67,11 +75,16 @@ def census(model: str = "minilm", tasks: str | Sequence[str] = MAIN_TASKS, limit
     from .result import CensusResult  # pandas, matplotlib: only for a result
     from .run import run_censuses  # the encoder's side: torch, transformers
 
+    args.check(model=model, tasks=tasks, limit=limit, glue_dir=glue_dir, out=out, seed=seed, max_length=max_length,
+               batch_size=batch_size, threads=threads, overwrite=overwrite, save_maps=save_maps)
+    estimator = args.one_of("estimator", estimator, ESTIMATORS, none=True)
+    calibration_scope = args.one_of("calibration_scope", calibration_scope, SCOPES, none=True)
+    backend = args.one_of("backend", backend, VETTED)
+    rule = None if precision is None else Precision.parse(precision, what="precision")
     clf = classifier if isinstance(classifier, OnnxClassifier) else load_classifier(classifier, device=device,
                                                                                      threads=threads)
     splits = dev_splits(tasks, glue_dir, limit, seed)
     out = output_dir(out, "census")
-    rule = None if precision is None else Precision.parse(precision)
     ((_, folder, result),) = run_censuses(
         [model], splits, clf, out, limit, seed, max_length, backend=backend, threads=threads, device=device,
         batch_size=batch_size, progress=progress_bars(progress), save_maps=save_maps, overwrite=overwrite, estimator=estimator,
@@ -94,4 +107,9 @@ class _CallableModule(types.ModuleType):
         return census(*args, **kwargs)
 
 
+# What the call takes and does, as the function's own: ``inspect.signature(patterncnn.census)`` gives census()'s
+# signature (inspect reads __signature__), and ``help(patterncnn.census)`` opens with its docstring and example.
+__signature__ = inspect.signature(census)
+_summary, _body = inspect.cleandoc(census.__doc__).split("\n", 1)
+__doc__ = f"{_summary}\n\npatterncnn.census{__signature__}\n{_body}\n\nThe subpackage: {inspect.cleandoc(__doc__)}"
 sys.modules[__name__].__class__ = _CallableModule

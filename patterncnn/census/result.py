@@ -23,6 +23,7 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..core import args
 from ..core.labels import LABELS
 from ..core.plots import census_plot, heads_plot, png
 from ..shares.estimate import describe
@@ -155,8 +156,7 @@ class CensusResult:
         Returns:
             A matplotlib Figure (shown by Jupyter; ``fig.savefig(path)`` to keep it).
         """
-        if kind not in ("shares", "heads"):
-            raise ValueError(f"plot kind {kind!r}: choose 'shares' or 'heads'")
+        args.one_of("kind", kind, ("shares", "heads"))
         return census_plot(self.data) if kind == "shares" else heads_plot(self.data)
 
     def examples(self, layer: int | None = None, head: int | None = None, task: str | None = None) -> list[dict]:

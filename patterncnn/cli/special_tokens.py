@@ -22,6 +22,11 @@ def token_class(value: str) -> tuple[str, str]:
     name, sep, pattern = text(value).partition("=")
     if not sep or not name or not pattern:
         raise argparse.ArgumentTypeError(f"expected NAME=REGEX, e.g. digits='\\d+' (got {value!r})")
+    from ..experiments.special_tokens import token_class_error  # the one check, shared with the Python API
+
+    error = token_class_error(name, pattern)
+    if error:
+        raise argparse.ArgumentTypeError(f"{error} (got {value!r})")
     return name, pattern
 
 

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..core import args
 from ..core.fileio import public_fingerprint
 from ..core.glue import GlueDataError, GlueSplit, GlueTask, get_task, load_split
 from ..core.plots import disable_plot, png
@@ -359,6 +360,8 @@ def disable(model: str, task: str, limit: int | None = None, glue_dir: str | Pat
         >>> res = patterncnn.disable("models-ft/minilm-rte", task="rte", glue_dir="../shared/glue")
         >>> res.frame.sort_values("change").head(3)      # the heads whose loss hurts most
     """
+    args.check(model=model, task=task, limit=limit, glue_dir=glue_dir, out=out, seed=seed, max_length=max_length,
+               batch_size=batch_size, bootstrap=bootstrap, layers=layers, overwrite=overwrite)
     split = load_split(get_task(task), "dev", glue_dir, limit=limit, seed=seed)
     folder = output_dir(out, f"disable-{split.task.name}")
     result = run_disable(model, split, folder, seed=seed, max_length=max_length, batch_size=batch_size,

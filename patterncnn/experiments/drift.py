@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..core import args
 from ..core.fileio import public_fingerprint, public_source, weights_id
 from ..core.glue import GlueSplit, dev_splits
 from ..core.plots import grid_plot, png
@@ -159,6 +160,8 @@ def drift(model_a: str, model_b: str, tasks: str | Sequence[str], limit: int | N
         >>> res = patterncnn.drift("minilm", "models-ft/minilm-rte", tasks=["rte"], glue_dir="../shared/glue")
         >>> res.frame.groupby("layer")["cosine"].mean()     # which layers changed most
     """
+    args.check(model_a=model_a, model_b=model_b, tasks=tasks, limit=limit, glue_dir=glue_dir, out=out, seed=seed,
+               max_length=max_length, batch_size=batch_size, overwrite=overwrite)
     splits = dev_splits(tasks, glue_dir, limit, seed)
     a, b = (load_encoder(m, max_length=max_length, device=device) for m in (model_a, model_b))
     folder = output_dir(out, "drift")

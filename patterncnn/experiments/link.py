@@ -22,6 +22,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from ..core import args
 from ..core.fileio import output_folder, parse_json, weights_id
 from ..core.glue import get_task
 from ..core.labels import LABELS
@@ -217,6 +218,9 @@ def link(census: Source, disable: Source, task: str, drift: Source | None = None
         >>> res = patterncnn.link(census_ft, disable_rte, task="rte", drift=drift_rte)
         >>> res.data["test"]["p_value"]
     """
+    args.check(task=task, out=out, permutations=permutations, seed=seed, overwrite=overwrite)
+    for name, value in (("census", census), ("disable", disable), ("drift", drift)):
+        args.path(name, _folder(value), none=name == "drift")
     folder = output_dir(out, "link")
     result = run_link(_folder(census), _folder(drift), _folder(disable), get_task(task).name, folder, permutations,
                       seed, overwrite)

@@ -28,6 +28,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..core import args
 from ..core.fileio import public_fingerprint, public_source
 from ..core.glue import GlueSplit, dev_splits
 from ..core.plots import cls_row_figure, grid_plot, png
@@ -62,6 +63,20 @@ def is_punctuation(token: str) -> bool:
     return bool(t) and all(unicodedata.category(c).startswith("P") or c in "$+<=>^`|~" for c in t)
 
 
+def token_class_error(name, pattern) -> str | None:
+    """What is wrong with one user token class (a plain name not taken, a valid regex), or None: the one check,
+    for ``special-tokens --token-class`` and ``special_tokens(token_classes=...)`` alike."""
+    if not isinstance(name, str) or name in ("cls", "sep", "punctuation", "other") or not name.isidentifier():
+        return f"the name {name!r} is taken or not a plain name; use e.g. digits for the name"
+    if not isinstance(pattern, str):
+        return f"the regex must be a str, not {type(pattern).__name__}"
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        return f"{pattern!r} is not a valid regex ({e})"
+    return None
+
+
 @dataclasses.dataclass
 class TokenClasses:
     """The token classes, in the order they are tried; ``cls``/``sep`` are the tokenizer's own special tokens."""
@@ -72,15 +87,8 @@ class TokenClasses:
 
     @classmethod
     def for_tokenizer(cls, tokenizer, user: dict[str, str] | None = None) -> "TokenClasses":
-        user = dict(user or {})
-        for name, pattern in user.items():
-            if name in ("cls", "sep", "punctuation", "other") or not name.isidentifier():
-                raise ValueError(f"--token-class name {name!r} is taken or not a plain name; use e.g. digits=REGEX")
-            try:
-                re.compile(pattern)
-            except re.error as e:
-                raise ValueError(f"--token-class {name}={pattern!r} is not a valid regex ({e})") from None
-        return cls(tokenizer.cls_token, tokenizer.sep_token, user)
+        """``user``: name -> regex, each already passed by :func:`token_class_error`."""
+        return cls(tokenizer.cls_token, tokenizer.sep_token, dict(user or {}))
 
     @property
     def names(self) -> list[str]:
@@ -204,6 +212,15 @@ def special_tokens(model: str = "minilm", tasks: str | Sequence[str] = ("rte",),
         >>> res = patterncnn.special_tokens("minilm", tasks=["rte"], limit=100, glue_dir="../shared/glue")
         >>> res.data["tasks"]["rte"]["cls_early_sep_late"]   # [CLS] peaks early and [SEP] late, as in the paper
     """
+    args.check(model=model, tasks=tasks, limit=limit, glue_dir=glue_dir, out=out, seed=seed, max_length=max_length,
+               batch_size=batch_size, overwrite=overwrite)
+    if token_classes is not None and not isinstance(token_classes, dict):
+        raise args.ArgumentTypeError(f"token_classes must be a dict of name -> regex, e.g. {{'digits': r'\\d+'}}, not "
+                                     f"{type(token_classes).__name__} {token_classes!r:.60}")
+    for name, pattern in (token_classes or {}).items():
+        error = token_class_error(name, pattern)
+        if error:
+            raise args.ArgumentError(f"token_classes {{{name!r}: {pattern!r}}}: {error}")
     splits = dev_splits(tasks, glue_dir, limit, seed)
     enc = load_encoder(model, max_length=max_length, device=device)
     classes = TokenClasses.for_tokenizer(enc.tokenizer, token_classes)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..census.results import CensusError
+from ..core import args
 from ..core.fileio import output_file, write_text
 from .collect import census_folders, collect
 from .page import page
@@ -62,6 +63,9 @@ def write_report(run_dir: str | Path, out: str | Path | None = None,
         >>> patterncnn.write_report("runs/census")
         PosixPath('runs/census/report.html')
     """
+    args.check(run_dir=run_dir, out=out, overwrite=overwrite)
+    for item in extra or []:
+        args.path("each of extra", item)
     folders = census_folders(run_dir)
     if len(folders) > 1:
         raise CensusError(f"{run_dir} holds {len(folders)} censuses ({', '.join(f.name for f in folders)}); "

@@ -44,12 +44,14 @@ class Precision:
     of_classifier: float | None = None
 
     @classmethod
-    def parse(cls, text: str | float) -> "Precision":
-        """``"1"`` or ``1.0``: ±1 share point; ``"0.33x"``: a third of the classifier's part."""
+    def parse(cls, text: str | float, what: str = "--precision") -> "Precision":
+        """``"1"`` or ``1.0``: ±1 share point; ``"0.33x"``: a third of the classifier's part.
+
+        ``what`` names the option in the message: the command line's flag, or the Python keyword."""
         m = _SPEC.match(str(text))
         value = float(m.group(1)) if m else 0.0
         if not m or not 0 < value < float("inf"):  # 1e999 is inf
-            raise PrecisionError(f"--precision {text!r}: give share points (e.g. 1 for ±1 point) or a fraction of the "
+            raise PrecisionError(f"{what} {text!r}: give share points (e.g. 1 for ±1 point) or a fraction of the "
                                  f"classifier's part ending in x (e.g. 0.33x), greater than 0")
         return cls(of_classifier=value) if m.group(2) else cls(points=value)
 

@@ -1,0 +1,79 @@
+"""The Python API's argument checks (patterncnn.core.args): a wrong type or value given to a public entry point
+raises an ArgumentError (a PatternCNNError, and a ValueError, or a TypeError for a wrong type) naming the keyword,
+before any work starts; and the public functions keep their signatures and docstrings."""
+
+import inspect
+import pydoc
+
+import pytest
+
+import patterncnn
+from patterncnn.core.args import ArgumentError, ArgumentTypeError
+from patterncnn.core.errors import PatternCNNError
+
+CENSUS = {"model": "minilm", "tasks": ["rte"], "limit": 3, "glue_dir": "nowhere"}
+
+
+@pytest.mark.parametrize("bad, error, message", [
+    ({"limit": "3"}, ArgumentTypeError, "limit must be a whole number of at least 1 or None, not str"),
+    ({"limit": 2.5}, ArgumentTypeError, "limit must be a whole number"),
+    ({"limit": 0}, ArgumentError, r"limit must be .* \(got 0\)"),
+    ({"seed": -1}, ArgumentError, "seed must be a whole number from 0 to 4294967295"),
+    ({"seed": "0"}, ArgumentTypeError, "seed must be a whole number"),
+    ({"model": 123}, ArgumentTypeError, "model must be a str"),
+    ({"tasks": []}, ArgumentError, r"tasks is empty; pass at least one, e\.g\. tasks=\['rte'\]"),
+    ({"backend": "int8"}, ArgumentError, "backend='int8' is not offered; choose one of torch, onnx, compile$"),
+    ({"estimator": "median"}, ArgumentError, "estimator='median' is not offered; choose one of count, probs, adjusted"),
+    ({"calibration_scope": "x"}, ArgumentError, "calibration_scope='x' is not offered"),
+    ({"threads": 0}, ArgumentError, "threads must be a whole number of at least 1"),
+    ({"overwrite": "yes"}, ArgumentTypeError, "overwrite must be True or False"),
+    ({"precision": "abc"}, PatternCNNError, "^precision 'abc': give share points"),
+])
+def test_census_refuses_wrong_arguments_up_front(bad, error, message):
+    with pytest.raises(error, match=message) as raised:
+        patterncnn.census(**{**CENSUS, **bad})
+    assert isinstance(raised.value, (PatternCNNError, ValueError))
+    assert "--" not in str(raised.value)  # the keyword, not a command-line flag
+
+
+def test_the_error_classes_are_patterncnn_errors_and_builtin_ones():
+    assert issubclass(ArgumentError, PatternCNNError) and issubclass(ArgumentError, ValueError)
+    assert issubclass(ArgumentTypeError, ArgumentError) and issubclass(ArgumentTypeError, TypeError)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: patterncnn.disable("m", task=["sst2"]), ArgumentTypeError, "task must be a str, not list"),
+    (lambda: patterncnn.disable("m", "rte", bootstrap=0), ArgumentError, "bootstrap must be"),
+    (lambda: patterncnn.drift("a", "b", tasks=[], glue_dir="x"), ArgumentError, "tasks is empty"),
+    (lambda: patterncnn.special_tokens(token_classes=["d=\\d+"]), ArgumentTypeError, "token_classes must be a dict"),
+    (lambda: patterncnn.special_tokens(token_classes={"d": "("}), ArgumentError,
+     r"token_classes \{'d': '\('\}: '\(' is not a valid regex"),
+    (lambda: patterncnn.write_report(5), ArgumentTypeError, "run_dir must be a path"),
+    (lambda: patterncnn.link(1, 2, "rte"), ArgumentTypeError, "census must be a path"),
+    (lambda: patterncnn.load_classifier(threads=0), ArgumentError, "threads must be a whole number of at least 1"),
+    (lambda: patterncnn.CensusResult({}).plot("foo"), ArgumentError, "kind='foo' is not offered; choose one of shares"),
+])
+def test_the_other_entry_points_refuse_wrong_arguments(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_the_command_line_checks_token_classes_with_the_same_function(capsys):
+    from patterncnn.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["special-tokens", "--token-class", "d=("])
+    assert "'(' is not a valid regex" in capsys.readouterr().err
+
+
+def test_census_keeps_its_signature_and_docstring():
+    import patterncnn.census.run  # noqa: F401 - binds patterncnn.census to the subpackage, as any import of it does
+
+    assert inspect.signature(patterncnn.census) == inspect.signature(patterncnn.census.census)
+    assert list(inspect.signature(patterncnn.census).parameters)[:4] == ["model", "tasks", "limit", "glue_dir"]
+    page = pydoc.render_doc(patterncnn.census, renderer=pydoc.plaintext)
+    head = page[:page.index("Example::")]  # the function's text opens the page, its example among the first
+    assert "Pattern shares of one encoder" in head.splitlines()[3] and "glue_dir" in head
+    for name in ["load_classifier", "load_encoder", "drift", "special_tokens", "disable", "link", "write_report"]:
+        f = getattr(patterncnn, name)
+        assert "Example::" in f.__doc__ and "args" not in str(inspect.signature(f)), name
