@@ -26,6 +26,7 @@ CENSUS = {"model": "minilm", "tasks": ["rte"], "limit": 3, "glue_dir": "nowhere"
     ({"estimator": "median"}, ArgumentError, "estimator='median' is not offered; choose one of count, probs, adjusted"),
     ({"calibration_scope": "x"}, ArgumentError, "calibration_scope='x' is not offered"),
     ({"threads": 0}, ArgumentError, "threads must be a whole number of at least 1"),
+    ({"classifier": 5}, ArgumentTypeError, "classifier must be a path"),
     ({"overwrite": "yes"}, ArgumentTypeError, "overwrite must be True or False"),
     ({"precision": "abc"}, PatternCNNError, "^precision 'abc': give share points"),
 ])
@@ -51,6 +52,11 @@ def test_the_error_classes_are_patterncnn_errors_and_builtin_ones():
     (lambda: patterncnn.write_report(5), ArgumentTypeError, "run_dir must be a path"),
     (lambda: patterncnn.link(1, 2, "rte"), ArgumentTypeError, "census must be a path"),
     (lambda: patterncnn.load_classifier(threads=0), ArgumentError, "threads must be a whole number of at least 1"),
+    (lambda: patterncnn.CensusResult.load(5), ArgumentTypeError, "path must be a path"),
+    (lambda: patterncnn.CensusResult({"layers": 2, "heads": 4, "tasks": {"rte": {}}}).examples(2), ArgumentError,
+     r"layer must be a whole number from 0 to 1 or None \(got 2\)"),
+    (lambda: patterncnn.CensusResult({"layers": 2, "heads": 4, "tasks": {"rte": {}}}).examples(task="sst2"),
+     ArgumentError, "task='sst2' is not offered; choose one of rte"),
     (lambda: patterncnn.CensusResult({}).plot("foo"), ArgumentError, "kind='foo' is not offered; choose one of shares"),
 ])
 def test_the_other_entry_points_refuse_wrong_arguments(call, error, message):

@@ -81,6 +81,8 @@ def census(model: str = "minilm", tasks: str | Sequence[str] = MAIN_TASKS, limit
     calibration_scope = args.one_of("calibration_scope", calibration_scope, SCOPES, none=True)
     backend = args.one_of("backend", backend, VETTED)
     rule = None if precision is None else Precision.parse(precision, what="precision")
+    if not isinstance(classifier, OnnxClassifier):
+        args.path("classifier", classifier, none=True)  # a path, load_classifier's result or None
     clf = classifier if isinstance(classifier, OnnxClassifier) else load_classifier(classifier, device=device,
                                                                                      threads=threads)
     splits = dev_splits(tasks, glue_dir, limit, seed)

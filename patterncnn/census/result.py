@@ -117,7 +117,7 @@ class CensusResult:
             >>> res.tasks
             ['sst2', 'rte', 'mrpc', 'stsb', 'qnli']
         """
-        p = Path(path)
+        p = Path(args.path("path", path))
         return cls(load_result(p), p if p.is_dir() else p.parent)
 
     @property
@@ -172,6 +172,9 @@ class CensusResult:
             >>> [(e["label"], round(e["prob"], 2)) for e in res.examples(0, 3, task="rte")][:4]
             [('vertical', 0.58), ('diagonal', 0.96), ('diagonal', 0.96), ('diagonal', 0.96)]
         """
+        args.whole("layer", layer, most=self.data["layers"] - 1, none=True)
+        args.whole("head", head, most=self.data["heads"] - 1, none=True)
+        args.one_of("task", task, self.tasks, none=True)
         if self.out is None:
             return []
         return [r for r in read_thumbnails(self.out, self.data["heads"], self.data["layers"] * self.data["heads"])
