@@ -67,7 +67,7 @@ def token_class_error(name, pattern) -> str | None:
     """What is wrong with one user token class (a plain name not taken, a valid regex), or None: the one check,
     for ``special-tokens --token-class`` and ``special_tokens(token_classes=...)`` alike."""
     if not isinstance(name, str) or name in ("cls", "sep", "punctuation", "other") or not name.isidentifier():
-        return f"the name {name!r} is taken or not a plain name; use e.g. digits for the name"
+        return f"the name {name!r} is taken or not a plain name; name it like a Python identifier, e.g. digits"
     if not isinstance(pattern, str):
         return f"the regex must be a str, not {type(pattern).__name__}"
     try:
