@@ -110,15 +110,15 @@ def test_link_checks_hub_models_by_id_and_commit_and_notes_what_it_cannot_check(
 
 
 def test_the_suggested_command_names_a_folder_given_by_its_absolute_path_usably():
-    """A result keeps only an absolute folder's last part: the fix says where it goes, not `--model walk4-ft-sst2`."""
+    """A result keeps only an absolute folder's last part: the fix says where it goes, not `--model my-ft-sst2`."""
     from patterncnn.core.fileio import public_fingerprint
     from patterncnn.core.work import RunError
     from patterncnn.experiments.link import check_inputs
 
-    disabled = public_fingerprint({"model": "/tmp/walk4-ft-sst2", "path": "/tmp/walk4-ft-sst2", "sha256": FT})
+    disabled = public_fingerprint({"model": "/data/my-ft-sst2", "path": "/data/my-ft-sst2", "sha256": FT})
     disable = {"model": disabled, "tag": "minilm-sst2-12345678", "examples": 20}
     census = {"encoder": {"model": "minilm", "path": "model", "sha256": BASE}, "tasks": {"sst2": {"examples": 20}}}
-    with pytest.raises(RunError, match=r"`patterncnn census --model /path/to/walk4-ft-sst2 --task sst2`, /path/to "
+    with pytest.raises(RunError, match=r"`patterncnn census --model /path/to/my-ft-sst2 --task sst2`, /path/to "
                                        r"being the folder that holds it"):
         check_inputs(census, None, disable, "sst2")
     # an embedded encoder is named as it was given, not by the last part of its folder in site-packages ("model")
