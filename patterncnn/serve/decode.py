@@ -165,4 +165,7 @@ def _arrays(body: bytes, s: ServeSettings) -> tuple[list[str], list[np.ndarray]]
             return read_npz(body, s.read_limits)
     except ArrayFileError as e:
         raise BadInput(str(e), _STATUS[e.kind]) from None
-    raise BadInput("binary body is neither .npy nor .npz; send np.save/np.savez output, or JSON", 415)
+    if not body:
+        raise BadInput("the body is empty; send an .npy or .npz (np.save/np.savez output) as the body, or JSON", 400)
+    raise BadInput(f"the binary body is neither .npy nor .npz (it starts with {body[:8]!r}, not b'\\x93NUMPY' or "
+                   f"b'PK'); send np.save/np.savez output, or JSON", 400)

@@ -1,8 +1,11 @@
 """The service's request and response models: the OpenAPI schema and the validation of every body.
 
 Request models are strict (a string is not a number, 1.0 is not an integer, a number is not a
-string), so whatever breaks the schema gets a 422 before any handler runs. Unknown fields are
-ignored: Label Studio sends more than these models read.
+string), so whatever breaks the schema gets a 422 before any handler runs. The service's own
+bodies (:class:`ClosedModel`: ``/v1/classify``, ``/v1/analyze``) refuse a key they do not know,
+naming the ones they take (a misspelt ``sep`` would otherwise be dropped without a word); the
+Label Studio ML backend's (``/setup``, ``/predict``) ignore unknown keys, since Label Studio sends
+more than they read (``params``, ``model_version``, each task's annotations and metadata).
 """
 
 from __future__ import annotations
@@ -43,7 +46,25 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
 
 
-class ClassifyRequest(StrictModel):
+class ClosedModel(StrictModel):
+    """A body only people and our own clients send: a key the model does not know is refused, naming the known."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            known = [f.alias or name for name, f in cls.model_fields.items()]
+            unknown = [k for k in data if k not in known]
+            if unknown:
+                raise PydanticCustomError("unknown_key", "unknown key {key}: the body takes {known}",
+                                          {"key": repr(unknown[0])[:60],
+                                           "known": ", ".join(f'"{k}"' for k in known)})
+        return data
+
+
+class ClassifyRequest(ClosedModel):
     """Maps to classify: ``maps`` (or one ``map``), with optional ``ids`` and ``seps`` (one entry per map)."""
 
     maps: Optional[list[MapRows]] = Field(None, description="T × T maps (T may differ between maps)")
@@ -75,8 +96,7 @@ class ClassifyRequest(StrictModel):
         return [str(x) for x in self.ids] if self.ids else [str(i) for i in range(len(self.map_list))]
 
 
-class AnalyzeRequest(StrictModel):
-    model_config = ConfigDict(strict=True, extra="forbid")  # no client but a person's: a misspelt field is an error
+class AnalyzeRequest(ClosedModel):
 
     text: str = Field(description="a sentence")
     text_pair: Optional[str] = Field(None, description="the second sentence of a pair")

@@ -86,7 +86,10 @@ def test_classify_json_npy_npz(client):
     ({"maps": [[[1, 0], [0]]]}, "json", 422, "not a rectangular"),
     ({"wrong": 1}, "json", 422, '"maps"'),
     (b"{not json", "application/json", 400, "malformed JSON"),
-    (b"garbage", "application/octet-stream", 415, "neither .npy nor .npz"),
+    (b"garbage", "application/octet-stream", 400, "neither .npy nor .npz (it starts with b'garbage'"),
+    (b"", "application/octet-stream", 400, "the body is empty"),
+    ({"maps": [np.eye(4).tolist()], "sep": [[1, 3]]}, "json", 422,
+     'unknown key \'sep\': the body takes "maps", "map", "ids", "seps"'),
     (npy(np.array([["a", "b"], ["c", "d"]])), "application/octet-stream", 422, "dtype"),
     (npy(np.ones((3, 3), dtype=complex)), "application/octet-stream", 422, "dtype"),
     (npy(np.ones((2, 2, 2, 2))), "application/octet-stream", 422, "shape"),
@@ -120,6 +123,9 @@ def test_analyze(client):
     assert "longer than the encoder's limit" in client.post("/v1/analyze", json={"text": "x" * 100}).json()["detail"]
     assert client.post("/v1/analyze", json={"text": ""}).status_code == 422
     assert client.post("/v1/analyze", json=["text"]).status_code == 422
+    r = client.post("/v1/analyze", json={"text": "the cat sat.", "textpair": "a cat sits."})
+    assert r.status_code == 422 and r.json()["detail"] == ("invalid request: unknown key 'textpair': the body takes "
+                                                           '"text", "text_pair"')
 
 
 def test_token_required_everywhere_but_health(app_parts):
