@@ -8,7 +8,9 @@ Usage::
 
 One line per map: ``{"id", "label", "probs": {label: p}}``. A map that fails
 :func:`patterncnn.core.maps.check_map` (on the float32 the classifier reads, with its separators),
-or whose values are too large for the classifier to score, gets ``{"id", "error"}`` while the rest
+whose header already declares no usable map (not square and 2-D, over the reader's T limit, not
+a number type: refused before it is read), or whose values are too large for the classifier to
+score, gets ``{"id", "error"}`` while the rest
 are classified (and is listed in the summary); a map whose rows do not sum to ~1 is classified and
 carries a ``"warning"``. The lines come out in the input's order, an error line where its map was.
 Maps are read one at a time and classified in batches of at most ``BATCH_MAPS`` maps and
@@ -25,6 +27,7 @@ from typing import IO
 
 import numpy as np
 
+from ..core.arrayfile import ArrayFileError
 from ..core.fileio import atomic_open
 from ..core.labels import LABELS
 from ..core.maps import classifier_input
@@ -98,7 +101,12 @@ def _classify_into(maps, classifier, f: IO[str]) -> dict:
 
     batch, size = [], 0
     for m in maps.meta:
-        arr, errs, warns = classifier_input(maps.get(m["id"]), seps=m.get("seps"))
+        try:
+            arr, errs, warns = classifier_input(maps.get(m["id"]), seps=m.get("seps"))
+        except ArrayFileError as e:
+            if e.kind != "invalid":  # unreadable (truncated, corrupt) or over the file's limits: the file is refused
+                raise
+            arr, errs, warns = None, [e.reason], []  # readable, but no map (its header said so): its own error line
         nbytes = 0 if errs else arr.nbytes
         if batch and (len(batch) >= BATCH_MAPS or size + nbytes > BATCH_BYTES):
             flush(batch)

@@ -2,8 +2,9 @@
 
 ``np.load`` trusts a file's header. A 193-byte ``.npy`` that declares a 36 TiB array is allocated
 before any check can run, and a 3 MB ``.npz`` whose members inflate to 3 GiB is decompressed in
-full. Here every ``.npy`` header is read first, and refused if a map side passes ``max_t``, a map
-has more than ``max_t²`` elements, or the running total of decoded bytes passes ``max_bytes``. An
+full. Here every ``.npy`` header is read first, and refused if it declares no square 2-D map (for
+maps: an array that is no map is named as such, not as too large), a map side passes ``max_t``, a
+map has more than ``max_t²`` elements, or the running total of decoded bytes passes ``max_bytes``. An
 ``.npz`` is refused on its members' declared sizes before any of them is opened, and each member
 is then inflated only up to the size its header declares (one byte more, to reach the CRC check).
 Nothing is ever unpickled. What a map must hold (square, finite, non-negative) is checked after
@@ -56,19 +57,31 @@ class ReadLimits:
         max_maps: the most maps in one body or file (None: any number).
         max_bytes: the most decoded bytes in one body or file, all maps together (None: no total).
         text: also accept arrays of unicode strings (the tokens a census keeps beside its example maps).
+        maps: every array is a map (T, T) or a stack of maps (N, T, T): a map shape that is not square and
+            2-D is refused as such (kind ``"invalid"``), before the limits on its size. False: arrays of
+            any shape (a run's parts).
     """
 
     max_t: int = 8192
     max_maps: int | None = None
     max_bytes: int | None = None
     text: bool = False
+    maps: bool = True
 
 
 # Files given to the CLI: maps up to 8192 × 8192 (256 MB in float32), read one at a time; a file (a store's part,
 # a plain .npz or .npy) declares at most 1 GiB decoded (a store's writer splits parts at 256 MiB).
 FILE_LIMITS = ReadLimits(max_bytes=1 << 30)
 # The parts of a resumable run (census windows, experiment parts): arrays of any shape, 1 GiB at most per part.
-PART_LIMITS = ReadLimits(max_t=2**31, max_bytes=1 << 30, text=True)
+PART_LIMITS = ReadLimits(max_t=2**31, max_bytes=1 << 30, text=True, maps=False)
+
+
+def square_problem(shape: tuple) -> str | None:
+    """What keeps an array of ``shape`` from being one attention map (2-D and square), or None."""
+    shape = tuple(int(d) for d in shape)
+    if len(shape) != 2 or shape[0] != shape[1]:
+        return f"shape {shape} is not a square 2-D map (T, T)"
+    return None
 
 
 class MapFormatError(PatternCNNError, ValueError):
@@ -81,11 +94,14 @@ class ArrayFileError(MapFormatError):
     Attributes:
         kind: ``"unreadable"`` (not a valid .npy/.npz), ``"invalid"`` (readable, but not maps) or
             ``"too_large"`` (over ``max_maps`` or ``max_bytes``).
+        reason: what is wrong with the array itself, without the file's name (the message when not given):
+            what ``classify`` writes in the error line of one map it cannot read.
     """
 
-    def __init__(self, message: str, kind: str = "unreadable"):
+    def __init__(self, message: str, kind: str = "unreadable", reason: str | None = None):
         super().__init__(message)
         self.kind = kind
+        self.reason = reason or message
 
 
 class _Budget:
@@ -102,16 +118,22 @@ class _Budget:
         """
         lim = self.limits
         if dtype.hasobject or dtype.itemsize > 16 and not (lim.text and dtype.kind == "U"):
-            raise ArrayFileError(f"{what} has dtype {dtype}; send float maps (np.save/np.savez, no pickles)", "invalid")
+            raise ArrayFileError(f"{what} has dtype {dtype}; send float maps (np.save/np.savez, no pickles)", "invalid",
+                                 f"dtype {dtype} is not a real number type; send float maps")
         if any(d < 0 for d in shape):
             raise ArrayFileError(f"{what} declares the impossible shape {tuple(shape)}; save it with np.save")
         count, per_map = (shape[0], shape[1:]) if stacked else (1, shape)
         if lim.max_maps is not None and count > lim.max_maps:
             raise ArrayFileError(f"{count} maps in one request; the limit is {lim.max_maps}: split the batch",
                                  "too_large")
+        not_square = square_problem(per_map) if lim.maps else None
+        if not_square:  # before the size limits, which are about T × T maps
+            raise ArrayFileError(f"{what}: {not_square}" + (" (each of its maps)" if stacked else ""), "invalid",
+                                 not_square)
         if any(d > lim.max_t for d in per_map) or math.prod(per_map) > lim.max_t ** 2:
+            reason = f"shape {tuple(shape)} is over the limit T <= {lim.max_t}"
             raise ArrayFileError(f"{what} declares shape {tuple(shape)}, over the limit T <= {lim.max_t}; send maps "
-                                 f"of at most {lim.max_t} × {lim.max_t}", "invalid")
+                                 f"of at most {lim.max_t} × {lim.max_t}", "invalid", reason)
         nbytes = math.prod(shape) * dtype.itemsize
         self.used += nbytes
         if lim.max_bytes is not None and self.used > lim.max_bytes:

@@ -45,7 +45,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from .arrayfile import FILE_LIMITS, MapFormatError, NpyMaps, NpzMaps
+from .arrayfile import FILE_LIMITS, MapFormatError, NpyMaps, NpzMaps, square_problem
 from .fileio import atomic_open, parse_json, public_path, write_bytes, write_json
 from .glue import TASKS
 from .version import __version__
@@ -171,8 +171,8 @@ def check_map(a: np.ndarray, row_tol: float = 1e-2, max_t: int | None = None,
     a = np.asarray(a)
     if a.dtype.kind not in "fiu":
         return [f"dtype {a.dtype} is not a real number type; send float maps"], []
-    if a.ndim != 2 or a.shape[0] != a.shape[1]:
-        return [f"shape {a.shape} is not a square 2-D map (T, T)"], []
+    if square_problem(a.shape):
+        return [square_problem(a.shape)], []
     if a.size == 0:
         return ["map is empty (T = 0)"], []
     if max_t is not None and a.shape[0] > max_t:
@@ -235,6 +235,12 @@ class MapStore(MapSource):
         self.root = Path(root)
         header = self.root / "store.json"
         if not header.is_file():
+            inside = sorted(p.parent.name for p in self.root.glob("*/store.json") if p.is_file())
+            if inside:  # a census's --save-maps root: one store per task
+                raise MapFormatError(f"{self.root} is not a map store (no store.json), but it holds "
+                                     f"{len(inside)}: {', '.join(inside)}; pass one of them, e.g. "
+                                     f"{self.root / inside[0]} (a census's --save-maps writes one per task, in "
+                                     f"OUT/maps/<task>)")
             raise MapFormatError(
                 f"{self.root} is not a map store (no store.json); create one with `patterncnn sample`, "
                 f"or pass a plain .npz of square maps"
@@ -394,6 +400,17 @@ def require_maps(maps: MapSource) -> MapSource:
         raise MapFormatError(f"{lost[0].with_suffix('.npz')} is missing (its .jsonl is there) and {maps.root} holds no "
                              f"other maps: the part is damaged; restore the .npz, or remove both of the part's files "
                              f"and write the maps again (`patterncnn sample`)")
+    parts = maps._parts() if isinstance(maps, MapStore) else []
+    arrays = 0
+    for part in parts:
+        npz = NpzMaps(part, FILE_LIMITS)
+        arrays += len(npz.keys)
+        npz.close()
+    if arrays:  # the parts' .npz hold maps their .jsonl do not list: the index is lost, not the maps
+        raise MapFormatError(f"the index of {maps.root} is empty (its .jsonl files list no maps) while its arrays "
+                             f"hold {arrays} map(s): the store is damaged; restore the .jsonl files, or classify a "
+                             f"part's arrays as a plain .npz (`patterncnn classify {parts[0]}`: by id, without "
+                             f"their metadata and separators), or write the maps again (`patterncnn sample`)")
     raise MapFormatError(f"{maps.root} holds no maps; write maps into it (`patterncnn sample`), or pass a store, "
                          f".npz or .npy that holds some")
 
@@ -410,6 +427,11 @@ class PlainNpz(MapSource):
                                  f"or N >= 1 of them as (N, T, T)")
         if not self.meta:
             raise MapFormatError(f"{self.root} holds no arrays; put one square 2-D map per key")
+        if any(k.rpartition(".")[2] == "thumb_maps" for k in self._npz.keys):
+            raise MapFormatError(f"{self.root} is a census's thumbnails.npz (per task, the example maps kept for the "
+                                 f"report, flattened and scaled to 8 bits), not a file of maps; `patterncnn report` "
+                                 f"shows them; to classify a census's maps, run it with --save-maps and pass "
+                                 f"OUT/maps/<task>")
 
     def __contains__(self, map_id: str) -> bool:
         return map_id in self._npz

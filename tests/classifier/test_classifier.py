@@ -167,6 +167,20 @@ def test_classify_cli_good_and_bad_maps(tiny_classifier, tmp_path, capsys):
     assert "nonsquare: skipped" in err
 
 
+def test_classify_gives_a_member_that_is_no_map_its_own_error_line_whatever_its_size(tiny_classifier, tmp_path):
+    # a 1-D member longer than the map side limit (8192) is not a map, as a short one is: neither refuses the file
+    _, path = tiny_classifier
+    np.savez(tmp_path / "m.npz", good=pattern_map("diagonal", 12), vec=np.ones(10, np.float32),
+             vec_big=np.ones(10_000, np.float32), words=np.array(["a" * 20]))
+    assert main(["classify", str(tmp_path / "m.npz"), "--out", str(tmp_path / "p.jsonl"),
+                 "--classifier", str(path)]) == 0
+    recs = {r["id"]: r for r in map(json.loads, (tmp_path / "p.jsonl").read_text().splitlines())}
+    assert recs["good"]["label"] in LABELS
+    assert recs["vec"]["error"] == "shape (10,) is not a square 2-D map (T, T)"
+    assert recs["vec_big"]["error"] == "shape (10000,) is not a square 2-D map (T, T)"
+    assert recs["words"]["error"] == "dtype <U20 is not a real number type; send float maps"
+
+
 @pytest.mark.parametrize("kind", ["npy", "npz", "store"])
 def test_classify_writes_lines_in_input_order_with_an_error_line_where_the_map_was(
         kind, tiny_classifier, tmp_path, capsys, monkeypatch):
@@ -218,6 +232,24 @@ def test_classify_refuses_a_store_with_no_maps_in_one_line(tmp_path, capsys, los
     assert len(err.splitlines()) == 1 and "holds no" in err
     assert ("part-00000.npz is missing" in err and "damaged" in err) if lose_npz else "patterncnn sample" in err
     assert not (tmp_path / "p.jsonl").exists()
+
+
+def test_classify_names_a_census_thumbnails_file_and_a_save_maps_root(tmp_path, capsys):
+    from patterncnn.census.thumbnails import Keeper, write_thumbnails
+    from patterncnn.core.maps import MapStore
+
+    keep = Keeper(num_maps=2)
+    maps = np.stack([pattern_map("diagonal", 9), pattern_map("vertical", 9)])[None]  # (L=1, H=2, T, T)
+    keep.offer(0, np.eye(len(LABELS))[:2], maps, ["[CLS]"] + ["a"] * 7 + ["[SEP]"], [8])
+    write_thumbnails(tmp_path, {"rte": keep.arrays()})
+    assert main(["classify", str(tmp_path / "thumbnails.npz"), "--out", str(tmp_path / "p.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "is a census's thumbnails.npz" in err and "OUT/maps/<task>" in err and "T <= " not in err
+    for task in ("rte", "sst2"):  # what a census run with --save-maps leaves in OUT/maps
+        MapStore.create(tmp_path / "maps" / task).append([({"id": f"{task}_0"}, pattern_map("diagonal", 8))])
+    assert main(["classify", str(tmp_path / "maps"), "--out", str(tmp_path / "p.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert f"holds 2: rte, sst2; pass one of them, e.g. {tmp_path / 'maps' / 'rte'}" in err
 
 
 def test_missing_classifier_says_how_to_get_one(tmp_path, capsys):

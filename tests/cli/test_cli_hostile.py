@@ -41,7 +41,6 @@ def npz_bytes(**arrays) -> bytes:
     (b"not a zip at all", "not a readable .npz"),
     (truncated(npz_bytes(a=pattern_map("diagonal", 30))), "not a readable .npz"),
     (corrupt_deflate_npz(), "unreadable"),
-    (zip_of({"a.npy": npy_header((2**21, 2**21))}), "over the limit T <= 8192"),  # declares 32 TiB
     (zip_of({"a.npy": npy_header((8, 8))}), "truncated"),
     (zip_of({"notes.txt": b"hi"}), "not an .npy array"),
 ])
@@ -52,6 +51,19 @@ def test_classify_bad_npz_is_one_line(tiny_classifier, tmp_path, capsys, data, p
     assert rc == 2
     one_line_error(capsys, phrase)
     assert not (tmp_path / "p.jsonl").exists()
+
+
+def test_a_member_declaring_32_tib_gets_its_error_line_unread_and_the_rest_are_classified(tiny_classifier, tmp_path):
+    import io
+
+    good = io.BytesIO()
+    np.save(good, pattern_map("diagonal", 12))
+    (tmp_path / "m.npz").write_bytes(zip_of({"a.npy": npy_header((2**21, 2**21)), "b.npy": good.getvalue()}))
+    assert main(["classify", str(tmp_path / "m.npz"), "--out", str(tmp_path / "p.jsonl"),
+                 "--classifier", str(tiny_classifier[1])]) == 0
+    a, b = map(json.loads, (tmp_path / "p.jsonl").read_text().splitlines())
+    assert a == {"id": "a", "error": "shape (2097152, 2097152) is over the limit T <= 8192"}
+    assert b["id"] == "b" and b["label"] in LABELS
 
 
 def test_unwritable_out_is_one_line(tiny_classifier, tiny_bert, tmp_path, capsys):

@@ -77,6 +77,17 @@ def test_require_maps_refuses_a_store_with_no_maps_naming_a_lost_npz(tmp_path):
         require_maps(MapStore(tmp_path / "s"))
 
 
+def test_require_maps_says_the_index_is_lost_when_the_arrays_hold_maps(tmp_path):
+    store = MapStore.create(tmp_path / "s")
+    store.append([({"id": f"m{i}"}, softmax_map(5, i)) for i in range(3)])
+    (tmp_path / "s" / "part-00000.jsonl").write_text("")  # the index emptied, the arrays kept
+    with pytest.raises(MapFormatError, match=r"the index of .* is empty \(its \.jsonl files list no maps\) while "
+                                             r"its arrays hold 3 map\(s\): the store is damaged; restore the "
+                                             r"\.jsonl files, or classify a part's arrays as a plain \.npz"):
+        require_maps(MapStore(tmp_path / "s"))
+    assert open_maps(tmp_path / "s" / "part-00000.npz").ids == ["m0", "m1", "m2"]  # the recovery it names
+
+
 def test_plain_npz(tmp_path):
     np.savez(tmp_path / "m.npz", **{"x": softmax_map(6), "y": softmax_map(9, 1)})
     src = open_maps(tmp_path / "m.npz")
