@@ -243,7 +243,7 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
         summary = summarize(raw["labels"], encoder.num_layers, encoder.num_heads)
         summary.update(plan.estimate(raw["probs"], raw["labels"], np.full(len(raw["labels"]), single), seed))
         summary.update({"source": public_source(split.source), "split": split.split, "of": split.total,
-                        "truncated": raw["truncated"], "seconds": round(time.time() - ts, 1),
+                        "skipped_rows": split.skipped, "truncated": raw["truncated"], "seconds": round(time.time() - ts, 1),
                         "mean_probability": {name: float(v) for name, v in zip(LABELS, raw["probs"].mean((0, 1)))}})
         if precision is not None:
             summary["precision"] = _stop_record(precision, record, len(split.examples))

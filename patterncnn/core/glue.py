@@ -304,6 +304,11 @@ def load_split(
                 f"{t.folder}/) or set GLUE_DIR"
             )
         path = root / t.folder / t.files[split]
+        if path.exists() and not path.is_file():
+            what = "a folder" if path.is_dir() else "a FIFO, device or socket"
+            raise GlueDataError(f"{path} is not a regular file (it is {what}); put GLUE's {t.folder} "
+                                f"{t.files[split]} there (download_glue_data.py), or leave out --glue-dir to use "
+                                f"`datasets` ({HF_DATASET})")
         if not path.is_file():
             if (root / t.files[split]).is_file():  # the task's own folder was given
                 fix = (f"pass --glue-dir {root.parent}" if root.name == t.folder else

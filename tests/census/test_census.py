@@ -24,7 +24,8 @@ def setup(tiny_bert, tiny_classifier, glue_dir):
 
 def test_census_outputs(setup, tmp_path):
     enc, clf, glue = setup
-    splits = [load_split("rte", "dev", glue, limit=30, seed=1), load_split("sst2", "dev", glue, limit=20)]
+    splits = [load_split("rte", "dev", glue, limit=30, seed=1), load_split("sst2", "dev", glue, limit=20),
+              load_split("qqp", "dev", glue)]  # the QQP excerpt holds 2 malformed rows
     res = run_census(enc, clf, splits, tmp_path / "c", limit=30, seed=1)
     for task, n in (("rte", 30), ("sst2", 20)):
         s = res["tasks"][task]
@@ -38,6 +39,7 @@ def test_census_outputs(setup, tmp_path):
     assert not (tmp_path / "c" / ".work").exists()
     saved = json.loads((tmp_path / "c" / "census.json").read_text())
     assert saved["encoder"]["sha256"] and saved["classifier"]["sha256"] and saved["limit"] == 30
+    assert {t: s["skipped_rows"] for t, s in saved["tasks"].items()} == {"rte": 0, "sst2": 0, "qqp": 2}
     with pytest.raises(OutputError, match="already holds census.json; pass --overwrite"):
         run_census(enc, clf, splits, tmp_path / "c", limit=30, seed=1)
 

@@ -116,6 +116,10 @@ def test_bad_inputs_name_the_fix(glue_dir, tmp_path):
         load_split("rte", "dev", tmp_path)
     with pytest.raises(GlueDataError, match="unknown split"):
         load_split("rte", "test", glue_dir)
+    (tmp_path / "MRPC" / "dev.tsv").mkdir(parents=True)
+    with pytest.raises(GlueDataError, match=r"MRPC/dev\.tsv is not a regular file \(it is a folder\); put GLUE's "
+                                            r"MRPC dev\.tsv there"):
+        load_split("mrpc", "dev", tmp_path)
     parent = tmp_path / "data"  # the parent of a glue_data folder: the error names the folder to pass
     (parent / "glue" / "RTE").mkdir(parents=True)
     (parent / "glue" / "RTE" / "dev.tsv").write_text("a\tb\n1\t2\n")
