@@ -167,5 +167,6 @@ def _arrays(body: bytes, s: ServeSettings) -> tuple[list[str], list[np.ndarray]]
         raise BadInput(str(e), _STATUS[e.kind]) from None
     if not body:
         raise BadInput("the body is empty; send an .npy or .npz (np.save/np.savez output) as the body, or JSON", 400)
-    raise BadInput(f"the binary body is neither .npy nor .npz (it starts with {body[:8]!r}, not b'\\x93NUMPY' or "
-                   f"b'PK'); send np.save/np.savez output, or JSON", 400)
+    # the detail never quotes the body: it is logged, and the log never holds a request's raw body
+    raise BadInput("the binary body is neither .npy nor .npz (it starts with neither .npy's magic b'\\x93NUMPY' nor "
+                   "a zip's b'PK'); send np.save/np.savez output, or JSON", 400)

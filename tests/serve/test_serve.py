@@ -86,7 +86,7 @@ def test_classify_json_npy_npz(client):
     ({"maps": [[[1, 0], [0]]]}, "json", 422, "not a rectangular"),
     ({"wrong": 1}, "json", 422, '"maps"'),
     (b"{not json", "application/json", 400, "malformed JSON"),
-    (b"garbage", "application/octet-stream", 400, "neither .npy nor .npz (it starts with b'garbage'"),
+    (b"garbage", "application/octet-stream", 400, "neither .npy nor .npz (it starts with neither"),
     (b"", "application/octet-stream", 400, "the body is empty"),
     ({"maps": [np.eye(4).tolist()], "sep": [[1, 3]]}, "json", 422,
      'unknown key \'sep\': the body takes "maps", "map", "ids", "seps"'),
