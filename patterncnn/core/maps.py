@@ -237,8 +237,8 @@ class MapStore(MapSource):
         if not header.is_file():
             inside = sorted(p.parent.name for p in self.root.glob("*/store.json") if p.is_file())
             if inside:  # a census's --save-maps root: one store per task
-                raise MapFormatError(f"{self.root} is not a map store (no store.json), but it holds "
-                                     f"{len(inside)}: {', '.join(inside)}; pass one of them, e.g. "
+                raise MapFormatError(f"{self.root} is not a map store (no store.json), but it holds map stores "
+                                     f"({', '.join(inside)}); pass one of them, e.g. "
                                      f"{self.root / inside[0]} (a census's --save-maps writes one per task, in "
                                      f"OUT/maps/<task>)")
             raise MapFormatError(

@@ -249,7 +249,7 @@ def test_classify_names_a_census_thumbnails_file_and_a_save_maps_root(tmp_path, 
         MapStore.create(tmp_path / "maps" / task).append([({"id": f"{task}_0"}, pattern_map("diagonal", 8))])
     assert main(["classify", str(tmp_path / "maps"), "--out", str(tmp_path / "p.jsonl")]) == 2
     err = capsys.readouterr().err
-    assert f"holds 2: rte, sst2; pass one of them, e.g. {tmp_path / 'maps' / 'rte'}" in err
+    assert f"but it holds map stores (rte, sst2); pass one of them, e.g. {tmp_path / 'maps' / 'rte'}" in err
 
 
 def test_missing_classifier_says_how_to_get_one(tmp_path, capsys):
