@@ -14,6 +14,7 @@ from .common import (
     fold_count,
     glue_dir,
     non_negative_int,
+    out_path,
     positive_int,
     progress,
 )
@@ -34,7 +35,7 @@ def register(sub) -> None:
     q = asub.add_parser("start", help="sample uniformly drawn maps of the encoder and push them for labelling")
     add_model_args(q)
     q.add_argument("--project", required=True, help="Label Studio project title (created if missing)")
-    q.add_argument("--out", required=True, help="folder of this adaptation (maps/, then labels/ and classifier/)")
+    q.add_argument("--out", type=out_path, required=True, help="folder of this adaptation (maps/, then labels/ and classifier/)")
     q.add_argument("--maps", type=positive_int, default=100, help="maps to label, spread over the tasks (default: %(default)s)")
     q.add_argument("--task", action="append", help=f"GLUE tasks to draw from (default: {', '.join(TASKS)})")
     q.add_argument("--annotators", type=positive_int, default=1,
@@ -46,7 +47,7 @@ def register(sub) -> None:
     q = asub.add_parser("finish", help="pull the labels, fine-tune on the shipped set plus them, validate, export")
     q.add_argument("--project", help="Label Studio project title or id")
     q.add_argument("--from-file", help="a Label Studio JSON export instead of the server")
-    q.add_argument("--out", required=True, help="the folder `adapt start` wrote")
+    q.add_argument("--out", type=out_path, required=True, help="the folder `adapt start` wrote")
     q.add_argument("--annotations", action="append", default=None,
                    help="the labelled set(s) the classifier was trained on (default: those its metrics.json names; for the "
                         "shipped one annotations and annotations/round8-e5-uniform, from a clone)")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_classifier_args, add_overwrite, classifier, text
+from .common import add_classifier_args, add_overwrite, classifier, out_path, text
 
 
 def register(sub) -> None:
@@ -13,7 +13,7 @@ def register(sub) -> None:
     p.add_argument("--model", default="minilm", help="encoder (default: %(default)s, the embedded all-MiniLM-L6-v2)")
     p.add_argument("--max-length", type=int, default=128, help="(default: %(default)s)")
     add_classifier_args(p)
-    p.add_argument("--out", help="write the grid figure to this PNG")
+    p.add_argument("--out", type=out_path, help="write the grid figure to this PNG")
     add_overwrite(p, "file")
     p.set_defaults(func=run)
 

@@ -13,6 +13,7 @@ from .common import (
     add_overwrite,
     connect,
     labelled_set,
+    out_path,
     positive_int,
     seed,
     text,
@@ -48,7 +49,7 @@ def register(sub) -> None:
                         description="Render maps as PNG contact sheets (per-map colour scale, [SEP] lines), each "
                                     "map captioned with a running number; index.json maps numbers to map ids.")
     q.add_argument("maps", nargs="+", help="map store folder(s) or .npz file(s)")
-    q.add_argument("--out", required=True, help="folder for sheet-NNN.png and index.json")
+    q.add_argument("--out", type=out_path, required=True, help="folder for sheet-NNN.png and index.json")
     q.add_argument("--per-sheet", type=positive_int, default=16, help="(default: %(default)s)")
     q.add_argument("--shuffle", type=seed, metavar="SEED", help="shuffle the maps with this seed first")
     add_overwrite(q, "sheets")
@@ -87,7 +88,7 @@ def _register_annotators(asub) -> None:
     q.add_argument("--classifier", metavar="ONNX",
                    help="with --against: also score this classifier's out-of-fold predictions (stored with it by "
                         "`patterncnn train`) against both sets' labels")
-    q.add_argument("--out", help="also write the report as JSON")
+    q.add_argument("--out", type=out_path, help="also write the report as JSON")
     add_overwrite(q, "file")
     q.set_defaults(func=run_agreement)
 
@@ -103,7 +104,7 @@ def _register_pull(asub) -> None:
     q.add_argument("--maps", action="append", help="map store(s) the tasks were pushed from (repeatable); needed "
                                                    "unless the set's maps/ already holds every labelled map")
     q.add_argument("--from-file", help="a JSON export (plain or .json.gz) instead of a server")
-    q.add_argument("--out", default="annotations", help="the labelled set to merge into (default: %(default)s)")
+    q.add_argument("--out", type=out_path, default="annotations", help="the labelled set to merge into (default: %(default)s)")
     q.add_argument("--resolve", choices=METHODS,
                    help="how annotators' labels become one label per map: the most votes; Dawid-Skene; or the "
                         "most votes, with Dawid-Skene only for maps where no label has the most (default: the "

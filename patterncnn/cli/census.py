@@ -15,6 +15,7 @@ from .common import (
     classifier,
     device,
     glue_dir,
+    out_path,
     positive_int,
     progress,
 )
@@ -40,7 +41,7 @@ def register(sub) -> None:
                         "every pattern (e.g. 1), or within a fraction F of the classifier's part (e.g. 0.33x: a third "
                         "of its band); examples are taken in a seeded random order and checked after each window of "
                         "64. Default: all --limit examples")
-    p.add_argument("--out", default="runs/census", help="output folder (default: %(default)s)")
+    p.add_argument("--out", type=out_path, default="runs/census", help="output folder (default: %(default)s)")
     add_classifier_args(p)
     p.add_argument("--batch-size", type=positive_int, default=16, help="encoder batch size (default: %(default)s)")
     p.add_argument("--save-maps", action="store_true", help="also write every map to OUT/maps/<task> (large)")

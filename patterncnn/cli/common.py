@@ -83,6 +83,15 @@ def check_text(value: str, what: str) -> None:
                          f"UTF-8 encoded") from None
 
 
+def out_path(value: str) -> str:
+    """argparse type of every --out: a path, not empty (an empty one would write into the working folder while the
+    messages named files at the filesystem's root)."""
+    if not value:
+        raise argparse.ArgumentTypeError("must name a file or folder (got an empty path); e.g. --out runs/mine, or "
+                                         "--out . for the working folder")
+    return value
+
+
 def port(text: str) -> int:
     """argparse type: a TCP port, 1-65535."""
     value = int(text) if text.isdigit() else 0

@@ -9,6 +9,7 @@ from .common import (
     add_overwrite,
     device,
     glue_dir,
+    out_path,
     positive_int,
     progress,
 )
@@ -24,7 +25,7 @@ def register(sub) -> None:
     p.add_argument("--task", required=True, help="GLUE task the model was fine-tuned on, e.g. rte")
     p.add_argument("--limit", type=positive_int, default=None,
                    help="score on a seeded sample of this many dev examples (default: all)")
-    p.add_argument("--out", default=None, help="output folder (default: runs/disable-<task>)")
+    p.add_argument("--out", type=out_path, default=None, help="output folder (default: runs/disable-<task>)")
     p.add_argument("--batch-size", type=positive_int, default=32, help="(default: %(default)s)")
     p.add_argument("--bootstrap", type=positive_int, default=1000, help="bootstrap resamples (default: %(default)s)")
     p.add_argument("--no-layers", action="store_true", help="disable single heads only, not whole layers")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_device_arg, add_glue_args, add_overwrite, device, glue_dir, positive_int, progress
+from .common import add_device_arg, add_glue_args, add_overwrite, device, glue_dir, out_path, positive_int, progress
 
 
 def register(sub) -> None:
@@ -18,7 +18,7 @@ def register(sub) -> None:
     p.add_argument("--limit", type=positive_int, default=1000, help="examples per task (default: %(default)s)")
     p.add_argument("--max-length", type=positive_int, default=128, help="(default: %(default)s)")
     p.add_argument("--batch-size", type=positive_int, default=16, help="encoder batch size (default: %(default)s)")
-    p.add_argument("--out", default="runs/drift", help="output folder (default: %(default)s)")
+    p.add_argument("--out", type=out_path, default="runs/drift", help="output folder (default: %(default)s)")
     add_overwrite(p, "finished or unfinished run")
     add_device_arg(p)
     add_glue_args(p)

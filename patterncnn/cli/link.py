@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_overwrite, positive_int, seed
+from .common import add_overwrite, out_path, positive_int, seed
 
 
 def register(sub) -> None:
@@ -17,7 +17,7 @@ def register(sub) -> None:
     p.add_argument("--drift", default=None, help="drift folder or drift.json (`patterncnn drift`); optional")
     p.add_argument("--permutations", type=positive_int, default=10000, help="(default: %(default)s)")
     p.add_argument("--seed", type=seed, default=0, help="(default: %(default)s)")
-    p.add_argument("--out", default="runs/link", help="output folder (default: %(default)s)")
+    p.add_argument("--out", type=out_path, default="runs/link", help="output folder (default: %(default)s)")
     add_overwrite(p)
     p.set_defaults(func=run)
 

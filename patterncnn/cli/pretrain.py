@@ -6,6 +6,7 @@ from .common import (
     add_cnn_args,
     add_overwrite,
     cnn_config,
+    out_path,
     positive_float,
     positive_int,
     progress,
@@ -20,7 +21,7 @@ def register(sub) -> None:
                                    "patterns, each labelled by construction under the annotation guide 1.1 (never "
                                    "stored), and write its weights for `patterncnn train --init`. One million maps "
                                    "take about 20 minutes on two CPU cores.")
-    p.add_argument("--out", default="models/pretrained-synthetic.pt", help="checkpoint file (default: %(default)s)")
+    p.add_argument("--out", type=out_path, default="models/pretrained-synthetic.pt", help="checkpoint file (default: %(default)s)")
     add_overwrite(p, "checkpoint, or a stopped run of other options (OUT.partial),")
     add_cnn_args(p)
     p.add_argument("--maps", type=positive_int, default=1_000_000,

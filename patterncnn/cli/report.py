@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_overwrite
+from .common import add_overwrite, out_path
 
 
 def register(sub) -> None:
@@ -16,7 +16,7 @@ def register(sub) -> None:
                                    "no network. A RUN_DIR of several censuses (census --model A --model B) gets one "
                                    "report per census.")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a census folder (census --out), or its census.json")
-    p.add_argument("--out", default=None, help="the HTML file (default: RUN_DIR/report.html; one census only)")
+    p.add_argument("--out", type=out_path, default=None, help="the HTML file (default: RUN_DIR/report.html; one census only)")
     add_overwrite(p, "report.html")
     p.add_argument("--with", dest="extra", action="append", default=[], metavar="PATH",
                    help="a drift, special-tokens, disable or link result folder (or JSON) to show too (repeatable)")

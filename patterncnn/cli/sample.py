@@ -12,6 +12,7 @@ from .common import (
     add_overwrite,
     glue_dir,
     labelled_set,
+    out_path,
     positive_int,
     progress,
 )
@@ -27,7 +28,7 @@ def register(sub) -> None:
     p.add_argument("--task", action="append", required=True,
                    help="GLUE task (repeat for several): cola, sst2, mrpc, stsb, qqp, mnli, mnli-mm, qnli, rte, wnli")
     p.add_argument("--per-task", type=positive_int, default=50, help="maps per task (default: %(default)s)")
-    p.add_argument("--out", required=True, help="output folder for the map store")
+    p.add_argument("--out", type=out_path, required=True, help="output folder for the map store")
     add_overwrite(p, "map store")
     p.add_argument("--split", default="dev", choices=("dev", "train"), help="GLUE split (default: %(default)s)")
     p.add_argument("--batch-size", type=positive_int, default=16, help="encoder batch size (default: %(default)s)")

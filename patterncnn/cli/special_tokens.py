@@ -11,6 +11,7 @@ from .common import (
     add_overwrite,
     device,
     glue_dir,
+    out_path,
     positive_int,
     progress,
     text,
@@ -42,7 +43,7 @@ def register(sub) -> None:
                    help="an extra class of tokens whose whole text (without ## marks) matches REGEX (repeatable)")
     p.add_argument("--limit", type=positive_int, default=1000, help="examples per task (default: %(default)s)")
     p.add_argument("--batch-size", type=positive_int, default=16, help="encoder batch size (default: %(default)s)")
-    p.add_argument("--out", default="runs/special-tokens", help="output folder (default: %(default)s)")
+    p.add_argument("--out", type=out_path, default="runs/special-tokens", help="output folder (default: %(default)s)")
     add_overwrite(p, "finished or unfinished run")
     add_device_arg(p)
     add_model_args(p)

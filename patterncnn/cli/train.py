@@ -8,6 +8,7 @@ from .common import (
     cnn_config,
     fold_count,
     non_negative_float,
+    out_path,
     positive_float,
     positive_int,
     progress,
@@ -24,7 +25,7 @@ def register(sub) -> None:
     p.add_argument("--annotations", action="append", default=None,
                    help="labelled set from `annotate pull`; repeat it to train on several sets at once (each keeps "
                         "its own resolved labels; e.g. the shipped annotations plus your own) (default: annotations)")
-    p.add_argument("--out", default="models", help="output folder (default: %(default)s)")
+    p.add_argument("--out", type=out_path, default="models", help="output folder (default: %(default)s)")
     add_overwrite(p, "classifier")
     add_cnn_args(p)
     p.add_argument("--init", default=None, metavar="CKPT",

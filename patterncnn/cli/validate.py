@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_classifier_args, add_overwrite, classifier, seed
+from .common import add_classifier_args, add_overwrite, classifier, out_path, seed
 
 
 def register(sub) -> None:
@@ -21,7 +21,7 @@ def register(sub) -> None:
                    help="an independent labelled set whose maps never trained this classifier: its uniformly "
                         "drawn maps validate the share estimators, and all its maps score the classifier's labels "
                         "(default: cross-validated on the classifier's stored out-of-fold rows)")
-    p.add_argument("--out", default="runs/validate", help="output folder (default: %(default)s)")
+    p.add_argument("--out", type=out_path, default="runs/validate", help="output folder (default: %(default)s)")
     add_overwrite(p)
     p.add_argument("--seed", type=seed, default=0, help="bootstrap seed (default: %(default)s)")
     p.set_defaults(func=run)
