@@ -32,7 +32,7 @@ from ..core.glue import GlueSplit
 from ..core.work import prepare_out, work_dir
 from ..encoders.load import load_encoder
 from .results import CensusError
-from .run import RESULT, output_folder, run_census, task_params
+from .run import COMMAND, RESULT, check_models, output_folder, run_census, task_params
 from .windows import classify_window, read_window, save_window, split_windows, window_name
 
 log = logging.getLogger(__name__)
@@ -117,10 +117,11 @@ def plan_units(encoders: list, splits: list[GlueSplit], out, limit, seed, classi
     """Every window not yet on disk, the output folders, and how many examples are already done."""
     units, folders, done = [], [], 0
     for enc in encoders:
-        dest = prepare_out(output_folder(out, enc, len(encoders)), RESULT, overwrite)
+        dest = prepare_out(output_folder(out, enc, len(encoders)), RESULT, overwrite, COMMAND)
         folders.append(dest)
         for split in splits:
-            work = work_dir(dest, split.task.name, task_params(enc, split, limit, seed, classifier_sha, batch_size))
+            work = work_dir(dest, split.task.name, task_params(enc, split, limit, seed, classifier_sha, batch_size),
+                            command=COMMAND)
             for w, examples in enumerate(split_windows(split.examples)):
                 if read_window(work / window_name(w), examples, enc.num_layers * enc.num_heads) is not None:
                     done += len(examples)
@@ -177,6 +178,7 @@ def run_ray_censuses(models: list[str], splits: list[GlueSplit], classifier, out
             runs its encoder there (not tested here: this machine has none).
     """
 
+    check_models(models)
     ray = connect(address)
     # The driver needs each encoder's fingerprint and shape only; its backend is built lazily, never here.
     encoders = [load_encoder(m, max_length=max_length, backend=backend, threads=threads) for m in models]

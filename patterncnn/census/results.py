@@ -11,7 +11,7 @@ from pathlib import Path
 from ..core.errors import PatternCNNError
 from ..core.fileio import parse_json
 from ..core.labels import LABELS
-from ..core.work import unfinished_runs
+from ..core.work import run_command, unfinished_runs
 from ..shares.estimate import bias_band, pattern_errors
 
 
@@ -28,6 +28,11 @@ def no_census(path: str | Path) -> CensusError:
     p = Path(path)
     folder = p.parent if p.name == FILE else p
     unfinished = unfinished_runs(folder)
+    command = run_command(unfinished[0]) if unfinished else None
+    if unfinished and command not in (None, "census"):
+        return CensusError(f"no finished census at {path}: {unfinished[0]} holds an unfinished `patterncnn {command}` "
+                           f"run, not a census; run `patterncnn census --out {folder}` first (once that {command} "
+                           f"has finished), or give this command a census's folder")
     if unfinished:
         return CensusError(f"no finished census at {path}: {unfinished[0]} holds an unfinished run (no {FILE} yet); "
                            f"run the same `patterncnn census` command again to resume it (its finished windows are "
@@ -133,7 +138,13 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
     Three checks per difference: the two example-bootstrap intervals are apart; the total intervals
     (examples and the classifier's calibration, or count's validated band) are apart; the difference exceeds the two censuses'
     validated share errors for that pattern added together (None when either is unknown).
+
+    Raises:
+        CensusError: the two share no task (nothing to compare).
     """
+    if not set(a["tasks"]) & set(b["tasks"]):
+        raise CensusError(f"the two censuses share no task (A: {', '.join(a['tasks']) or 'none'}; B: "
+                          f"{', '.join(b['tasks']) or 'none'}); compare two censuses run with a --task in common")
     est = [r.get("estimator", {}).get("name", "count") for r in (a, b)]
     err = [pattern_errors(r.get("estimator", {})) for r in (a, b)]
     no_part = [x for x, r in zip("AB", (a, b)) if not has_classifier_part(r.get("estimator", {}))]

@@ -35,7 +35,7 @@ from ..core.labels import LABELS
 from ..core.maps import MapStore, map_record
 from ..core.plots import census_figure, heads_figure
 from ..core.version import __version__
-from ..core.work import finish, prepare_out, work_dir, write_result
+from ..core.work import RunError, finish, prepare_out, work_dir, write_result
 from ..encoders.load import Encoder, load_encoder
 from ..shares.estimate import plan_for
 from ..shares.precision import Precision, PrecisionError
@@ -56,6 +56,7 @@ from .windows import (  # noqa: F401
 log = logging.getLogger(__name__)
 
 RESULT = FILE  # census.json, written last: its presence marks a finished census
+COMMAND = "census"  # what its work folder's stamp names (patterncnn.core.work.prepare_out)
 # --precision is checked from two windows on: on fewer examples the bootstrap's own width is too noisy to stop on.
 MIN_PRECISION_EXAMPLES = 2 * WINDOW
 
@@ -92,42 +93,44 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
     """
 
     maps = out / "maps" / split.task.name  # --save-maps writes here as it goes, before a window is saved
-    work = work_dir(out, split.task.name, params, kept=[maps] if save_maps else [])
+    work = work_dir(out, split.task.name, params, kept=[maps] if save_maps else [], command=COMMAND)
     windows = split_windows(split.examples)
     store = MapStore.create(maps, info={"model": encoder.fingerprint}, exist_ok=True) if save_maps else None
     bar = progress(total=len(split.examples), desc=f"census {split.task.name}", unit="ex") if progress else None
     n_maps = encoder.num_layers * encoder.num_heads
     used = []
-    for w, window in enumerate(windows):
-        part = work / window_name(w)
-        arrays = read_window(part, window, n_maps)  # a damaged window is computed again, with a warning
-        if arrays is not None:
-            if bar:
-                bar.update(len(window))
-        else:
-            records = []
-
-            def seen(ea):
-                if store is not None:
-                    records.extend((map_record(encoder, split.task.name, split.split, ea, layer, head),
-                                    ea.maps[layer, head]) for layer in range(encoder.num_layers)
-                                   for head in range(encoder.num_heads))
+    try:
+        for w, window in enumerate(windows):
+            part = work / window_name(w)
+            arrays = read_window(part, window, n_maps)  # a damaged window is computed again, with a warning
+            if arrays is not None:
                 if bar:
-                    bar.update(1)
+                    bar.update(len(window))
+            else:
+                records = []
 
-            arrays = classify_window(encoder, classifier, window, batch_size, seen, overlap)
-            if store is not None:  # after a crash mid-window some of these may already be saved
-                store.append(r for r in records if r[0]["id"] not in store)
-            save_window(part, arrays)
-            arrays = read_window(part, window, n_maps)  # as stored: a resumed run decides exactly alike
-            if arrays is None:
-                raise CensusError(f"{part} could not be read back after it was written; check the disk and run the "
-                                  f"same command again")
-        used.append(arrays)
-        if stop is not None and stop(merge_windows(used, thumbnails=False)):
-            break
-    if bar:
-        bar.close()
+                def seen(ea):
+                    if store is not None:
+                        records.extend((map_record(encoder, split.task.name, split.split, ea, layer, head),
+                                        ea.maps[layer, head]) for layer in range(encoder.num_layers)
+                                       for head in range(encoder.num_heads))
+                    if bar:
+                        bar.update(1)
+
+                arrays = classify_window(encoder, classifier, window, batch_size, seen, overlap)
+                if store is not None:  # after a crash mid-window some of these may already be saved
+                    store.append(r for r in records if r[0]["id"] not in store)
+                save_window(part, arrays)
+                arrays = read_window(part, window, n_maps)  # as stored: a resumed run decides exactly alike
+                if arrays is None:
+                    raise CensusError(f"{part} could not be read back after it was written; check the disk and run the "
+                                      f"same command again")
+            used.append(arrays)
+            if stop is not None and stop(merge_windows(used, thumbnails=False)):
+                break
+    finally:  # closed before an interruption's message, not redrawn after it
+        if bar:
+            bar.close()
     return merge_windows(used)
 
 
@@ -209,7 +212,7 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
             (:class:`patterncnn.shares.precision.Precision`: ``"1"`` point, or ``"0.33x"`` of the classifier's part),
             checked after each window of examples taken in a seeded random order; None: every example.
     """
-    out = prepare_out(out, RESULT, overwrite)
+    out = prepare_out(out, RESULT, overwrite, COMMAND)
     plan = plan_for(getattr(classifier, "metadata", {}), estimator, scope, encoder.tag, seed)
     precision = Precision.parse(precision) if isinstance(precision, (str, int, float)) else precision
     if precision is not None and precision.needs_classifier_part() and not has_classifier_part(plan.describe()):
@@ -262,12 +265,27 @@ def run_censuses(models: list[str], splits: list[GlueSplit], classifier: Classif
     """Census of each encoder in turn (one folder per encoder tag when there are several).
 
     Keyword arguments go to :func:`run_census`. Yields (encoder, its output folder, its result).
-    """
 
+    Raises:
+        RunError: a model is given twice (checked before any work), or two names load the same encoder.
+    """
+    check_models(models)
+    tags: dict[str, str] = {}
     for model in models:
         enc = load_encoder(model, max_length=max_length, backend=backend, threads=threads, device=device)
+        if enc.tag in tags:
+            raise RunError(f"--model {tags[enc.tag]} and --model {model} are the same encoder ({enc.tag}), whose "
+                           f"census is in {output_folder(out, enc, len(models))}; give each encoder once")
+        tags[enc.tag] = model
         dest = output_folder(out, enc, len(models))
         yield enc, dest, run_census(enc, classifier, splits, dest, limit, seed, **kwargs)
+
+
+def check_models(models: list[str]) -> None:
+    """Refuse a model given twice before any work: both censuses would go to one folder (:func:`output_folder`)."""
+    twice = next((m for i, m in enumerate(models) if m in models[:i]), None)
+    if twice is not None:
+        raise RunError(f"--model {twice} is given twice; give each encoder once (two different models are compared)")
 
 
 def output_folder(out: str | Path, encoder: Encoder, models: int) -> Path:

@@ -21,7 +21,7 @@ import traceback
 
 from ..core.errors import PatternCNNError
 from ..core.version import __version__
-from ..core.work import saved_parts
+from ..core.work import drop_unstarted, saved_parts
 from . import (
     adapt,
     analyze,
@@ -99,7 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         note = ""
         if resumable and out:
             saved = getattr(args, "saved", saved_parts)  # a command that keeps its parts elsewhere says where
-            note = (f": finished {resumable} are saved under {out}; run the same command again to resume" if saved(out)
+            kept = saved(out)
+            if not kept and saved is saved_parts:
+                drop_unstarted(out)  # the stamp of a run stopped before its first part: nothing is left behind
+            note = (f": finished {resumable} are saved under {out}; run the same command again to resume" if kept
                     else f": no {resumable} had finished, so nothing is saved under {out}; the same command starts "
                          f"from the beginning")
         print(f"patterncnn {args.command}: interrupted{note}", file=sys.stderr)

@@ -2,7 +2,8 @@
 
 Usage::
 
-    work = work_dir(out, "rte", params)                 # out/.work/rte, refuses other arguments' leftovers
+    out = prepare_out(out, "drift.json", overwrite, "drift")  # refuses another command's unfinished run in out
+    work = work_dir(out, "rte", params, command="drift")     # out/.work/rte, refuses other arguments' leftovers
     parts = run_parts(work, names, compute, on_done)    # compute(name) -> dict of arrays, saved as name.npz
     write_result(out, "drift.json", result, tables={"drift.csv": (header, rows)}, figures={"drift.png": png})
 
@@ -11,6 +12,10 @@ where it stopped and a resumed result equals an uninterrupted one. A part is rea
 bounded reader (:mod:`patterncnn.core.arrayfile`) and checked; a damaged one (a truncated file, a
 header that lies, arrays that do not fit) is computed again, with a warning, and so is a work folder
 whose stamp is damaged. Every result file records what produced it with :func:`provenance`.
+
+A work folder's stamp names the command that made it (census, drift, special-tokens, ...): several commands may
+write their finished results into one folder, but only one of them can have an unfinished run there at a time, and
+no command's ``overwrite`` drops another command's finished parts (:func:`prepare_out`).
 """
 
 from __future__ import annotations
@@ -56,38 +61,100 @@ def run_key(params: dict) -> str:
     return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def prepare_out(out: str | Path, result_name: str, overwrite: bool) -> Path:
-    """Check ``out`` before a run (:func:`patterncnn.core.fileio.output_folder`): a finished result there needs
-    ``overwrite`` (which drops it and any leftovers); an unfinished run there is resumed."""
+def prepare_out(out: str | Path, result_name: str, overwrite: bool, command: str | None = None) -> Path:
+    """Check ``out`` before a run of ``command`` (:func:`patterncnn.core.fileio.output_folder`): a finished result
+    there needs ``overwrite`` (which drops it and this command's leftovers); an unfinished run there is resumed. An
+    unfinished run of another command with finished parts is refused, ``overwrite`` or not (:func:`other_runs`)."""
+    if command is not None:
+        refuse_other_runs(Path(out), command)
     out = output_folder(out, (result_name,), overwrite)
     if overwrite:
-        shutil.rmtree(out / WORK, ignore_errors=True)
+        shutil.rmtree(out / WORK, ignore_errors=True)  # what is left there is this command's, or holds no parts
         (out / result_name).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     return out
 
 
-def work_dir(out: Path, task: str, params: dict, overwrite: bool = False, kept: Iterable[Path] = ()) -> Path:
-    """``out/.work/<task>``, stamped with the run's arguments; finished parts of other arguments are refused, or with
-    ``overwrite`` dropped (a run of other arguments stopped before its first part is restamped: it left nothing to
-    keep, unless one of the paths in ``kept``, where the run also writes as it goes, exists). Finished parts of the
-    same arguments are kept, with ``overwrite`` too: the run resumes."""
+def stamp_of(work: Path) -> dict | None:
+    """The stamp (``run.json``) of a task's work folder, or None when it is missing or damaged."""
+    try:
+        stamp = parse_json((work / "run.json").read_bytes(), str(work / "run.json"), "")
+    except (DataError, OSError):
+        return None
+    return stamp if isinstance(stamp, dict) and isinstance(stamp.get("key"), str) else None
+
+
+def has_parts(work: Path, stamp: dict | None = None) -> bool:
+    """Whether a task's work folder holds anything to keep: a finished part, or one of the paths its run writes as
+    it goes (the stamp's ``kept``, relative to the run's output folder) exists."""
+    stamp = stamp_of(work) if stamp is None else stamp
+    kept = (stamp or {}).get("kept") if isinstance((stamp or {}).get("kept"), list) else []
+    return (any(p.name != "run.json" for p in work.iterdir())
+            or any(isinstance(k, str) and (work.parent.parent / k).exists() for k in kept))
+
+
+def other_runs(out: Path, command: str) -> list[tuple[str, str]]:
+    """(command, task) of each unfinished run in ``out`` that another command than ``command`` made and that holds
+    finished parts. A run that stopped before its first part holds nothing to keep: it is not listed."""
+    found = []
+    for work in sorted((Path(out) / WORK).glob("*/")) if (Path(out) / WORK).is_dir() else []:
+        stamp = stamp_of(work)
+        other = (stamp or {}).get("command")
+        if isinstance(other, str) and other != command and has_parts(work, stamp):
+            found.append((other, work.name))
+    return found
+
+
+def refuse_other_runs(out: Path, command: str) -> None:
+    """Raise :class:`RunError` when ``out`` holds another command's unfinished run with finished parts: this run's
+    ``overwrite`` or :func:`finish` would drop them."""
+    found = other_runs(out, command)
+    if found:
+        other, task = found[0]
+        raise RunError(f"{out} holds an unfinished `patterncnn {other}` run of {task} (its finished parts are in "
+                       f"{out / WORK / task}); run that {other} command again to resume it, or give this {command} "
+                       f"another --out (--overwrite never drops another command's work)")
+
+
+def drop_unstarted(out: str | Path) -> None:
+    """Remove the work folders of runs into ``out`` (or its subfolders, :func:`unfinished_runs`) that stopped before
+    their first part (a stamp alone, nothing kept), then ``.work`` when it is left empty: a run interrupted that early
+    leaves nothing behind, as it says."""
+    for folder in unfinished_runs(out):
+        for work in sorted((folder / WORK).glob("*/")):
+            if not has_parts(work):
+                shutil.rmtree(work, ignore_errors=True)
+        if not any((folder / WORK).iterdir()):
+            (folder / WORK).rmdir()
+
+
+def work_dir(out: Path, task: str, params: dict, overwrite: bool = False, kept: Iterable[Path] = (),
+             command: str | None = None) -> Path:
+    """``out/.work/<task>``, stamped with the run's arguments and the ``command`` that runs it; finished parts of
+    other arguments are refused, or with ``overwrite`` dropped (a run of other arguments stopped before its first
+    part is restamped: it left nothing to keep, unless one of the paths in ``kept``, inside ``out``, where the run
+    also writes as it goes, exists). Finished parts of the same arguments are kept, with ``overwrite`` too: the run
+    resumes."""
     work = Path(out) / WORK / task
     stamp = work / "run.json"
+    new = {"key": run_key(params), "params": params, "command": command,
+           "kept": [Path(p).relative_to(out).as_posix() for p in kept]}
     if stamp.exists():
-        try:
-            old = parse_json(stamp.read_bytes(), str(stamp), "")
-        except (DataError, OSError):
-            old = None
-        if not isinstance(old, dict) or not isinstance(old.get("key"), str):
+        old = stamp_of(work)
+        if old is None:
             log.warning("%s is damaged; the unfinished run of %s starts over", stamp, task)
             shutil.rmtree(work)
-            return work_dir(out, task, params)
-        if old.get("key") != run_key(params):
-            if not any(p.name != stamp.name for p in work.iterdir()) and not any(Path(p).exists() for p in kept):
-                log.info("%s: the unfinished run of %s stopped before its first part; it starts over with these "
-                         "arguments", out, task)  # nothing to keep
-                write_json(stamp, {"key": run_key(params), "params": params})
+            return work_dir(out, task, params, kept=kept, command=command)
+        other = old.get("command") if isinstance(old.get("command"), str) and old.get("command") != command else None
+        if old.get("key") != run_key(params) or other:
+            what = f"`patterncnn {other}` run" if other else "run"
+            if not has_parts(work, old) and not any(Path(p).exists() for p in kept):
+                log.info("%s: the unfinished %s of %s stopped before its first part; %s", out, what, task,
+                         f"this {command} replaces it" if other else "it starts over with these arguments")
+                write_json(stamp, new)
+            elif other:  # prepare_out refuses it first; a caller without it is refused here
+                raise RunError(f"{out} holds an unfinished {what} of {task}; run that {other} command again to "
+                               f"resume it, or give this {command} another --out")
             elif not overwrite:
                 raise RunError(f"{out} holds an unfinished run of {task} with other arguments "
                                f"({differences(old, params)}); run it with the earlier ones to resume it, or pass "
@@ -96,9 +163,9 @@ def work_dir(out: Path, task: str, params: dict, overwrite: bool = False, kept: 
                 log.info("%s: --overwrite starts the unfinished run of %s with other arguments (%s) over", out, task,
                          differences(old, params))
                 shutil.rmtree(work)
-                return work_dir(out, task, params)
+                return work_dir(out, task, params, kept=kept, command=command)
     else:
-        write_json(stamp, {"key": run_key(params), "params": params})
+        write_json(stamp, new)
     return work
 
 
@@ -219,6 +286,13 @@ def unfinished_runs(out: str | Path) -> list[Path]:
     several encoders writes one folder each)."""
     out = Path(out)
     return [f for f in (out, *sorted(out.glob("*/"))) if (f / WORK).is_dir()] if out.is_dir() else []
+
+
+def run_command(folder: str | Path) -> str | None:
+    """The command whose unfinished run is in ``folder`` (its work folder's stamps name it), or None: none there, or
+    a stamp of an earlier version, which did not record it."""
+    stamps = (stamp_of(w) for w in sorted((Path(folder) / WORK).glob("*/")))
+    return next((s["command"] for s in stamps if s and isinstance(s.get("command"), str)), None)
 
 
 def saved_parts(out: str | Path) -> bool:

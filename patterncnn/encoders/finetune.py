@@ -233,7 +233,7 @@ def finetune(model: str, task: str, glue_dir: str | None, out: str | Path, cfg: 
               **{k: v for k, v in dataclasses.asdict(cfg).items() if k != "max_dev_examples"}}  # dev: only scored
     if torch.cuda.is_available():
         params["device"] = "cuda"  # a CPU run never resumes from a GPU's checkpoint
-    work = work_dir(out, t.name, params, overwrite)  # resumed when its stamp is these arguments, even with overwrite
+    work = work_dir(out, t.name, params, overwrite, command="finetune")  # resumed when its stamp is these arguments, even with overwrite
     for partial in {p for p in work.glob(f"{CHECKPOINT}*")} - {last_checkpoint(work)}:
         shutil.rmtree(partial)  # cut short while being written (or an older one the Trainer had not removed)
     resume = last_checkpoint(work)

@@ -293,7 +293,7 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
         The result written to ``out/disable.json`` (also ``disable.csv``, ``disable.png``).
     """
 
-    out = prepare_out(out, RESULT, overwrite)
+    out = prepare_out(out, RESULT, overwrite, "disable")
     task = split.task
     enc, clf, tok = load_task_model(model, max_length, device, task)
     labels = np.array([ex.label for ex in split.examples], dtype=float if task.is_regression else int)
@@ -301,7 +301,7 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
               "max_length": enc.max_length, "layers": layers}
     if enc.device != "cpu":
         params["device"] = enc.device  # numerics differ in the last bits: units of two devices never mix
-    work = work_dir(out, task.name, params)
+    work = work_dir(out, task.name, params, command="disable")
     t0 = time.time()
     runner = CachedClassifier(clf, tok, [ex.texts for ex in split.examples], enc.max_length, batch_size)
     base = _predictions(task, runner.baseline)

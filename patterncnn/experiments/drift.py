@@ -112,7 +112,7 @@ def run_drift(enc_a: Encoder, enc_b: Encoder, splits: list[GlueSplit], out: str 
     if same is not None and same == weights_id(enc_b.fingerprint):
         log.warning("%s and %s have the same weights (%s): every cosine will be 1; drift compares a pretrained model "
                     "with its fine-tune (`patterncnn finetune`)", enc_a.name, enc_b.name, enc_a.tag)
-    out = prepare_out(out, RESULT, overwrite)
+    out = prepare_out(out, RESULT, overwrite, "drift")
     result = provenance(experiment="drift", model_a=public_fingerprint(enc_a.fingerprint), tag_a=enc_a.tag,
                         model_b=public_fingerprint(enc_b.fingerprint), tag_b=enc_b.tag, layers=enc_a.num_layers,
                         heads=enc_a.num_heads, max_length=enc_a.max_length, limit=limit, seed=seed, tasks={})
@@ -120,17 +120,19 @@ def run_drift(enc_a: Encoder, enc_b: Encoder, splits: list[GlueSplit], out: str 
         t0 = time.time()
         params = {"task": split.task.name, "a": enc_a.fingerprint, "b": enc_b.fingerprint, "limit": limit,
                   "seed": seed, "max_length": enc_a.max_length, "source": split.source}
-        work = work_dir(out, split.task.name, params)
+        work = work_dir(out, split.task.name, params, command="drift")
         chunks = windows(split.examples, WINDOW)
         bar = progress(total=len(split.examples), desc=f"drift {split.task.name}", unit="ex") if progress else None
         names = [f"window-{w:05d}" for w in range(len(chunks))]
         tick = (lambda _: bar.update(1)) if bar else None  # each example as it is computed
-        parts = run_parts(work, names,
-                          lambda name: drift_window(enc_a, enc_b, chunks[names.index(name)], batch_size, tick),
-                          (lambda name, resumed: resumed and bar.update(len(chunks[names.index(name)])))
-                          if bar else None)
-        if bar:
-            bar.close()
+        try:
+            parts = run_parts(work, names,
+                              lambda name: drift_window(enc_a, enc_b, chunks[names.index(name)], batch_size, tick),
+                              (lambda name, resumed: resumed and bar.update(len(chunks[names.index(name)])))
+                              if bar else None)
+        finally:  # closed before an interruption's message, not redrawn after it
+            if bar:
+                bar.close()
         result["tasks"][split.task.name] = {**summarize(list(parts.values())), "source": public_source(split.source),
                                             "of": split.total, "seconds": round(time.time() - t0, 1)}
     write_outputs(out, result)

@@ -161,7 +161,7 @@ def run_special_tokens(enc: Encoder, splits: list[GlueSplit], classes: TokenClas
                        limit: int | None = None, batch_size: int = 16, progress: Callable | None = None,
                        overwrite: bool = False) -> dict:
     """Attention to each token class per layer x head for each split, into ``out`` (JSON, CSV, PNG per task)."""
-    out = prepare_out(out, RESULT, overwrite)
+    out = prepare_out(out, RESULT, overwrite, "special-tokens")
     result = provenance(experiment="special-tokens", model=public_fingerprint(enc.fingerprint), tag=enc.tag,
                         layers=enc.num_layers, heads=enc.num_heads, max_length=enc.max_length, limit=limit, seed=seed,
                         classes={"order": classes.names, "cls_token": classes.cls_token,
@@ -170,17 +170,19 @@ def run_special_tokens(enc: Encoder, splits: list[GlueSplit], classes: TokenClas
         t0 = time.time()
         params = {"task": split.task.name, "model": enc.fingerprint, "limit": limit, "seed": seed,
                   "max_length": enc.max_length, "classes": result["classes"], "source": split.source}
-        work = work_dir(out, split.task.name, params)
+        work = work_dir(out, split.task.name, params, command="special-tokens")
         chunks = windows(split.examples, WINDOW)
         names = [f"window-{w:05d}" for w in range(len(chunks))]
         bar = progress(total=len(split.examples), desc=f"special {split.task.name}", unit="ex") if progress else None
         tick = (lambda _: bar.update(1)) if bar else None  # each example as it is computed
-        parts = run_parts(work, names,
-                          lambda name: special_window(enc, chunks[names.index(name)], classes, batch_size, tick),
-                          (lambda name, resumed: resumed and bar.update(len(chunks[names.index(name)])))
-                          if bar else None)
-        if bar:
-            bar.close()
+        try:
+            parts = run_parts(work, names,
+                              lambda name: special_window(enc, chunks[names.index(name)], classes, batch_size, tick),
+                              (lambda name, resumed: resumed and bar.update(len(chunks[names.index(name)])))
+                              if bar else None)
+        finally:  # closed before an interruption's message, not redrawn after it
+            if bar:
+                bar.close()
         result["tasks"][split.task.name] = {**summarize(list(parts.values()), classes.names),
                                             "source": public_source(split.source), "of": split.total,
                                             "seconds": round(time.time() - t0, 1)}

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from patterncnn.census.run import compare, run_census
+from patterncnn.census.run import CensusError, compare, run_census
 from patterncnn.classifier.onnx import OnnxClassifier
 from patterncnn.cli import main
 from patterncnn.core.fileio import OutputError
@@ -263,3 +263,21 @@ def test_a_result_whose_precision_record_is_damaged_is_refused(tmp_path):
     (tmp_path / "census.json").write_text(json.dumps(result))
     with pytest.raises(CensusError, match="precision must be an object with a whole-number budget"):
         load_result(tmp_path)
+
+
+def test_a_model_given_twice_is_refused_before_any_work(tiny_classifier, glue_dir, tmp_path, capsys):
+    out = tmp_path / "x2"
+    assert main(["census", "--task", "rte", "--model", "minilm", "--model", "minilm", "--limit", "2", "--glue-dir",
+                 str(glue_dir), "--classifier", str(tiny_classifier[1]), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--model minilm is given twice; give each encoder once" in err, err
+    assert not out.exists()
+
+
+def test_compare_of_censuses_without_a_common_task_says_so(tmp_path):
+    def res(task):
+        return {"encoder": {"model": "m"}, "tasks": {task: {"shares": {k: 0.2 for k in LABELS},
+                                                            "ci95": {k: [0.0, 1.0] for k in LABELS}}}}
+    with pytest.raises(CensusError, match=r"the two censuses share no task \(A: rte; B: sst2\); compare two "
+                                          r"censuses run with a --task in common"):
+        compare(res("rte"), res("sst2"))

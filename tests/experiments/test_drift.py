@@ -139,6 +139,7 @@ def test_an_interrupted_drift_says_resume_only_when_a_window_was_saved(tiny_bert
     assert main(args) == 130
     err = capsys.readouterr().err
     assert f"no windows had finished, so nothing is saved under {out}" in err and "to resume" not in err, err
+    assert not (out / ".work").exists()  # as it says: not even the run's stamp is left behind
     calls.clear()
     monkeypatch.setattr(drift_mod, "drift_window", interrupted_at(2))  # one window saved
     assert main(args) == 130
@@ -162,7 +163,7 @@ class Bar:
             raise KeyboardInterrupt
 
     def close(self):
-        pass
+        self.closed = True
 
 
 @pytest.mark.parametrize("experiment", ["drift", "special_tokens"])
@@ -193,6 +194,67 @@ def test_the_progress_bar_ticks_each_example_and_a_resumed_window_at_once(experi
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path / "resumed")
     assert Bar.made[-1].updates == [1] * 6
+    assert Bar.made[-1].closed  # before the interruption's message: not redrawn after it
     monkeypatch.setattr(Bar, "stop_at", None)
     run(tmp_path / "resumed")
     assert Bar.made[-1].updates == [4] + [1] * 6
+
+
+def test_another_commands_unfinished_run_is_refused_naming_it(tiny_bert, tiny_classifier, glue_dir, tmp_path, capsys,
+                                                              monkeypatch):
+    """An interrupted drift's saved windows are never dropped by a census (or special-tokens) into the same folder,
+    --overwrite or not: the refusal names the drift and how to resume it. Once the drift has finished, both results
+    live side by side, and the census's --overwrite replaces the census only."""
+    from patterncnn.cli import main
+    from patterncnn.experiments import drift as drift_mod
+
+    monkeypatch.setattr(drift_mod, "WINDOW", 4)
+    real = drift_mod.drift_window
+    calls = []
+
+    def interrupted(a, b, w, batch_size=16, on_example=None):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(a, b, w, batch_size)
+
+    out = tmp_path / "shared"
+    drift = ["drift", str(tiny_bert), str(tiny_bert), "--task", "rte", "--limit", "10", "--glue-dir", str(glue_dir),
+             "--max-length", "32", "--out", str(out)]
+    monkeypatch.setattr(drift_mod, "drift_window", interrupted)
+    assert main(drift) == 130
+    saved = out / ".work" / "rte" / "window-00000.npz"
+    assert saved.is_file()
+    capsys.readouterr()
+    census = ["census", "--task", "rte", "--model", str(tiny_bert), "--limit", "3", "--glue-dir", str(glue_dir),
+              "--classifier", str(tiny_classifier[1]), "--out", str(out)]
+    for args in (census, census + ["--overwrite"],
+                 ["special-tokens", "--model", str(tiny_bert), "--task", "rte", "--limit", "3", "--glue-dir",
+                  str(glue_dir), "--out", str(out), "--overwrite"]):
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{out} holds an unfinished `patterncnn drift` run of rte" in err, err
+        assert "run that drift command again to resume it, or give this" in err and "another --out" in err, err
+        assert saved.is_file()
+    assert main(["report", str(out)]) == 2  # names the drift, not a census to resume
+    assert "holds an unfinished `patterncnn drift` run, not a census" in capsys.readouterr().err
+    monkeypatch.setattr(drift_mod, "drift_window", real)
+    assert main(drift) == 0  # resumed
+    assert main(census) == 0 and main(census + ["--overwrite"]) == 0
+    assert (out / "drift.json").is_file() and (out / "census.json").is_file() and not (out / ".work").exists()
+
+
+def test_a_run_stopped_before_its_first_window_leaves_nothing_for_another_command(tiny_bert, glue_dir, tmp_path,
+                                                                                  caplog):
+    """The stamp of another command's run that saved nothing is replaced, with a note naming that command."""
+    import logging
+
+    from patterncnn.core.work import work_dir
+
+    out = tmp_path / "o"
+    work_dir(out, "rte", {"task": "rte", "limit": 200}, command="drift")
+    with caplog.at_level(logging.INFO):
+        work_dir(out, "rte", {"task": "rte", "limit": 3}, command="census")
+    assert any("unfinished `patterncnn drift` run of rte stopped before its first part" in r.getMessage()
+               for r in caplog.records)
+    assert json.loads((out / ".work" / "rte" / "run.json").read_text())["command"] == "census"

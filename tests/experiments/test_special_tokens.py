@@ -111,3 +111,18 @@ def test_an_unfinished_run_with_another_token_class_names_the_option(tiny_bert, 
     assert err.count("\n") == 1 and "with other arguments (--limit: was 6, now 4; --token-class)" in err, err
     assert "{" not in err and "to resume it, or pass --overwrite" in err
     assert main(args) == 0  # the earlier arguments resume it
+
+
+def test_a_run_stopped_before_its_first_window_leaves_nothing(tiny_bert, glue_dir, tmp_path, capsys, monkeypatch):
+    from patterncnn.cli import main
+    from patterncnn.experiments import special_tokens as module
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, "special_window", stopped)
+    out = tmp_path / "sp"
+    assert main(["special-tokens", "--model", str(tiny_bert), "--task", "rte", "--glue-dir", str(glue_dir), "--limit",
+                 "4", "--max-length", "32", "--out", str(out)]) == 130
+    assert f"no windows had finished, so nothing is saved under {out}" in capsys.readouterr().err
+    assert not (out / ".work").exists()  # not even the run's stamp, which `report` would take for an unfinished run
