@@ -27,10 +27,8 @@ from typing import IO
 
 import numpy as np
 
-from ..core.arrayfile import ArrayFileError
 from ..core.fileio import atomic_open
 from ..core.labels import LABELS
-from ..core.maps import classifier_input
 
 BATCH_MAPS = 1024  # maps per classifier call at most
 BATCH_BYTES = 64 << 20  # float32 map bytes per classifier call at most (a bigger map is classified alone)
@@ -101,12 +99,7 @@ def _classify_into(maps, classifier, f: IO[str]) -> dict:
 
     batch, size = [], 0
     for m in maps.meta:
-        try:
-            arr, errs, warns = classifier_input(maps.get(m["id"]), seps=m.get("seps"))
-        except ArrayFileError as e:
-            if e.kind != "invalid":  # unreadable (truncated, corrupt) or over the file's limits: the file is refused
-                raise
-            arr, errs, warns = None, [e.reason], []  # readable, but no map (its header said so): its own error line
+        arr, errs, warns = maps.input_of(m)  # a member whose header declares no map: its own error line
         nbytes = 0 if errs else arr.nbytes
         if batch and (len(batch) >= BATCH_MAPS or size + nbytes > BATCH_BYTES):
             flush(batch)

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..core.fileio import output_folder, write_bytes, write_json
-from ..core.maps import MapFormatError, classifier_input, require_maps
+from ..core.maps import MapFormatError, require_maps
 from ..core.segments import boundaries
 
 # Token labels stop fitting above this many tokens: they overlap at any readable font size.
@@ -205,7 +205,7 @@ def write_sheets(maps, out: str | Path, per_sheet: int = 16, shuffle: int | None
         chunk.clear()
 
     for m in metas:
-        arr, errors, _ = classifier_input(maps.get(m["id"]), seps=m.get("seps"))
+        arr, errors, _ = maps.input_of(m)
         if errors:
             skipped.append((m["id"], errors[0]))
             continue

@@ -45,7 +45,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from .arrayfile import FILE_LIMITS, MapFormatError, NpyMaps, NpzMaps, square_problem
+from .arrayfile import FILE_LIMITS, ArrayFileError, MapFormatError, NpyMaps, NpzMaps, square_problem
 from .fileio import atomic_open, parse_json, public_path, write_bytes, write_json
 from .glue import TASKS
 from .version import __version__
@@ -222,6 +222,17 @@ class MapSource:
     def __iter__(self) -> Iterator[tuple[dict, np.ndarray]]:
         for m in self.meta:
             yield m, self.get(m["id"])
+
+    def input_of(self, meta: dict) -> tuple[np.ndarray | None, list[str], list[str]]:
+        """:func:`classifier_input` of the map ``meta`` describes, with its separators. A member whose header
+        already declares no usable map (not square and 2-D, over the reader's T limit, not a number type) is not
+        read and gets that as its error (the map is None); a file that cannot be read at all is still refused."""
+        try:
+            return classifier_input(self.get(meta["id"]), seps=meta.get("seps"))
+        except ArrayFileError as e:
+            if e.kind != "invalid":
+                raise
+            return None, [e.reason], []
 
 
 class MapStore(MapSource):

@@ -42,7 +42,6 @@ from ..classifier.onnx import SHIPPED
 from ..classifier.render import render_png
 from ..core.arrayfile import FILE_LIMITS, ArrayFileError, read_npy
 from ..core.labels import LABELS
-from ..core.maps import classifier_input
 from .labelstudio import AnnotateError, Connection
 
 log = logging.getLogger(__name__)
@@ -222,7 +221,7 @@ def check_pushable(maps) -> None:
     """Refuse maps of which any cannot be drawn (checked as ``classify`` checks a map): an annotator cannot label
     what the task cannot show. Called before Label Studio is asked anything."""
     bad = [(m["id"], errors[0]) for m in maps.meta
-           for errors in [classifier_input(maps.get(m["id"]), seps=m.get("seps"))[1]] if errors]
+           for errors in [maps.input_of(m)[1]] if errors]
     if bad:
         raise AnnotateError(f"{len(bad)} of the {len(maps.meta)} map(s) cannot be shown ({bad[0][0]}: {bad[0][1]}); "
                             f"nothing was pushed: fix or remove them (`patterncnn classify` lists every bad map)")

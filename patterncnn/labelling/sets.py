@@ -53,7 +53,7 @@ import numpy as np
 from ..core.errors import DataError
 from ..core.fileio import public_path, replaceable, write_bytes, write_json, write_text
 from ..core.labels import LABELS, label_index
-from ..core.maps import MapStore, classifier_input
+from ..core.maps import MapStore
 from .labelstudio import AnnotateError
 
 # New columns go at the end, so that older sets' columns keep their places.
@@ -432,7 +432,7 @@ def load_labelled(annotations: str | Path | Sequence[str | Path]) -> Labelled:
     ids, maps, seps, y, groups, unc, metas = [], [], [], [], [], [], []
     for r in sorted(rows, key=lambda r: r["map_id"]):
         meta = store.metadata(r["map_id"])
-        arr, errors, _ = classifier_input(store.get(r["map_id"]), seps=meta.get("seps"))  # the one check of a map
+        arr, errors, _ = store.input_of(meta)  # the one check of a map
         if errors:
             raise DataError(f"{root / 'maps'}: map {r['map_id']!r}: {errors[0]}; restore maps/, or pull the labelled "
                             f"set again")

@@ -202,8 +202,10 @@ def test_zero_maps_under_the_limit_are_read_one_at_a_time(tiny_classifier, tmp_p
     import patterncnn.classifier.classify as classify
 
     monkeypatch.setattr(classify, "BATCH_BYTES", 3 * 64 * 64 * 4)  # the same bound, in maps of 64²: 3 per batch
-    calls, real = [], classify.classifier_input
-    monkeypatch.setattr(classify, "classifier_input", lambda a, **kw: (calls.append(a.shape), real(a, **kw))[1])
+    import patterncnn.core.maps as maps_module  # what classify reads each map through (MapSource.input_of)
+
+    calls, real = [], maps_module.classifier_input
+    monkeypatch.setattr(maps_module, "classifier_input", lambda a, **kw: (calls.append(a.shape), real(a, **kw))[1])
     np.savez_compressed(tmp_path / "m.npz", **{f"z{i}": np.zeros((64, 64)) for i in range(7)})
     assert main(classify_args(tiny_classifier, tmp_path / "m.npz", tmp_path / "p.jsonl")) == 0
     assert len(calls) == 7 and "7 flagged (rows not summing to 1)" in capsys.readouterr().out
