@@ -183,8 +183,8 @@ def fit_semisup(data, train_idx, val_idx, cfg, tcfg: TrainConfig, seed: int, ini
     groups = [{"params": model.parameters()}]
     if args.method == "dann":
         lab_dom, unl_dom, n_dom = (torch.as_tensor(d) if i < 2 else d for i, d in enumerate(domains))
-        with torch.no_grad():
-            n_features = model.forward_features(x_unl_plain[:2]).shape[1]
+        with torch.no_grad():  # in eval mode: a forward pass in train mode would move the BatchNorm statistics
+            n_features = model.eval().forward_features(x_unl_plain[:2]).shape[1]
         discriminator = nn.Sequential(nn.Linear(n_features, 100), nn.ReLU(), nn.Linear(100, n_dom))
         groups.append({"params": discriminator.parameters(), "lr": 10 * tcfg.lr})
     opt = torch.optim.AdamW(groups, lr=tcfg.lr, weight_decay=tcfg.weight_decay)
