@@ -83,3 +83,23 @@ def test_census_keeps_its_signature_and_docstring():
     for name in ["load_classifier", "load_encoder", "drift", "special_tokens", "disable", "link", "write_report"]:
         f = getattr(patterncnn, name)
         assert "Example::" in f.__doc__ and "args" not in str(inspect.signature(f)), name
+
+
+def test_what_the_entry_points_took_before_the_checks_they_still_take():
+    """numpy arrays and other iterables of task names, numpy booleans and pathlib paths worked before the checks
+    and still do; a wrong type is a TypeError, an empty value a ValueError."""
+    import pathlib
+
+    import numpy as np
+
+    from patterncnn.core import args
+
+    assert args.texts("tasks", np.array(["rte", "sst2"])) == ["rte", "sst2"]
+    assert args.texts("tasks", ("rte",)) == ["rte"] and args.texts("tasks", iter(["rte"])) == ["rte"]
+    assert args.flag("overwrite", np.True_) is True
+    assert args.path("out", pathlib.Path("x")) == pathlib.Path("x")
+    with pytest.raises(ArgumentTypeError, match="backend must be one of torch, onnx, not int 5"):
+        args.one_of("backend", 5, ["torch", "onnx"])
+    with pytest.raises(ArgumentError, match="out is empty; give a path") as e:
+        args.path("out", "")
+    assert not isinstance(e.value, TypeError)

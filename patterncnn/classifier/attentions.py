@@ -123,8 +123,8 @@ def split_attentions(attentions: Any, attention_mask: Any = None, tokens: Sequen
     if mask.shape != (b, t):
         raise ClassifierError(f"attention_mask of shape {mask.shape} does not match the attentions' batch and "
                               f"length ({b}, {t}); pass the mask the model was called with")
-    if tokens is not None and len(tokens) and isinstance(tokens[0], str):
-        tokens = [tokens]
+    if tokens is not None and len(tokens) and (isinstance(tokens[0], str) or np.ndim(tokens[0]) == 0):
+        tokens = [tokens]  # one example's tokens (or its ids: refused below as such)
     if tokens is not None and len(tokens) != b:
         raise ClassifierError(f"got tokens for {len(tokens)} examples and attentions for {b}; pass one token list "
                               f"per example (tokenizer.convert_ids_to_tokens of each row of input_ids)")

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import operator
 import os
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
+
+import numpy as np
 
 from .errors import PatternCNNError
 
@@ -53,9 +55,9 @@ def whole(name: str, value: Any, least: int = 0, most: int | None = None, none: 
 
 def flag(name: str, value: Any) -> bool:
     """``value`` as a bool (True or False, not a truthy string)."""
-    if not isinstance(value, bool):
+    if not isinstance(value, (bool, np.bool_)):
         raise ArgumentTypeError(f"{name} must be True or False, not {_shown(value)}")
-    return value
+    return bool(value)
 
 
 def text(name: str, value: Any, none: bool = False) -> str | None:
@@ -74,7 +76,10 @@ def one_of(name: str, value: Any, choices: Sequence[str], none: bool = False) ->
     """``value`` as one of ``choices`` (strings); None passes when ``none``."""
     if value is None and none:
         return None
-    if not isinstance(value, str) or value not in choices:
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"{name} must be one of {', '.join(choices)}" + (" or None" if none else "")
+                                + f", not {type(value).__name__} {_shown(value)}")
+    if value not in choices:
         raise ArgumentError(f"{name}={_shown(value)} is not offered; choose one of {', '.join(choices)}"
                             + (" (or None)" if none else ""))
     return value
@@ -84,20 +89,23 @@ def texts(name: str, value: Any) -> list[str]:
     """``value`` as a non-empty list of non-empty strings (one str is a list of one)."""
     if isinstance(value, str):
         return [text(name, value)]
-    if not isinstance(value, (list, tuple)):
+    if isinstance(value, (bytes, dict)) or not isinstance(value, Iterable):  # any other iterable: a list, an array
         raise ArgumentTypeError(f"{name} must be a str or a list of str, not {type(value).__name__} {_shown(value)}")
+    value = list(value)
     if not value:
         raise ArgumentError(f"{name} is empty; pass at least one, e.g. {name}=['rte']")
     for item in value:
         text(f"each of {name}", item)
-    return list(value)
+    return [str(v) for v in value]
 
 
 def path(name: str, value: Any, none: bool = False) -> str | os.PathLike | None:
     """``value`` as a path (a str or an os.PathLike such as pathlib.Path); None passes when ``none``."""
     if value is None and none:
         return None
-    if not isinstance(value, (str, os.PathLike)) or value == "":
+    if isinstance(value, str) and not value:
+        raise ArgumentError(f"{name} is empty; give a path")
+    if not isinstance(value, (str, os.PathLike)):
         raise ArgumentTypeError(f"{name} must be a path (a str or pathlib.Path){' or None' if none else ''}, not "
                                 f"{type(value).__name__} {_shown(value)}")
     return value

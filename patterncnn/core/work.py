@@ -90,7 +90,15 @@ def has_parts(work: Path, stamp: dict | None = None) -> bool:
     stamp = stamp_of(work) if stamp is None else stamp
     kept = (stamp or {}).get("kept") if isinstance((stamp or {}).get("kept"), list) else []
     return (any(p.name != "run.json" for p in work.iterdir())
-            or any(isinstance(k, str) and (work.parent.parent / k).exists() for k in kept))
+            or any(isinstance(k, str) and _written(work.parent.parent / k) for k in kept))
+
+
+def _written(path: Path) -> bool:
+    """Whether a path a run writes as it goes holds anything: a file, or a folder with more than a map store's empty
+    start (its ``store.json``, which ``census --save-maps`` writes before the first window)."""
+    if path.is_dir():
+        return any(p.name != "store.json" for p in path.iterdir())
+    return path.exists()
 
 
 def other_runs(out: Path, command: str) -> list[tuple[str, str]]:
@@ -146,9 +154,11 @@ def work_dir(out: Path, task: str, params: dict, overwrite: bool = False, kept: 
             shutil.rmtree(work)
             return work_dir(out, task, params, kept=kept, command=command)
         other = old.get("command") if isinstance(old.get("command"), str) and old.get("command") != command else None
-        if old.get("key") != run_key(params) or other:
+        if old.get("key") == run_key(params) and old.get("command") is None and command:
+            write_json(stamp, new)  # a run stamped before stamps named their command: name it, so others see it
+        elif old.get("key") != run_key(params) or other:
             what = f"`patterncnn {other}` run" if other else "run"
-            if not has_parts(work, old) and not any(Path(p).exists() for p in kept):
+            if not has_parts(work, old) and not any(_written(Path(p)) for p in kept):
                 log.info("%s: the unfinished %s of %s stopped before its first part; %s", out, what, task,
                          f"this {command} replaces it" if other else "it starts over with these arguments")
                 write_json(stamp, new)

@@ -11,6 +11,7 @@ from patterncnn.cli import main
 from patterncnn.core.fileio import OutputError
 from patterncnn.core.glue import load_split
 from patterncnn.core.labels import LABELS
+from patterncnn.core.maps import MapStore
 from patterncnn.core.work import RunError
 from patterncnn.encoders.load import load_encoder
 
@@ -106,10 +107,31 @@ def test_a_census_cut_before_its_first_window_leaves_nothing_to_refuse(setup, tm
     other = run_census(enc, clf, [load_split("rte", "dev", glue, limit=70, seed=3)], tmp_path / "c", limit=70, seed=3)
     fresh = run_census(enc, clf, [load_split("rte", "dev", glue, limit=70, seed=3)], tmp_path / "f", limit=70, seed=3)
     assert other["tasks"]["rte"]["counts"] == fresh["tasks"]["rte"]["counts"] and other["tasks"]["rte"]["examples"] == 70
-    # with --save-maps the run writes maps as it goes, before its first window is saved: those are kept work
+    # with --save-maps, a store that holds no map yet (its store.json alone) is nothing to keep either
     with pytest.raises(KeyboardInterrupt):
         run_census(enc, clf, [load_split("rte", "dev", glue, limit=100, seed=2)], tmp_path / "m", limit=100, seed=2,
                    progress=Boom(10), save_maps=True)
+    run_census(enc, clf, [load_split("rte", "dev", glue, limit=70, seed=3)], tmp_path / "m", limit=70, seed=3,
+               save_maps=True)
+    assert len(MapStore(tmp_path / "m" / "maps" / "rte")) == 70 * enc.num_layers * enc.num_heads
+
+
+def test_a_census_cut_after_saving_maps_but_before_its_window_keeps_them(setup, tmp_path, monkeypatch):
+    """--save-maps writes a window's maps before the window itself: cut between the two, the maps are kept work,
+    so other arguments are refused rather than mixed into the same store."""
+    import patterncnn.census.run as run
+
+    enc, clf, glue = setup
+
+    def cut(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "save_window", cut)
+    with pytest.raises(KeyboardInterrupt):
+        run_census(enc, clf, [load_split("rte", "dev", glue, limit=100, seed=2)], tmp_path / "m", limit=100, seed=2,
+                   save_maps=True)
+    assert len(MapStore(tmp_path / "m" / "maps" / "rte")) > 0
+    monkeypatch.undo()
     with pytest.raises(RunError, match="other arguments"):
         run_census(enc, clf, [load_split("rte", "dev", glue, limit=70, seed=3)], tmp_path / "m", limit=70, seed=3,
                    save_maps=True)

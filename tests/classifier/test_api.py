@@ -159,6 +159,9 @@ def test_tokens_must_be_strings_and_a_missing_separator_warns():
     att = np.full((1, 1, 1, 6, 6), 1 / 6, dtype=np.float32)
     with pytest.raises(ArgumentTypeError, match="tokens must be strings.*convert_ids_to_tokens"):
         clf.classify_attentions(att, tokens=torch.tensor([[101, 7, 102, 8, 9, 102]]))  # input_ids, not tokens
+    for one_example in ([101, 7, 102, 8, 9, 102], torch.tensor([101, 7, 102, 8, 9, 102])):  # a batch of one's ids
+        with pytest.raises(ArgumentTypeError, match="tokens must be strings"):
+            clf.classify_attentions(att, tokens=one_example)
     bert = ["[CLS]", "a", "[SEP]", "b", "c", "[SEP]"]
     with pytest.warns(SeparatorWarning, match=r"no separator token \(</s>\).*example\(s\) 0"):
         heads = clf.classify_attentions(att, tokens=[bert], sep_token="</s>")

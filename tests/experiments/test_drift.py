@@ -258,3 +258,20 @@ def test_a_run_stopped_before_its_first_window_leaves_nothing_for_another_comman
     assert any("unfinished `patterncnn drift` run of rte stopped before its first part" in r.getMessage()
                for r in caplog.records)
     assert json.loads((out / ".work" / "rte" / "run.json").read_text())["command"] == "census"
+
+
+def test_a_run_stamped_before_stamps_named_their_command_is_named_when_resumed(tmp_path):
+    """An unfinished run from an earlier version (a stamp without "command") resumes as before, and its stamp then
+    names the command, so another command's --overwrite can no longer drop its parts."""
+    from patterncnn.core.work import RunError, refuse_other_runs, run_key, work_dir
+
+    out, params = tmp_path / "o", {"task": "rte", "limit": 200}
+    work = out / ".work" / "rte"
+    work.mkdir(parents=True)
+    (work / "run.json").write_text(json.dumps({"key": run_key(params), "params": params}))  # the old stamp
+    (work / "window-00000.npz").write_bytes(b"a finished part")
+    assert work_dir(out, "rte", params, command="drift") == work  # resumes: same arguments
+    assert json.loads((work / "run.json").read_text())["command"] == "drift"
+    with pytest.raises(RunError, match="holds an unfinished `patterncnn drift` run of rte"):
+        refuse_other_runs(out, "census")
+    assert (work / "window-00000.npz").exists()
