@@ -264,6 +264,18 @@ def label_shift_scored(data, votes, test: np.ndarray, te: np.ndarray, p_va: np.n
     return adapted, ls
 
 
+def score_fit(data, votes, test: np.ndarray, te: np.ndarray, va: np.ndarray, model, cfg, em: bool) -> tuple:
+    """A fitted model scored on the held-out family: (its test posteriors, predictions, plain scores, the --em scores
+    (empty without ``em``), the label shift or None). ``va``: the fit's early-stopping maps, which BCTS is fitted on."""
+    probs = predict_proba(model, data, te, cfg)
+    pred, plain = scored(data, votes, test, te, probs)
+    adapted, ls = {}, None
+    if em:
+        adapted, ls = label_shift_scored(data, votes, test, te, predict_proba(model, data, va, cfg), data.y[va],
+                                         probs, pred)
+    return probs, pred, plain, adapted, ls
+
+
 def em_summary(adapted: dict) -> str:
     """The --em part of a fit's printed line."""
     sh = adapted["shares"]
@@ -341,12 +353,7 @@ def main() -> None:
                     lp.load_state_dict(start)
                     probed = scored(data, votes, test, te, predict_proba(lp.eval(), data, te, cfg), "lp_")[1]
                 model, epochs = fit_members(fitdata, tr, va, cfg, tcfg, seed=seed, init=start, targets=targets)
-                probs = predict_proba(model, data, te, cfg)
-                pred, plain = scored(data, votes, test, te, probs)
-                adapted, ls = {}, None
-                if args.em:
-                    adapted, ls = label_shift_scored(data, votes, test, te, predict_proba(model, data, va, cfg),
-                                                     data.y[va], probs, pred)
+                probs, pred, plain, adapted, ls = score_fit(data, votes, test, te, va, model, cfg, args.em)
                 if args.tta:
                     adapted |= scored(data, votes, test, te, tta_proba(model, data, te, cfg), "tta_")[1]
                 if args.adabn:  # the same fit, its BatchNorm statistics re-estimated on the test family

@@ -75,7 +75,6 @@ from patterncnn.training.fit import (
     TrainConfig,
     class_weights,
     model_inputs,
-    predict_proba,
     torch_threads,
     train_mode,
 )
@@ -89,11 +88,10 @@ from loeo import (  # noqa: E402
     confusion,
     directions,
     em_summary,
-    label_shift_scored,
     load_pretrained,
     load_sets,
     save_fit_probs,
-    scored,
+    score_fit,
 )
 
 
@@ -332,12 +330,7 @@ def main() -> None:
                 tr, va = _split_train(data, pool, seed)
                 model, epoch, kept = fit_semisup(data, tr, va, cfg, tcfg, seed, init, unl_maps, unl_seps, unl_idx,
                                                  x_unl_plain, args, domains)
-                probs = predict_proba(model, data, te, cfg)
-                pred, plain = scored(data, votes, test, te, probs)
-                adapted, ls = {}, None
-                if args.em:
-                    adapted, ls = label_shift_scored(data, votes, test, te, predict_proba(model, data, va, cfg),
-                                                     data.y[va], probs, pred)
+                probs, pred, plain, adapted, ls = score_fit(data, votes, test, te, va, model, cfg, args.em)
                 if args.save_probs:
                     save_fit_probs(args.save_probs, b, seed, data, te, probs, ls)
                 rec = {"name": args.name, "test": b, "train": sorted(set(fams[pool].tolist())), "seed": seed,
