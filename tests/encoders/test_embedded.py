@@ -199,8 +199,10 @@ def test_a_copy_of_an_embedded_encoders_weights_is_that_encoder_whatever_its_fol
     assert _fine_tune_name(str(ft), str(ft)) == "tinybert-rte"
 
 
-def test_a_hub_id_with_an_embedded_encoders_weights_is_that_encoder(tmp_path):
-    """The Hugging Face cache as it lays out a download: the weights a blob named after their SHA-256."""
+@pytest.mark.parametrize("symlinks", [True, False], ids=["symlinked-blobs", "no-symlinks"])
+def test_a_hub_id_with_an_embedded_encoders_weights_is_that_encoder(tmp_path, symlinks):
+    """The Hugging Face cache as it lays out a download: where it can make symlinks, the weights are a blob named
+    after their SHA-256; where it cannot (Windows without developer mode), the files sit in the snapshot."""
     source = embedded.embedded_folder("minilm")
     repo = tmp_path / "hub" / "models--someone--minilm-copy"
     snapshot, blobs = repo / "snapshots" / ("0" * 40), repo / "blobs"
@@ -208,14 +210,27 @@ def test_a_hub_id_with_an_embedded_encoders_weights_is_that_encoder(tmp_path):
         folder.mkdir(parents=True)
     (repo / "refs" / "main").write_text("0" * 40)
     for f in source.iterdir():
-        if f.is_file():
+        if f.is_file() and symlinks:
             blob = blobs / (REGISTRY["minilm"].sha256 if f.name == "model.safetensors" else f.name)
             shutil.copyfile(f, blob)
             (snapshot / f.name).symlink_to(blob)
+        elif f.is_file():
+            shutil.copyfile(f, snapshot / f.name)
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
     run = subprocess.run([sys.executable, "-c", "from patterncnn.encoders.load import load_encoder; "
                           "print(load_encoder('someone/minilm-copy').tag)"], env=env, capture_output=True, text=True)
     assert run.stdout.strip() == f"minilm-{REGISTRY['minilm'].sha256[:8]}", run.stderr
+
+
+def test_pinned_weights_sizes_are_the_installed_files():
+    """The sizes that decide whether a hub file is hashed are the pinned files' sizes."""
+    weights = embedded.embedded_folder("minilm") / "model.safetensors"
+    assert REGISTRY["minilm"].size == weights.stat().st_size
+    assert embedded.by_size(weights.stat().st_size) == [REGISTRY["minilm"]] and embedded.by_size(1) == []
+    for name in ("mpnet", "e5"):
+        target = REGISTRY[name].target(embedded.cache_root()) / "model.safetensors"
+        if target.is_file():  # assembled or converted here (the extras are installed)
+            assert REGISTRY[name].size == target.stat().st_size
 
 
 
