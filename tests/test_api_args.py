@@ -58,6 +58,14 @@ def test_the_error_classes_are_patterncnn_errors_and_builtin_ones():
     (lambda: patterncnn.CensusResult({"layers": 2, "heads": 4, "tasks": {"rte": {}}}).examples(task="sst2"),
      ArgumentError, "task='sst2' is not offered; choose one of rte"),
     (lambda: patterncnn.CensusResult({}).plot("foo"), ArgumentError, "kind='foo' is not offered; choose one of shares"),
+    (lambda: patterncnn.CensusResult({}).to_json(indent="  "), ArgumentTypeError, "indent must be a whole number"),
+    (lambda: patterncnn.load_encoder(123), ArgumentTypeError, "name must be a path"),
+    (lambda: patterncnn.load_encoder(max_length="64"), ArgumentTypeError, "max_length must be a whole number"),
+    (lambda: patterncnn.load_encoder(threads=0), ArgumentError, "threads must be a whole number of at least 1"),
+    (lambda: patterncnn.load_encoder(revision=5), ArgumentTypeError, "revision must be a str or None"),
+    (lambda: patterncnn.load_encoder(backend="int9"), ArgumentError, "backend='int9' is not offered; choose one of"),
+    (lambda: patterncnn.census(**CENSUS, progress="yes"), ArgumentTypeError,
+     "progress must be True, False, None or a tqdm-like callable"),
 ])
 def test_the_other_entry_points_refuse_wrong_arguments(call, error, message):
     with pytest.raises(error, match=message):
@@ -103,3 +111,20 @@ def test_what_the_entry_points_took_before_the_checks_they_still_take():
     with pytest.raises(ArgumentError, match="out is empty; give a path") as e:
         args.path("out", "")
     assert not isinstance(e.value, TypeError)
+
+
+def test_experiment_results_check_their_method_arguments():
+    res = patterncnn.ExperimentResult({"experiment": "drift"}, None, plotter=None, tabulate=None)
+    assert res.to_json(indent=None) == '{"experiment": "drift"}'
+    with pytest.raises(ArgumentError, match=r"indent must be a whole number of at least 0 or None \(got -1\)"):
+        res.to_json(indent=-1)
+
+
+def test_the_cuda_message_names_the_keyword_and_the_flag(monkeypatch):
+    import torch
+
+    from patterncnn.core.device import DeviceError, resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(DeviceError, match=r"^device cuda \(--device cuda\): torch sees no CUDA device"):
+        resolve_device("cuda")

@@ -76,7 +76,7 @@ def census(model: str = "minilm", tasks: str | Sequence[str] = MAIN_TASKS, limit
     from .run import run_censuses  # the encoder's side: torch, transformers
 
     args.check(model=model, tasks=tasks, limit=limit, glue_dir=glue_dir, out=out, seed=seed, max_length=max_length,
-               batch_size=batch_size, threads=threads, overwrite=overwrite, save_maps=save_maps)
+               batch_size=batch_size, threads=threads, overwrite=overwrite, save_maps=save_maps, progress=progress)
     estimator = args.one_of("estimator", estimator, ESTIMATORS, none=True)
     calibration_scope = args.one_of("calibration_scope", calibration_scope, SCOPES, none=True)
     backend = args.one_of("backend", backend, VETTED)

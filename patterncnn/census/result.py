@@ -183,7 +183,7 @@ class CensusResult:
 
     def to_json(self, indent: int = 2) -> str:
         """The census as JSON text (what ``census.json`` holds)."""
-        return json.dumps(self.data, indent=indent, ensure_ascii=False)
+        return json.dumps(self.data, indent=args.whole("indent", indent, none=True), ensure_ascii=False)
 
     def table(self) -> str:
         """The terminal table ``patterncnn census`` prints."""

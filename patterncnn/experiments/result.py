@@ -17,6 +17,7 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from ..core import args
 from ..core.plots import png
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ class ExperimentResult:
         return self.plotter(self.data)
 
     def to_json(self, indent: int = 2) -> str:
-        return json.dumps(self.data, indent=indent, ensure_ascii=False)
+        return json.dumps(self.data, indent=args.whole("indent", indent, none=True), ensure_ascii=False)
 
     def __repr__(self) -> str:
         return f"<ExperimentResult {self.kind}: {self.out or 'not on disk'}>"

@@ -215,7 +215,7 @@ def special_tokens(model: str = "minilm", tasks: str | Sequence[str] = ("rte",),
         >>> res.data["tasks"]["rte"]["cls_early_sep_late"]   # [CLS] peaks early and [SEP] late, as in the paper
     """
     args.check(model=model, tasks=tasks, limit=limit, glue_dir=glue_dir, out=out, seed=seed, max_length=max_length,
-               batch_size=batch_size, overwrite=overwrite)
+               batch_size=batch_size, overwrite=overwrite, progress=progress)
     if token_classes is not None and not isinstance(token_classes, dict):
         raise args.ArgumentTypeError(f"token_classes must be a dict of name -> regex, e.g. {{'digits': r'\\d+'}}, not "
                                      f"{type(token_classes).__name__} {token_classes!r:.60}")

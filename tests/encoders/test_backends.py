@@ -88,7 +88,9 @@ def test_onnx_backend_feeds_what_the_tokenizer_gives(tiny_bert, glue_dir, tmp_pa
 
 
 def test_unknown_backend_names_the_choices(tiny_bert):
-    with pytest.raises(EncoderError, match="choose one of torch"):
+    from patterncnn.core.args import ArgumentError
+
+    with pytest.raises(ArgumentError, match="backend='tpu' is not offered; choose one of torch"):
         load_encoder(str(tiny_bert), backend="tpu")
 
 
