@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+import torch
 
 from ..core import args
 from ..core.fileio import public_fingerprint, public_source, weights_id
@@ -101,6 +102,16 @@ def verdict(task_result: dict) -> str:
     return "yes" if answer else "no"
 
 
+def _same_weights(enc_a: Encoder, enc_b: Encoder) -> bool:
+    """Whether two loaded encoders hold the same weights: the same recorded weights, or equal tensors (weights saved
+    in another file format or folder are still the same weights)."""
+    same = weights_id(enc_a.fingerprint)
+    if same is not None and same == weights_id(enc_b.fingerprint):
+        return True
+    a, b = enc_a.model.state_dict(), enc_b.model.state_dict()
+    return a.keys() == b.keys() and all(a[k].shape == b[k].shape and torch.equal(a[k].cpu(), b[k].cpu()) for k in a)
+
+
 def run_drift(enc_a: Encoder, enc_b: Encoder, splits: list[GlueSplit], out: str | Path, seed: int = 0,
               limit: int | None = None, batch_size: int = 16, progress: Callable | None = None,
               overwrite: bool = False) -> dict:
@@ -108,8 +119,7 @@ def run_drift(enc_a: Encoder, enc_b: Encoder, splits: list[GlueSplit], out: str 
     if (enc_a.num_layers, enc_a.num_heads) != (enc_b.num_layers, enc_b.num_heads):
         raise EncoderError(f"{enc_a.name} has {enc_a.num_layers}x{enc_a.num_heads} heads and {enc_b.name} "
                            f"{enc_b.num_layers}x{enc_b.num_heads}; drift needs the same architecture")
-    same = weights_id(enc_a.fingerprint)
-    if same is not None and same == weights_id(enc_b.fingerprint):
+    if _same_weights(enc_a, enc_b):
         log.warning("%s and %s have the same weights (%s): every cosine will be 1; drift compares a pretrained model "
                     "with its fine-tune (`patterncnn finetune`)", enc_a.name, enc_b.name, enc_a.tag)
     out = prepare_out(out, RESULT, overwrite, "drift")

@@ -1,6 +1,7 @@
 """`patterncnn drift`: a model against itself is 1.0 everywhere, against another model below; cosines by hand."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -49,6 +50,24 @@ def test_drift_of_a_model_with_itself_is_one(tiny_bert, glue_dir, tmp_path, caps
     assert "; last two change most: undecided" in printed and "lowest layers" not in printed  # no layer changed
     assert any("have the same weights" in r.getMessage() for r in caplog.records)  # the CLI's log shows it
     assert res["tasks"]["rte"]["last_two_change_most"] is None
+
+
+def test_the_same_weights_in_another_file_format_are_named_the_same(tiny_bert, tmp_path, caplog):
+    """The warning compares the weights, not their files: a copy saved as pytorch_model.bin has another SHA-256."""
+    import torch
+    from transformers import BertModel
+
+    from patterncnn.encoders.load import load_encoder
+    from patterncnn.experiments.drift import _same_weights
+
+    copy = shutil.copytree(tiny_bert, tmp_path / "bin")
+    torch.save(BertModel.from_pretrained(tiny_bert).state_dict(), copy / "pytorch_model.bin")
+    (copy / "model.safetensors").unlink()
+    a, b = load_encoder(str(tiny_bert)), load_encoder(str(copy))
+    assert a.fingerprint["sha256"] != b.fingerprint["sha256"]
+    assert _same_weights(a, b)
+    b.model.encoder.layer[0].attention.self.query.weight.data[0, 0] += 1e-3
+    assert not _same_weights(a, b)
 
 
 def test_drift_against_another_model_is_below_one(tiny_bert, tmp_path, glue_dir):
