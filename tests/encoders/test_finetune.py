@@ -124,7 +124,7 @@ def test_an_interrupted_overwrite_resumes_with_the_same_command(tiny_bert, glue_
     assert not (out / ".work").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
-def test_an_unfinished_finetune_of_another_task_is_kept(tiny_bert, glue_dir, tmp_path, monkeypatch, capsys):
+def test_an_unfinished_finetune_of_another_task_is_kept(tiny_bert, glue_dir, tmp_path, monkeypatch, capsys, caplog):
     from patterncnn.encoders import finetune as ft
 
     monkeypatch.setattr(ft, "SAVE_STEPS", 2)
@@ -136,12 +136,15 @@ def test_an_unfinished_finetune_of_another_task_is_kept(tiny_bert, glue_dir, tmp
     assert main([*args, "--task", "rte"]) == 130  # interrupted after its checkpoint at step 2
     undo()
     assert sorted(p.name for p in (out / ".work").iterdir()) == ["rte"]
+    assert "dropping the unfinished fine-tune of stsb" in caplog.text and "saved no checkpoint" in caplog.text
     capsys.readouterr()
     assert main([*args, "--task", "stsb"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{out} holds an unfinished fine-tune of rte;" in err and "--overwrite" in err, err
     assert ft.last_checkpoint(out / ".work" / "rte").name == "checkpoint-2"  # untouched
+    caplog.clear()
     assert main([*args, "--task", "stsb", "--overwrite"]) == 0  # starts over: the rte run goes
+    assert "dropping the unfinished fine-tune of rte" in caplog.text and "--overwrite starts it over" in caplog.text
     assert json.loads((out / MANIFEST).read_text())["task"] == "stsb" and not (out / ".work").exists()
 
 
