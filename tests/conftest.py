@@ -1,5 +1,5 @@
-"""Shared fixtures: a tiny randomly initialised BERT, MPNet, RoBERTa and DistilBERT (built here, offline) and the real
-GLUE files."""
+"""Shared fixtures: a tiny randomly initialised BERT, MPNet, RoBERTa, DistilBERT and DeBERTa-v2 (built here, offline)
+and the real GLUE files."""
 
 import os
 
@@ -89,6 +89,26 @@ def build_tiny_roberta(path: Path, layers: int = 2, heads: int = 4, max_pos: int
     return path
 
 
+def build_tiny_deberta(path: Path, layers: int = 2, heads: int = 4, max_pos: int = 64) -> Path:
+    """A tiny random DebertaV2Model shaped as DeBERTa-v3 (relative attention, c2p and p2c, the query and key
+    projections shared with the positions, no token types), with BERT's WordPiece layout and tokenizer."""
+    import torch
+    import transformers
+
+    path.mkdir(parents=True, exist_ok=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *_CHARS, *("##" + c for c in _CHARS)]
+    tok = transformers.BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True)
+    torch.manual_seed(0)
+    cfg = transformers.DebertaV2Config(
+        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=layers, num_attention_heads=heads,
+        intermediate_size=37, max_position_embeddings=max_pos, relative_attention=True, pos_att_type=["p2c", "c2p"],
+        share_att_key=True, position_buckets=16, max_relative_positions=-1, type_vocab_size=0,
+        position_biased_input=False, norm_rel_ebd="layer_norm", architectures=["DebertaV2Model"])
+    transformers.DebertaV2Model(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> Path:
     return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
@@ -107,6 +127,11 @@ def tiny_distilbert(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_roberta(tmp_path_factory) -> Path:
     return build_tiny_roberta(tmp_path_factory.mktemp("tiny-roberta"))
+
+
+@pytest.fixture(scope="session")
+def tiny_deberta(tmp_path_factory) -> Path:
+    return build_tiny_deberta(tmp_path_factory.mktemp("tiny-deberta"))
 
 
 @pytest.fixture(scope="session")

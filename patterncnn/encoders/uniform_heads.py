@@ -22,10 +22,12 @@ How, without patching transformers:
   the family's own ``eager_attention_forward`` (the one the model falls back to), then overwrites the
   chosen heads' weights and output slices. The attention module passes itself; its layer comes from a
   map module -> layer index built once per model over the encoder's layer list, not from names.
-* MPNet's attention computes in its own module and ignores ``attn_implementation``; it keeps a hook:
-  a pre-hook records the mask its self-attention receives, and a hook on the module's ``dropout``
-  (which the probabilities pass through before they meet the values) replaces the chosen heads there.
-* Any other family (DeBERTa-v2, ALBERT with layers sharing one module, ...) is refused with a
+* MPNet and DeBERTa (v1, v2 and v3) compute attention in their own modules and ignore
+  ``attn_implementation``; they get a hook (:data:`HOOKED`: where each family's self-attention module
+  sits in a layer): a pre-hook records the mask the self-attention receives, and a hook on the module's
+  ``dropout`` (which the probabilities pass through before they meet the values) replaces the chosen
+  heads there.
+* Any other family (ALBERT with layers sharing one module, ...) is refused with a
   :class:`DisableError`, and so is a layer whose forward pass did not reach the function (checked on
   every call), so no model is scored with heads silently left on.
 
@@ -45,8 +47,10 @@ from torch import nn
 from ..core.errors import PatternCNNError
 
 ATTENTION = "patterncnn_uniform_heads"  # the name registered with transformers' AttentionInterface
-HOOKED = ("mpnet",)  # families whose attention ignores attn_implementation, disabled by a hook instead
-SUPPORTED = "a BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT or MPNet model"  # what the errors tell users to pass
+# Families whose attention ignores attn_implementation, disabled by a hook instead: model_type -> the attribute path
+# from an encoder layer to its self-attention module (the one whose ``dropout`` the probabilities pass through).
+HOOKED = {"mpnet": ("attention", "attn"), "deberta": ("attention", "self"), "deberta-v2": ("attention", "self")}
+SUPPORTED = "a BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, MPNet or DeBERTa model"  # what the errors tell users to pass
 
 # Attention module -> (the active UniformHeads, its layer index): what the registered function looks up.
 _ACTIVE: dict[nn.Module, tuple["UniformHeads", int]] = {}
@@ -94,9 +98,11 @@ def layer_map(model) -> dict[nn.Module, int]:
 
 
 def additive_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    """A boolean mask (True: attend, sdpa's form) as eager's additive one (0 / the dtype's minimum); others as given."""
-    if mask is None or mask.dtype != torch.bool:
+    """A boolean mask (True: attend, sdpa's form) or a 0/1 integer one (1: attend, DeBERTa's) as eager's additive one
+    (0 / the dtype's minimum); an additive (floating) mask as given."""
+    if mask is None or mask.dtype.is_floating_point:
         return mask
+    mask = mask.bool()
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, torch.finfo(dtype).min)
 
 
@@ -105,7 +111,7 @@ def uniform_weights(mask: torch.Tensor | None, k_len: int, like: torch.Tensor) -
 
     Args:
         mask: the attention mask the attention call received: additive (B, 1, Q|1, K') with 0 on visible
-            keys, boolean (True: visible), or None (every key visible).
+            keys, boolean (True: visible), 0/1 integers (1: visible), or None (every key visible).
         k_len: the key length; like: a tensor whose dtype and device the result takes.
 
     Returns:
@@ -184,7 +190,7 @@ class UniformHeads:
 
     Args:
         model: a transformers encoder (bare or with a task head) of a family that takes
-            ``attn_implementation`` (BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, ...) or MPNet; the
+            ``attn_implementation`` (BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, ...), MPNet or DeBERTa; the
             implementation it was loaded with is restored on exit.
         heads: layer index -> head indices to disable (an empty dict disables nothing).
     """
@@ -220,7 +226,7 @@ class UniformHeads:
         try:
             if self.kind in HOOKED:
                 for layer, hs in self.heads.items():
-                    self._hook_mpnet(self.layers[layer].attention.attn, hs)
+                    self._hook_probs(self._self_attention(self.layers[layer]), hs)
             else:
                 self._switch()
         except BaseException:
@@ -276,8 +282,20 @@ class UniformHeads:
 
         return hook
 
-    def _hook_mpnet(self, att: nn.Module, hs: list[int]) -> None:
-        """MPNet: the mask its self-attention receives (pre-hook); the chosen heads' probabilities at its dropout."""
+    def _self_attention(self, layer: nn.Module) -> nn.Module:
+        """A hooked family's self-attention module in ``layer`` (:data:`HOOKED`), checked to have a ``dropout``."""
+        att = layer
+        for name in HOOKED[self.kind]:
+            att = getattr(att, name, None)
+        if not isinstance(getattr(att, "dropout", None), nn.Module):
+            raise DisableError(f"{type(self.model).__name__} ({self.kind}): its layers are not wired as this version of "
+                               f"patterncnn knows ({'.'.join(HOOKED[self.kind])}.dropout), so its heads cannot be "
+                               f"disabled (report it)")
+        return att
+
+    def _hook_probs(self, att: nn.Module, hs: list[int]) -> None:
+        """MPNet, DeBERTa: the mask the self-attention receives (pre-hook); the chosen heads' probabilities at its
+        dropout."""
         seen: dict[str, torch.Tensor | None] = {}
 
         def record(module, args, kwargs):

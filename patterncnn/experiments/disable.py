@@ -14,7 +14,7 @@ inputs of every layer once (pre-hooks on the layer modules, checked against a fu
 replays only the layers from the unit's layer up: a head of the last layer costs one layer, a head of
 the first layer a full pass; the task head is the model's own modules applied to the last layer's output.
 Any sequence classifier of a family ``UniformHeads`` supports (BERT, RoBERTa, XLM-R, ELECTRA,
-DistilBERT, MPNet, ...) runs; one whose replay differs from its own logits is refused at start, not
+DistilBERT, MPNet, DeBERTa, ...) runs; one whose replay differs from its own logits is refused at start, not
 mis-scored. Each unit's predictions are saved as they finish, so an interrupted run resumes. The change
 of the task's own metric against the undisabled model gets a paired bootstrap 95% interval over examples
 (the same resamples for every unit), so a 0.3-point gain on 277 examples is not read as real:
@@ -38,7 +38,7 @@ from ..core.glue import GlueDataError, GlueSplit, GlueTask, get_task, load_split
 from ..core.plots import disable_plot, png
 from ..core.work import finish, output_dir, prepare_out, progress_bars, provenance, run_parts, work_dir, write_result
 from ..encoders.load import MANIFEST, EncoderError, bounded_texts, finetune_manifest, load_encoder, resolve_model
-from ..encoders.uniform_heads import DisableError, UniformHeads, encoder_layers
+from ..encoders.uniform_heads import SUPPORTED, DisableError, UniformHeads, encoder_layers
 from .result import ExperimentResult
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ class CachedClassifier:
         if not same:
             raise DisableError(f"replaying the cached layers and the task head of {type(model).__name__} does not "
                                f"reproduce the model's own logits (its head or its layers are wired in a way disable "
-                               f"does not know); use a BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT or MPNet classifier")
+                               f"does not know); use {SUPPORTED.replace(' model', ' classifier')}")
 
     def _full_pass(self, record: bool) -> torch.Tensor:
         handles = []

@@ -1,7 +1,9 @@
-"""The uniform-heads attention function (transformers' attention interface) and MPNet's hook, on tiny random encoders.
+"""The uniform-heads attention function (transformers' attention interface) and the hooks of MPNet and DeBERTa, on tiny
+random encoders.
 
 The independent reference: a copy of the model whose disabled heads have their query projection (and, for MPNet,
-their relative position bias) set to zero. Every score of such a head is 0, so eager attention gives it softmax(mask):
+their relative position bias; for DeBERTa, whose position queries share that projection, nothing else) set to zero.
+Every score of such a head is 0, so eager attention gives it softmax(mask):
 exactly 1/L on the real tokens, whatever the family. The mechanism must give the same maps and outputs. Families that
 cannot be disabled correctly are refused with a DisableError, and the model's own attention comes back after a block.
 """
@@ -16,7 +18,7 @@ from patterncnn.encoders.uniform_heads import ATTENTION, DisableError, UniformHe
 
 PAIRS = [("a man is playing a guitar.", "someone plays music!"), ("short", "pair of texts, longer than that"),
          ("one", "two")]
-FAMILIES = ["bert", "mpnet", "roberta", "distilbert"]
+FAMILIES = ["bert", "mpnet", "roberta", "distilbert", "deberta"]
 
 
 def _encoder(folder, attn="eager"):
@@ -48,7 +50,7 @@ def _projection(layer, names) -> torch.nn.Linear:
     return found[0]
 
 
-def _with_heads_zeroed(model, heads: dict[int, list[int]], names=("query", "q_lin", "q")):
+def _with_heads_zeroed(model, heads: dict[int, list[int]], names=("query", "q_lin", "q", "query_proj")):
     """A copy of ``model`` whose given heads' projection rows (query by default) are zero."""
     ref = copy.deepcopy(model)
     d = model.config.hidden_size // model.config.num_attention_heads
@@ -85,11 +87,36 @@ def test_maps_and_outputs_equal_a_model_whose_head_scores_are_all_equal(family, 
         assert (off_out - base_out).abs().max() > 1e-6, case
 
 
+def test_deberta_v1_packed_projection_against_its_zeroed_queries(tiny_deberta):
+    """DeBERTa v1 packs query, key and value of each head into one in_proj (rows [3d*h, 3d*h + d) are head h's
+    query); with content-to-position attention only, zero queries make every score 0, as for the other families."""
+    import transformers
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_deberta))
+    torch.manual_seed(0)
+    model = transformers.DebertaModel(transformers.DebertaConfig(
+        vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+        max_position_embeddings=64, relative_attention=True, pos_att_type=["c2p"], max_relative_positions=-1)).eval()
+    heads, d = {1: [0, 3]}, 8
+    ref = copy.deepcopy(model)
+    with torch.no_grad():
+        att = encoder_layers(ref)[1].attention.self
+        for h in heads[1]:
+            att.in_proj.weight[3 * d * h:3 * d * h + d] = 0
+            att.q_bias[d * h:d * (h + 1)] = 0
+    base, _, mask = _run(model, tok)
+    want, want_out, _ = _run(ref, tok)
+    off, off_out, _ = _run(model, tok, heads)
+    real = mask.bool()
+    assert not torch.allclose(want, base) and torch.allclose(off, want, atol=1e-6)
+    assert torch.allclose(off_out[real], want_out[real], atol=1e-5)
+
+
 def test_not_head_mask_zeroing(encoder):
     # head_mask zeroes the head's output; a uniform head passes the mean of its value vectors instead.
     model, tok = encoder
     _, base_out, _ = _run(model, tok)
-    _, zeroed_out, _ = _run(_with_heads_zeroed(model, {0: [1]}, names=("value", "v_lin", "v")), tok)
+    _, zeroed_out, _ = _run(_with_heads_zeroed(model, {0: [1]}, names=("value", "v_lin", "v", "value_proj")), tok)
     _, off_out, _ = _run(model, tok, {0: [1]})
     assert (off_out - zeroed_out).abs().max() > 1e-6 and (off_out - base_out).abs().max() > 1e-6
 
@@ -135,9 +162,9 @@ def test_families_it_cannot_disable_are_refused_naming_the_fix():
 
     small = dict(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
                  max_position_embeddings=64)
-    deberta = transformers.DebertaV2Model(transformers.DebertaV2Config(**small))  # its own attention modules
+    convbert = transformers.ConvBertModel(transformers.ConvBertConfig(**small))  # its own attention modules
     with pytest.raises(DisableError, match="not through transformers' attention interface.*use a BERT"):
-        UniformHeads(deberta, {0: [0]})
+        UniformHeads(convbert, {0: [0]})
     albert = transformers.AlbertModel(transformers.AlbertConfig(**small, embedding_size=16))  # one shared layer
     with pytest.raises(DisableError, match="one module per layer"):
         UniformHeads(albert, {0: [0]})

@@ -1,8 +1,8 @@
-"""Uniform-attention disabling on tiny sequence classifiers of four families (BERT and MPNet, RoBERTa and DistilBERT
-through transformers' attention interface): exactly the chosen head changes, its rows are 1/L over the real tokens,
-the other heads are bit-identical; the layer cache replays the full pass, and a model it cannot replay is refused;
-the bootstrap metrics match sklearn; `patterncnn disable` runs end to end (and resumes) on BERT, RoBERTa and
-DistilBERT. The attention function itself against an independent reference: tests/encoders/test_uniform_heads.py."""
+"""Uniform-attention disabling on tiny sequence classifiers of five families (BERT, RoBERTa and DistilBERT through
+transformers' attention interface; MPNet and DeBERTa-v2 by a hook): exactly the chosen head changes, its rows are 1/L
+over the real tokens, the other heads are bit-identical; the layer cache replays the full pass, and a model it cannot
+replay is refused; the bootstrap metrics match sklearn; `patterncnn disable` runs end to end (and resumes) on BERT,
+RoBERTa, DistilBERT and DeBERTa-v2. The attention function itself against an independent reference: tests/encoders/test_uniform_heads.py."""
 
 import json
 
@@ -31,7 +31,7 @@ def _classifier(folder, tmp_path, name, num_labels=2):
     return sequence_classifier(folder, tmp_path / name, num_labels)
 
 
-FAMILIES = ["bert", "mpnet", "roberta", "distilbert"]
+FAMILIES = ["bert", "mpnet", "roberta", "distilbert", "deberta"]
 
 
 @pytest.fixture(params=FAMILIES)
@@ -65,8 +65,9 @@ def test_only_the_chosen_head_changes_and_it_is_uniform_over_real_tokens(clf):
         n = int(mask[b].sum())
         rows = off[b, layer, head]  # (T, T)
         assert torch.allclose(rows.sum(-1), torch.ones(rows.shape[0]))
-        assert torch.allclose(rows[:, :n], torch.full((rows.shape[0], n), 1.0 / n))
-        assert torch.all(rows[:, n:] == 0)  # padding gets nothing
+        # each real token's query (a padding query sees every key in DeBERTa, whose mask hides them all from it)
+        assert torch.allclose(rows[:n, :n], torch.full((n, n), 1.0 / n))
+        assert torch.all(rows[:n, n:] == 0)  # padding gets nothing
     assert (last_off - last).abs().max() > 1e-6  # the change reaches the output (random weights: ~1e-4)
     # The model is back to what it was after the block.
     again, _, _ = _attentions(model, tok)
@@ -161,7 +162,7 @@ def test_units_and_names():
     assert parse_unit("L1H2", 3) == (1, [2]) and parse_unit("L1", 3) == (1, [0, 1, 2])
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta", "distilbert"])
+@pytest.mark.parametrize("family", ["bert", "roberta", "distilbert", "deberta"])
 def test_disable_cli_runs_and_resumes(family, request, glue_dir, tmp_path, capsys, caplog):
     from patterncnn.cli import main
 
