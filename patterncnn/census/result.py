@@ -142,7 +142,10 @@ class CensusResult:
 
     @property
     def heads(self) -> "pd.DataFrame":
-        """One row per (task, layer, head): the share of the head's maps given each pattern, its majority pattern."""
+        """One row per (task, layer, head): the share of the head's maps given each pattern, its majority pattern.
+
+        These shares count the classifier's argmax labels (the ``count`` estimator) whatever estimator :attr:`shares`
+        used: a pattern's mean over a task's heads is its ``count`` share, not its ``adjusted`` or ``probs`` one."""
         import pandas as pd
 
         rows = [{"task": task, "layer": l, "head": h, **cell["shares"], "majority": cell["majority"],

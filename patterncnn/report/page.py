@@ -123,6 +123,15 @@ def _json_script(data: dict) -> str:
     return f'<script type="application/json" id="report-data">{text}</script>'
 
 
+def _heads_estimator_note(r: dict) -> str:
+    """What the grid's per-head shares are against the table's, when the census's estimator is not ``count``."""
+    name = (r.get("estimator") or {}).get("name", "count")
+    if name == "count":
+        return ", as the table above"
+    return (f", uncorrected: the table above uses <code>{escape(name)}</code>, so a pattern's mean over the heads is its "
+            f"<code>count</code> share (census.json's <code>shares_by_estimator</code>), not the table's")
+
+
 def page(run: Run) -> str:
     """The whole HTML file of one census and its experiments."""
     r = run.census.data
@@ -149,8 +158,10 @@ parts); it does not hold the disagreement between annotators or encoders and tas
 {shares_html(r)}</section>
 <section id="heads"><h2>Layer × head</h2>
 <p class="note">Each cell is one head of one task: coloured by the pattern chosen below (or by the head's majority
-pattern), shaded by that pattern's share of the head's maps; the number is the share in percent. Click a head for its
-shares in every task and the example maps the census kept of it (hover over a map for the query and key tokens).</p>
+pattern), shaded by that pattern's share of the head's maps; the number is the share in percent. A head's shares count
+the classifier's labels (its most probable pattern per map, the <code>count</code> estimator){_heads_estimator_note(r)}.
+Click a head for its shares in every task and the example maps the census kept of it (hover over a map for the query and
+key tokens).</p>
 <div class="controls" id="task-buttons"></div><div class="controls" id="pattern-buttons"></div>
 <div class="legend">{legend}</div>
 <div class="gridwrap"><table class="grid" id="grid"></table><div id="detail"></div></div></section>

@@ -208,6 +208,9 @@ class Plan:
     def estimate(self, probs: np.ndarray, labels: np.ndarray, single: np.ndarray, seed: int = 0) -> dict:
         """Shares and intervals of one task, plus the point shares of every estimator available."""
         band = bias_band(self.validated) if self.estimator == "count" else None
+        if band is not None and len(single) and bool(np.all(single)):
+            band = band.copy()  # no input has two segments: block cannot occur (the segment rule), so no band for it
+            band[LABELS.index("block")] = 0.0
         out = shares_with_intervals(example_sums(self.estimator, probs, labels, single, self.calibration), seed, band)
         names = ESTIMATORS if self.calibration is not None else ("count",)
         point = self.calibration.first() if self.calibration is not None else None

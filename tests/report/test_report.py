@@ -161,3 +161,13 @@ def test_a_folder_of_several_censuses_gets_one_report_each(run, tmp_path, capsys
     (tmp_path / "two" / "a" / "report.html").unlink()
     assert main(["report", str(tmp_path / "two")]) == 2 and "pass --overwrite" in capsys.readouterr().err
     assert not (tmp_path / "two" / "a" / "report.html").exists()
+
+
+def test_the_grid_says_its_head_shares_are_counted_and_when_the_table_is_not(run):
+    from patterncnn.report.page import _heads_estimator_note
+
+    html = (run / "report.html").read_text(encoding="utf-8")
+    assert json.loads((run / "census.json").read_text())["estimator"]["name"] == "count"  # an unvalidated family
+    assert "the <code>count</code> estimator), as the table above." in html
+    note = _heads_estimator_note({"estimator": {"name": "adjusted"}})
+    assert "the table above uses <code>adjusted</code>" in note and "not the table's" in note

@@ -118,6 +118,25 @@ def test_count_interval_widens_by_the_validated_band():
     assert top["ci95"]["vertical"][1] == 1.0
 
 
+def test_a_single_sentence_task_gets_no_band_for_block():
+    """Block cannot occur without two segments (the segment rule): on a task of single-segment inputs, count's
+    interval for block is [0, 0], not the validated band; on a pair task the band stays."""
+    from patterncnn.shares.estimate import Plan
+
+    rng = np.random.default_rng(3)
+    rows = simulate(np.array([0.5, 0.2, 0.2, 0.0, 0.1]), 400, rng)
+    probs = rows.probs.copy()
+    probs[:, LABELS.index("block")] = 0.0
+    probs /= probs.sum(1, keepdims=True)
+    band = dict(zip(LABELS, [0.02, 0.03, 0.04, 0.017, 0.01]))
+    plan = Plan("count", None, None, "test", {"bias_band": band})
+    single = plan.estimate(probs[:, None], probs.argmax(1)[:, None], np.ones(len(probs), bool))
+    assert single["shares"]["block"] == 0.0 and single["ci95"]["block"] == [0.0, 0.0]
+    assert single["ci95"]["vertical"][1] - single["shares"]["vertical"] >= 0.02 * 0.999  # other bands stay
+    pairs = plan.estimate(probs[:, None], probs.argmax(1)[:, None], np.zeros(len(probs), bool))
+    assert pairs["ci95"]["block"][1] == pytest.approx(0.017)
+
+
 def test_calibration_bootstrap_resamples_whole_examples():
     rng = np.random.default_rng(4)
     rows = simulate(np.full(5, 0.2), 200, rng)
