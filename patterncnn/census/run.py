@@ -95,7 +95,12 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
     maps = out / "maps" / split.task.name  # --save-maps writes here as it goes, before a window is saved
     work = work_dir(out, split.task.name, params, kept=[maps] if save_maps else [], command=COMMAND)
     windows = split_windows(split.examples)
-    store = MapStore.create(maps, info={"model": encoder.fingerprint}, exist_ok=True) if save_maps else None
+    info = {"model": public_fingerprint(encoder.fingerprint), "max_length": encoder.max_length, "made_by": COMMAND,
+            "seed": params["seed"], "limit": params["limit"], "order": params.get("order", "file"),
+            "tasks": {split.task.name: {"split": split.split, "source": public_source(split.source),
+                                        "examples": split.total}},
+            "layers": encoder.num_layers, "heads": encoder.num_heads}  # what sample's stores record, and the run's
+    store = MapStore.create(maps, info=info, exist_ok=True) if save_maps else None
     bar = progress(total=len(split.examples), desc=f"census {split.task.name}", unit="ex") if progress else None
     n_maps = encoder.num_layers * encoder.num_heads
     used = []

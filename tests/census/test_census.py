@@ -55,6 +55,11 @@ def test_save_maps(setup, tmp_path):
     assert len(store) == 5 * 3 * 4 and {m["layer"] for m in store.meta} == {0, 1, 2}
     meta, arr = next(iter(store))
     assert arr.shape == (meta["T"], meta["T"]) and meta["tokens"][0] == "[CLS]"
+    # its header says which seeded sample of which file it holds, as a sampled store's does, with no local path
+    h = store.header
+    assert (h["made_by"], h["seed"], h["limit"], h["order"], h["layers"], h["heads"]) == ("census", 1, 5, "file", 3, 4)
+    assert h["tasks"] == {"rte": {"split": "dev", "source": "RTE/dev.tsv", "examples": 160}}  # the excerpt's rows
+    assert h["model"]["sha256"] == enc.fingerprint["sha256"] and "/" not in h["model"]["path"]
 
 
 class Boom:
