@@ -179,6 +179,14 @@ def validated_error(validation: dict | None, estimator: str, scope: str | None, 
                     worst[key] = {n: max(e[key][n] for e in encs) for n in LABELS}
             if family not in {encoder_family(e) for e in res["encoders"]}:
                 worst.update(unseen_family(validation.get("unseen_family"), family))
+            elif estimator != "count" and worst["mean_abs_error"] > TARGET_ERROR:
+                # count's interval carries the worst encoder's band; the calibrated estimators' intervals do not
+                worst["warning"] = (f"{encoder} has no validated maps of its own; with {estimator} the validated "
+                                    f"encoders erred by up to {100 * worst['mean_abs_error']:.1f} points per pattern on "
+                                    f"average (target {100 * TARGET_ERROR:.0f}), which its intervals do not carry. "
+                                    f"`--estimator count` gives intervals that carry the validated encoders' band; for "
+                                    f"a validated interval of its own, label ~100 of its maps and adapt the classifier "
+                                    f"to it (`patterncnn adapt`)")
             return _coverage_warning(worst)
     return None
 

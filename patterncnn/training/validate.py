@@ -324,7 +324,9 @@ def markdown_table(v: dict) -> str:
     b = best_result(v["results"])
     how = ("cross-validated in two halves (each half calibrated on the other half's folds only; errors averaged "
            "over the halves)" if v["mode"] == "cross-validated" else "on maps this classifier never saw")
-    lines += ["", f"Measured {how}, on {v['maps']} uniformly drawn hand-labelled maps. Default (bold): "
+    lines += ["", f"Measured {how}, on {v['maps']} uniformly drawn hand-labelled maps. Best over all encoders "
+                  f"(bold: the smallest worst-encoder error among those whose intervals hold the hand share in "
+                  f"≥ {_pct(TARGET_COVERAGE)} % of cells): "
                   f"**{b['estimator']}**{' calibrated on ' + b['scope'] + ' rows' if b['scope'] else ''}: worst encoder "
                   f"{_pct(b['worst_encoder_mean_abs_error'])} points, intervals hold the hand share in "
                   f"{_pct(b['coverage'])} % of cells (targets: ≤ {_pct(TARGET_ERROR)} points for every encoder, "
@@ -373,6 +375,11 @@ def markdown_report(v: dict) -> str:
     """What ``patterncnn validate`` prints and writes to ``validation.md``: the share estimators' table, and
     with an independent labelled set the classifier's labels against the hand labels."""
     parts = [markdown_table(v)] if v.get("results") else [f"Share estimates not validated: {v['shares_skipped']}"]
+    if v.get("best_per_encoder"):
+        best = "; ".join(f"{enc} **{d['estimator']}**{' (' + d['scope'] + ' rows)' if d['scope'] else ''}"
+                         for enc, d in v["best_per_encoder"].items())
+        parts.append(f"Best per encoder here: {best}. The census takes each encoder's default estimator from the "
+                     f"classifier's own validation (its model card, *Share estimators*), not from this run.")
     if v.get("labels"):
         parts.append(labels_table(v["labels"]))
     return "\n\n".join(parts)

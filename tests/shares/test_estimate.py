@@ -198,6 +198,12 @@ def test_the_shipped_classifier_is_calibrated_and_validated_per_encoder():
     fine_tune = plan_for(meta, None, None, "mpnet-sst2-d16d7a85")  # no validated maps of its own
     assert "not validated on mpnet-sst2-d16d7a85" in fine_tune.validated["encoder"]
     assert "warning" not in fine_tune.validated  # a validated family: no warning about unseen ones
+    # a MiniLM fine-tune without maps of its own takes pretrained MiniLM's adjusted, whose intervals do not carry the
+    # validated encoders' error (6.8 points for the validated fine-tune): it says so; count's intervals carry it
+    minilm_ft = plan_for(meta, None, None, "minilm-rte-0badcafe")
+    assert minilm_ft.estimator == "adjusted" and minilm_ft.validated["mean_abs_error"] > 0.03
+    assert "has no validated maps of its own; with adjusted" in minilm_ft.validated["warning"]
+    assert "warning" not in plan_for(meta, "count", None, "minilm-rte-0badcafe").validated
     # a family it never saw: count, with the band its own training measured by holding each family out
     unseen = meta["validation"]["unseen_family"]
     assert unseen["families"] == ["e5", "minilm", "mpnet"] and unseen["seeds"] == 5

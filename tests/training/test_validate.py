@@ -74,6 +74,9 @@ def test_cross_validated_validation_corrects_the_bias_of_counting(rows, monkeypa
     assert enc["halves"] == 2 and enc["cells"] == 2 * 2 * 5 and 0.01 < enc["hand_se"] < 0.03
     text = markdown_table(v)
     assert "| adjusted | encoder | enca-11111111 | 800 (2) |" in text and "on 1600 uniformly drawn" in text
+    assert "Best over all encoders (bold:" in text and "Default" not in text  # the census's default is per encoder
+    report = validate_mod.markdown_report(v)
+    assert "Best per encoder here: enca-11111111 **" in report and "not from this run" in report
 
 
 def test_error_band_floor_and_an_encoder_in_one_half_only(rows):
