@@ -148,10 +148,19 @@ def summarize(labels: np.ndarray, num_layers: int, num_heads: int) -> dict:
     return {
         "examples": int(n), "maps": int(n * m),
         "counts": {name: int(c) for name, c in zip(LABELS, counts)},
-        "heads": [[{"shares": {name: round(float(s), 4) for name, s in zip(LABELS, heads[l, h])},
-                    "majority": LABELS[int(heads[l, h].argmax())], "majority_share": round(float(heads[l, h].max()), 4)}
-                   for h in range(num_heads)] for l in range(num_layers)],
+        "heads": [[_head_cell(heads[l, h]) for h in range(num_heads)] for l in range(num_layers)],
     }
+
+
+def _head_cell(shares: np.ndarray) -> dict:
+    """One head's argmax shares, its majority pattern and, when patterns tie for it, ``tied``: their names (the
+    majority is then the first of them in :data:`LABELS` order)."""
+    top = np.flatnonzero(shares == shares.max())
+    cell = {"shares": {name: round(float(s), 4) for name, s in zip(LABELS, shares)},
+            "majority": LABELS[int(top[0])], "majority_share": round(float(shares.max()), 4)}
+    if len(top) > 1:
+        cell["tied"] = [LABELS[int(k)] for k in top]
+    return cell
 
 
 def task_params(encoder: Encoder, split: GlueSplit, limit: int | None, seed: int, classifier_sha: str,

@@ -85,8 +85,10 @@ def census_plot(result: dict):
     return fig
 
 
-def head_grid(ax, majority: np.ndarray, strength: np.ndarray, title: str, annotate: bool = True) -> None:
-    """Draw an (L, H) grid: colour = label, intensity = strength in [0, 1]."""
+def head_grid(ax, majority: np.ndarray, strength: np.ndarray, title: str, annotate: bool = True,
+              tied: np.ndarray | None = None) -> None:
+    """Draw an (L, H) grid: colour = label, intensity = strength in [0, 1]; ``tied`` (L, H) bool: a ``*`` after
+    the letter of a head whose majority is tied."""
     from matplotlib.colors import to_rgb
 
     layers, heads = majority.shape
@@ -107,7 +109,8 @@ def head_grid(ax, majority: np.ndarray, strength: np.ndarray, title: str, annota
     if annotate and heads <= 16:
         for l in range(layers):
             for h in range(heads):
-                ax.text(h, l, SHORT[LABELS[majority[l, h]]], ha="center", va="center", fontsize=6)
+                mark = "*" if tied is not None and tied[l, h] else ""
+                ax.text(h, l, SHORT[LABELS[majority[l, h]]] + mark, ha="center", va="center", fontsize=6)
 
 
 def _legend(fig, y: float = -0.02) -> None:
@@ -133,7 +136,10 @@ def heads_plot(result: dict):
         grid = result["tasks"][t]["heads"]
         maj = np.array([[LABELS.index(c["majority"]) for c in row] for row in grid])
         share = np.array([[c["majority_share"] for c in row] for row in grid])
-        head_grid(fig.add_subplot(rows, cols, i + 1), maj, share, f"{t} (majority pattern; shade = its share)")
+        tied = np.array([["tied" in c for c in row] for row in grid])
+        note = "; * a tie, shown as its first pattern" if tied.any() else ""
+        head_grid(fig.add_subplot(rows, cols, i + 1), maj, share, f"{t} (majority pattern; shade = its share{note})",
+                  tied=tied)
     _legend(fig)
     return fig
 

@@ -308,3 +308,17 @@ def test_compare_of_censuses_without_a_common_task_says_so(tmp_path):
     with pytest.raises(CensusError, match=r"the two censuses share no task \(A: rte; B: sst2\); compare two "
                                           r"censuses run with a --task in common"):
         compare(res("rte"), res("sst2"))
+
+
+def test_a_tie_for_a_heads_majority_is_recorded_and_marked():
+    from patterncnn.census.run import summarize
+    from patterncnn.core.plots import heads_plot
+
+    labels = np.array([[1, 0], [1, 0], [0, 0], [0, 2]])  # head 0: diagonal 2, vertical 2 -> tied; head 1: vertical
+    s = summarize(labels, 1, 2)
+    tied, clear = s["heads"][0]
+    assert tied["majority"] == "vertical" and tied["tied"] == ["vertical", "diagonal"] and tied["majority_share"] == 0.5
+    assert clear["majority"] == "vertical" and "tied" not in clear
+    fig = heads_plot({"layers": 1, "heads": 2, "tasks": {"rte": s}})
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.texts] == ["V*", "V"] and "* a tie" in ax.get_title()
