@@ -79,8 +79,9 @@ def census_plot(result: dict):
     enc = result["encoder"]["model"]
     n = {t: result["tasks"][t]["examples"] for t in tasks}
     estimator = result.get("estimator", {}).get("name", "count")
-    ax.set_title(f"Self-attention patterns per task — {enc}\n{estimator} estimate, whiskers: 95% interval "
-                 f"(examples + classifier)\n" + ", ".join(f"{t}: {n[t]} ex." for t in tasks), fontsize=9)
+    ax.set_title(f"Self-attention patterns per task — {enc}\n{estimator} estimate; whiskers: each share's 95% "
+                 f"interval (examples + classifier), at its segment's top\n"
+                 + ", ".join(f"{t}: {n[t]} ex." for t in tasks), fontsize=9)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return fig
 
