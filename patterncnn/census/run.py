@@ -96,7 +96,7 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
     work = work_dir(out, split.task.name, params, kept=[maps] if save_maps else [], command=COMMAND)
     windows = split_windows(split.examples)
     info = {"model": public_fingerprint(encoder.fingerprint), "max_length": encoder.max_length, "made_by": COMMAND,
-            "seed": params["seed"], "limit": params["limit"], "order": params.get("order", "file"),
+            "seed": params.get("seed"), "limit": params.get("limit"), "order": params.get("order", "file"),
             "tasks": {split.task.name: {"split": split.split, "source": public_source(split.source),
                                         "examples": split.total}},
             "layers": encoder.num_layers, "heads": encoder.num_heads}  # what sample's stores record, and the run's
