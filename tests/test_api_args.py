@@ -61,6 +61,7 @@ def test_the_error_classes_are_patterncnn_errors_and_builtin_ones():
     (lambda: patterncnn.CensusResult({}).to_json(indent="  "), ArgumentTypeError, "indent must be a whole number"),
     (lambda: patterncnn.load_encoder(123), ArgumentTypeError, "name must be a path"),
     (lambda: patterncnn.load_encoder(max_length="64"), ArgumentTypeError, "max_length must be a whole number"),
+    (lambda: patterncnn.load_encoder(max_length=3), ArgumentError, r"max_length must be .* at least 4 \(got 3\)"),
     (lambda: patterncnn.load_encoder(threads=0), ArgumentError, "threads must be a whole number of at least 1"),
     (lambda: patterncnn.load_encoder(revision=5), ArgumentTypeError, "revision must be a str or None"),
     (lambda: patterncnn.load_encoder(backend="int9"), ArgumentError, "backend='int9' is not offered; choose one of"),
@@ -105,6 +106,9 @@ def test_what_the_entry_points_took_before_the_checks_they_still_take():
     assert args.texts("tasks", np.array(["rte", "sst2"])) == ["rte", "sst2"]
     assert args.texts("tasks", ("rte",)) == ["rte"] and args.texts("tasks", iter(["rte"])) == ["rte"]
     assert args.flag("overwrite", np.True_) is True
+    from patterncnn.core.work import progress_bars
+
+    assert callable(progress_bars(np.True_)) and progress_bars(np.False_) is None  # numpy booleans, as flags take
     assert args.path("out", pathlib.Path("x")) == pathlib.Path("x")
     with pytest.raises(ArgumentTypeError, match="backend must be one of torch, onnx, not int 5"):
         args.one_of("backend", 5, ["torch", "onnx"])

@@ -142,14 +142,15 @@ class CensusResult:
 
     @property
     def heads(self) -> "pd.DataFrame":
-        """One row per (task, layer, head): the share of the head's maps given each pattern, its majority pattern.
+        """One row per (task, layer, head): the share of the head's maps given each pattern, its majority pattern
+        (``tied``: the patterns that tie for it, joined by ``|``, or empty).
 
         These shares count the classifier's argmax labels (the ``count`` estimator) whatever estimator :attr:`shares`
         used: a pattern's mean over a task's heads is its ``count`` share, not its ``adjusted`` or ``probs`` one."""
         import pandas as pd
 
         rows = [{"task": task, "layer": l, "head": h, **cell["shares"], "majority": cell["majority"],
-                 "majority_share": cell["majority_share"]}
+                 "majority_share": cell["majority_share"], "tied": "|".join(cell.get("tied", ()))}
                 for task, s in self.data["tasks"].items() for l, row in enumerate(s["heads"]) for h, cell in enumerate(row)]
         return pd.DataFrame(rows).set_index(["task", "layer", "head"])
 

@@ -314,13 +314,14 @@ def write_outputs(out: Path, result: dict, thumbnails: dict[str, dict] | None = 
         s["shares"][name], *s["ci95"][name], *s["ci95_parts"]["examples"][name], *s["ci95_parts"]["classifier"][name],
         s["shares_by_estimator"]["count"][name])), s["counts"][name], s["examples"], s["maps"]]
         for task, s in result["tasks"].items() for name in LABELS]
-    heads = [[task, layer, head, *(f"{cell['shares'][n]:.4f}" for n in LABELS), cell["majority"]]
+    heads = [[task, layer, head, *(f"{cell['shares'][n]:.4f}" for n in LABELS), cell["majority"],
+              "|".join(cell.get("tied", ()))]
              for task, s in result["tasks"].items() for layer, row in enumerate(s["heads"]) for head, cell in enumerate(row)]
     write_result(out, RESULT, result, tables={
         "census.csv": (["task", "label", "estimator", "share", "ci95_low", "ci95_high", "ci95_examples_low",
                         "ci95_examples_high", "ci95_classifier_low", "ci95_classifier_high", "count_share", "count",
                         "examples", "maps"], shares),
-        "heads.csv": (["task", "layer", "head", *LABELS, "majority"], heads)},
+        "heads.csv": (["task", "layer", "head", *LABELS, "majority", "tied"], heads)},
         figures={"census.png": census_figure(result), "heads.png": heads_figure(result)},
         files={THUMBNAILS: thumbnails_bytes(thumbnails)} if thumbnails is not None else None)
 

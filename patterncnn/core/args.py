@@ -21,6 +21,7 @@ import numpy as np
 
 from .errors import PatternCNNError
 
+MIN_TOKENS = 4  # the shortest max_length an encoder runs at ([CLS] A [SEP] B [SEP] needs room)
 SEED_MAX = 2**32 - 1  # numpy's generators take seeds 0 to 2**32 - 1 (the command line's --seed, too)
 
 
@@ -116,7 +117,7 @@ def progress(name: str, value: Any) -> Any:
     if not (value is None or isinstance(value, (bool, np.bool_)) or callable(value)):
         raise ArgumentTypeError(f"{name} must be True, False, None or a tqdm-like callable (e.g. tqdm.auto.tqdm), "
                                 f"not {type(value).__name__} {_shown(value)}")
-    return value
+    return bool(value) if isinstance(value, np.bool_) else value
 
 
 # The keyword arguments the public entry points share, each with its check: one meaning wherever it appears.
@@ -126,7 +127,7 @@ CHECKS = {
     "seed": lambda n, v: whole(n, v, most=SEED_MAX),
     "glue_dir": lambda n, v: path(n, v, none=True), "out": lambda n, v: path(n, v, none=True),
     "run_dir": path,
-    "max_length": lambda n, v: whole(n, v, least=1), "batch_size": lambda n, v: whole(n, v, least=1),
+    "max_length": lambda n, v: whole(n, v, least=MIN_TOKENS), "batch_size": lambda n, v: whole(n, v, least=1),
     "threads": lambda n, v: whole(n, v, least=1), "bootstrap": lambda n, v: whole(n, v, least=1),
     "permutations": lambda n, v: whole(n, v, least=1),
     "overwrite": flag, "save_maps": flag, "layers": flag, "progress": progress,

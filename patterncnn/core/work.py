@@ -327,7 +327,7 @@ def output_dir(out: str | Path | None, kind: str) -> Path:
 
 def progress_bars(progress: bool | Callable | None) -> Callable | None:
     """The progress-bar factory of a run called from Python: True for tqdm's, False/None for none, or the one given."""
-    args.check(progress=progress)
+    progress = args.progress("progress", progress)
     if progress is True:
         from tqdm.auto import tqdm
 

@@ -284,8 +284,11 @@ def by_digest(sha256: str | None) -> PackagedFolder | SplitZip | ConvertedFile |
 
 
 def by_size(size: int) -> list[PackagedFolder | SplitZip | ConvertedFile]:
-    """The registry entries whose weights file has this many bytes: the only files worth hashing to find a copy."""
-    return [e for e in REGISTRY.values() if e.sha256 and e.size == size]
+    """The registry entries whose weights file has this many bytes: the only files worth hashing to find a copy.
+
+    A converted encoder is left out: its size is that of any model of its shape (every fp32 multilingual-e5-small
+    has E5's), and its weights, dequantised here, are nowhere else."""
+    return [e for e in REGISTRY.values() if e.sha256 and e.size == size and not isinstance(e, ConvertedFile)]
 
 
 def embedded_folder(name: str, cache: Path | None = None) -> Path | None:

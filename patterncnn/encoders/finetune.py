@@ -229,7 +229,8 @@ def finetune(model: str, task: str, glue_dir: str | None, out: str | Path, cfg: 
 
     for other in [p for p in (out / WORK).glob("*/") if p.name != t.name and (overwrite or not last_checkpoint(p))]:
         log.warning("dropping the unfinished fine-tune of %s in %s: %s", other.name, out,
-                    "--overwrite starts it over" if last_checkpoint(other) else "it saved no checkpoint to resume from")
+                    "discarded, as overwrite was given" if last_checkpoint(other)
+                    else "it saved no checkpoint to resume from")
         shutil.rmtree(other)  # another task's unfinished run: started over, or it left nothing (this task's: work_dir)
     params = {"task": t.name, "source": train.source, "model": base.fingerprint, "version": __version__,
               **{k: v for k, v in dataclasses.asdict(cfg).items() if k != "max_dev_examples"}}  # dev: only scored

@@ -443,8 +443,8 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
     if max_length > cap:
         log.warning("max_length %d is over %s's limit; using %d", max_length, name, cap)
         max_length = cap
-    if max_length < 4:
-        raise EncoderError(f"max_length (--max-length) must be at least 4 tokens (got {max_length})")
+    if max_length < args.MIN_TOKENS:  # the model's own limit, under the checked max_length
+        raise EncoderError(f"{name!r} takes at most {max_length} tokens, fewer than the {args.MIN_TOKENS} an input needs")
     fingerprint = _fingerprint(name, path, model, revision)
     entry = lookup(name)
     if entry and entry.sha256 and fingerprint["sha256"] != entry.sha256:

@@ -47,9 +47,11 @@ from torch import nn
 from ..core.errors import PatternCNNError
 
 ATTENTION = "patterncnn_uniform_heads"  # the name registered with transformers' AttentionInterface
-# Families whose attention ignores attn_implementation, disabled by a hook instead: model_type -> the attribute path
-# from an encoder layer to its self-attention module (the one whose ``dropout`` the probabilities pass through).
-HOOKED = {"mpnet": ("attention", "attn"), "deberta": ("attention", "self"), "deberta-v2": ("attention", "self")}
+# Families whose attention ignores attn_implementation, disabled by a hook instead: model_type -> (the attribute path
+# from an encoder layer to its self-attention module, the one whose ``dropout`` the probabilities pass through; whether
+# the family reads its mask as boolean whatever its dtype, as DeBERTa's ``attention_mask.bool()`` does).
+HOOKED = {"mpnet": (("attention", "attn"), False), "deberta": (("attention", "self"), True),
+          "deberta-v2": (("attention", "self"), True)}
 SUPPORTED = "a BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, MPNet or DeBERTa model"  # what the errors tell users to pass
 
 # Attention module -> (the active UniformHeads, its layer index): what the registered function looks up.
@@ -226,9 +228,13 @@ class UniformHeads:
         try:
             if self.kind in HOOKED:
                 for layer, hs in self.heads.items():
-                    self._hook_probs(self._self_attention(self.layers[layer]), hs)
+                    self._hook_probs(self._self_attention(self.layers[layer]), layer, hs)
             else:
                 self._switch()
+            for layer in self.heads:  # a layer that never reaches the mechanism would leave its heads on: refuse it
+                mod = self.layers[layer]
+                self._handles.append(mod.register_forward_pre_hook(self._count_before(layer)))
+                self._handles.append(mod.register_forward_hook(self._count_after(layer)))
         except BaseException:
             self.__exit__()
             raise
@@ -248,10 +254,6 @@ class UniformHeads:
         if self.model.config._attn_implementation != ATTENTION:
             raise DisableError(f"{type(self.model).__name__} did not switch to attn_implementation={ATTENTION!r}; "
                                f"use {SUPPORTED}")
-        for layer in self.heads:  # a layer that never reaches the function would leave its heads on: refuse it
-            mod = self.layers[layer]
-            self._handles.append(mod.register_forward_pre_hook(self._count_before(layer)))
-            self._handles.append(mod.register_forward_hook(self._count_after(layer)))
 
     def __exit__(self, *exc) -> None:
         for h in self._handles:
@@ -276,34 +278,43 @@ class UniformHeads:
     def _count_after(self, layer: int):
         def hook(module, args, output):
             if self.calls.get(layer, 0) == self._before:
-                raise DisableError(f"layer {layer} of {type(self.model).__name__} ran without calling transformers' "
-                                   f"attention interface, so its heads were not disabled; use {SUPPORTED}, and do not "
-                                   f"change its attn_implementation inside the block")
+                how = ("its self-attention's dropout, where the hook replaces the heads" if self.kind in HOOKED
+                       else "transformers' attention interface")
+                raise DisableError(f"layer {layer} of {type(self.model).__name__} ran without reaching {how}, so its "
+                                   f"heads were not disabled; use {SUPPORTED}, and do not change its "
+                                   f"attn_implementation inside the block")
 
         return hook
 
     def _self_attention(self, layer: nn.Module) -> nn.Module:
         """A hooked family's self-attention module in ``layer`` (:data:`HOOKED`), checked to have a ``dropout``."""
         att = layer
-        for name in HOOKED[self.kind]:
+        path = HOOKED[self.kind][0]
+        for name in path:
             att = getattr(att, name, None)
         if not isinstance(getattr(att, "dropout", None), nn.Module):
             raise DisableError(f"{type(self.model).__name__} ({self.kind}): its layers are not wired as this version of "
-                               f"patterncnn knows ({'.'.join(HOOKED[self.kind])}.dropout), so its heads cannot be "
-                               f"disabled (report it)")
+                               f"patterncnn knows ({'.'.join(path)}.dropout), so its heads cannot be disabled (report "
+                               f"it)")
+        if getattr(att, "head_weights_proj", None) is not None:  # DeBERTa's talking heads mix heads after the dropout
+            raise DisableError(f"{type(self.model).__name__} mixes its heads after their attention (talking_head), so "
+                               f"one head cannot be made uniform on its own; use {SUPPORTED} without talking heads")
         return att
 
-    def _hook_probs(self, att: nn.Module, hs: list[int]) -> None:
+    def _hook_probs(self, att: nn.Module, layer: int, hs: list[int]) -> None:
         """MPNet, DeBERTa: the mask the self-attention receives (pre-hook); the chosen heads' probabilities at its
-        dropout."""
+        dropout (each replacement counted, for the check that every layer with disabled heads reached it)."""
         seen: dict[str, torch.Tensor | None] = {}
+        boolean = HOOKED[self.kind][1]
 
         def record(module, args, kwargs):
-            seen["mask"] = args[1] if len(args) > 1 else kwargs.get("attention_mask")
+            mask = args[1] if len(args) > 1 else kwargs.get("attention_mask")
+            seen["mask"] = mask.bool() if boolean and mask is not None else mask
 
         def replace(module, args, probs):  # probs: (B, H, T, T)
             probs = probs.clone()
             probs[:, hs] = uniform_weights(seen.get("mask"), probs.shape[-1], probs)
+            self.calls[layer] = self.calls.get(layer, 0) + 1
             return probs
 
         self._handles.append(att.register_forward_pre_hook(record, with_kwargs=True))

@@ -83,6 +83,12 @@ class CachedClassifier:
         self.model = model
         device = next(model.parameters()).device
         self.layers = encoder_layers(model)
+        conv = getattr(getattr(getattr(model, "base_model", model), "encoder", None), "conv", None)
+        if conv is not None:  # DebertaV2Encoder runs it after layer 0, outside the layers the replay runs
+            raise DisableError(f"{type(model).__name__} runs a convolution after its first layer, outside its layers "
+                               f"(conv_kernel_size {getattr(model.config, 'conv_kernel_size', '?')}, as DeBERTa-v2 "
+                               f"xlarge and xxlarge do), which the cached replay of its layers cannot reproduce; "
+                               f"DeBERTa-v3 and DeBERTa-v2 models without it are supported")
         texts = [bounded_texts(t, max_length)[0] for t in texts]
         lengths = [len(tokenizer(*t, truncation=True, max_length=max_length)["input_ids"]) for t in texts]
         self.order = sorted(range(len(texts)), key=lambda i: lengths[i])  # length bucketing

@@ -147,6 +147,7 @@ def head_table(census: dict, drift: dict | None, disable: dict, task: str) -> li
         for h, d in enumerate(row):
             c = cells[l][h]
             rows.append({"layer": l, "head": h, **{k: c["shares"][k] for k in LABELS}, "majority": c["majority"],
+                         "tied": "|".join(c.get("tied", ())) or None,
                          "drift_cosine": drift["tasks"][task]["cosine"][l][h] if drift else None,
                          "change": d["change"], "ci95_low": d["ci95"][0], "ci95_high": d["ci95"][1],
                          "outside": d["outside"]})
@@ -168,6 +169,12 @@ def run_link(census_path, drift_path, disable_path, task: str, out: str | Path, 
     notes = check_inputs(census, drift, disable, task)
     drop = -np.array([r["change"] for r in rows])
     majority = np.array([r["majority"] for r in rows])
+    tied = np.array([bool(r["tied"]) for r in rows])
+    if tied.any():  # a tie has no majority: such a head joins neither group (the first pattern would take it)
+        where = ", ".join(f"{r['layer']}:{r['head']}" for r in rows if r["tied"])
+        notes.append(f"{int(tied.sum())} head(s) whose majority pattern is tied ({where}) are in neither group of the "
+                     f"test")
+    majority = np.where(tied, "", majority)
     test = group_test(drop, majority == "heterogeneous", majority == "vertical", perms, seed)
     result = provenance(
         experiment="link", task=task, census_encoder=Path(str(census["encoder"]["model"])).name,

@@ -133,6 +133,22 @@ def bias_band(validated: dict | str | None) -> np.ndarray | None:
     return None if b is None else np.array([b[name] for name in LABELS], dtype=np.float64)
 
 
+def segment_band(band: np.ndarray | None, single: np.ndarray) -> np.ndarray | None:
+    """``band`` for a task whose inputs are ``single`` (N,) bool: with no input of two segments block cannot occur
+    (the segment rule), so its band is 0; else ``band`` as it is."""
+    if band is None or not len(single) or not bool(np.all(single)):
+        return band
+    band = np.array(band, dtype=np.float64)
+    band[LABELS.index("block")] = 0.0
+    return band
+
+
+def _add_warning(v: dict, text: str) -> dict:
+    """``v`` with ``text`` added to its warning (a second warning never replaces the first)."""
+    v["warning"] = f"{v['warning']}. Also: {text}" if v.get("warning") else text
+    return v
+
+
 def unseen_family(unseen: dict | None, family: str) -> dict:
     """The error record of an encoder family the classifier was never validated on (and maybe never saw).
 
@@ -179,14 +195,18 @@ def validated_error(validation: dict | None, estimator: str, scope: str | None, 
                     worst[key] = {n: max(e[key][n] for e in encs) for n in LABELS}
             if family not in {encoder_family(e) for e in res["encoders"]}:
                 worst.update(unseen_family(validation.get("unseen_family"), family))
+                if estimator != "count" and "the intervals carry that band" in worst.get("warning", ""):
+                    worst["warning"] = worst["warning"].replace(  # only count's intervals carry a band
+                        "the intervals carry that band", f"{estimator}'s intervals do not carry that band "
+                                                         f"(`--estimator count`'s do)")
             elif estimator != "count" and worst["mean_abs_error"] > TARGET_ERROR:
                 # count's interval carries the worst encoder's band; the calibrated estimators' intervals do not
-                worst["warning"] = (f"{encoder} has no validated maps of its own; with {estimator} the validated "
-                                    f"encoders erred by up to {100 * worst['mean_abs_error']:.1f} points per pattern on "
-                                    f"average (target {100 * TARGET_ERROR:.0f}), which its intervals do not carry. "
-                                    f"`--estimator count` gives intervals that carry the validated encoders' band; for "
-                                    f"a validated interval of its own, label ~100 of its maps and adapt the classifier "
-                                    f"to it (`patterncnn adapt`)")
+                _add_warning(worst, f"{encoder} has no validated maps of its own; with {estimator} the validated "
+                                    f"encoders erred by up to {100 * worst['mean_abs_error']:.1f} points per pattern "
+                                    f"on average (target {100 * TARGET_ERROR:.0f}), which its intervals do not "
+                                    f"carry. `--estimator count` gives intervals that carry the validated encoders' "
+                                    f"band; for a validated interval of its own, label ~100 of its maps and adapt the "
+                                    f"classifier to it (`patterncnn adapt`)")
             return _coverage_warning(worst)
     return None
 
@@ -194,11 +214,11 @@ def validated_error(validation: dict | None, estimator: str, scope: str | None, 
 def _coverage_warning(v: dict) -> dict:
     """``v`` with a warning when its 95% intervals held the hand-labelled share in fewer than TARGET_COVERAGE of
     the validation's cells (unless it warns already): the census's intervals are then narrower than they claim."""
-    if v.get("coverage") is not None and v["coverage"] < TARGET_COVERAGE and "warning" not in v:
-        v["warning"] = (f"in validation, this estimator's 95% intervals held the hand-labelled share in only "
+    if v.get("coverage") is not None and v["coverage"] < TARGET_COVERAGE and "held the hand" not in v.get("warning", ""):
+        _add_warning(v, f"in validation, this estimator's 95% intervals held the hand-labelled share in only "
                         f"{100 * v['coverage']:.0f}% of cells (target {100 * TARGET_COVERAGE:.0f}%), so these "
-                        f"intervals are narrower than they claim; for a better-founded choice, label more uniformly drawn "
-                        f"maps of this encoder (`patterncnn sample --design uniform`, then `patterncnn validate "
+                        f"intervals are narrower than they claim; for a better-founded choice, label more uniformly "
+                        f"drawn maps of this encoder (`patterncnn sample --design uniform`, then `patterncnn validate "
                         f"--annotations` or `patterncnn adapt`)")
     return v
 
@@ -215,10 +235,7 @@ class Plan:
 
     def estimate(self, probs: np.ndarray, labels: np.ndarray, single: np.ndarray, seed: int = 0) -> dict:
         """Shares and intervals of one task, plus the point shares of every estimator available."""
-        band = bias_band(self.validated) if self.estimator == "count" else None
-        if band is not None and len(single) and bool(np.all(single)):
-            band = band.copy()  # no input has two segments: block cannot occur (the segment rule), so no band for it
-            band[LABELS.index("block")] = 0.0
+        band = segment_band(bias_band(self.validated), single) if self.estimator == "count" else None
         out = shares_with_intervals(example_sums(self.estimator, probs, labels, single, self.calibration), seed, band)
         names = ESTIMATORS if self.calibration is not None else ("count",)
         point = self.calibration.first() if self.calibration is not None else None
@@ -279,6 +296,15 @@ def plan_for(metadata: dict, estimator: str | None, scope: str | None, encoder: 
     chosen_by = "given" if estimator else (f"validation on {on} (best share error)" if mine else
                                            "validation (best share error)" if best else
                                            "default without validation: count")
+    if not estimator and mine and on != encoder and mine["estimator"] != "count":
+        # Inherited from a kin encoder: a calibrated estimator's interval does not carry the error it showed on the
+        # validated encoders; when that error is over the target, count, whose interval carries their band.
+        inherited = validated_error(validation, mine["estimator"], mine["scope"], encoder)
+        if inherited and inherited["mean_abs_error"] > TARGET_ERROR:
+            chosen_by = (f"no validated maps of its own; {on}'s {mine['estimator']} erred up to "
+                         f"{100 * inherited['mean_abs_error']:.1f} points on the validated encoders: count, with "
+                         f"their band")
+            best = mine = {"estimator": "count", "scope": None}
     if not estimator and not mine and (validation or {}).get("unseen_family"):
         # A family never validated: count, whose interval carries the band measured by holding families out.
         best, chosen_by = {"estimator": "count"}, "the encoder's family was never validated: count, with the " \

@@ -59,6 +59,7 @@ from ..shares.estimate import (
     best_result,
     bias_band,
     example_sums,
+    segment_band,
     shares_with_intervals,
     validated_error,
 )
@@ -118,7 +119,7 @@ def cell(test: Rows, idx: np.ndarray, vectors: np.ndarray, seed: int, band: np.n
     ``band``: count's validated share error per pattern (:func:`patterncnn.shares.estimate.shares_with_intervals`)."""
     _, inverse = np.unique(test.group[idx], return_inverse=True)
     sums = np.einsum("gn,rnk->rgk", np.eye(inverse.max() + 1)[:, inverse], vectors[:, idx])  # (R, G, 5)
-    est = shares_with_intervals(sums, seed, band)
+    est = shares_with_intervals(sums, seed, segment_band(band, test.single[idx]))
     hand = np.bincount(test.y[idx], minlength=len(LABELS)) / len(idx)
     covered = {part: [bool(ci[k][0] - 1e-9 <= hand[i] <= ci[k][1] + 1e-9) for i, k in enumerate(LABELS)]
                for part, ci in (("total", est["ci95"]), ("examples", est["ci95_parts"]["examples"]))}

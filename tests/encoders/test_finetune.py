@@ -144,7 +144,7 @@ def test_an_unfinished_finetune_of_another_task_is_kept(tiny_bert, glue_dir, tmp
     assert ft.last_checkpoint(out / ".work" / "rte").name == "checkpoint-2"  # untouched
     caplog.clear()
     assert main([*args, "--task", "stsb", "--overwrite"]) == 0  # starts over: the rte run goes
-    assert "dropping the unfinished fine-tune of rte" in caplog.text and "--overwrite starts it over" in caplog.text
+    assert "dropping the unfinished fine-tune of rte" in caplog.text and "discarded, as overwrite was given" in caplog.text
     assert json.loads((out / MANIFEST).read_text())["task"] == "stsb" and not (out / ".work").exists()
 
 

@@ -150,7 +150,7 @@ def test_a_layer_that_does_not_reach_the_function_is_refused(tiny_bert):
     batch = tok(["some text"], return_tensors="pt")
     with UniformHeads(model, {1: [2]}):
         model.set_attn_implementation("eager")
-        with pytest.raises(DisableError, match="without calling"):
+        with pytest.raises(DisableError, match="without reaching transformers' attention interface"):
             model(**batch)
     model.set_attn_implementation(ATTENTION)  # and the function refuses to run outside a block
     with pytest.raises(DisableError, match="outside a UniformHeads block"):
@@ -168,3 +168,35 @@ def test_families_it_cannot_disable_are_refused_naming_the_fix():
     albert = transformers.AlbertModel(transformers.AlbertConfig(**small, embedding_size=16))  # one shared layer
     with pytest.raises(DisableError, match="one module per layer"):
         UniformHeads(albert, {0: [0]})
+
+
+def test_a_hooked_layer_whose_dropout_is_bypassed_is_refused(tiny_mpnet):
+    # MPNet's and DeBERTa's heads are replaced at their self-attention's dropout: a layer that never reaches the hook
+    # would leave its heads on, so it is refused as the interface's families are.
+    model, tok = _encoder(tiny_mpnet)
+    batch = tok(["some text"], return_tensors="pt")
+    with UniformHeads(model, {1: [2]}):
+        encoder_layers(model)[1].attention.attn.dropout = torch.nn.Dropout(0.0)  # a module the hook is not on
+        with pytest.raises(DisableError, match="without reaching its self-attention's dropout"):
+            model(**batch)
+
+
+def test_deberta_reads_a_float_mask_as_boolean_as_deberta_does(tiny_deberta):
+    model, tok = _encoder(tiny_deberta)
+    batch = tok(["a man is playing", "one"], ["someone plays music!", "two"], padding=True, return_tensors="pt")
+    batch["attention_mask"] = batch["attention_mask"].float()  # DeBERTa itself calls .bool() on it
+    n = int(batch["attention_mask"][1].sum())
+    with torch.inference_mode(), UniformHeads(model, {0: [1]}):
+        rows = model(**batch, output_attentions=True).attentions[0][1, 1]
+    assert torch.allclose(rows[:n, :n], torch.full((n, n), 1.0 / n)) and torch.all(rows[:n, n:] == 0)
+
+
+def test_deberta_talking_heads_are_refused(tiny_deberta):
+    import transformers
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_deberta))
+    model = transformers.DebertaModel(transformers.DebertaConfig(
+        vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+        max_position_embeddings=64, talking_head=True)).eval()
+    with pytest.raises(DisableError, match="mixes its heads after their attention"):
+        UniformHeads(model, {0: [1]}).__enter__()

@@ -225,3 +225,16 @@ def test_a_model_fine_tuned_on_mnli_is_scored_on_mnli_mismatched_too(tiny_bert, 
     (folder / MANIFEST).write_text(json.dumps({"task": "mnli"}))
     for task in ("mnli", "mnli-mm"):
         assert load_task_model(str(folder), task=get_task(task))[1].config.num_labels == 3
+
+
+def test_a_deberta_v2_with_a_convolution_after_its_first_layer_is_refused_naming_it(tiny_deberta, tmp_path):
+    import transformers
+
+    from patterncnn.encoders.uniform_heads import DisableError
+
+    tok = transformers.AutoTokenizer.from_pretrained(str(tiny_deberta))
+    cfg = transformers.AutoConfig.from_pretrained(str(tiny_deberta), num_labels=2)
+    cfg.conv_kernel_size = 3
+    model = transformers.DebertaV2ForSequenceClassification(cfg).eval()  # as deberta-v2-xlarge is laid out
+    with pytest.raises(DisableError, match="runs a convolution after its first layer.*conv_kernel_size 3"):
+        CachedClassifier(model, tok, PAIRS, max_length=32, batch_size=2)

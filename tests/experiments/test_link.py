@@ -154,3 +154,20 @@ def test_a_constant_drift_gives_no_correlation_not_a_significant_one(tmp_path, c
     assert r["spearman"] is None and r["p_value"] is None and "x constant" in r["note"]
     assert "Spearman(1 - drift cosine, drop) = none: x constant over the heads" in capsys.readouterr().out
     assert rank_test(np.ones(20), np.arange(20.0), perms=50)["p_value"] is None
+
+
+def test_a_head_whose_majority_is_tied_joins_neither_group(tmp_path):
+    from patterncnn.experiments.link import run_link
+
+    majority = [["heterogeneous", "vertical", "vertical"], ["heterogeneous", "vertical", "diagonal"]]
+    drops = np.array([[0.04, 0.0, 0.01], [0.05, 0.01, 0.0]])
+    _write(tmp_path, drops, majority)
+    path = tmp_path / "census" / "census.json"
+    census = json.loads(path.read_text())
+    census["tasks"]["rte"]["heads"][0][1]["tied"] = ["vertical", "heterogeneous"]  # 0:1 reads "vertical", first
+    path.write_text(json.dumps(census))
+    res = run_link(tmp_path / "census", tmp_path / "drift", tmp_path / "disable", "rte", tmp_path / "link", perms=200)
+    assert res["test"]["n_a"] == 2 and res["test"]["n_b"] == 2  # 0:1 left out of the vertical group
+    assert res["test"]["difference"] == pytest.approx(0.045 - (0.01 + 0.01) / 2)  # 0:2 and 1:1
+    assert any("1 head(s) whose majority pattern is tied (0:1)" in n for n in res["notes"])
+    assert res["heads"][1]["tied"] == "vertical|heterogeneous" and res["heads"][0]["tied"] is None

@@ -198,12 +198,24 @@ def test_the_shipped_classifier_is_calibrated_and_validated_per_encoder():
     fine_tune = plan_for(meta, None, None, "mpnet-sst2-d16d7a85")  # no validated maps of its own
     assert "not validated on mpnet-sst2-d16d7a85" in fine_tune.validated["encoder"]
     assert "warning" not in fine_tune.validated  # a validated family: no warning about unseen ones
-    # a MiniLM fine-tune without maps of its own takes pretrained MiniLM's adjusted, whose intervals do not carry the
-    # validated encoders' error (6.8 points for the validated fine-tune): it says so; count's intervals carry it
+    # a MiniLM fine-tune without maps of its own would inherit pretrained MiniLM's adjusted, which erred 6.8 points on
+    # the validated fine-tune, and its intervals would not carry that: by default it counts, with the validated band
     minilm_ft = plan_for(meta, None, None, "minilm-rte-0badcafe")
-    assert minilm_ft.estimator == "adjusted" and minilm_ft.validated["mean_abs_error"] > 0.03
-    assert "has no validated maps of its own; with adjusted" in minilm_ft.validated["warning"]
-    assert "warning" not in plan_for(meta, "count", None, "minilm-rte-0badcafe").validated
+    assert minilm_ft.estimator == "count" and "warning" not in minilm_ft.validated
+    assert minilm_ft.chosen_by.startswith("no validated maps of its own; minilm-53aa5117's adjusted erred up to 6.8")
+    given = plan_for(meta, "adjusted", None, "minilm-rte-0badcafe")  # asked for: warned, naming count
+    assert given.validated["mean_abs_error"] > 0.03
+    assert "has no validated maps of its own; with adjusted" in given.validated["warning"]
+    e5_ft = plan_for(meta, None, None, "e5-rte-0badcafe")  # E5's adjusted too
+    assert e5_ft.estimator == "count" and "e5-cd1caf18's adjusted" in e5_ft.chosen_by
+    assert plan_for(meta, None, None, "minilm-53aa5117").estimator == "adjusted"  # its own choice stands
+    # two warnings are both kept: an unvalidated encoder's probs also held the hand shares too rarely
+    both = plan_for(meta, "probs", "encoder", "minilm-rte-0badcafe").validated["warning"]
+    assert "has no validated maps of its own" in both and "held the hand-labelled share in only" in both
+    # a family never validated, with adjusted asked for: its intervals do not carry the band, and it says so
+    unseen = plan_for(meta, "adjusted", None, "roberta-0badcafe").validated["warning"]
+    assert "adjusted's intervals do not carry that band (`--estimator count`'s do)" in unseen
+    assert "the intervals carry that band" in plan_for(meta, None, None, "roberta-0badcafe").validated["warning"]
     # a family it never saw: count, with the band its own training measured by holding each family out
     unseen = meta["validation"]["unseen_family"]
     assert unseen["families"] == ["e5", "minilm", "mpnet"] and unseen["seeds"] == 5

@@ -50,11 +50,13 @@
       tr.appendChild(el("th", {}, String(l)));
       row.forEach(function (cell, h) {
         var c = cellColour(cell);
+        var tie = state.pattern === "majority" && cell.tied ? "*" : "";
         var td = el("td", { "class": "cell", tabindex: "0", role: "button", "data-layer": String(l), "data-head": String(h),
-                             title: "layer " + l + ", head " + h + ": " + c.name + " " + pct(c.share) });
+                             title: "layer " + l + ", head " + h + ": " + c.name + " " + pct(c.share) +
+                                    (tie ? " (a tie: " + cell.tied.join(", ") + ")" : "") });
         td.style.background = rgba(c.colour, 0.1 + 0.9 * c.alpha);
         td.style.color = c.alpha > 0.5 ? "#fff" : "#222";
-        td.textContent = data.short[c.name] + " " + Math.round(100 * c.share);
+        td.textContent = data.short[c.name] + tie + " " + Math.round(100 * c.share);
         if (state.layer === l && state.head === h) { td.className += " selected"; }
         td.addEventListener("click", function () { select(l, h); });
         td.addEventListener("keydown", function (ev) { if (ev.key === "Enter" || ev.key === " ") { select(l, h); } });
