@@ -213,7 +213,8 @@ def validated_error(validation: dict | None, estimator: str, scope: str | None, 
 
 def _coverage_warning(v: dict) -> dict:
     """``v`` with a warning when its 95% intervals held the hand-labelled share in fewer than TARGET_COVERAGE of
-    the validation's cells (unless it warns already): the census's intervals are then narrower than they claim."""
+    the validation's cells, added to any warning it carries: the census's intervals are then narrower than they
+    claim."""
     if v.get("coverage") is not None and v["coverage"] < TARGET_COVERAGE and "held the hand" not in v.get("warning", ""):
         _add_warning(v, f"in validation, this estimator's 95% intervals held the hand-labelled share in only "
                         f"{100 * v['coverage']:.0f}% of cells (target {100 * TARGET_COVERAGE:.0f}%), so these "
