@@ -24,7 +24,7 @@ def test_cuda_where_torch_sees_none_is_refused_and_onnxruntime_falls_back_to_its
     if CUDA:
         assert resolve_device("cuda") == "cuda"
     else:
-        with pytest.raises(DeviceError, match="--device cpu"):
+        with pytest.raises(DeviceError, match=r"device cuda \(--device cuda\): .*; use cpu \(or auto"):
             resolve_device("cuda")
     has_cuda_provider = "CUDAExecutionProvider" in onnxruntime.get_available_providers()
     assert onnx_providers("cuda") == (["CUDAExecutionProvider", "CPUExecutionProvider"] if has_cuda_provider
