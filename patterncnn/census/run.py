@@ -35,7 +35,7 @@ from ..core.labels import LABELS
 from ..core.maps import MapStore, map_record
 from ..core.plots import census_figure, heads_figure
 from ..core.version import __version__
-from ..core.work import RunError, finish, prepare_out, work_dir, write_result
+from ..core.work import RunError, finish, prepare_out, progress_bar, work_dir, write_result
 from ..encoders.load import Encoder, load_encoder
 from ..shares.estimate import plan_for
 from ..shares.precision import Precision, PrecisionError
@@ -101,10 +101,9 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
                                         "examples": split.total}},
             "layers": encoder.num_layers, "heads": encoder.num_heads}  # what sample's stores record, and the run's
     store = MapStore.create(maps, info=info, exist_ok=True) if save_maps else None
-    bar = progress(total=len(split.examples), desc=f"census {split.task.name}", unit="ex") if progress else None
     n_maps = encoder.num_layers * encoder.num_heads
     used = []
-    try:
+    with progress_bar(progress, len(split.examples), f"census {split.task.name}", "ex") as bar:
         for w, window in enumerate(windows):
             part = work / window_name(w)
             arrays = read_window(part, window, n_maps)  # a damaged window is computed again, with a warning
@@ -133,9 +132,6 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
             used.append(arrays)
             if stop is not None and stop(merge_windows(used, thumbnails=False)):
                 break
-    finally:  # closed before an interruption's message, not redrawn after it
-        if bar:
-            bar.close()
     return merge_windows(used)
 
 

@@ -5,6 +5,7 @@ Usage::
     out = prepare_out(out, "drift.json", overwrite, "drift")  # refuses another command's unfinished run in out
     work = work_dir(out, "rte", params, command="drift")     # out/.work/rte, refuses other arguments' leftovers
     parts = run_parts(work, names, compute, on_done)    # compute(name) -> dict of arrays, saved as name.npz
+    parts = run_windows(work, examples, 64, compute, progress, "drift rte")   # the same, over windows of examples
     write_result(out, "drift.json", result, tables={"drift.csv": (header, rows)}, figures={"drift.png": png})
 
 A part counts as done once its ``.npz`` lands (written atomically), so an interrupted run resumes
@@ -20,6 +21,7 @@ no command's ``overwrite`` drops another command's finished parts (:func:`prepar
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
@@ -27,7 +29,7 @@ import json
 import logging
 import shutil
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -281,6 +283,36 @@ def run_parts(work: Path, names: Iterable[str], compute: Callable[[str], dict],
         if on_done:
             on_done(name, resumed)
     return parts
+
+
+@contextlib.contextmanager
+def progress_bar(progress: Callable | None, total: int, desc: str, unit: str) -> Iterator:
+    """A bar from a progress-bar factory (None: no bar, and None is yielded), closed however the block ends: before
+    an interruption's message, never redrawn after it."""
+    bar = progress(total=total, desc=desc, unit=unit) if progress else None
+    try:
+        yield bar
+    finally:
+        if bar:
+            bar.close()
+
+
+def run_windows(work: Path, examples: list, size: int, compute: Callable[[list, Callable | None], dict],
+                progress: Callable | None, desc: str) -> list[dict]:
+    """:func:`run_parts` over windows of ``size`` examples (parts ``window-00000``, ...): ``compute(window, tick)``
+    calls ``tick`` (None without a bar) once per example it computes; a window read back moves the bar at once.
+
+    Returns:
+        Each window's arrays, in order.
+    """
+    chunks = windows(examples, size)
+    names = [f"window-{w:05d}" for w in range(len(chunks))]
+    with progress_bar(progress, len(examples), desc, "ex") as bar:
+        tick = (lambda _: bar.update(1)) if bar else None  # each example as it is computed
+        parts = run_parts(work, names, lambda name: compute(chunks[names.index(name)], tick),
+                          (lambda name, resumed: resumed and bar.update(len(chunks[names.index(name)])))
+                          if bar else None)
+    return list(parts.values())
 
 
 def provenance(**fields) -> dict:

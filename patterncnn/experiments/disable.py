@@ -36,7 +36,17 @@ from ..core import args
 from ..core.fileio import public_fingerprint
 from ..core.glue import GlueDataError, GlueSplit, GlueTask, get_task, load_split
 from ..core.plots import disable_plot, png
-from ..core.work import finish, output_dir, prepare_out, progress_bars, provenance, run_parts, work_dir, write_result
+from ..core.work import (
+    finish,
+    output_dir,
+    prepare_out,
+    progress_bar,
+    progress_bars,
+    provenance,
+    run_parts,
+    work_dir,
+    write_result,
+)
 from ..encoders.load import MANIFEST, EncoderError, bounded_texts, finetune_manifest, load_encoder, resolve_model
 from ..encoders.uniform_heads import SUPPORTED, DisableError, UniformHeads, encoder_layers
 from .result import ExperimentResult
@@ -313,7 +323,6 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
     base = _predictions(task, runner.baseline)
     t_base = time.time() - t0
     names = units(enc.num_layers, enc.num_heads, layers)
-    bar = progress(total=len(names), desc=f"disable {task.name}", unit="unit") if progress else None
 
     def compute(name):
         layer, hs = parse_unit(name, enc.num_heads)
@@ -321,9 +330,8 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
             return {"preds": _predictions(task, runner.run(layer))}
 
     t1 = time.time()
-    parts = run_parts(work, names, compute, (lambda *_: bar.update(1)) if bar else None)
-    if bar:
-        bar.close()
+    with progress_bar(progress, len(names), f"disable {task.name}", "unit") as bar:
+        parts = run_parts(work, names, compute, (lambda *_: bar.update(1)) if bar else None)
     idx = np.random.default_rng(seed).integers(0, len(labels), size=(boot, len(labels)))
     heads, layer_cells = _summarize(task, parts, base, labels, idx, enc.num_layers, enc.num_heads)
     base_lo, base_hi = np.percentile(resampled_metric(task, base, labels, idx), [2.5, 97.5])

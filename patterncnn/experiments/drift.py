@@ -32,8 +32,7 @@ from ..core.work import (
     prepare_out,
     progress_bars,
     provenance,
-    run_parts,
-    windows,
+    run_windows,
     work_dir,
     write_result,
 )
@@ -131,19 +130,10 @@ def run_drift(enc_a: Encoder, enc_b: Encoder, splits: list[GlueSplit], out: str 
         params = {"task": split.task.name, "a": enc_a.fingerprint, "b": enc_b.fingerprint, "limit": limit,
                   "seed": seed, "max_length": enc_a.max_length, "source": split.source}
         work = work_dir(out, split.task.name, params, command="drift")
-        chunks = windows(split.examples, WINDOW)
-        bar = progress(total=len(split.examples), desc=f"drift {split.task.name}", unit="ex") if progress else None
-        names = [f"window-{w:05d}" for w in range(len(chunks))]
-        tick = (lambda _: bar.update(1)) if bar else None  # each example as it is computed
-        try:
-            parts = run_parts(work, names,
-                              lambda name: drift_window(enc_a, enc_b, chunks[names.index(name)], batch_size, tick),
-                              (lambda name, resumed: resumed and bar.update(len(chunks[names.index(name)])))
-                              if bar else None)
-        finally:  # closed before an interruption's message, not redrawn after it
-            if bar:
-                bar.close()
-        result["tasks"][split.task.name] = {**summarize(list(parts.values())), "source": public_source(split.source),
+        parts = run_windows(work, split.examples, WINDOW,
+                            lambda window, tick: drift_window(enc_a, enc_b, window, batch_size, tick), progress,
+                            f"drift {split.task.name}")
+        result["tasks"][split.task.name] = {**summarize(parts), "source": public_source(split.source),
                                             "of": split.total, "seconds": round(time.time() - t0, 1)}
     write_outputs(out, result)
     finish(out)

@@ -38,8 +38,7 @@ from ..core.work import (
     prepare_out,
     progress_bars,
     provenance,
-    run_parts,
-    windows,
+    run_windows,
     work_dir,
     write_result,
 )
@@ -171,19 +170,10 @@ def run_special_tokens(enc: Encoder, splits: list[GlueSplit], classes: TokenClas
         params = {"task": split.task.name, "model": enc.fingerprint, "limit": limit, "seed": seed,
                   "max_length": enc.max_length, "classes": result["classes"], "source": split.source}
         work = work_dir(out, split.task.name, params, command="special-tokens")
-        chunks = windows(split.examples, WINDOW)
-        names = [f"window-{w:05d}" for w in range(len(chunks))]
-        bar = progress(total=len(split.examples), desc=f"special {split.task.name}", unit="ex") if progress else None
-        tick = (lambda _: bar.update(1)) if bar else None  # each example as it is computed
-        try:
-            parts = run_parts(work, names,
-                              lambda name: special_window(enc, chunks[names.index(name)], classes, batch_size, tick),
-                              (lambda name, resumed: resumed and bar.update(len(chunks[names.index(name)])))
-                              if bar else None)
-        finally:  # closed before an interruption's message, not redrawn after it
-            if bar:
-                bar.close()
-        result["tasks"][split.task.name] = {**summarize(list(parts.values()), classes.names),
+        parts = run_windows(work, split.examples, WINDOW,
+                            lambda window, tick: special_window(enc, window, classes, batch_size, tick), progress,
+                            f"special {split.task.name}")
+        result["tasks"][split.task.name] = {**summarize(parts, classes.names),
                                             "source": public_source(split.source), "of": split.total,
                                             "seconds": round(time.time() - t0, 1)}
     write_outputs(out, result)
