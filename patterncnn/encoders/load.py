@@ -25,6 +25,7 @@ import itertools
 import json
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -313,10 +314,8 @@ def _hub_digest(repo: str, revision: str | None) -> str | None:
             cached = try_to_load_from_cache(repo, file, revision=revision)
             if isinstance(cached, str):
                 blob = Path(cached).resolve()
-                if len(blob.name) == 64 and all(c in "0123456789abcdef" for c in blob.name):
-                    entry = by_digest(blob.name)
-                    return entry.sha256 if entry and sha256_file(blob) == entry.sha256 else None
-                candidates = by_size(blob.stat().st_size)
+                named = re.fullmatch("[0-9a-f]{64}", blob.name)  # a blob named after its SHA-256 (symlinked cache)
+                candidates = [e for e in [by_digest(blob.name)] if e] if named else by_size(blob.stat().st_size)
                 digest = sha256_file(blob) if candidates else None
                 return digest if any(e.sha256 == digest for e in candidates) else None
     except (OSError, ValueError):  # not a hub id, or a cache that cannot be read: the hub commit identifies it
@@ -331,7 +330,7 @@ def _fingerprint(name: str, path: str, model, revision: str | None = None) -> di
     folder = Path(path)
     if not folder.is_dir():
         fp["sha256"] = _hub_digest(path, fp["revision"] or revision)  # the commit asked for, when not recorded
-    if folder.is_dir():
+    else:
         weights = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("pytorch_model*.bin"))
         if weights:
             if len(weights) == 1:

@@ -149,7 +149,7 @@ def _add_warning(v: dict, text: str) -> dict:
     return v
 
 
-def unseen_family(unseen: dict | None, family: str) -> dict:
+def unseen_family(unseen: dict | None, family: str, estimator: str = "count") -> dict:
     """The error record of an encoder family the classifier was never validated on (and maybe never saw).
 
     With the classifier's leave-one-family-out measurement (``unseen``: :func:`patterncnn.training.evaluate.
@@ -171,9 +171,11 @@ def unseen_family(unseen: dict | None, family: str) -> dict:
                         f"family it was trained on ({', '.join(unseen['families'])}; mean over {unseen['seeds']} "
                         f"seeds), it labelled {100 * unseen['accuracy']:.0f}% of the maps right on the family it did "
                         f"worst on, and misestimated a pattern's share by {100 * unseen['mean_abs_error']:.1f} points "
-                        f"on average (the worst family per pattern; up to {100 * max(band.values()):.1f}); the "
-                        f"intervals carry that band. For a validated interval of its own, label ~100 of its maps and "
-                        f"adapt the classifier to it (`patterncnn adapt`)")}
+                        f"on average (the worst family per pattern; up to {100 * max(band.values()):.1f}); "
+                        + ("the intervals carry that band" if estimator == "count" else
+                           f"{estimator}'s intervals do not carry that band (`--estimator count`'s do)")
+                        + ". For a validated interval of its own, label ~100 of its maps and adapt the classifier to "
+                          "it (`patterncnn adapt`)")}
 
 
 def validated_error(validation: dict | None, estimator: str, scope: str | None, encoder: str) -> dict | None:
@@ -194,11 +196,7 @@ def validated_error(validation: dict | None, estimator: str, scope: str | None, 
                 if all(key in e for e in encs):
                     worst[key] = {n: max(e[key][n] for e in encs) for n in LABELS}
             if family not in {encoder_family(e) for e in res["encoders"]}:
-                worst.update(unseen_family(validation.get("unseen_family"), family))
-                if estimator != "count" and "the intervals carry that band" in worst.get("warning", ""):
-                    worst["warning"] = worst["warning"].replace(  # only count's intervals carry a band
-                        "the intervals carry that band", f"{estimator}'s intervals do not carry that band "
-                                                         f"(`--estimator count`'s do)")
+                worst.update(unseen_family(validation.get("unseen_family"), family, estimator))
             elif estimator != "count" and worst["mean_abs_error"] > TARGET_ERROR:
                 # count's interval carries the worst encoder's band; the calibrated estimators' intervals do not
                 _add_warning(worst, f"{encoder} has no validated maps of its own; with {estimator} the validated "
