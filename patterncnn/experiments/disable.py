@@ -93,12 +93,9 @@ class CachedClassifier:
         self.model = model
         device = next(model.parameters()).device
         self.layers = encoder_layers(model)
-        conv = getattr(getattr(getattr(model, "base_model", model), "encoder", None), "conv", None)
-        if conv is not None:  # DebertaV2Encoder runs it after layer 0, outside the layers the replay runs
-            raise DisableError(f"{type(model).__name__} runs a convolution after its first layer, outside its layers "
-                               f"(conv_kernel_size {getattr(model.config, 'conv_kernel_size', '?')}, as DeBERTa-v2 "
-                               f"xlarge and xxlarge do), which the cached replay of its layers cannot reproduce; "
-                               f"DeBERTa-v3 and DeBERTa-v2 models without it are supported")
+        # DebertaV2Encoder runs a convolution (v2 xlarge and xxlarge) after layer 0, outside the layers: a replay
+        # from layer 0 applies it as the encoder does, to layer 0's input and output and the batch's padding mask.
+        self.conv = getattr(getattr(getattr(model, "base_model", model), "encoder", None), "conv", None)
         texts = [bounded_texts(t, max_length)[0] for t in texts]
         lengths = [len(tokenizer(*t, truncation=True, max_length=max_length)["input_ids"]) for t in texts]
         self.order = sorted(range(len(texts)), key=lambda i: lengths[i])  # length bucketing
@@ -159,9 +156,12 @@ class CachedClassifier:
             for b in range(len(self.batches)):
                 args, kwargs = self.cache[from_layer][b]
                 hidden = args[0]
-                for layer in self.layers[from_layer:]:
+                for k, layer in enumerate(self.layers[from_layer:], start=from_layer):
                     res = layer(hidden, *args[1:], **kwargs)
-                    hidden = res[0] if isinstance(res, tuple) else res
+                    out_k = res[0] if isinstance(res, tuple) else res
+                    if k == 0 and self.conv is not None:
+                        out_k = self.conv(hidden, out_k, self.batches[b]["attention_mask"])
+                    hidden = out_k
                 out.append(_logits_from_sequence(self.model, hidden))
         return self._unsort(out)
 

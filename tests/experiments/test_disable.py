@@ -227,14 +227,21 @@ def test_a_model_fine_tuned_on_mnli_is_scored_on_mnli_mismatched_too(tiny_bert, 
         assert load_task_model(str(folder), task=get_task(task))[1].config.num_labels == 3
 
 
-def test_a_deberta_v2_with_a_convolution_after_its_first_layer_is_refused_naming_it(tiny_deberta, tmp_path):
+def test_a_deberta_v2_with_a_convolution_after_its_first_layer_replays_the_full_pass(tiny_deberta):
+    # DeBERTa-v2 xlarge and xxlarge run a convolution after layer 0, outside the layers: the replay from layer 0
+    # applies it as the encoder does (without it, the start-up check finds other logits and refuses the model).
     import transformers
-
-    from patterncnn.encoders.uniform_heads import DisableError
 
     tok = transformers.AutoTokenizer.from_pretrained(str(tiny_deberta))
     cfg = transformers.AutoConfig.from_pretrained(str(tiny_deberta), num_labels=2)
     cfg.conv_kernel_size = 3
+    torch.manual_seed(0)
     model = transformers.DebertaV2ForSequenceClassification(cfg).eval()  # as deberta-v2-xlarge is laid out
-    with pytest.raises(DisableError, match="runs a convolution after its first layer.*conv_kernel_size 3"):
-        CachedClassifier(model, tok, PAIRS, max_length=32, batch_size=2)
+    assert model.deberta.encoder.conv is not None
+    runner = CachedClassifier(model, tok, PAIRS, max_length=32, batch_size=2)
+    for layer in range(cfg.num_hidden_layers):
+        with UniformHeads(model, {layer: [0, 2]}):
+            cached = runner.run(layer)
+            full = runner.full()
+        assert torch.allclose(cached, full, atol=1e-5)
+        assert not torch.allclose(cached, runner.baseline)
