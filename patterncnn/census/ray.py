@@ -32,7 +32,7 @@ from ..core.glue import GlueSplit
 from ..core.work import prepare_out, work_dir
 from ..encoders.load import load_encoder
 from .results import CensusError
-from .run import COMMAND, RESULT, check_models, output_folder, run_census, task_params
+from .run import COMMAND, RESULT, check_models, output_folder, run_census, same_estimator, task_params
 from .windows import classify_window, read_window, save_window, split_windows, window_name
 
 log = logging.getLogger(__name__)
@@ -202,6 +202,7 @@ def run_ray_censuses(models: list[str], splits: list[GlueSplit], classifier, out
     finally:
         if bar:
             bar.close()
+    same = same_estimator(classifier, encoders, estimator) or {"estimator": estimator}
     for enc, dest in zip(encoders, folders):
-        yield enc, dest, run_census(enc, classifier, splits, dest, limit, seed, batch_size=batch_size,
-                                    estimator=estimator, scope=scope)
+        yield enc, dest, run_census(enc, classifier, splits, dest, limit, seed, batch_size=batch_size, scope=scope,
+                                    **same)

@@ -137,7 +137,8 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
 
     Three checks per difference: the two example-bootstrap intervals are apart; the total intervals
     (examples and the classifier's calibration, or count's validated band) are apart; the difference exceeds the two censuses'
-    validated share errors for that pattern added together (None when either is unknown).
+    validated share errors for that pattern added together (None when either is unknown). None of them (all None)
+    when the two used different estimators: the difference then holds the estimators' difference too.
 
     Raises:
         CensusError: the two share no task (nothing to compare).
@@ -146,6 +147,7 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
         raise CensusError(f"the two censuses share no task (A: {', '.join(a['tasks']) or 'none'}; B: "
                           f"{', '.join(b['tasks']) or 'none'}); compare two censuses run with a --task in common")
     est = [r.get("estimator", {}).get("name", "count") for r in (a, b)]
+    mixed = est[0] != est[1]
     err = [pattern_errors(r.get("estimator", {})) for r in (a, b)]
     no_part = [x for x, r in zip("AB", (a, b)) if not has_classifier_part(r.get("estimator", {}))]
     diff = {}
@@ -156,13 +158,22 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
             continue
         sa, sb = a["tasks"][task], b["tasks"][task]
         d = {n: sb["shares"][n] - sa["shares"][n] for n in LABELS}
-        ex = {n: _apart(*(s.get("ci95_parts", {}).get("examples", s["ci95"])[n] for s in (sa, sb))) for n in LABELS}
-        # Count without a validated band has no classifier part: its total interval is the examples' alone.
-        tot = {n: None if no_part else _apart(sa["ci95"][n], sb["ci95"][n]) for n in LABELS}
-        val = {n: None if None in err else bool(abs(d[n]) > err[0][n] + err[1][n]) for n in LABELS}
+        if mixed:  # the difference holds the estimators' difference too: nothing is checked
+            ex = tot = val = dict.fromkeys(LABELS)
+        else:
+            ex = {n: _apart(*(s.get("ci95_parts", {}).get("examples", s["ci95"])[n] for s in (sa, sb)))
+                  for n in LABELS}
+            # Count without a validated band has no classifier part: its total interval is the examples' alone.
+            tot = {n: None if no_part else _apart(sa["ci95"][n], sb["ci95"][n]) for n in LABELS}
+            val = {n: None if None in err else bool(abs(d[n]) > err[0][n] + err[1][n]) for n in LABELS}
         diff[task] = {"difference": d, "separated_examples": ex, "separated_total": tot, "exceeds_validated_error": val}
         marks = {n: ("*" if ex[n] else "") + ("*" if ex[n] and tot[n] else "") + ("!" if val[n] else "") for n in LABELS}
         lines.append(f"{task:<8} " + " ".join(f"{100 * d[n]:+6.1f}{marks[n]:<3}".rjust(19) for n in LABELS))
+    if mixed:
+        lines.append(f"not checked: A used the {est[0]} estimator and B the {est[1]} estimator, so each difference "
+                     f"holds the estimators' difference too; run both censuses with the same --estimator (e.g. "
+                     f"--estimator count) to compare them")
+        return "\n".join(lines), diff
     lines += ["*  the 95% intervals over examples do not overlap (the classifier held fixed)",
               "** the total 95% intervals (examples and the classifier's error) do not overlap either"
               if not no_part else "   (** not checked: the intervals of " + " and ".join(no_part) + " hold no classifier "
@@ -170,6 +181,4 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
               "!  the difference exceeds the validated share errors of A and B for that pattern, added" if None not in err
               else "   (the classifier's validated share error is unknown for " + " and ".join(
                   x for x, e in zip("AB", err) if e is None) + ": not checked against it)"]
-    if est[0] != est[1]:
-        lines.append(f"note: A used the {est[0]} estimator and B the {est[1]} estimator")
     return "\n".join(lines), diff

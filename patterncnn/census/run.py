@@ -37,7 +37,7 @@ from ..core.plots import census_figure, heads_figure
 from ..core.version import __version__
 from ..core.work import RunError, finish, prepare_out, progress_bar, work_dir, write_result
 from ..encoders.load import Encoder, load_encoder
-from ..shares.estimate import plan_for
+from ..shares.estimate import default_estimator, plan_for
 from ..shares.precision import Precision, PrecisionError
 from .results import FILE, CensusError, compare, has_classifier_part, load_result, result_problem, table  # noqa: F401
 from .thumbnails import FILE as THUMBNAILS
@@ -210,20 +210,21 @@ def _stop_record(precision: Precision, record: dict, budget: int) -> dict:
 def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit], out: str | Path, limit: int | None,
                seed: int, batch_size: int = 16, progress: Callable | None = None, save_maps: bool = False,
                overwrite: bool = False, estimator: str | None = None, scope: str | None = None,
-               overlap: bool = True, precision: Precision | str | None = None) -> dict:
+               overlap: bool = True, precision: Precision | str | None = None, chosen_by: str | None = None) -> dict:
     """Census of each split into ``out`` (census.json, census.csv, heads.csv, census.png, heads.png, thumbnails.npz).
 
     Windows already in ``out/.work`` (from an interrupted run, local or on Ray) are reused.
 
     Args:
         estimator: ``count``, ``probs`` or ``adjusted``; None: the one validated best with the classifier.
+        chosen_by: why ``estimator`` was given, for census.json (default: "given").
         scope: which calibration rows (:data:`patterncnn.shares.calibrate.SCOPES`); None: the validated best.
         precision: stop each task once the examples' part of its interval meets this target
             (:class:`patterncnn.shares.precision.Precision`: ``"1"`` point, or ``"0.33x"`` of the classifier's part),
             checked after each window of examples taken in a seeded random order; None: every example.
     """
     out = prepare_out(out, RESULT, overwrite, COMMAND)
-    plan = plan_for(getattr(classifier, "metadata", {}), estimator, scope, encoder.tag, seed)
+    plan = plan_for(getattr(classifier, "metadata", {}), estimator, scope, encoder.tag, seed, chosen_by)
     precision = Precision.parse(precision) if isinstance(precision, (str, int, float)) else precision
     if precision is not None and precision.needs_classifier_part() and not has_classifier_part(plan.describe()):
         raise PrecisionError(f"--precision {precision} is relative to the classifier's part of the interval, which "
@@ -281,14 +282,36 @@ def run_censuses(models: list[str], splits: list[GlueSplit], classifier: Classif
     """
     check_models(models)
     tags: dict[str, str] = {}
+    encoders = []
     for model in models:
         enc = load_encoder(model, max_length=max_length, backend=backend, threads=threads, device=device)
         if enc.tag in tags:
             raise RunError(f"--model {tags[enc.tag]} and --model {model} are the same encoder ({enc.tag}), whose "
                            f"census is in {output_folder(out, enc, len(models))}; give each encoder once")
         tags[enc.tag] = model
+        encoders.append(enc)
+    kwargs.update(same_estimator(classifier, encoders, kwargs.get("estimator")))
+    for enc in encoders:
         dest = output_folder(out, enc, len(models))
         yield enc, dest, run_census(enc, classifier, splits, dest, limit, seed, **kwargs)
+
+
+def same_estimator(classifier: Classifier, encoders: list[Encoder], estimator: str | None) -> dict:
+    """Keyword arguments that give several encoders' censuses one estimator, so that their shares compare.
+
+    Each encoder's default (:func:`patterncnn.shares.estimate.plan_for`) can differ: a validated encoder may take
+    ``adjusted`` where a fine-tune without validated maps takes ``count``, and the difference of their shares then
+    holds the estimators' difference (11 points on RTE's diagonal for MiniLM and its RTE fine-tune). When the
+    defaults differ and no estimator is given, all take ``count``, which every encoder has, with its band.
+    """
+    if estimator is not None or len(encoders) < 2:
+        return {}
+    metadata = getattr(classifier, "metadata", {})
+    defaults = {enc.tag: default_estimator(metadata, enc.tag) for enc in encoders}
+    if len(set(defaults.values())) == 1:
+        return {}
+    return {"estimator": "count", "chosen_by": "the compared encoders' defaults differ ("
+            + ", ".join(f"{tag} {e}" for tag, e in defaults.items()) + "): count for both"}
 
 
 def check_models(models: list[str]) -> None:

@@ -279,7 +279,8 @@ def pattern_errors(e: dict) -> dict | None:
     return v.get("abs_error") or {n: v["mean_abs_error"] for n in LABELS}
 
 
-def plan_for(metadata: dict, estimator: str | None, scope: str | None, encoder: str, seed: int = 0) -> Plan:
+def plan_for(metadata: dict, estimator: str | None, scope: str | None, encoder: str, seed: int = 0,
+             chosen_by: str | None = None) -> Plan:
     """The census's estimate for a classifier (its metadata) and an encoder tag.
 
     ``estimator`` None means the one that validated best on ``encoder``'s uniformly drawn maps (the
@@ -287,8 +288,35 @@ def plan_for(metadata: dict, estimator: str | None, scope: str | None, encoder: 
     base encoder's); for a family never validated ``count`` when the validation holds the leave-one-family-out
     measurement (``unseen_family``), else the best over all validated encoders; without validation ``count``;
     ``scope`` None the scope validated with it, else the best validated scope for that estimator, else
-    ``encoder`` (widened as needed).
+    ``encoder`` (widened as needed). ``chosen_by`` replaces the recorded reason of a given ``estimator``.
     """
+    validation, estimator, scope, why = _choose(metadata, estimator, scope, encoder)
+    chosen_by = chosen_by or why
+    if estimator == "count":
+        return Plan("count", None, None, chosen_by, validated_error(validation, "count", None, encoder))
+    rows: Rows | None = stored_rows(metadata)
+    if rows is None:
+        raise ClassifierError(f"the {estimator} estimator needs the classifier's calibration, which this classifier "
+                              f"lacks; {RETRAIN}, or use --estimator count")
+    if scope is None:
+        chosen = best_result([r for r in (validation or {}).get("results", []) if r["estimator"] == estimator])
+        scope = chosen["scope"] if chosen else "encoder"
+    mask, used = scope_mask(rows, scope, encoder)
+    if used != scope:
+        log.info("calibration scope %s has fewer rows than needed for %s; using %s", scope, encoder, used)
+    cal = fit_calibration(rows.subset(mask), CAL_BOOTSTRAP, seed)
+    # Validation ran each scope as asked, widening it as here: look it up by the scope asked for.
+    return Plan(estimator, used, cal, chosen_by, validated_error(validation, estimator, scope, encoder))
+
+
+def default_estimator(metadata: dict, encoder: str) -> str:
+    """The estimator a census of ``encoder`` (a tag) uses when none is given (:func:`plan_for`)."""
+    return _choose(metadata, None, None, encoder)[1]
+
+
+def _choose(metadata: dict, estimator: str | None, scope: str | None,
+            encoder: str) -> tuple[dict | None, str, str | None, str]:
+    """(the classifier's validation, the estimator, the scope asked for, why) for :func:`plan_for`."""
     validation = _current_choices(metadata.get("validation"))
     on, mine = _validated_default(validation, encoder)
     best = mine or (validation or {}).get("best") or {}
@@ -313,21 +341,7 @@ def plan_for(metadata: dict, estimator: str | None, scope: str | None, encoder: 
     estimator = estimator or best.get("estimator", "count")
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; choose one of {', '.join(ESTIMATORS)}")
-    if estimator == "count":
-        return Plan("count", None, None, chosen_by, validated_error(validation, "count", None, encoder))
-    rows: Rows | None = stored_rows(metadata)
-    if rows is None:
-        raise ClassifierError(f"the {estimator} estimator needs the classifier's calibration, which this classifier "
-                              f"lacks; {RETRAIN}, or use --estimator count")
-    if scope is None:
-        chosen = best_result([r for r in (validation or {}).get("results", []) if r["estimator"] == estimator])
-        scope = chosen["scope"] if chosen else "encoder"
-    mask, used = scope_mask(rows, scope, encoder)
-    if used != scope:
-        log.info("calibration scope %s has fewer rows than needed for %s; using %s", scope, encoder, used)
-    cal = fit_calibration(rows.subset(mask), CAL_BOOTSTRAP, seed)
-    # Validation ran each scope as asked, widening it as here: look it up by the scope asked for.
-    return Plan(estimator, used, cal, chosen_by, validated_error(validation, estimator, scope, encoder))
+    return validation, estimator, scope, chosen_by
 
 
 def _current_choices(validation: dict | None) -> dict | None:

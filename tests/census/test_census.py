@@ -322,3 +322,51 @@ def test_a_tie_for_a_heads_majority_is_recorded_and_marked():
     fig = heads_plot({"layers": 1, "heads": 2, "tasks": {"rte": s}})
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.texts] == ["V*", "V"] and "* a tie" in ax.get_title()
+
+
+def test_compare_checks_nothing_between_two_estimators():
+    # Found by a walkthrough: MiniLM (adjusted) against its RTE fine-tune (count) marked diagonal -11.7 points `*!`;
+    # both counted, the difference was -0.7. The estimators' own difference is not the encoders'.
+    a, b = _census(0.2, "count"), _census(0.6, "adjusted")
+    text, diff = compare(a, b)
+    assert diff["rte"]["difference"]["vertical"] == pytest.approx(0.4)
+    assert all(diff["rte"][k]["vertical"] is None
+               for k in ("separated_examples", "separated_total", "exceeds_validated_error"))
+    assert "+40.0 " in text and "*" not in text and "!" not in text
+    assert "A used the count estimator and B the adjusted estimator" in text and "--estimator count" in text
+    assert "+40.0*!" in compare(a, _census(0.6, "count"))[0]  # the same estimator: checked
+
+
+def _census(v, estimator):
+    ci = {k: [v - 0.01, v + 0.01] for k in LABELS}
+    return {"encoder": {"model": "m"}, "estimator": {
+        "name": estimator, "calibration": {"rows": 100} if estimator != "count" else None,
+        "validated_share_error": {"encoder": "m", "mean_abs_error": 0.03, "abs_error": {k: 0.03 for k in LABELS}}},
+        "tasks": {"rte": {"shares": {k: v for k in LABELS}, "ci95": ci, "ci95_parts": {"examples": ci}}}}
+
+
+def test_two_encoders_whose_default_estimators_differ_are_both_counted(tiny_bert, glue_dir, tmp_path):
+    # The shipped classifier's default for MiniLM is adjusted; for a family it never saw (a tiny random BERT), count.
+    from repo import REPO
+
+    from patterncnn.census.run import run_censuses
+    from patterncnn.shares.estimate import default_estimator
+
+    clf = OnnxClassifier(REPO / "models" / "patterncnn.onnx")
+    split = [load_split("rte", "dev", glue_dir, limit=3, seed=0)]
+    runs = list(run_censuses(["minilm", str(tiny_bert)], split, clf, tmp_path / "two", limit=3, seed=0))
+    tags = [enc.tag for enc, _, _ in runs]
+    assert [default_estimator(clf.metadata, t) for t in tags] == ["adjusted", "count"]
+    for _, _, result in runs:
+        assert result["estimator"]["name"] == "count"
+        assert result["estimator"]["chosen_by"] == (f"the compared encoders' defaults differ ({tags[0]} adjusted, "
+                                                    f"{tags[1]} count): count for both")
+    text, _ = compare(runs[0][2], runs[1][2])
+    assert "A used the" not in text and "*  the 95% intervals" in text  # one estimator: the checks are made
+    # asked for, the estimator is used as given, for both
+    runs = list(run_censuses(["minilm", str(tiny_bert)], split, clf, tmp_path / "given", limit=3, seed=0,
+                             estimator="adjusted"))
+    assert [(r["estimator"]["name"], r["estimator"]["chosen_by"]) for _, _, r in runs] == [("adjusted", "given")] * 2
+    # alone, MiniLM keeps its own default
+    ((_, _, alone),) = run_censuses(["minilm"], split, clf, tmp_path / "one", limit=3, seed=0)
+    assert alone["estimator"]["name"] == "adjusted"
