@@ -155,6 +155,7 @@ def sample_maps(
         triples = DESIGNS[design](len(split.examples), encoder.num_layers, encoder.num_heads, per_task, rng,
                                   set(taken) if skip_labelled else frozenset())
         plans.append((split, taken, triples))
+    made = [p for p in (Path(out) / "png", Path(out)) if not p.exists()]  # the folders this call makes
     out = output_folder(out, ("store.json",), overwrite)
     if overwrite:
         shutil.rmtree(out / "png", ignore_errors=True)
@@ -172,18 +173,21 @@ def sample_maps(
                       for s in splits},
             "layers": encoder.num_layers, "heads": encoder.num_heads})
     except BaseException:  # interrupted or failed: a store missing tasks its header lists must not stay behind
-        _discard(out, before, written)
+        _discard(out, before, written, made)
         raise
 
 
-def _discard(out: Path, before: set[Path], written: list[str]) -> None:
-    """Remove the map store this call began in ``out``: its header, the parts it wrote (not ``before``'s) and the
-    PNGs of its maps; say so when there was something to remove."""
+def _discard(out: Path, before: set[Path], written: list[str], made: list[Path]) -> None:
+    """Remove the map store this call began in ``out``: its header, the parts it wrote (not ``before``'s), the
+    PNGs of its maps and the folders it ``made``, once empty; say so when there was something to remove."""
     mine = [p for p in out.glob("part-*") if p not in before] + [out / "store.json"] * (out / "store.json").exists()
     for f in mine:
         f.unlink(missing_ok=True)
     for map_id in written:
         (out / "png" / f"{map_id}.png").unlink(missing_ok=True)
+    for folder in made:  # png/ first, then out
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
     if mine:
         log.warning("the unfinished map store in %s was removed: run the same command again", out)
 

@@ -87,7 +87,12 @@ def test_a_refused_or_interrupted_sample_leaves_no_store_and_the_rerun_works(tin
     assert "interrupted" in capsys.readouterr().err
     assert any("unfinished map store in" in r.getMessage() for r in caplog.records)  # the CLI's log says it
     assert len(calls) == 3 and not (out / "store.json").exists()  # rte was written, then all of it removed
-    assert not list(out.glob("part-*")) and not list((out / "png").glob("*.png"))
+    assert not out.exists()  # nor the folders it made (png/, then --out itself)
+    mine = tmp_path / "mine"  # a folder the user made stays, with what was in it
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    assert main(base + ["--per-task", "3", "--out", str(mine)]) == 130
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
     monkeypatch.setattr(sample_mod, "render_png", real)
     assert main(base + ["--per-task", "3", "--out", str(out)]) == 0  # the same command again: a whole store
     assert len(MapStore(out)) == 6 and len(list((out / "png").glob("*.png"))) == 6
