@@ -217,7 +217,7 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
 
     Args:
         estimator: ``count``, ``probs`` or ``adjusted``; None: the one validated best with the classifier.
-        chosen_by: why ``estimator`` was given, for census.json (default: "given").
+        chosen_by: the reason census.json records for the estimator (default: the one its choice gives).
         scope: which calibration rows (:data:`patterncnn.shares.calibrate.SCOPES`); None: the validated best.
         precision: stop each task once the examples' part of its interval meets this target
             (:class:`patterncnn.shares.precision.Precision`: ``"1"`` point, or ``"0.33x"`` of the classifier's part),
@@ -273,7 +273,8 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
 def run_censuses(models: list[str], splits: list[GlueSplit], classifier: Classifier, out: str | Path,
                  limit: int | None, seed: int, max_length: int = 128, backend: str = "torch", threads: int = 2,
                  device: str = "cpu", **kwargs) -> Iterator[tuple[Encoder, Path, dict]]:
-    """Census of each encoder in turn (one folder per encoder tag when there are several).
+    """Census of each encoder in turn (one folder per encoder tag when there are several); two encoders whose
+    default estimators differ both take ``count`` unless ``estimator`` is given (:func:`same_estimator`).
 
     Keyword arguments go to :func:`run_census`. Yields (encoder, its output folder, its result).
 
@@ -297,14 +298,15 @@ def run_censuses(models: list[str], splits: list[GlueSplit], classifier: Classif
 
 
 def same_estimator(classifier: Classifier, encoders: list[Encoder], estimator: str | None) -> dict:
-    """Keyword arguments that give several encoders' censuses one estimator, so that their shares compare.
+    """Keyword arguments that give two encoders' censuses one estimator, so that their shares compare.
 
     Each encoder's default (:func:`patterncnn.shares.estimate.plan_for`) can differ: a validated encoder may take
     ``adjusted`` where a fine-tune without validated maps takes ``count``, and the difference of their shares then
     holds the estimators' difference (11 points on RTE's diagonal for MiniLM and its RTE fine-tune). When the
-    defaults differ and no estimator is given, all take ``count``, which every encoder has, with its band.
+    defaults differ and no estimator is given, both take ``count``, which every encoder has, with its band. Three or
+    more encoders (a grid, not compared) each keep their own default.
     """
-    if estimator is not None or len(encoders) < 2:
+    if estimator is not None or len(encoders) != 2:
         return {}
     metadata = getattr(classifier, "metadata", {})
     defaults = {enc.tag: default_estimator(metadata, enc.tag) for enc in encoders}

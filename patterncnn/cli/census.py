@@ -49,7 +49,8 @@ def register(sub) -> None:
     p.add_argument("--estimator", choices=ESTIMATORS, default=None,
                    help="how shares are estimated: count (argmax counting), probs (mean of temperature-scaled "
                         "probabilities) or adjusted (adjusted classify-and-count); default: the one that validated "
-                        "best with the classifier (`patterncnn validate`), count for a classifier without validation")
+                        "best with the classifier (`patterncnn validate`) on the encoder or its family, count for a classifier "
+                        "without validation; two --model whose defaults differ: count for both")
     p.add_argument("--calibration-scope", choices=SCOPES, default=None,
                    help="which labelled rows calibrate probs/adjusted: uniformly drawn rows of this encoder, all "
                         "uniformly drawn rows, or all rows (widened when too few); default: the validated best")

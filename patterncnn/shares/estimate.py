@@ -288,7 +288,7 @@ def plan_for(metadata: dict, estimator: str | None, scope: str | None, encoder: 
     base encoder's); for a family never validated ``count`` when the validation holds the leave-one-family-out
     measurement (``unseen_family``), else the best over all validated encoders; without validation ``count``;
     ``scope`` None the scope validated with it, else the best validated scope for that estimator, else
-    ``encoder`` (widened as needed). ``chosen_by`` replaces the recorded reason of a given ``estimator``.
+    ``encoder`` (widened as needed). ``chosen_by``, when given, is recorded as the reason instead.
     """
     validation, estimator, scope, why = _choose(metadata, estimator, scope, encoder)
     chosen_by = chosen_by or why

@@ -367,6 +367,12 @@ def test_two_encoders_whose_default_estimators_differ_are_both_counted(tiny_bert
     runs = list(run_censuses(["minilm", str(tiny_bert)], split, clf, tmp_path / "given", limit=3, seed=0,
                              estimator="adjusted"))
     assert [(r["estimator"]["name"], r["estimator"]["chosen_by"]) for _, _, r in runs] == [("adjusted", "given")] * 2
+    # three encoders (a grid, nothing compared) each keep their own default
+    from types import SimpleNamespace
+
+    from patterncnn.census.run import same_estimator
+
+    assert same_estimator(clf, [SimpleNamespace(tag=t) for t in (*tags, "mpnet-78c0197b")], None) == {}
     # alone, MiniLM keeps its own default
     ((_, _, alone),) = run_censuses(["minilm"], split, clf, tmp_path / "one", limit=3, seed=0)
     assert alone["estimator"]["name"] == "adjusted"
