@@ -29,7 +29,7 @@ from typing import Callable, Iterator, Protocol
 import numpy as np
 import torch
 
-from ..core.fileio import public_fingerprint, public_path, public_source, sha256_file
+from ..core.fileio import public_fingerprint, public_path, public_source, sha256_file, weights_id
 from ..core.glue import GlueSplit
 from ..core.labels import LABELS
 from ..core.maps import MapStore, map_record
@@ -294,7 +294,37 @@ def run_censuses(models: list[str], splits: list[GlueSplit], classifier: Classif
     kwargs.update(same_estimator(classifier, encoders, kwargs.get("estimator")))
     for enc in encoders:
         dest = output_folder(out, enc, len(models))
+        done = finished_earlier(dest, enc, classifier, splits, limit, seed, **kwargs) if len(encoders) > 1 else None
+        if done is not None:  # the same command, interrupted after this encoder's census: resumed past it
+            log.warning("kept the finished census of %s in %s (made with these arguments); --overwrite recomputes it",
+                        enc.name, dest)
+            yield enc, dest, done
+            continue
         yield enc, dest, run_census(enc, classifier, splits, dest, limit, seed, **kwargs)
+
+
+def finished_earlier(dest: Path, encoder: Encoder, classifier: Classifier, splits: list[GlueSplit],
+                     limit: int | None, seed: int, overwrite: bool = False, estimator: str | None = None,
+                     save_maps: bool = False, precision: Precision | str | None = None, **_) -> dict | None:
+    """The finished census in ``dest`` when it is what :func:`run_census` would make with these arguments (the same
+    encoder weights, classifier, tasks, limit, seed, truncation, estimator and precision; maps saved if asked), else
+    None: a census of several encoders stopped after the first resumes past it, where ``dest`` would be refused."""
+    if overwrite or not (dest / FILE).is_file():
+        return None
+    try:
+        done = load_result(dest)
+    except CensusError:
+        return None
+    planned = estimator or default_estimator(getattr(classifier, "metadata", {}), encoder.tag)
+    weights = weights_id(encoder.fingerprint)
+    same = (weights is not None and weights_id(done["encoder"]) == weights
+            and done.get("classifier", {}).get("sha256") == sha256_file(Path(classifier.path))
+            and list(done["tasks"]) == [s.task.name for s in splits] and done.get("limit") == limit
+            and done.get("seed") == seed and done.get("max_length") == encoder.max_length
+            and done["estimator"].get("name") == planned
+            and (done.get("precision") or {}).get("target") == (None if precision is None else str(precision))
+            and (not save_maps or (dest / "maps").is_dir()))
+    return done if same else None
 
 
 def same_estimator(classifier: Classifier, encoders: list[Encoder], estimator: str | None) -> dict:

@@ -376,3 +376,27 @@ def test_two_encoders_whose_default_estimators_differ_are_both_counted(tiny_bert
     # alone, MiniLM keeps its own default
     ((_, _, alone),) = run_censuses(["minilm"], split, clf, tmp_path / "one", limit=3, seed=0)
     assert alone["estimator"]["name"] == "adjusted"
+
+
+def test_a_census_of_two_encoders_stopped_after_the_first_resumes_past_it(tiny_bert, tiny_mpnet, tiny_classifier,
+                                                                          glue_dir, tmp_path, caplog):
+    # Found by a review: the first encoder's finished census.json made the same command refuse (--overwrite).
+    from patterncnn.census.run import run_censuses
+
+    clf = OnnxClassifier(tiny_classifier[1])
+    split = [load_split("rte", "dev", glue_dir, limit=70, seed=0)]
+    models, out = [str(tiny_bert), str(tiny_mpnet)], tmp_path / "two"
+    runs = run_censuses(models, split, clf, out, limit=70, seed=0, progress=Boom(70 + 66))
+    with pytest.raises(KeyboardInterrupt):  # the first census finishes; the second stops after its first window
+        for _ in runs:
+            pass
+    (first,) = [p for p in out.iterdir() if (p / "census.json").is_file()]
+    before = (first / "census.json").read_bytes()
+    with caplog.at_level("WARNING"):
+        again = list(run_censuses(models, split, clf, out, limit=70, seed=0))
+    assert (first / "census.json").read_bytes() == before and "kept the finished census" in caplog.text
+    whole = list(run_censuses(models, split, clf, tmp_path / "whole", limit=70, seed=0))
+    assert [r["tasks"]["rte"]["counts"] for _, _, r in again] == [r["tasks"]["rte"]["counts"] for _, _, r in whole]
+    # other arguments are not taken for the finished census: refused, as before
+    with pytest.raises(OutputError, match="already holds census.json"):
+        list(run_censuses(models, split, clf, out, limit=60, seed=0))
