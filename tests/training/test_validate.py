@@ -225,6 +225,12 @@ def test_train_validate_census_end_to_end(tmp_path, tiny_bert, tiny_classifier, 
     assert "ci95_examples_low" in header and "ci95_classifier_high" in header
     capsys.readouterr()
     assert main(["census", "--compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    text = capsys.readouterr().out  # count against adjusted: the estimators differ, so nothing is marked
+    assert "A used the count estimator and B the adjusted estimator" in text and "*" not in text
+    assert main(args + ["--out", str(tmp_path / "c"), "--estimator", "adjusted", "--calibration-scope", "all",
+                        "--seed", "1"]) == 0
+    capsys.readouterr()
+    assert main(["census", "--compare", str(tmp_path / "b"), str(tmp_path / "c")]) == 0
     text = capsys.readouterr().out
     assert "validated share errors of A and B" in text and "examples and the classifier's error" in text
 
