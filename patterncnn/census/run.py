@@ -305,9 +305,11 @@ def run_censuses(models: list[str], splits: list[GlueSplit], classifier: Classif
 
 def finished_earlier(dest: Path, encoder: Encoder, classifier: Classifier, splits: list[GlueSplit],
                      limit: int | None, seed: int, overwrite: bool = False, estimator: str | None = None,
-                     save_maps: bool = False, precision: Precision | str | None = None, **_) -> dict | None:
+                     save_maps: bool = False, precision: Precision | str | None = None, scope: str | None = None,
+                     **_) -> dict | None:
     """The finished census in ``dest`` when it is what :func:`run_census` would make with these arguments (the same
-    encoder weights, classifier, tasks, limit, seed, truncation, estimator and precision; maps saved if asked), else
+    encoder weights and backend, classifier, tasks, limit, seed, truncation, estimator, calibration scope when one is
+    given, and precision; maps saved if asked), else
     None: a census of several encoders stopped after the first resumes past it, where ``dest`` would be refused."""
     if overwrite or not (dest / FILE).is_file():
         return None
@@ -321,7 +323,8 @@ def finished_earlier(dest: Path, encoder: Encoder, classifier: Classifier, split
             and done.get("classifier", {}).get("sha256") == sha256_file(Path(classifier.path))
             and list(done["tasks"]) == [s.task.name for s in splits] and done.get("limit") == limit
             and done.get("seed") == seed and done.get("max_length") == encoder.max_length
-            and done["estimator"].get("name") == planned
+            and done["estimator"].get("name") == planned and done.get("backend") == encoder.backend
+            and (scope is None or (done["estimator"].get("calibration") or {}).get("scope") == scope)
             and (done.get("precision") or {}).get("target") == (None if precision is None else str(precision))
             and (not save_maps or (dest / "maps").is_dir()))
     return done if same else None
