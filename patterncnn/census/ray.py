@@ -29,7 +29,7 @@ from typing import Callable, Iterator
 from ..classifier.onnx import OnnxClassifier
 from ..core.fileio import sha256_file
 from ..core.glue import GlueSplit
-from ..core.work import prepare_out, work_dir
+from ..core.work import prepare_out, progress_bar, work_dir
 from ..encoders.load import load_encoder
 from .results import CensusError
 from .run import COMMAND, RESULT, check_models, output_folder, run_census, same_estimator, task_params
@@ -195,13 +195,8 @@ def run_ray_censuses(models: list[str], splits: list[GlueSplit], classifier, out
         return actor_class.remote(blob, max_length, backend, threads, gpu)
 
     total = done + sum(len(u.examples) for u in units)
-    bar = progress(total=total, initial=done, desc=f"census on Ray ({workers} workers)", unit="ex") \
-        if progress else None
-    try:
+    with progress_bar(progress, total, f"census on Ray ({workers} workers)", "ex", initial=done) as bar:
         run_units(ray, units, start_worker, workers, batch_size, bar)
-    finally:
-        if bar:
-            bar.close()
     same = same_estimator(classifier, encoders, estimator) or {"estimator": estimator}
     for enc, dest in zip(encoders, folders):
         yield enc, dest, run_census(enc, classifier, splits, dest, limit, seed, batch_size=batch_size, scope=scope,

@@ -286,10 +286,10 @@ def run_parts(work: Path, names: Iterable[str], compute: Callable[[str], dict],
 
 
 @contextlib.contextmanager
-def progress_bar(progress: Callable | None, total: int, desc: str, unit: str) -> Iterator:
+def progress_bar(progress: Callable | None, total: int, desc: str, unit: str, **extra) -> Iterator:
     """A bar from a progress-bar factory (None: no bar, and None is yielded), closed however the block ends: before
-    an interruption's message, never redrawn after it."""
-    bar = progress(total=total, desc=desc, unit=unit) if progress else None
+    an interruption's message, never redrawn after it. ``extra`` goes to the factory (e.g. ``initial``)."""
+    bar = progress(total=total, desc=desc, unit=unit, **extra) if progress else None
     try:
         yield bar
     finally:

@@ -29,6 +29,7 @@ from ..core.fileio import output_folder, public_fingerprint, public_source, writ
 from ..core.glue import GlueSplit
 from ..core.maps import MapFormatError, MapStore, map_record
 from ..core.version import __version__
+from ..core.work import progress_bar
 from ..encoders.load import Encoder
 
 log = logging.getLogger(__name__)
@@ -204,17 +205,15 @@ def _write_sample(encoder: Encoder, plans: list, out: Path, written: list[str], 
         for pos, layer, head in triples:
             wanted.setdefault(split.examples[pos].index, []).append((layer, head))
         chosen = [ex for ex in split.examples if ex.index in wanted]
-        bar = progress(total=len(chosen), desc=f"export {split.task.name}", unit="ex") if progress else None
         records = []
         before = encoder.truncations
-        for ea in encoder.iter_attentions(chosen, batch_size=batch_size):
-            for layer, head in sorted(wanted[ea.example.index]):
-                meta = map_record(encoder, split.task.name, split.split, ea, layer, head)
-                records.append(({**meta, "sampling": design}, ea.maps[layer, head]))
-            if bar:
-                bar.update(1)
-        if bar:
-            bar.close()
+        with progress_bar(progress, len(chosen), f"export {split.task.name}", "ex") as bar:
+            for ea in encoder.iter_attentions(chosen, batch_size=batch_size):
+                for layer, head in sorted(wanted[ea.example.index]):
+                    meta = map_record(encoder, split.task.name, split.split, ea, layer, head)
+                    records.append(({**meta, "sampling": design}, ea.maps[layer, head]))
+                if bar:
+                    bar.update(1)
         records.sort(key=lambda r: r[0]["id"])
         store.append(records)
         if pngs:
