@@ -7,7 +7,8 @@ falls on all of them alike) of the wall time of ``python -c CODE`` minus that of
 
 - ``import patterncnn``: the package and its public names, loaded lazily (PEP 562);
 - ``... ; patterncnn.load_classifier``: the first use of a name, which imports torch and the classifier;
-- ``import patterncnn.census``: the census and all it needs, as an eager ``import patterncnn`` would have.
+- ``import patterncnn.census.run``: the census and all it needs (encoders, classifier, estimators), as an eager
+  ``import patterncnn`` would have. (``import patterncnn.census`` alone is the light API module now.)
 
 Also prints Python's own ``-X importtime`` total for ``import patterncnn`` and which heavy modules it loads.
 """
@@ -22,7 +23,7 @@ import time
 CASES = {"python -c pass": "pass",
          "import patterncnn": "import patterncnn",
          "patterncnn.load_classifier (first use)": "import patterncnn; patterncnn.load_classifier",
-         "import patterncnn.census (everything a census needs)": "import patterncnn.census"}
+         "import patterncnn.census.run (everything a census needs)": "import patterncnn.census.run"}
 HEAVY = ("torch", "numpy", "onnxruntime", "transformers", "pandas", "matplotlib")
 
 

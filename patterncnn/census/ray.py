@@ -32,7 +32,16 @@ from ..core.glue import GlueSplit
 from ..core.work import prepare_out, progress_bar, work_dir
 from ..encoders.load import load_encoder
 from .results import CensusError
-from .run import COMMAND, RESULT, check_models, output_folder, run_census, same_estimator, task_params
+from .run import (
+    COMMAND,
+    RESULT,
+    check_models,
+    finished_earlier,
+    output_folder,
+    run_census,
+    same_estimator,
+    task_params,
+)
 from .windows import classify_window, read_window, save_window, split_windows, window_name
 
 log = logging.getLogger(__name__)
@@ -112,13 +121,13 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
                           f"--ray local for one on this machine") from None
 
 
-def plan_units(encoders: list, splits: list[GlueSplit], out, limit, seed, classifier_sha: str, batch_size: int,
-               overwrite: bool) -> tuple[list[Unit], list[Path], int]:
-    """Every window not yet on disk, the output folders, and how many examples are already done."""
-    units, folders, done = [], [], 0
-    for enc in encoders:
-        dest = prepare_out(output_folder(out, enc, len(encoders)), RESULT, overwrite, COMMAND)
-        folders.append(dest)
+def plan_units(encoders: list, folders: list[Path], splits: list[GlueSplit], limit, seed, classifier_sha: str,
+               batch_size: int, overwrite: bool) -> tuple[list[Unit], int]:
+    """Every window of ``encoders`` (each with its output folder) not yet on disk, and how many examples are
+    already done."""
+    units, done = [], 0
+    for enc, folder in zip(encoders, folders):
+        dest = prepare_out(folder, RESULT, overwrite, COMMAND)
         for split in splits:
             work = work_dir(dest, split.task.name, task_params(enc, split, limit, seed, classifier_sha, batch_size),
                             command=COMMAND)
@@ -127,7 +136,7 @@ def plan_units(encoders: list, splits: list[GlueSplit], out, limit, seed, classi
                     done += len(examples)
                 else:
                     units.append(Unit(enc.name, examples, work / window_name(w)))
-    return units, folders, done
+    return units, done
 
 
 def run_units(ray, units: list[Unit], start_worker: Callable, workers: int, batch_size: int, bar=None) -> int:
@@ -183,8 +192,14 @@ def run_ray_censuses(models: list[str], splits: list[GlueSplit], classifier, out
     # The driver needs each encoder's fingerprint and shape only; its backend is built lazily, never here.
     encoders = [load_encoder(m, max_length=max_length, backend=backend, threads=threads) for m in models]
     clf_file = Path(classifier.path)
-    units, folders, done = plan_units(encoders, splits, out, limit, seed, sha256_file(clf_file), batch_size,
-                                      overwrite)
+    same = same_estimator(classifier, encoders, estimator) or {"estimator": estimator}
+    folders = [output_folder(out, enc, len(encoders)) for enc in encoders]
+    # the same command, interrupted after an encoder's census was written: kept, as run_censuses does
+    kept = [finished_earlier(dest, enc, classifier, splits, limit, seed, overwrite=overwrite, scope=scope, **same)
+            if len(encoders) > 1 else None for enc, dest in zip(encoders, folders)]
+    todo = [(enc, dest) for enc, dest, k in zip(encoders, folders, kept) if k is None]
+    units, done = plan_units([e for e, _ in todo], [d for _, d in todo], splits, limit, seed, sha256_file(clf_file),
+                             batch_size, overwrite)
     workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1) // threads))
     blob = clf_file.read_bytes()
     gpu = ray.cluster_resources().get("GPU", 0) >= workers and backend == "torch"
@@ -197,7 +212,9 @@ def run_ray_censuses(models: list[str], splits: list[GlueSplit], classifier, out
     total = done + sum(len(u.examples) for u in units)
     with progress_bar(progress, total, f"census on Ray ({workers} workers)", "ex", initial=done) as bar:
         run_units(ray, units, start_worker, workers, batch_size, bar)
-    same = same_estimator(classifier, encoders, estimator) or {"estimator": estimator}
-    for enc, dest in zip(encoders, folders):
+    for enc, dest, finished in zip(encoders, folders, kept):
+        if finished is not None:
+            yield enc, dest, finished
+            continue
         yield enc, dest, run_census(enc, classifier, splits, dest, limit, seed, batch_size=batch_size, scope=scope,
                                     **same)

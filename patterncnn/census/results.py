@@ -132,6 +132,16 @@ def has_classifier_part(e: dict) -> bool:
     return bool(e.get("calibration")) or bias_band(e.get("validated_share_error")) is not None
 
 
+def _points(d: float, marks: str) -> str:
+    """A difference in percentage points, to 0.1; a marked one that rounds to 0.0 gets the decimals (up to 3) that
+    show it is not nothing (a share of 0.035 % against exactly 0, intervals apart, printed +0.0*)."""
+    x = 100 * d
+    if marks and round(x, 1) == 0 and x != 0:
+        decimals = min(3, 1 - math.floor(math.log10(abs(x))))
+        return f"{x:+6.{decimals}f}"
+    return f"{x:+6.1f}"
+
+
 def compare(a: dict, b: dict) -> tuple[str, dict]:
     """Per-task, per-pattern share differences (b − a) between two census results, as text and data.
 
@@ -168,7 +178,7 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
             val = {n: None if None in err else bool(abs(d[n]) > err[0][n] + err[1][n]) for n in LABELS}
         diff[task] = {"difference": d, "separated_examples": ex, "separated_total": tot, "exceeds_validated_error": val}
         marks = {n: ("*" if ex[n] else "") + ("*" if ex[n] and tot[n] else "") + ("!" if val[n] else "") for n in LABELS}
-        lines.append(f"{task:<8} " + " ".join(f"{100 * d[n]:+6.1f}{marks[n]:<3}".rjust(19) for n in LABELS))
+        lines.append(f"{task:<8} " + " ".join(f"{_points(d[n], marks[n])}{marks[n]:<3}".rjust(19) for n in LABELS))
     if mixed:
         lines.append(f"not checked: A used the {est[0]} estimator and B the {est[1]} estimator, so each difference "
                      f"holds the estimators' difference too; run both censuses with the same --estimator (e.g. "

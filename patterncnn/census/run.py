@@ -296,8 +296,6 @@ def run_censuses(models: list[str], splits: list[GlueSplit], classifier: Classif
         dest = output_folder(out, enc, len(models))
         done = finished_earlier(dest, enc, classifier, splits, limit, seed, **kwargs) if len(encoders) > 1 else None
         if done is not None:  # the same command, interrupted after this encoder's census: resumed past it
-            log.warning("kept the finished census of %s in %s (made with these arguments); --overwrite recomputes it",
-                        enc.name, dest)
             yield enc, dest, done
             continue
         yield enc, dest, run_census(enc, classifier, splits, dest, limit, seed, **kwargs)
@@ -309,8 +307,8 @@ def finished_earlier(dest: Path, encoder: Encoder, classifier: Classifier, split
                      **_) -> dict | None:
     """The finished census in ``dest`` when it is what :func:`run_census` would make with these arguments (the same
     encoder weights and backend, classifier, tasks, limit, seed, truncation, estimator, calibration scope when one is
-    given, and precision; maps saved if asked), else
-    None: a census of several encoders stopped after the first resumes past it, where ``dest`` would be refused."""
+    given, and precision; maps saved if asked), which is then kept with a warning, else None: a census of several
+    encoders stopped after the first resumes past it (locally and on Ray), where ``dest`` would be refused."""
     if overwrite or not (dest / FILE).is_file():
         return None
     try:
@@ -327,7 +325,11 @@ def finished_earlier(dest: Path, encoder: Encoder, classifier: Classifier, split
             and (scope is None or (done["estimator"].get("calibration") or {}).get("scope") == scope)
             and (done.get("precision") or {}).get("target") == (None if precision is None else str(precision))
             and (not save_maps or (dest / "maps").is_dir()))
-    return done if same else None
+    if not same:
+        return None
+    log.warning("kept the finished census of %s in %s (made with these arguments); --overwrite recomputes it",
+                encoder.name, dest)
+    return done
 
 
 def same_estimator(classifier: Classifier, encoders: list[Encoder], estimator: str | None) -> dict:

@@ -102,9 +102,16 @@ def main(argv: list[str] | None = None) -> int:
             kept = saved(out)
             if not kept and saved is saved_parts:
                 drop_unstarted(out)  # the stamp of a run stopped before its first part: nothing is left behind
-            note = (f": finished {resumable} are saved under {out}; run the same command again to resume" if kept
-                    else f": no {resumable} had finished, so nothing is saved under {out}; the same command starts "
-                         f"from the beginning")
+            finished = getattr(args, "finished", [])  # whole results of a command of several, kept when run again
+            if kept:
+                note = f": finished {resumable} are saved under {out}; run the same command again to resume"
+            elif finished:
+                note = f": no {resumable} of the rest had finished; run the same command again to go on from there"
+            else:
+                note = (f": no {resumable} had finished, so nothing is saved under {out}; the same command starts "
+                        f"from the beginning")
+            if finished:
+                note += f" (it keeps {' and '.join(finished)})"
         print(f"patterncnn {args.command}: interrupted{note}", file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 - the last line of defence, as the service's CatchAll: one line, not a traceback

@@ -94,18 +94,21 @@ def run(args) -> int:
                          "worker takes a GPU when the cluster has one per worker); run it without --ray")
     clf = classifier(args)
     splits = dev_splits(args.task, glue_dir(args), args.limit, args.seed)
-    results = []
+    results, models = [], args.model or ["minilm"]
+    args.finished = []  # censuses of several encoders finished so far: an interruption names them (cli.main)
     common = dict(batch_size=args.batch_size, progress=progress(), overwrite=args.overwrite,
                   estimator=args.estimator, scope=args.calibration_scope, backend=args.backend, threads=args.threads)
     if args.ray:
         from ..census.ray import run_ray_censuses
 
-        runs = run_ray_censuses(args.model or ["minilm"], splits, clf, args.out, args.limit, args.seed,
+        runs = run_ray_censuses(models, splits, clf, args.out, args.limit, args.seed,
                                 args.max_length, address=args.ray, workers=args.workers, **common)
     else:  # what patterncnn.census() runs, once per model
-        runs = run_censuses(args.model or ["minilm"], splits, clf, args.out, args.limit, args.seed, args.max_length,
+        runs = run_censuses(models, splits, clf, args.out, args.limit, args.seed, args.max_length,
                             device=device(args), save_maps=args.save_maps, precision=precision, **common)
     for enc, out, result in runs:
+        if len(models) > 1:  # the same command run again keeps it (run_censuses)
+            args.finished.append(f"the finished census of {enc.name} in {out}")
         print(f"\n{enc.name} ({enc.tag}, backend {enc.backend}): share of (example, layer, head) maps")
         if enc.weights_note:
             print(f"note: the maps of {enc.name} come from converted weights: {enc.weights_note}")

@@ -203,6 +203,21 @@ def test_compare_marks_only_what_each_interval_can_say():
     assert diff["rte"]["separated_total"]["vertical"] is None and "** not checked: the intervals of B" in text
 
 
+def test_a_marked_difference_that_rounds_to_zero_shows_its_digits():
+    # Found in walkthrough 6: block 0.035 % against exactly 0, intervals apart, was printed "+0.0*".
+    def res(block):
+        shares = {k: (1 - block) / 4 for k in LABELS} | {"block": block}
+        ci = {k: [v, v] for k, v in shares.items()}
+        return {"encoder": {"model": "m"}, "estimator": {"name": "count"},
+                "tasks": {"rte": {"shares": shares, "ci95": ci, "ci95_parts": {"examples": ci}}}}
+
+    text, diff = compare(res(0.0), res(0.00035))
+    assert diff["rte"]["separated_examples"]["block"] and "+0.035*" in text and "+0.0* " not in text, text
+    assert "-0.009*" in text  # the other patterns' shares fell by 0.035 / 4 points
+    text, _ = compare(res(0.0), res(0.0))
+    assert "+0.0  " in text and "+0.000" not in text  # no difference, no mark: as before
+
+
 def test_analyze_cli(tiny_bert, tiny_classifier, tmp_path, capsys):
     assert main(["analyze", "The cat sat.", "A cat was sitting.", "--model", str(tiny_bert), "--classifier",
                  str(tiny_classifier[1]), "--out", str(tmp_path / "g.png")]) == 0
@@ -400,3 +415,26 @@ def test_a_census_of_two_encoders_stopped_after_the_first_resumes_past_it(tiny_b
     # other arguments are not taken for the finished census: refused, as before
     with pytest.raises(OutputError, match="already holds census.json"):
         list(run_censuses(models, split, clf, out, limit=60, seed=0))
+
+
+def test_a_census_of_two_encoders_stopped_between_them_says_the_first_is_kept(tiny_bert, tiny_mpnet, tiny_classifier,
+                                                                              glue_dir, tmp_path, monkeypatch, capsys,
+                                                                              caplog):
+    # Stopped after the first census was written and before the second's first window: nothing of the second is
+    # saved, but the first is, and the same command keeps it (it said "nothing is saved ... from the beginning").
+    from patterncnn.cli import census as census_cli
+
+    out = tmp_path / "two"
+    args = ["census", "--task", "rte", "--limit", "70", "--seed", "0", "--model", str(tiny_bert), "--model",
+            str(tiny_mpnet), "--glue-dir", str(glue_dir), "--classifier", str(tiny_classifier[1]), "--out", str(out)]
+    monkeypatch.setattr(census_cli, "progress", lambda: Boom(70))  # the first's 70 examples, then the second's batch
+    assert main(args) == 130
+    err = capsys.readouterr().err
+    (first,) = [p for p in out.iterdir() if (p / "census.json").is_file()]
+    assert "nothing is saved" not in err and "no windows of the rest had finished" in err, err
+    assert "(it keeps the finished census of " in err and f" in {first})" in err, err
+    assert not list(out.glob("*/.work/*/window-*.npz"))  # indeed no window of the second
+    monkeypatch.setattr(census_cli, "progress", lambda: None)
+    with caplog.at_level("WARNING"):
+        assert main(args) == 0
+    assert "kept the finished census" in caplog.text and len(list(out.glob("*/census.json"))) == 2

@@ -12,6 +12,7 @@ import ray
 from patterncnn.census.ray import run_ray_censuses
 from patterncnn.census.run import run_census
 from patterncnn.classifier.onnx import OnnxClassifier
+from patterncnn.core.fileio import OutputError
 from patterncnn.core.glue import load_split
 from patterncnn.encoders.load import load_encoder
 
@@ -103,6 +104,50 @@ def test_interrupted_ray_census_resumes(cluster, tiny_bert, local, tmp_path):
     bar = Bar(lambda: None)
     assert_identical(local[2], on_ray(tiny_bert, local, tmp_path / "ray", bar))
     assert bar.updates == 4 - len(saved)  # only the missing windows ran
+
+
+def test_a_ray_census_of_two_encoders_stopped_after_the_first_resumes_past_it(cluster, tiny_bert, tiny_mpnet, local,
+                                                                              tmp_path, caplog):
+    # As run_censuses: the first encoder's census.json made the same command refuse (--overwrite) on Ray too.
+    splits, clf, _, _ = local
+    models, out = [str(tiny_bert), str(tiny_mpnet)], tmp_path / "two"
+
+    def run(progress=None):
+        return run_ray_censuses(models, splits, clf, out, limit=150, seed=SEED, max_length=48, workers=2, threads=1,
+                                progress=progress)
+
+    runs = run()
+    _, first, result = next(runs)
+    runs.close()  # stopped after the first census was written, before the second's
+    before = (first / "census.json").read_bytes()
+    assert list(out.glob("*/census.json")) == [first / "census.json"]
+    bar = Bar(lambda: None)
+    with caplog.at_level(logging.WARNING):
+        again = list(run(bar))
+    assert "kept the finished census" in caplog.text and (first / "census.json").read_bytes() == before
+    assert again[0][1] == first and again[0][2]["tasks"] == result["tasks"]
+    assert bar.updates == 0 and (again[1][1] / "census.json").is_file()  # the second's windows were all on disk
+    # other arguments are not taken for the finished census: refused, as before
+    with pytest.raises(OutputError, match="already holds census.json"):
+        list(run_ray_censuses(models, splits, clf, out, limit=100, seed=SEED, max_length=48, workers=2, threads=1))
+
+
+def test_two_encoders_whose_default_estimators_differ_are_both_counted_on_ray(cluster, tiny_bert, glue_dir,
+                                                                               tmp_path):
+    # The shipped classifier's default for MiniLM is adjusted; for a tiny random BERT, count: both count, as locally.
+    from repo import REPO
+
+    from patterncnn.shares.estimate import default_estimator
+
+    clf = OnnxClassifier(REPO / "models" / "patterncnn.onnx", threads=1)
+    split = [load_split("rte", "dev", glue_dir, limit=3, seed=0)]
+    runs = list(run_ray_censuses(["minilm", str(tiny_bert)], split, clf, tmp_path / "two", limit=3, seed=0,
+                                 workers=2, threads=1))
+    tags = [enc.tag for enc, _, _ in runs]
+    assert [default_estimator(clf.metadata, t) for t in tags] == ["adjusted", "count"]
+    assert [r["estimator"]["name"] for _, _, r in runs] == ["count", "count"]
+    assert {r["estimator"]["chosen_by"] for _, _, r in runs} == {
+        f"the compared encoders' defaults differ ({tags[0]} adjusted, {tags[1]} count): count for both"}
 
 
 def test_census_cli_on_ray(cluster, tiny_bert, tiny_classifier, glue_dir, local, tmp_path, capsys):
