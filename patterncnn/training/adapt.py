@@ -45,7 +45,7 @@ from ..core.maps import families, tag_of
 from ..core.scores import subset_scores
 from ..core.segments import rule_out_block
 from ..core.version import __version__
-from ..core.work import run_key
+from ..core.work import progress_bar, run_key
 from ..labelling.sets import Labelled, check_labelled_set, join_labelled, load_labelled
 from ..shares.calibrate import Rows, calibration_record, map_rows, stored_rows
 from .fit import (
@@ -348,24 +348,23 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
         oof = np.zeros((len(new_idx), len(LABELS)))
         fold_of = np.full(len(new_idx), -1)
         parts = _folds(data, new_idx, acfg.folds, acfg.seed)
-        bar = progress(total=len(parts) + 1, desc="adapt", unit="fit") if progress and acfg.epochs else None
-        for k, test in enumerate(parts):
-            at = np.searchsorted(new_idx, test)
-            if acfg.epochs:
-                train_new = np.setdiff1d(new_idx, test)
-                model = _fit(data, _train_index(base_idx, train_new, acfg.new_share, rng), cfg, start, acfg,
-                             acfg.seed + k, shift)
-                oof[at] = predict_proba(model, data, test, cfg)
-            else:  # the classifier as it is never saw the new maps: its own scores are out of fold
-                oof[at] = probs_before[at]
-            fold_of[at] = k
+        with progress_bar(progress if acfg.epochs else None, len(parts) + 1, "adapt", "fit") as bar:
+            for k, test in enumerate(parts):
+                at = np.searchsorted(new_idx, test)
+                if acfg.epochs:
+                    train_new = np.setdiff1d(new_idx, test)
+                    model = _fit(data, _train_index(base_idx, train_new, acfg.new_share, rng), cfg, start, acfg,
+                                 acfg.seed + k, shift)
+                    oof[at] = predict_proba(model, data, test, cfg)
+                else:  # the classifier as it is never saw the new maps: its own scores are out of fold
+                    oof[at] = probs_before[at]
+                fold_of[at] = k
+                if bar:
+                    bar.update(1)
+            final = before if not acfg.epochs else _fit(data, _train_index(base_idx, new_idx, acfg.new_share, rng), cfg,
+                                                         start, acfg, acfg.seed + len(parts), shift)
             if bar:
                 bar.update(1)
-        final = before if not acfg.epochs else _fit(data, _train_index(base_idx, new_idx, acfg.new_share, rng), cfg,
-                                                     start, acfg, acfg.seed + len(parts), shift)
-        if bar:
-            bar.update(1)
-            bar.close()
     kept = shift  # the shift in the adapted head, if known
     if not acfg.epochs:  # the head is the classifier's: so is its shift, if its record can be found
         try:

@@ -42,6 +42,7 @@ from ..core.labels import LABELS
 from ..core.maps import families
 from ..core.scores import classification_report, macro_f1, spread, subset_scores
 from ..core.segments import rule_out_block
+from ..core.work import progress_bar
 from ..labelling.agreement import held_out_rater, held_out_scores, rater_votes
 from ..labelling.sets import read_tables
 from .fit import (
@@ -286,35 +287,32 @@ def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.
         te = np.flatnonzero(test)
         train = "+".join(n for n in names if n != b)
         per_fit = max_epochs * cfg.members
-        bar = progress(total=n_seeds * per_fit, desc=f"leave one encoder out {train} -> {b}", unit="ep") \
-            if progress else None
 
         def scores(pred: np.ndarray) -> dict:
             return {"all": subset_scores(data.y, pred, test), "agreed": subset_scores(data.y, pred, test & agreed)}
 
         per_seed = []
-        for k, seed in enumerate(range(tcfg.seed, tcfg.seed + n_seeds)):
-            def compute(seed=seed) -> dict:
-                tr, va = _split_train(data, pool, seed)
-                model, epochs = fit_members(data, tr, va, cfg, loeo, seed=seed, tick=bar.update if bar else None)
-                if loeo.bias_correction:  # on its early-stopping maps, of the training families
-                    correct_on(model, data, va, cfg)
-                probs = predict_proba(model, data, te, cfg).astype(np.float64)
-                # the census's labels: block ruled out for single-segment inputs
-                return {"pred": rule_out_block(probs, [data.seps[i] for i in te]).argmax(1),
-                        "epochs": np.array(epochs)}
+        with progress_bar(progress, n_seeds * per_fit, f"leave one encoder out {train} -> {b}", "ep") as bar:
+            for k, seed in enumerate(range(tcfg.seed, tcfg.seed + n_seeds)):
+                def compute(seed=seed) -> dict:
+                    tr, va = _split_train(data, pool, seed)
+                    model, epochs = fit_members(data, tr, va, cfg, loeo, seed=seed, tick=bar.update if bar else None)
+                    if loeo.bias_correction:  # on its early-stopping maps, of the training families
+                        correct_on(model, data, va, cfg)
+                    probs = predict_proba(model, data, te, cfg).astype(np.float64)
+                    # the census's labels: block ruled out for single-segment inputs
+                    return {"pred": rule_out_block(probs, [data.seps[i] for i in te]).argmax(1),
+                            "epochs": np.array(epochs)}
 
-            part, _ = work.part("loeo", inputs(data, cfg, loeo, train=train, test=b, seed=seed,
-                                                  rule="block ruled out for single segments"), compute)
-            if bar:
-                bar.update((k + 1) * per_fit - bar.n)
-            pred = np.full(len(data.y), -1)
-            pred[te] = part["pred"]
-            per_seed.append({"seed": seed, "best_epoch": median_epoch([int(e) for e in part["epochs"]]),
-                             **scores(pred), "four_classes": four_class(data.y, pred, test),
-                             "share_error": share_error(data, pred, test)})
-        if bar:
-            bar.close()
+                part, _ = work.part("loeo", inputs(data, cfg, loeo, train=train, test=b, seed=seed,
+                                                      rule="block ruled out for single segments"), compute)
+                if bar:
+                    bar.update((k + 1) * per_fit - bar.n)
+                pred = np.full(len(data.y), -1)
+                pred[te] = part["pred"]
+                per_seed.append({"seed": seed, "best_epoch": median_epoch([int(e) for e in part["epochs"]]),
+                                 **scores(pred), "four_classes": four_class(data.y, pred, test),
+                                 "share_error": share_error(data, pred, test)})
         methods = {CNN: {k: per_seed[0][k] for k in ("all", "agreed")}}
         for name, make in _makers(tcfg.seed).items():
             pred = np.full(len(data.y), -1)

@@ -57,7 +57,7 @@ from ..core.labels import LABELS
 from ..core.scores import classification_report, macro_f1
 from ..core.segments import rule_out_block
 from ..core.version import __version__
-from ..core.work import run_key, run_parts
+from ..core.work import progress_bar, run_key, run_parts
 from ..labelling.sets import Labelled
 
 INNER_SPLITS = 5  # early stopping watches one fifth of each fold's training part
@@ -472,28 +472,26 @@ def out_of_fold(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, progress=None
     per_fold = tcfg.max_epochs * cfg.members
     desc = f"{name} {cfg.representation}-{cfg.grid}"
     splits = folds(data, tcfg)
-    bar = progress(total=tcfg.folds * per_fold, desc=desc, unit="ep") if progress else None
     t0 = time.time()
-    for k, (tr, va, te) in enumerate(splits):
-        if bar:
-            bar.set_description(f"{desc} fold {k + 1}/{tcfg.folds}")
+    with progress_bar(progress, tcfg.folds * per_fold, desc, "ep") as bar:
+        for k, (tr, va, te) in enumerate(splits):
+            if bar:
+                bar.set_description(f"{desc} fold {k + 1}/{tcfg.folds}")
 
-        def compute(tr=tr, va=va, te=te, k=k) -> dict:
-            model, epochs = fit_members(data, tr, va, cfg, tcfg, seed=tcfg.seed + k,
-                                        tick=bar.update if bar else None, targets=targets)
-            return {"probs": predict_proba(model, data, te, cfg), "epochs": np.array(epochs)}
+            def compute(tr=tr, va=va, te=te, k=k) -> dict:
+                model, epochs = fit_members(data, tr, va, cfg, tcfg, seed=tcfg.seed + k,
+                                            tick=bar.update if bar else None, targets=targets)
+                return {"probs": predict_proba(model, data, te, cfg), "epochs": np.array(epochs)}
 
-        part, resumed = work.part("cv", inputs(data, cfg, tcfg, fold=k, targets=array_hash(targets)), compute)
-        oof[te] = part["probs"]
-        fold_of[te] = k
-        fold_f1.append(macro_f1(data.y[te], oof[te].argmax(1)))
-        best_epochs.extend(int(e) for e in part["epochs"])
-        if bar:  # early stopping ends a fold before its epoch cap; a resumed fold is done at once
-            bar.update((k + 1) * per_fold - bar.n)
-            if resumed:
-                bar.set_postfix_str(f"fold {k + 1} resumed")
-    if bar:
-        bar.close()
+            part, resumed = work.part("cv", inputs(data, cfg, tcfg, fold=k, targets=array_hash(targets)), compute)
+            oof[te] = part["probs"]
+            fold_of[te] = k
+            fold_f1.append(macro_f1(data.y[te], oof[te].argmax(1)))
+            best_epochs.extend(int(e) for e in part["epochs"])
+            if bar:  # early stopping ends a fold before its epoch cap; a resumed fold is done at once
+                bar.update((k + 1) * per_fold - bar.n)
+                if resumed:
+                    bar.set_postfix_str(f"fold {k + 1} resumed")
     out = OutOfFold(oof, fold_of, fold_f1, best_epochs, round(time.time() - t0, 1))
     return corrected_out_of_fold(data, out)[0] if tcfg.bias_correction else out
 
@@ -524,22 +522,19 @@ def fit_final(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, epochs: int, pr
     """
     idx = np.arange(len(data.y))
     epochs = max(1, epochs)
-    bar = progress(total=epochs * cfg.members, desc=f"final fit on {len(idx)} maps", unit="ep") if progress else None
-
     fitted = []
+    with progress_bar(progress, epochs * cfg.members, f"final fit on {len(idx)} maps", "ep") as bar:
+        def compute() -> dict:
+            model, _ = fit_members(data, idx, None, cfg, tcfg, seed=tcfg.seed, epochs=epochs,
+                                   tick=bar.update if bar else None)
+            fitted.append(model)
+            buf = io.BytesIO()
+            torch.save(model.state_dict(), buf)
+            return {"state_dict": np.frombuffer(buf.getvalue(), dtype=np.uint8)}
 
-    def compute() -> dict:
-        model, _ = fit_members(data, idx, None, cfg, tcfg, seed=tcfg.seed, epochs=epochs,
-                               tick=bar.update if bar else None)
-        fitted.append(model)
-        buf = io.BytesIO()
-        torch.save(model.state_dict(), buf)
-        return {"state_dict": np.frombuffer(buf.getvalue(), dtype=np.uint8)}
-
-    part, resumed = work.part("final", inputs(data, cfg, tcfg, epochs=epochs), compute)
-    if bar:
-        bar.update(bar.total - bar.n)
-        bar.close()
+        part, resumed = work.part("final", inputs(data, cfg, tcfg, epochs=epochs), compute)
+        if bar:
+            bar.update(bar.total - bar.n)
     if resumed:
         with torch.random.fork_rng():  # a fresh model's initialisation must not move the caller's random state
             model = build_model(cfg)

@@ -39,7 +39,7 @@ from ..classifier.model import CNNConfig, PatternCNN, model_config_dict, preproc
 from ..core.errors import PatternCNNError
 from ..core.fileio import output_file, sha256_file, write_bytes
 from ..core.version import __version__
-from ..core.work import differences
+from ..core.work import differences, progress_bar
 from . import synthetic
 from .fit import TrainConfig, torch_threads
 
@@ -201,8 +201,6 @@ def pretrain(out: str | Path, cfg: CNNConfig, pcfg: PretrainConfig, overwrite: b
                               faint_columns=pcfg.faint_columns)
         x_held = model_inputs(held, cfg)
         y_held = torch.tensor([s.label for s in held])
-        bar = progress(total=pcfg.steps * pcfg.batch_size, initial=start * pcfg.batch_size, desc="pretrain",
-                       unit="map", unit_scale=True) if progress else None
         t0, pools, loss_sum, n_loss = time.time(), {}, 0.0, 0
 
         def held_out_accuracy() -> float:
@@ -210,7 +208,8 @@ def pretrain(out: str | Path, cfg: CNNConfig, pcfg: PretrainConfig, overwrite: b
             with torch.inference_mode():
                 return float((model(x_held).argmax(1) == y_held).float().mean())
 
-        try:
+        with progress_bar(progress, pcfg.steps * pcfg.batch_size, "pretrain", "map", initial=start * pcfg.batch_size,
+                          unit_scale=True) as bar:
             for step in range(start, pcfg.steps):
                 samples = _batch(pcfg, step, pools)
                 rng = np.random.default_rng([pcfg.seed, 1, step])
@@ -233,9 +232,6 @@ def pretrain(out: str | Path, cfg: CNNConfig, pcfg: PretrainConfig, overwrite: b
                         bar.set_postfix_str(f"held-out synthetic accuracy {history[-1]['held_out_accuracy']:.3f}")
                     loss_sum, n_loss = 0.0, 0
                     write_bytes(partial, _state(model, opt, sched, step + 1, history, key))
-        finally:
-            if bar:
-                bar.close()
         acc = held_out_accuracy()
         record = {"synthetic_maps": pcfg.steps * pcfg.batch_size, **dataclasses.asdict(pcfg),
                   "held_out_accuracy": round(acc, 4), "history": history,

@@ -139,7 +139,9 @@ def test_a_stopped_train_keeps_its_finished_folds_and_resumes_to_the_same_model(
     monkeypatch.setattr(fit, "fit_members", stop_in_the_third_fold)
     out = tmp_path / "resumed"
     assert main([*args, "--out", str(out)]) == 130
-    assert f"finished folds and fits (in .work/train) are saved under {out}" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"finished folds and fits (in .work/train) are saved under {out}" in err
+    assert "\npatterncnn train: interrupted" in err  # the bar was closed first: the message is a line of its own
     assert len(list((out / ".work" / "train").glob("cv-*.npz"))) == 2 and not (out / "patterncnn.onnx").exists()
     calls.clear()
     assert main([*args, "--out", str(out)]) == 0
