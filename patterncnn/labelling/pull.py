@@ -121,6 +121,7 @@ def check_export(export) -> None:
             if isinstance(who, dict):
                 _expect(who, "email", (str, type(None)), f"{where}.annotations[{j}].completed_by", "a string")
                 _expect(who, "id", _SCALAR, f"{where}.annotations[{j}].completed_by", "an id")
+            _expect(ann, "parent_prediction", (int, type(None)), f"{where}.annotations[{j}]", "a prediction id")
             if isinstance(ann.get("prediction"), dict):
                 _check_result(ann["prediction"], f"{where}.annotations[{j}].prediction")
         for j, p in enumerate(task.get("predictions") or []):
@@ -132,6 +133,15 @@ def check_export(export) -> None:
             elif not isinstance(p, (int, str)):
                 raise AnnotateError(f"the export is not a Label Studio JSON export: {where}.predictions[{j}] must be "
                                     f"an object or an id; export the project as JSON again")
+
+
+def _parent_prediction(ann: dict):
+    """The id of the prediction an annotation started from (Label Studio's ``parent_prediction``: the pre-annotation
+    the labelling screen showed pre-selected, which the annotator kept or changed), or None: started blank."""
+    parent = ann.get("parent_prediction")
+    if parent is None and isinstance(ann.get("prediction"), dict):
+        parent = ann["prediction"].get("id")
+    return parent
 
 
 def _label_of(ann: dict) -> tuple[str | None, bool]:
@@ -236,7 +246,7 @@ def flatten(export: list[dict], names: dict[int, str] | None = None, backends: d
                          "updated_at": ann.get("updated_at"), "ls_project": task.get("project"),
                          "ls_task_id": task.get("id"), "ls_annotation_id": ann.get("id"),
                          "ls_unique_id": ann.get("unique_id"), "export": export_file, "guide": guide,
-                         "server": server})
+                         "server": server, "ls_parent_prediction_id": _parent_prediction(ann)})
         if not labelled:
             report["cancelled" if cancelled else "unlabelled"] += 1
         rows, ids_only = _prediction_rows(task, backends, export_file, server)
@@ -267,21 +277,29 @@ def origin_of(row: dict) -> tuple[str, str]:
 
 
 def pre_annotations(annotations: Iterable[dict], predictions: Iterable[dict]) -> dict[tuple[str, tuple], dict]:
-    """(map id, origin) -> the task's pre-annotation: of its predictions with a label, the latest made before the
-    task's first annotation, the one its annotators could have seen (a prediction made later, say by an ML
-    backend after the labelling, is not); the earliest when none was made before it, or when time stamps are
-    missing."""
-    first_vote: dict[tuple[str, tuple], str] = {}
+    """(map id, origin) -> the task's pre-annotation: the prediction its first annotation started from, as Label
+    Studio records it (``parent_prediction``: the one the labelling screen showed pre-selected, which is the
+    project's chosen model version, not necessarily the latest); for a first annotation that started blank or
+    does not record it (blind annotators, votes pulled before 2026-11-28), of the predictions with a label, the
+    latest made before the task's first annotation, the one its annotators could have seen (a prediction made
+    later, say by an ML backend after the labelling, is not); the earliest when none was made before it, or when
+    time stamps are missing."""
+    first_vote: dict[tuple[str, tuple], dict] = {}
     for r in annotations:
         key, when = (r["map_id"], origin_of(r)), r.get("created_at") or ""
-        if when and (key not in first_vote or when < first_vote[key]):
-            first_vote[key] = when
+        if when and (key not in first_vote or when < (first_vote[key].get("created_at") or "")):
+            first_vote[key] = r
     pres: dict[tuple[str, tuple], dict] = {}
+    started_from: dict[tuple[str, tuple], dict] = {}
     for p in sorted((p for p in predictions if p.get("label")), key=lambda p: p.get("created_at") or ""):
         key, when = (p["map_id"], origin_of(p)), p.get("created_at") or ""
-        if key not in pres or when and first_vote.get(key) and when < first_vote[key]:
+        first = first_vote.get(key, {})
+        parent = text(first.get("ls_parent_prediction_id"))
+        if parent and text(p.get("ls_prediction_id")) == parent:
+            started_from[key] = p
+        if key not in pres or when and first.get("created_at") and when < first["created_at"]:
             pres[key] = p
-    return pres
+    return {**pres, **started_from}
 
 
 def label_rows(annotations: dict[str, dict], predictions: dict[str, dict], info: dict[str, dict],

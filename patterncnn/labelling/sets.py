@@ -63,7 +63,7 @@ LABEL_COLUMNS = ("map_id", "label", "uncertain", "annotator", "pre_label", "pre_
                  "resolution_p", "tie", "n_uncertain", "guide", "server", "ls_project", "origins")
 ANNOTATION_COLUMNS = ("map_id", "annotator", "annotator_id", "label", "uncertain", "skipped", "lead_time",
                       "created_at", "updated_at", "ls_project", "ls_task_id", "ls_annotation_id", "ls_unique_id",
-                      "export", "guide", "server")
+                      "export", "guide", "server", "ls_parent_prediction_id")
 PREDICTION_COLUMNS = ("map_id", "source", "backend", "model_version", "label", "score", "created_at", "ls_project",
                       "ls_task_id", "ls_prediction_id", "export", "server")
 TABLES = {"labels": ("labels.csv", LABEL_COLUMNS), "annotations": ("votes.csv", ANNOTATION_COLUMNS),

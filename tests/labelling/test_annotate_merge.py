@@ -378,9 +378,11 @@ def test_a_new_server_labelling_a_shipped_map_keeps_the_shipped_provenance(shipp
     assert (after[m]["server"], after[m]["origins"], after[m]["n_annotators"]) == ("", "2", "6")
     assert after[m]["guide"] == "1.0;1.1"  # the shipped votes were made under guide 1.0, the new ones under 1.1
     tables = read_tables(shipped_copy)
-    for name in ("annotations", "predictions"):  # every shipped row of the map, as it was
+    for name in ("annotations", "predictions"):  # every shipped row of the map, as it was (a column added since: empty)
         old = {k: r for k, r in getattr(before, name).items() if r["map_id"] == m}
-        assert {k: getattr(tables, name)[k] for k in old} == old
+        now = {k: getattr(tables, name)[k] for k in old}
+        assert {k: {c: r[c] for c in old[k]} for k, r in now.items()} == old
+        assert all(r[c] == "" for k, r in now.items() for c in set(r) - set(old[k]))
     new = [r for r in tables.predictions.values() if r["map_id"] == m and r["server"]]
     assert {(r["server"], r["ls_task_id"], r["model_version"]) for r in new} == {
         ("http://localhost:8080", "1", "patterncnn-0.1.0-abcdef12"), ("http://localhost:8080", "1", "rule-v1")}

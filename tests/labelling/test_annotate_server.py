@@ -158,6 +158,35 @@ def test_three_blind_annotators_and_backend_predictions(label_studio, conn, tmp_
         assert f"pre-annotation vs resolved label: {source}: 7 maps" in report
 
 
+def test_the_pre_annotation_is_the_one_the_labelling_screen_started_from(label_studio, conn, tmp_path, capsys):
+    # Found by walkthrough 7: with a second model's predictions made after the push and before the labelling, the
+    # pull recorded the latest (the second model's) as the pre-annotation, though the labelling screen showed the
+    # project's model version (the pushed rule's) and the annotation started from it.
+    store = pattern_store(tmp_path / "maps", KINDS[:3], t=16)
+    name = "pre-annotation shown"
+    assert main(["annotate", "push", str(tmp_path / "maps"), "--project", name, *conn]) == 0
+    ls = connect(label_studio.url, label_studio.token)
+    project = ls.find_project(name)
+    tasks = list(ls.client.tasks.list(project=project.id, fields="all"))
+    pushed = {t.data["map_id"]: t.data["pre_label"] for t in tasks}
+    for t in tasks:  # another model's, each a label the rule did not give
+        label = next(k for k in KINDS if k != t.data["pre_label"])
+        ls.client.predictions.create(task=t.id, result=choice(label), score=0.9, model_version="other-v2")
+    time.sleep(1)  # the labels come later than both predictions
+    served = label_stream(label_studio.url, project.id, label_studio.token, lambda d: truth(d["map_id"]))
+    assert [[p["model_version"] for p in t["predictions"]] for t in served] == [["rule-v1"]] * 3
+    out = tmp_path / "annotations"
+    assert main(["annotate", "pull", "--project", name, "--maps", str(tmp_path / "maps"), "--out", str(out),
+                 *conn]) == 0
+    tables = read_tables(out)
+    assert {a["ls_parent_prediction_id"] for a in tables.annotations.values()} != {""}
+    for map_id in store.ids:
+        row = tables.labels[map_id]
+        assert (row["pre_label"], row["pre_model"], row["pre_source"]) == (pushed[map_id], "rule-v1", "push")
+        assert {p["model_version"] for p in tables.predictions.values() if p["map_id"] == map_id} == {
+            "rule-v1", "other-v2"}  # both are kept in predictions.csv
+
+
 def test_order_uncertain_pushes_least_sure_first(label_studio, tmp_path):
     store = pattern_store(tmp_path / "maps", KINDS, t=16)
     client = connect(label_studio.url, label_studio.token)

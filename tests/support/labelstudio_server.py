@@ -142,7 +142,10 @@ def label_stream(server_url: str, project_id: int, token: str, label_of) -> list
             served.append(task)
             result = [{"from_name": "pattern", "to_name": "map", "type": "choices",
                        "value": {"choices": [label_of(task["data"])]}}]
-            posted = c.post(f"/api/tasks/{task['id']}/annotations/", json={"result": result, "lead_time": 2.0})
+            body = {"result": result, "lead_time": 2.0}
+            if task.get("predictions"):  # as the labelling screen does: it starts from the prediction it shows
+                body["parent_prediction"] = task["predictions"][0]["id"]
+            posted = c.post(f"/api/tasks/{task['id']}/annotations/", json=body)
             posted.raise_for_status()
             if len(served) > 1000:
                 raise RuntimeError("the label stream does not end")
