@@ -43,13 +43,22 @@ def _numpy(x: Any) -> np.ndarray:
 
 def check_maps(maps: list[np.ndarray], seps: list[list[int] | None] | None = None) -> None:
     """Every map, with its separators, passes :func:`patterncnn.core.maps.check_map` (the one check of a map,
-    as the command line and the service run it); the first that does not stops with its reason."""
+    as the command line and the service run it); the first that does not stops with its reason. Maps the check
+    only warns about (rows that do not sum to 1) are classified, with one :class:`MapWarning` naming how many and
+    the first, as the ``classify`` command prints it."""
+    warned = []
     for i, m in enumerate(maps):
-        errors, _ = check_map(m, seps=None if seps is None else seps[i])
+        errors, warns = check_map(m, seps=None if seps is None else seps[i])
         if errors:
             fix = ("pass separator positions inside the map (seps=None for one segment)" if "sep" in errors[0] else
                    "pass (T, T) attention maps (rows are softmax weights)")
             raise ClassifierError(f"map {i}: {errors[0]}; {fix}")
+        if warns:
+            warned.append((i, warns[0]))
+    if warned:
+        i, first = warned[0]
+        warnings.warn(f"{len(warned)} of {len(maps)} map(s) warned, e.g. map {i}: {first}; they are classified as "
+                      f"given", MapWarning, stacklevel=3)
 
 
 def as_maps(maps: Any) -> tuple[list[np.ndarray], tuple[int, ...]]:
@@ -156,6 +165,10 @@ def split_attentions(attentions: Any, attention_mask: Any = None, tokens: Sequen
                       f"{shown}: each is classified as one segment (never block); pass sep_token=tokenizer."
                       f"sep_token if the tokenizer's separator is another", SeparatorWarning, stacklevel=3)
     return out
+
+
+class MapWarning(UserWarning):
+    """A map passed the check but with a warning (its rows do not sum to 1): it is classified as given."""
 
 
 class SeparatorWarning(UserWarning):

@@ -81,7 +81,7 @@ def load_classifier(path: str | os.PathLike | None = None, *, device: str = "cpu
 
         >>> clf = patterncnn.load_classifier()
         >>> clf.model_version
-        'patterncnn-0.1.0-9f40f2d2-rdc863f'
+        'patterncnn-0.1.0-9f40f2d2-r5d652c'
         >>> m = np.zeros((12, 12), dtype=np.float32); m[:, 0] = 1   # every token attends to the first one
         >>> clf.classify(m).labels
         'vertical'
@@ -200,8 +200,8 @@ class OnnxClassifier:
             >>> out = model(**batch, output_attentions=True)
             >>> heads = clf.classify_attentions(out.attentions, attention_mask=batch["attention_mask"],
             ...                                 tokens=[tok.convert_ids_to_tokens(i) for i in batch["input_ids"]])
-            >>> heads.labels[0, 0, 0]        # example 0, layer 0, head 0 (the embedded MiniLM)
-            'vertical'
+            >>> list(heads.labels[0, 0, :3])  # example 0, layer 0, heads 0-2 (the embedded MiniLM)
+            ['heterogeneous', 'vertical', 'diagonal']
         """
         examples = split_attentions(attentions, attention_mask, tokens, sep_token)
         groups = []

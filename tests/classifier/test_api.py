@@ -58,6 +58,23 @@ def test_classify_refuses_what_is_not_an_attention_map(bad, why):
         load_classifier().classify(bad)
 
 
+def test_classify_warns_of_maps_whose_rows_do_not_sum_to_1_as_the_command_does():
+    # Found by walkthrough 7: `patterncnn classify` warned, the Python API was silent.
+    import warnings
+
+    from patterncnn.classifier.attentions import MapWarning
+
+    clf = load_classifier()
+    good = np.zeros((12, 12), dtype=np.float32)
+    good[:, 0] = 1
+    with pytest.warns(MapWarning, match=r"1 of 2 map\(s\) warned, e.g. map 1: rows do not sum to 1 \(range 40\.\.40\)"):
+        labels = clf.classify([good, np.full((8, 8), 5.0)]).labels
+    assert len(labels) == 2 and labels[0] == "vertical"  # both classified
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clf.classify(good)  # a softmax map: no warning
+
+
 @pytest.fixture(scope="module")
 def tiny(tiny_bert):
     return load_encoder(str(tiny_bert), max_length=48, backend="torch")
