@@ -66,12 +66,15 @@ def replaceable(path: str | os.PathLike) -> Path:
     return real
 
 
-def output_file(path: str | os.PathLike, overwrite: bool, stream: bool = False, option: str = "--out") -> Path | None:
+def output_file(path: str | os.PathLike, overwrite: bool, stream: bool = False, option: str = "--out",
+                instead: str | None = None) -> Path | None:
     """Check a file output before any work: the rule of the module docstring.
 
     Args:
         stream: the command can write its output to standard output (``-``).
-        option: the command-line option that names it, for the messages.
+        option: the command-line option that names it, for the messages; "" when no option named it (a file the
+            command derives, as ``report`` writes ``FOLDER/report.html``).
+        instead: what else to do than ``--overwrite`` when it exists (default: choose another ``option``).
 
     Returns:
         The path to write, or None for standard output.
@@ -87,9 +90,10 @@ def output_file(path: str | os.PathLike, overwrite: bool, stream: bool = False, 
     if not stat.S_ISREG(st.st_mode):
         hint = " (or - for standard output)" if stream else ""
         raise OutputError(f"{option} {p} is {_kind(st.st_mode)}, not a regular file; patterncnn never replaces it: "
-                          f"give the path of a file to write{hint}")
+                          f"{instead or f'give the path of a file to write{hint}'}".lstrip())
     if not overwrite:
-        raise OutputError(f"{option} {p} already exists; pass --overwrite to replace it, or choose another {option}")
+        raise OutputError(f"{option} {p} already exists; pass --overwrite to replace it, or "
+                          f"{instead or f'choose another {option}'}".lstrip())
     return p
 
 

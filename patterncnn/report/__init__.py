@@ -39,7 +39,9 @@ def report_files(run_dir: str | Path, out: str | Path | None = None,
     if out is not None and len(folders) > 1:
         raise CensusError(f"{run_dir} holds {len(folders)} censuses ({', '.join(f.name for f in folders)}); leave "
                           f"out --out to write one report each, or give one of them: `patterncnn report {folders[0]}`")
-    return [(folder, output_file(out if out is not None else folder / REPORT, overwrite)) for folder in folders]
+    return [(folder, output_file(out, overwrite) if out is not None else
+             output_file(folder / REPORT, overwrite, option="", instead="write it elsewhere with --out FILE"))
+            for folder in folders]
 
 
 def write_report(run_dir: str | Path, out: str | Path | None = None,
