@@ -44,7 +44,7 @@ def provenance(result: dict) -> dict[str, str]:
                        f"{result.get('layers')} layers x {result.get('heads')} heads)",
             **({"encoder weights": result["encoder_weights"]} if result.get("encoder_weights") else {}),
             "classifier": f"{clf.get('version')} ({clf.get('path')}, sha256 {str(clf.get('sha256'))[:12]})",
-            "estimator": describe(est).split("\n")[0] if est else "count",
+            "estimator": describe(est).split("\n")[0].removeprefix("estimator ") if est else "count",
             "validation": describe(est).split("\n", 1)[1].split("\nwarning:")[0] if isinstance(v, dict) else str(v),
             "data": ", ".join(f"{t} {s['examples']} of {s['of']} ({s.get('source', '')})"
                               for t, s in result["tasks"].items()) + f"; seed {result.get('seed')}"}

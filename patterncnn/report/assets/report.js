@@ -118,8 +118,8 @@
                               title: it.tokens.join(" ") });
         hover(img, it);
         fig.appendChild(img);
-        fig.appendChild(el("div", { "class": "cap" }, it.task + " #" + it.example + ", p " + it.prob.toFixed(2)
-                                                      + ", T " + it.tokens.length));
+        fig.appendChild(el("div", { "class": "cap" }, it.task + "\u00a0#" + it.example + ", p\u00a0" +
+                                                      it.prob.toFixed(2) + ", T\u00a0" + it.tokens.length));
         row.appendChild(fig);
       });
       box.appendChild(row);
