@@ -1,7 +1,11 @@
-"""The Label Studio ML backend protocol: ``POST /setup`` and ``POST /predict`` (``GET /health`` is shared).
+"""The Label Studio ML backend protocol: ``POST /setup`` and ``POST /predict`` (``GET /health`` is shared), and the
+answers to ``POST /webhook`` and ``POST /train``.
 
 Label Studio calls ``/setup`` with a project's labeling config when the backend is connected, and
-``/predict`` with tasks to pre-annotate. The tasks are the map tasks that ``patterncnn annotate
+``/predict`` with tasks to pre-annotate. It also posts every annotation to ``/webhook``, and *Start Training*
+to ``/train`` (or ``/webhook`` with ``START_TRAINING``): patterncnn does not learn from Label Studio (its labels
+are pulled and trained on by the commands), so events are acknowledged as ignored and training is refused (422,
+as every refusal of this service is a 4xx) with a message that says what to run. The tasks are the map tasks that ``patterncnn annotate
 push`` creates: their data carries the map as a base64 ``.npy``. Predictions are built by
 :func:`patterncnn.labelling.push.prediction`, with the label names the project's config uses.
 """
@@ -13,7 +17,15 @@ from fastapi import APIRouter, Depends
 from ..labelling.push import choice_names, prediction
 from .decode import JsonRoute, checked, task_map
 from .errors import BadInput, error_responses
-from .schemas import PredictRequest, PredictResponse, SetupRequest, SetupResponse, Task
+from .schemas import (
+    PredictRequest,
+    PredictResponse,
+    SetupRequest,
+    SetupResponse,
+    Task,
+    WebhookRequest,
+    WebhookResponse,
+)
 from .state import Parts, get_parts
 
 MAX_NAME = 256
@@ -49,6 +61,25 @@ async def predict(req: PredictRequest, parts: Parts = Depends(get_parts)) -> Pre
     probs = await parts.run(_predict, parts, req.tasks)
     version = parts.classifier.model_version
     return PredictResponse(results=[prediction(p, version, from_name, to_name) for p in probs], model_version=version)
+
+
+NOT_LEARNED_HERE = ("patterncnn does not learn from Label Studio: pull the labels (`patterncnn annotate pull`) and "
+                    "train on them (`patterncnn train`, or `patterncnn adapt finish` for a new encoder), then serve "
+                    "the new classifier")
+
+
+@router.post("/webhook", response_model=WebhookResponse)
+async def webhook(req: WebhookRequest) -> WebhookResponse:
+    """Label Studio's events: acknowledged and ignored; ``START_TRAINING`` is refused (422), as ``/train`` is."""
+    if req.action == "START_TRAINING":
+        raise BadInput(NOT_LEARNED_HERE)
+    return WebhookResponse(status="ignored", detail=NOT_LEARNED_HERE)
+
+
+@router.post("/train")
+async def train() -> None:
+    """Label Studio's *Start Training*: refused (422), saying which commands train."""
+    raise BadInput(NOT_LEARNED_HERE)
 
 
 def _predict(parts: Parts, tasks: list[Task]):

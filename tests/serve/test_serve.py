@@ -133,7 +133,8 @@ def test_token_required_everywhere_but_health(app_parts):
     c = TestClient(create_app(ServeSettings(api_token="s3cret"), clf, enc), raise_server_exceptions=False)
     assert c.get("/health").status_code == 200
     for method, path in (("get", "/v1/labels"), ("get", "/v1/model"), ("post", "/v1/classify"),
-                         ("post", "/v1/analyze"), ("post", "/setup"), ("post", "/predict")):
+                         ("post", "/v1/analyze"), ("post", "/setup"), ("post", "/predict"), ("post", "/webhook"),
+                         ("post", "/train")):
         r = getattr(c, method)(path)
         assert r.status_code == 401 and "API token" in r.json()["detail"], path
     assert c.get("/v1/labels", headers={"Authorization": "Bearer wrong"}).status_code == 401
@@ -166,3 +167,13 @@ def test_label_studio_protocol(client):
     assert bad.status_code == 422 and "five pattern labels" in bad.json()["detail"]
     r = client.post("/predict", json={"tasks": [{"id": 1, "data": {"image": "x"}}]})
     assert r.status_code == 422 and "carries no map" in r.json()["detail"]
+
+
+def test_label_studio_events_are_ignored_and_training_is_refused_saying_what_trains(client):
+    # Found by walkthrough 7: Label Studio posts every annotation to /webhook and Start Training to /train; both were
+    # 404, logged as warnings on every annotation.
+    r = client.post("/webhook", json={"action": "ANNOTATION_CREATED", "annotation": {"id": 1}, "task": {"id": 2}})
+    assert r.status_code == 200 and r.json()["status"] == "ignored", r.text
+    for path, body in (("/webhook", {"action": "START_TRAINING", "project": {"id": 1}}), ("/train", {"project": 1})):
+        r = client.post(path, json=body)
+        assert r.status_code == 422 and "`patterncnn train`" in r.json()["detail"], (path, r.text)
