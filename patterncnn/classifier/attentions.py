@@ -236,6 +236,13 @@ class HeadPatterns(Patterns):
         p = self.probs[args.whole("example", example, most=len(self.probs) - 1)]
         return head_grid_plot(p, f"example {example}: pattern per head (shade = probability)")
 
+    def __repr__(self) -> str:
+        """A summary, not the probabilities: the grid's size and how many heads took each pattern."""
+        b, layers, heads, _ = self.probs.shape
+        counts = np.bincount(self.probs.argmax(-1).ravel(), minlength=len(LABELS))
+        return (f"HeadPatterns({b} example(s) x {layers} layers x {heads} heads: "
+                + ", ".join(f"{n} {c}" for n, c in zip(LABELS, counts)) + "; .labels, .probs, .frame(), .plot())")
+
     def _repr_html_(self) -> str:
         from html import escape
 

@@ -58,6 +58,18 @@ def test_classify_refuses_what_is_not_an_attention_map(bad, why):
         load_classifier().classify(bad)
 
 
+def test_head_patterns_print_as_a_summary_not_their_probabilities():
+    # Found by walkthrough 7: print(heads) dumped the whole (B, L, H, 5) array.
+    from patterncnn.classifier.attentions import HeadPatterns
+
+    probs = np.zeros((2, 3, 4, 5))
+    probs[..., 0] = 1
+    probs[0, 0, 0] = [0, 0, 0, 0, 1]
+    text = repr(HeadPatterns(probs))
+    assert text == ("HeadPatterns(2 example(s) x 3 layers x 4 heads: vertical 23, diagonal 0, vertical+diagonal 0, "
+                    "block 0, heterogeneous 1; .labels, .probs, .frame(), .plot())")
+
+
 def test_classify_warns_of_maps_whose_rows_do_not_sum_to_1_as_the_command_does():
     # Found by walkthrough 7: `patterncnn classify` warned, the Python API was silent.
     import warnings
