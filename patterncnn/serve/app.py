@@ -13,9 +13,12 @@ from .middleware import BodyGuard, CatchAll, TokenAuth
 from .settings import ServeSettings
 from .state import Parts
 
+# No token: /health, and /webhook, which Label Studio posts every annotation to without the backend's credentials
+# and which reads nothing and does nothing (ml_backend.py).
+OPEN_PATHS = ("/health", "/webhook")
 DESCRIPTION = ("Classify BERT-family self-attention maps into the five patterns of Kovaleva et al. (2019). Also a "
-               "Label Studio ML backend. With an API token, every path but /health (this spec included) needs "
-               "'Authorization: Bearer <token>', or HTTP Basic with the token as password.")
+               "Label Studio ML backend. With an API token, every path but /health and /webhook (this spec "
+               "included) needs 'Authorization: Bearer <token>', or HTTP Basic with the token as password.")
 
 
 def create_app(settings: ServeSettings, classifier, encoder=None) -> FastAPI:
@@ -30,12 +33,13 @@ def create_app(settings: ServeSettings, classifier, encoder=None) -> FastAPI:
     app.state.parts = Parts(settings, classifier, encoder)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.include_router(routes.open_router)
+    app.include_router(labelstudio.open_router)
     app.include_router(routes.router, responses=error_responses(401))
     app.include_router(labelstudio.router, responses=error_responses(401))
     # Added innermost first: a request meets CORS, then CatchAll, TokenAuth and BodyGuard.
     app.add_middleware(BodyGuard, limit=lambda path, media: app.state.parts.budget(path, media).body_bytes,
                        timeout=settings.body_timeout)
-    app.add_middleware(TokenAuth, token=settings.token_bytes)
+    app.add_middleware(TokenAuth, token=settings.token_bytes, open_paths=OPEN_PATHS)
     app.add_middleware(CatchAll)
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware

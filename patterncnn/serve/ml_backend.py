@@ -4,8 +4,9 @@ answers to ``POST /webhook`` and ``POST /train``.
 Label Studio calls ``/setup`` with a project's labeling config when the backend is connected, and
 ``/predict`` with tasks to pre-annotate. It also posts every annotation to ``/webhook``, and *Start Training*
 to ``/train`` (or ``/webhook`` with ``START_TRAINING``): patterncnn does not learn from Label Studio (its labels
-are pulled and trained on by the commands), so events are acknowledged as ignored and training is refused (422,
-as every refusal of this service is a 4xx) with a message that says what to run. The tasks are the map tasks that ``patterncnn annotate
+are pulled and trained on by the commands). ``/webhook`` needs no token (Label Studio's webhooks do not carry the
+backend's credentials), reads nothing and answers ``ignored``; ``/train`` is refused (422, as every refusal of this
+service is a 4xx) with a message, in this service's log, that says what to run. The tasks are the map tasks that ``patterncnn annotate
 push`` creates: their data carries the map as a base64 ``.npy``. Predictions are built by
 :func:`patterncnn.labelling.push.prediction`, with the label names the project's config uses.
 """
@@ -23,7 +24,6 @@ from .schemas import (
     SetupRequest,
     SetupResponse,
     Task,
-    WebhookRequest,
     WebhookResponse,
 )
 from .state import Parts, get_parts
@@ -66,19 +66,20 @@ async def predict(req: PredictRequest, parts: Parts = Depends(get_parts)) -> Pre
 NOT_LEARNED_HERE = ("patterncnn does not learn from Label Studio: pull the labels (`patterncnn annotate pull`) and "
                     "train on them (`patterncnn train`, or `patterncnn adapt finish` for a new encoder), then serve "
                     "the new classifier")
+open_router = APIRouter(tags=["Label Studio ML backend"])  # no token: Label Studio's webhooks carry none
 
 
-@router.post("/webhook", response_model=WebhookResponse)
-async def webhook(req: WebhookRequest) -> WebhookResponse:
-    """Label Studio's events: acknowledged and ignored; ``START_TRAINING`` is refused (422), as ``/train`` is."""
-    if req.action == "START_TRAINING":
-        raise BadInput(NOT_LEARNED_HERE)
+@open_router.post("/webhook", response_model=WebhookResponse)
+async def webhook() -> WebhookResponse:
+    """Label Studio's events (every annotation; *Start Training* as ``START_TRAINING``): acknowledged as ignored,
+    the body unread (bulk events carry every task's map)."""
     return WebhookResponse(status="ignored", detail=NOT_LEARNED_HERE)
 
 
-@router.post("/train")
+@router.post("/train", responses=error_responses(422))
 async def train() -> None:
-    """Label Studio's *Start Training*: refused (422), saying which commands train."""
+    """Label Studio's *Start Training* (older protocol, every annotated task in the body, unread): refused (422),
+    naming the commands that train. Label Studio shows only the status; the message is in this service's log."""
     raise BadInput(NOT_LEARNED_HERE)
 
 

@@ -208,13 +208,6 @@ class SetupResponse(BaseModel):
     model_version: str
 
 
-class WebhookRequest(StrictModel):
-    """A Label Studio event sent to an ML backend (an annotation created or updated, training asked for); only its
-    ``action`` is read."""
-
-    action: Optional[str] = None
-
-
 class WebhookResponse(BaseModel):
     status: str = Field(description="'ignored': patterncnn does not learn from Label Studio's events")
     detail: str

@@ -69,6 +69,8 @@ class Parts:
             body = min(s.max_json_bytes, 2 * JSON_ESCAPE * self.text_chars + 64 * 1024)
         elif path == "/v1/classify" and media != "application/json":
             body = s.max_body_bytes  # .npy/.npz: its decoded size is checked on its declared sizes
+        elif path in ("/webhook", "/train"):
+            body = s.max_body_bytes  # Label Studio's events and training calls: never read, so never parsed
         else:
             body = s.max_json_bytes
         return Budget(body_bytes=body, text_chars=self.text_chars, decoded=s.read_limits)

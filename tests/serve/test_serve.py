@@ -133,10 +133,11 @@ def test_token_required_everywhere_but_health(app_parts):
     c = TestClient(create_app(ServeSettings(api_token="s3cret"), clf, enc), raise_server_exceptions=False)
     assert c.get("/health").status_code == 200
     for method, path in (("get", "/v1/labels"), ("get", "/v1/model"), ("post", "/v1/classify"),
-                         ("post", "/v1/analyze"), ("post", "/setup"), ("post", "/predict"), ("post", "/webhook"),
-                         ("post", "/train")):
+                         ("post", "/v1/analyze"), ("post", "/setup"), ("post", "/predict"), ("post", "/train")):
         r = getattr(c, method)(path)
         assert r.status_code == 401 and "API token" in r.json()["detail"], path
+    # Label Studio posts its webhooks without the backend's credentials: /webhook reads nothing and does nothing
+    assert c.post("/webhook", json={"action": "ANNOTATION_CREATED"}).json()["status"] == "ignored"
     assert c.get("/v1/labels", headers={"Authorization": "Bearer wrong"}).status_code == 401
     assert c.get("/v1/labels", headers={"Authorization": "Bearer s3cret"}).status_code == 200
     basic = base64.b64encode(b"labelstudio:s3cret").decode()
@@ -172,8 +173,15 @@ def test_label_studio_protocol(client):
 def test_label_studio_events_are_ignored_and_training_is_refused_saying_what_trains(client):
     # Found by walkthrough 7: Label Studio posts every annotation to /webhook and Start Training to /train; both were
     # 404, logged as warnings on every annotation.
-    r = client.post("/webhook", json={"action": "ANNOTATION_CREATED", "annotation": {"id": 1}, "task": {"id": 2}})
-    assert r.status_code == 200 and r.json()["status"] == "ignored", r.text
-    for path, body in (("/webhook", {"action": "START_TRAINING", "project": {"id": 1}}), ("/train", {"project": 1})):
-        r = client.post(path, json=body)
-        assert r.status_code == 422 and "`patterncnn train`" in r.json()["detail"], (path, r.text)
+    for body in ({"action": "ANNOTATION_CREATED", "annotation": {"id": 1}, "task": {"id": 2}},
+                 {"action": "START_TRAINING", "project": {"id": 1}}, {"action": 5}, ["not", "an", "event"]):
+        r = client.post("/webhook", json=body)
+        assert r.status_code == 200 and r.json()["status"] == "ignored", r.text
+        assert "`patterncnn train`" in r.json()["detail"]
+    # a bulk event larger than the JSON routes take (every pushed task's map and picture): not read, not refused, up
+    # to the binary body limit (here 200,000 bytes; 256 MB by default)
+    big = b'{"action": "TASKS_CREATED", "tasks": [' + b'{"data": "' + b"x" * 150_000 + b'"}]}'
+    r = client.post("/webhook", content=big, headers={"Content-Type": "application/json"})
+    assert r.status_code == 200, r.text[:200]
+    r = client.post("/train", json={"annotations": [], "project": "1.1"})
+    assert r.status_code == 422 and "`patterncnn train`" in r.json()["detail"], r.text
