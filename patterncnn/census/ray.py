@@ -36,7 +36,7 @@ from .run import (
     COMMAND,
     RESULT,
     check_models,
-    finished_earlier,
+    kept_censuses,
     output_folder,
     run_census,
     same_estimator,
@@ -195,8 +195,7 @@ def run_ray_censuses(models: list[str], splits: list[GlueSplit], classifier, out
     same = same_estimator(classifier, encoders, estimator) or {"estimator": estimator}
     folders = [output_folder(out, enc, len(encoders)) for enc in encoders]
     # the same command, interrupted after an encoder's census was written: kept, as run_censuses does
-    kept = [finished_earlier(dest, enc, classifier, splits, limit, seed, overwrite=overwrite, scope=scope, **same)
-            if len(encoders) > 1 else None for enc, dest in zip(encoders, folders)]
+    kept = kept_censuses(out, encoders, classifier, splits, limit, seed, overwrite=overwrite, scope=scope, **same)
     todo = [(enc, dest) for enc, dest, k in zip(encoders, folders, kept) if k is None]
     units, done = plan_units([e for e, _ in todo], [d for _, d in todo], splits, limit, seed, sha256_file(clf_file),
                              batch_size, overwrite)

@@ -133,12 +133,12 @@ def has_classifier_part(e: dict) -> bool:
 
 
 def _points(d: float, marks: str) -> str:
-    """A difference in percentage points, to 0.1; a marked one that rounds to 0.0 gets the decimals (up to 3) that
-    show it is not nothing (a share of 0.035 % against exactly 0, intervals apart, printed +0.0*)."""
+    """A difference in percentage points, to 0.1; a marked one that rounds to 0.0 gets two significant digits, so
+    that it does not read as nothing (a share of 0.035 % against exactly 0, intervals apart, printed +0.0*)."""
     x = 100 * d
     if marks and round(x, 1) == 0 and x != 0:
-        decimals = min(3, 1 - math.floor(math.log10(abs(x))))
-        return f"{x:+6.{decimals}f}"
+        decimals = 1 - math.floor(math.log10(abs(x)))
+        return f"{x:+6.{decimals}f}" if decimals <= 4 else f"{x:+6.1e}"
     return f"{x:+6.1f}"
 
 

@@ -292,13 +292,23 @@ def run_censuses(models: list[str], splits: list[GlueSplit], classifier: Classif
         tags[enc.tag] = model
         encoders.append(enc)
     kwargs.update(same_estimator(classifier, encoders, kwargs.get("estimator")))
-    for enc in encoders:
+    for enc, kept in zip(encoders, kept_censuses(out, encoders, classifier, splits, limit, seed, **kwargs)):
         dest = output_folder(out, enc, len(models))
-        done = finished_earlier(dest, enc, classifier, splits, limit, seed, **kwargs) if len(encoders) > 1 else None
-        if done is not None:  # the same command, interrupted after this encoder's census: resumed past it
-            yield enc, dest, done
+        if kept is not None:  # the same command, interrupted after this encoder's census: resumed past it
+            yield enc, dest, kept
             continue
         yield enc, dest, run_census(enc, classifier, splits, dest, limit, seed, **kwargs)
+
+
+def kept_censuses(out: str | Path, encoders: list, classifier: Classifier, splits: list[GlueSplit],
+                  limit: int | None, seed: int, **kwargs) -> list[dict | None]:
+    """Per encoder of a census of several, its finished census that a rerun of the same command keeps
+    (:func:`finished_earlier`), else None; all None for one encoder, whose finished census is refused as before.
+    The local and the Ray census both ask here."""
+    if len(encoders) < 2:
+        return [None] * len(encoders)
+    return [finished_earlier(output_folder(out, enc, len(encoders)), enc, classifier, splits, limit, seed, **kwargs)
+            for enc in encoders]
 
 
 def finished_earlier(dest: Path, encoder: Encoder, classifier: Classifier, splits: list[GlueSplit],

@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                 note = (f": no {resumable} had finished, so nothing is saved under {out}; the same command starts "
                         f"from the beginning")
             if finished:
-                note += f" (it keeps {' and '.join(finished)})"
+                note += (f" (without --overwrite it keeps {' and '.join(finished)})" if getattr(args, "overwrite", False)
+                         else f" (it keeps {' and '.join(finished)})")
         print(f"patterncnn {args.command}: interrupted{note}", file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 - the last line of defence, as the service's CatchAll: one line, not a traceback

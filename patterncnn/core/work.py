@@ -293,7 +293,7 @@ def progress_bar(progress: Callable | None, total: int, desc: str, unit: str, **
     try:
         yield bar
     finally:
-        if bar:
+        if bar is not None:  # a tqdm of total 0 is falsy
             bar.close()
 
 

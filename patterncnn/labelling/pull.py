@@ -277,27 +277,31 @@ def origin_of(row: dict) -> tuple[str, str]:
 
 
 def pre_annotations(annotations: Iterable[dict], predictions: Iterable[dict]) -> dict[tuple[str, tuple], dict]:
-    """(map id, origin) -> the task's pre-annotation: the prediction its first annotation started from, as Label
-    Studio records it (``parent_prediction``: the one the labelling screen showed pre-selected, which is the
-    project's chosen model version, not necessarily the latest); for a first annotation that started blank or
-    does not record it (blind annotators, votes pulled before 2026-11-28), of the predictions with a label, the
-    latest made before the task's first annotation, the one its annotators could have seen (a prediction made
-    later, say by an ML backend after the labelling, is not); the earliest when none was made before it, or when
-    time stamps are missing."""
-    first_vote: dict[tuple[str, tuple], dict] = {}
+    """(map id, origin) -> the task's pre-annotation: the prediction its earliest annotation that records one started
+    from (Label Studio's ``parent_prediction``: the one the labelling screen showed pre-selected, which is the
+    project's chosen model version, not necessarily the latest; a labelled annotation before a skipped one). Where
+    no annotation records one (blind annotators, votes pulled before 2026-11-28) or it is not among the labelled
+    predictions: of the predictions with a label, the latest made before the task's first annotation, the one its
+    annotators could have seen (a prediction made later, say by an ML backend after the labelling, is not); the
+    earliest when none was made before it, or when time stamps are missing."""
+    first_vote: dict[tuple[str, tuple], str] = {}
+    parents: dict[tuple[str, tuple], tuple] = {}  # key -> (skipped, created_at, parent id) of the first with one
     for r in annotations:
         key, when = (r["map_id"], origin_of(r)), r.get("created_at") or ""
-        if when and (key not in first_vote or when < (first_vote[key].get("created_at") or "")):
-            first_vote[key] = r
+        if when and (key not in first_vote or when < first_vote[key]):
+            first_vote[key] = when
+        parent = text(r.get("ls_parent_prediction_id"))
+        if parent:
+            rank = (text(r.get("skipped")) == "True", when or "~", parent)
+            if key not in parents or rank < parents[key]:
+                parents[key] = rank
     pres: dict[tuple[str, tuple], dict] = {}
     started_from: dict[tuple[str, tuple], dict] = {}
     for p in sorted((p for p in predictions if p.get("label")), key=lambda p: p.get("created_at") or ""):
         key, when = (p["map_id"], origin_of(p)), p.get("created_at") or ""
-        first = first_vote.get(key, {})
-        parent = text(first.get("ls_parent_prediction_id"))
-        if parent and text(p.get("ls_prediction_id")) == parent:
+        if key in parents and text(p.get("ls_prediction_id")) == parents[key][2]:
             started_from[key] = p
-        if key not in pres or when and first.get("created_at") and when < first["created_at"]:
+        if key not in pres or when and first_vote.get(key) and when < first_vote[key]:
             pres[key] = p
     return {**pres, **started_from}
 

@@ -213,9 +213,10 @@ def test_a_marked_difference_that_rounds_to_zero_shows_its_digits():
 
     text, diff = compare(res(0.0), res(0.00035))
     assert diff["rte"]["separated_examples"]["block"] and "+0.035*" in text and "+0.0* " not in text, text
-    assert "-0.009*" in text  # the other patterns' shares fell by 0.035 / 4 points
+    assert "-0.0087*" in text  # the other patterns' shares fell by 0.035 / 4 points
     text, _ = compare(res(0.0), res(0.0))
     assert "+0.0  " in text and "+0.000" not in text  # no difference, no mark: as before
+    assert "+4.0e-06*" in compare(res(0.0), res(4e-8))[0]  # however small: two significant digits
 
 
 def test_analyze_cli(tiny_bert, tiny_classifier, tmp_path, capsys):
@@ -438,3 +439,7 @@ def test_a_census_of_two_encoders_stopped_between_them_says_the_first_is_kept(ti
     with caplog.at_level("WARNING"):
         assert main(args) == 0
     assert "kept the finished census" in caplog.text and len(list(out.glob("*/census.json"))) == 2
+    # with --overwrite the same command recomputes it: the message says so (the second review)
+    monkeypatch.setattr(census_cli, "progress", lambda: Boom(70))
+    assert main([*args, "--overwrite"]) == 130
+    assert "(without --overwrite it keeps the finished census of " in capsys.readouterr().err

@@ -79,7 +79,8 @@ def test_classify_warns_of_maps_whose_rows_do_not_sum_to_1_as_the_command_does()
     clf = load_classifier()
     good = np.zeros((12, 12), dtype=np.float32)
     good[:, 0] = 1
-    with pytest.warns(MapWarning, match=r"1 of 2 map\(s\) warned, e.g. map 1: rows do not sum to 1 \(range 40\.\.40\)"):
+    with pytest.warns(MapWarning, match=r"1 of 2 map\(s\) warned, e.g. map 1: rows do not sum to 1 \(range 40\.\.40\); "
+                                        r"is it a softmax map; they are classified as given"):
         labels = clf.classify([good, np.full((8, 8), 5.0)]).labels
     assert len(labels) == 2 and labels[0] == "vertical"  # both classified
     with warnings.catch_warnings():
@@ -127,6 +128,21 @@ def test_without_tokens_every_example_is_one_segment(tiny, tiny_classifier):
     assert heads.seps == [None] and heads.probs.shape[0] == 1
     stacked = torch.stack(att, 1).numpy()  # (1, L, H, T, T): an array works as well as the tuple
     np.testing.assert_allclose(clf.classify_attentions(stacked).probs, heads.probs, rtol=1e-6)
+
+
+def test_classify_attentions_warns_once_per_batch_naming_example_layer_and_head(tiny, tiny_classifier):
+    from patterncnn.classifier.attentions import MapWarning
+
+    clf = load_classifier(tiny_classifier[1])
+    batch = tiny.tokenizer([PAIRS[0][0]] * 2, [PAIRS[0][1]] * 2, return_tensors="pt")
+    with torch.no_grad():
+        att = [a.numpy().copy() for a in tiny.model(**batch, output_attentions=True).attentions]
+    att[1][1, 0] *= 2  # example 1, layer 1, head 0: rows sum to 2
+    with pytest.warns(MapWarning) as caught:
+        clf.classify_attentions(att)
+    n = len(att) * att[0].shape[1] * 2
+    assert [str(w.message).split(": rows")[0] for w in caught] == [
+        f"1 of {n} map(s) warned, e.g. example 1, layer 1, head 0"]
 
 
 def test_mpnet_separators_are_found_from_its_tokens(tiny_mpnet, tiny_classifier):

@@ -314,3 +314,39 @@ def test_the_pre_annotation_is_the_latest_made_before_the_first_vote_else_the_ea
     undated = [{**p, "created_at": ""} for p in preds]
     assert pre_annotations(votes, undated)[key]["label"] == "vertical"  # no time stamps: the earliest (first listed)
     assert pre_annotations([{**task, "created_at": ""}], preds)[key]["label"] == "vertical"  # an undated vote
+
+
+def test_the_pre_annotation_is_the_prediction_an_annotation_started_from():
+    # Walkthrough 7 and its review: Label Studio records the prediction an annotation started from
+    # (parent_prediction, the one the labelling screen pre-selected); that one is the pre-annotation, whatever was
+    # made later or before.
+    from patterncnn.labelling.pull import pre_annotations
+
+    task = {"map_id": "m", "server": "s", "ls_task_id": "7"}
+    key = ("m", ("s", "7"))
+    preds = [{**task, "label": "vertical", "source": "push", "created_at": "2026-11-25T09:00:00Z",
+              "ls_prediction_id": 5},  # an int, as built from an export; "5" once read back from the CSV
+             {**task, "label": "diagonal", "source": "ml-backend", "created_at": "2026-11-25T10:00:00Z",
+              "ls_prediction_id": "9"}]
+    vote = {**task, "created_at": "2026-11-25T11:00:00Z", "skipped": "False"}
+    assert pre_annotations([{**vote, "ls_parent_prediction_id": "5"}], preds)[key]["label"] == "vertical"
+    assert pre_annotations([{**vote, "ls_parent_prediction_id": 9}], preds)[key]["label"] == "diagonal"
+    # without one (older sets, blind annotators), or naming no labelled prediction: the latest before the labels
+    for parent in (None, "", "77"):
+        assert pre_annotations([{**vote, "ls_parent_prediction_id": parent}], preds)[key]["label"] == "diagonal"
+    assert pre_annotations([vote], preds)[key]["label"] == "diagonal"  # a row without the column
+    # the first annotation started blank or was skipped: a later one that records its parent decides
+    blank = {**vote, "created_at": "2026-11-25T10:30:00Z", "ls_parent_prediction_id": ""}
+    skipped = {**vote, "created_at": "2026-11-25T10:20:00Z", "skipped": "True", "ls_parent_prediction_id": "9"}
+    later = {**vote, "created_at": "2026-11-25T12:00:00Z", "ls_parent_prediction_id": "5"}
+    assert pre_annotations([blank, skipped, later], preds)[key]["label"] == "vertical"
+    assert pre_annotations([blank, skipped], preds)[key]["label"] == "diagonal"  # only the skip recorded one
+
+
+@pytest.mark.parametrize("parent", ["5", True, 5.0, {"id": 5}])
+def test_an_export_whose_parent_prediction_is_not_an_id_is_refused(tmp_path, capsys, parent):
+    export = [task(1, "m1", {"a@x.org": "vertical"})]
+    export[0]["annotations"][0]["parent_prediction"] = parent
+    (tmp_path / "e.json").write_text(json.dumps(export))
+    assert main(["annotate", "pull", "--from-file", str(tmp_path / "e.json"), "--out", str(tmp_path / "out")]) == 2
+    assert "parent_prediction" in capsys.readouterr().err
