@@ -75,6 +75,18 @@ def test_heads_plot_examples_and_html(result):
     assert str(result.data["tasks"]["rte"]["examples"]) in html
 
 
+def test_truncated_inputs_are_warned_of_as_the_command_notes_them(tiny_bert, tiny_classifier, glue_dir, tmp_path):
+    # Found by walkthrough 7: the command prints "note: N input(s) longer than --max-length M were truncated"; the
+    # API said nothing.
+    from patterncnn.census import TruncationWarning
+
+    with pytest.warns(TruncationWarning, match=r"input\(s\) longer than max_length 16 were truncated") as caught:
+        res = census(str(tiny_bert), tasks="rte", limit=5, glue_dir=glue_dir, classifier=tiny_classifier[1],
+                     max_length=16, out=tmp_path / "short")
+    n = res.data["tasks"]["rte"]["truncated"]
+    assert n > 0 and [str(w.message).split(" input")[0] for w in caught] == [str(n)]  # one warning, the count
+
+
 def test_default_out_is_a_fresh_folder_and_a_finished_one_is_kept(tiny_bert, tiny_classifier, glue_dir, result):
     fresh = census(str(tiny_bert), tasks="rte", limit=5, glue_dir=glue_dir, classifier=tiny_classifier[1],
                    max_length=48)
