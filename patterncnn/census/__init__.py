@@ -74,6 +74,7 @@ def census(model: str = "minilm", tasks: str | Sequence[str] = MAIN_TASKS, limit
     # Loaded here, not when the package is: reading a finished result (census.results) needs no torch.
     from ..classifier.onnx import OnnxClassifier, load_classifier  # torch, onnxruntime: only to run a census
     from .result import CensusResult  # pandas, matplotlib: only for a result
+    from .results import truncated_inputs
     from .run import run_censuses  # the encoder's side: torch, transformers
 
     args.check(model=model, tasks=tasks, limit=limit, glue_dir=glue_dir, out=out, seed=seed, max_length=max_length,
@@ -92,7 +93,7 @@ def census(model: str = "minilm", tasks: str | Sequence[str] = MAIN_TASKS, limit
         [model], splits, clf, out, limit, seed, max_length, backend=backend, threads=threads, device=device,
         batch_size=batch_size, progress=progress_bars(progress), save_maps=save_maps, overwrite=overwrite, estimator=estimator,
         scope=calibration_scope, precision=rule)
-    truncated = sum(s["truncated"] for s in result["tasks"].values())
+    truncated = truncated_inputs(result)
     if truncated:  # what the command prints as a note
         warnings.warn(f"{truncated} input(s) longer than max_length {max_length} were truncated (census.json: each "
                       f"task's 'truncated'); a larger max_length keeps them whole", TruncationWarning, stacklevel=2)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -42,24 +42,25 @@ def _numpy(x: Any) -> np.ndarray:
 
 
 def check_maps(maps: list[np.ndarray], seps: list[list[int] | None] | None = None,
-               names: list[str] | None = None) -> None:
+               name: Callable[[int], str] | None = None) -> None:
     """Every map, with its separators, passes :func:`patterncnn.core.maps.check_map` (the one check of a map,
     as the command line and the service run it); the first that does not stops with its reason. Maps the check
     only warns about (rows that do not sum to 1) are classified, with one :class:`MapWarning` naming how many and
-    the first, as the ``classify`` command prints it. ``names``: what to call each map (default ``map i``)."""
+    the first, as the ``classify`` command prints it. ``name``: what to call map i (default ``map i``), asked only
+    for a map that is refused or warned about."""
     warned = []
     for i, m in enumerate(maps):
         errors, warns = check_map(m, seps=None if seps is None else seps[i])
-        name = names[i] if names else f"map {i}"
         if errors:
             fix = ("pass separator positions inside the map (seps=None for one segment)" if "sep" in errors[0] else
                    "pass (T, T) attention maps (rows are softmax weights)")
-            raise ClassifierError(f"{name}: {errors[0]}; {fix}")
+            raise ClassifierError(f"{name(i) if name else f'map {i}'}: {errors[0]}; {fix}")
         if warns:
-            warned.append((name, warns[0]))
+            warned.append((i, warns[0]))
     if warned:
-        name, first = warned[0]
-        warnings.warn(f"{len(warned)} of {len(maps)} map(s) warned, e.g. {name}: {first.rstrip('?')}; they are "
+        i, first = warned[0]
+        warnings.warn(f"{len(warned)} of {len(maps)} map(s) warned, e.g. {name(i) if name else f'map {i}'}: "
+                      f"{first.rstrip('?')}; they are "
                       f"classified as given", MapWarning, stacklevel=3)
 
 

@@ -204,14 +204,15 @@ class OnnxClassifier:
             ['heterogeneous', 'vertical', 'diagonal']
         """
         examples = split_attentions(attentions, attention_mask, tokens, sep_token)
-        groups, checked, names = [], [], []
-        for b, (maps, seps, _) in enumerate(examples):
+        groups, checked = [], []
+        for maps, seps, _ in examples:
             layers, heads, t, _ = maps.shape
             flat = maps.reshape(layers * heads, t, t)
             checked.extend(flat)
-            names.extend(f"example {b}, layer {la}, head {h}" for la in range(layers) for h in range(heads))
             groups.append((flat, [seps] * (layers * heads)))
-        check_maps(checked, names=names)  # one warning for the batch, naming the first map it is about
+        layers, heads = examples[0][0].shape[:2]
+        check_maps(checked, name=lambda i: f"example {i // (layers * heads)}, layer {i // heads % layers}, head "
+                                           f"{i % heads}")  # one warning for the batch, naming the first map
         probs = self.predict_groups(groups)
         shape = examples[0][0].shape[:2]
         return HeadPatterns(np.stack([p.reshape(*shape, len(LABELS)) for p in probs]),

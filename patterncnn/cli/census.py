@@ -75,7 +75,7 @@ def run(args) -> int:
     # Idle OpenMP workers (torch's preprocessing) must not spin while onnxruntime runs the encoder or the CNN on
     # the same cores: busy-waiting cost the onnx census up to 2.5x (docs/pages/benchmarks.md). Set before torch loads.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from ..census.results import compare, load_result, table
+    from ..census.results import compare, load_result, table, truncated_inputs
 
     if args.compare:  # reads two results: no encoder, no classifier, nothing of torch
         print(compare(*(load_result(p) for p in args.compare))[0])
@@ -117,7 +117,7 @@ def run(args) -> int:
         for task, s in result["tasks"].items():
             if s.get("precision"):
                 print(f"{task}: {s['precision']['reason']}")
-        trunc = sum(s["truncated"] for s in result["tasks"].values())
+        trunc = truncated_inputs(result)
         if trunc:
             print(f"note: {trunc} input(s) longer than --max-length {enc.max_length} were truncated")
         print(f"wrote {out}/census.json, census.csv, heads.csv, census.png, heads.png, thumbnails.npz")
