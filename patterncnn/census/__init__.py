@@ -24,6 +24,7 @@ from ..encoders.backends import DEFAULT_BACKEND, VETTED
 from ..shares.calibrate import SCOPES
 from ..shares.estimate import ESTIMATORS
 from ..shares.precision import Precision
+from .results import truncated_inputs
 
 if TYPE_CHECKING:
     from ..classifier.onnx import OnnxClassifier
@@ -74,7 +75,6 @@ def census(model: str = "minilm", tasks: str | Sequence[str] = MAIN_TASKS, limit
     # Loaded here, not when the package is: reading a finished result (census.results) needs no torch.
     from ..classifier.onnx import OnnxClassifier, load_classifier  # torch, onnxruntime: only to run a census
     from .result import CensusResult  # pandas, matplotlib: only for a result
-    from .results import truncated_inputs
     from .run import run_censuses  # the encoder's side: torch, transformers
 
     args.check(model=model, tasks=tasks, limit=limit, glue_dir=glue_dir, out=out, seed=seed, max_length=max_length,
