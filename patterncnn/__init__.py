@@ -72,12 +72,23 @@ __all__ = [
 ]
 
 
+# the public functions, each given as core.args.python_errors wraps it (its errors name its keywords, not the flags
+# of the command that calls it unwrapped), with the flags it takes under another name
+_FUNCTIONS = {"load_classifier": {"classifier": "path"}, "load_encoder": {"model": "name"}, "drift": {},
+              "special_tokens": {}, "disable": {}, "link": {}, "write_report": {}}
+
+
 def __getattr__(name: str) -> object:
     if name not in _LAZY:
         raise AttributeError(f"module 'patterncnn' has no attribute {name!r}")
     module = _importlib.import_module(_LAZY[name])
-    # `census` is the callable subpackage itself (patterncnn/census/__init__.py); the rest are module attributes.
+    # `census` is the callable subpackage itself (patterncnn/census/__init__.py, which wraps its call as below); the
+    # rest are module attributes.
     value = module if name == "census" else getattr(module, name)
+    if name in _FUNCTIONS:
+        from .core.args import python_errors  # numpy: with the function's own module, not with the package
+
+        value = python_errors(value, _FUNCTIONS[name])
     globals()[name] = value
     return value
 

@@ -117,6 +117,44 @@ def test_what_the_entry_points_took_before_the_checks_they_still_take():
     assert not isinstance(e.value, TypeError)
 
 
+@pytest.mark.parametrize("message, spelled", [
+    ("--out runs/x already holds census.json; pass --overwrite to replace it, or choose another --out",
+     "out='runs/x' already holds census.json; pass overwrite=True to replace it, or choose another out"),
+    ("(--limit 20 → 5, --seed 0 → 3); run it again", "(limit=20 → 5, seed=0 → 3); run it again"),
+    ("write it elsewhere with --out FILE", "write it elsewhere with out=FILE"),
+    ("pass --classifier PATH/TO/patterncnn.onnx", "pass path='PATH/TO/patterncnn.onnx'"),  # another keyword's name
+    ("pass --task rte, or leave out --glue-dir", "pass tasks='rte', or leave out glue_dir"),  # the plural keyword
+    ("run `patterncnn finetune --task T --out models-ft/N` and pass --model models-ft/N",  # a command stays one
+     "run `patterncnn finetune --task T --out models-ft/N` and pass model='models-ft/N'"),
+    ("--backend int8 is not offered", "--backend int8 is not offered"),  # a flag it has no keyword for
+])
+def test_keyword_spelling_names_the_keyword_a_flag_stands_for(message, spelled):
+    from patterncnn.core.args import keyword_spelling
+
+    params = ["model", "tasks", "limit", "seed", "glue_dir", "out", "overwrite", "path"]
+    assert keyword_spelling(message, params, {"classifier": "path"}, ["overwrite"]) == spelled
+
+
+def test_errors_of_a_python_call_name_its_keywords_and_the_command_line_keeps_its_flags(tmp_path, capsys):
+    """The public functions' errors name their keywords; the same error from the command line names the flags (the
+    handlers call the functions unwrapped); the error keeps its type."""
+    from patterncnn.classifier.onnx import ClassifierError, load_classifier
+    from patterncnn.cli import main
+    from patterncnn.core.glue import GlueDataError
+
+    with pytest.raises(ClassifierError, match=r"pass path='PATH/TO/patterncnn\.onnx'$"):
+        patterncnn.load_classifier(tmp_path / "none.onnx")
+    with pytest.raises(ClassifierError, match=r"pass --classifier PATH/TO/patterncnn\.onnx$"):
+        load_classifier(tmp_path / "none.onnx")
+    with pytest.raises(ClassifierError, match=r"pass classifier='PATH/TO/patterncnn\.onnx'$"):  # census's keyword
+        patterncnn.census("minilm", tasks=["rte"], classifier=tmp_path / "none.onnx")
+    with pytest.raises(GlueDataError) as raised:
+        patterncnn.census("minilm", tasks=["rte"], glue_dir=tmp_path)
+    assert "or leave out glue_dir to use `datasets`" in str(raised.value) and "--" not in str(raised.value)
+    assert main(["census", "--task", "rte", "--glue-dir", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    assert "or leave out --glue-dir to use `datasets`" in capsys.readouterr().err
+
+
 def test_experiment_results_check_their_method_arguments():
     res = patterncnn.ExperimentResult({"experiment": "drift"}, None, plotter=None, tabulate=None)
     assert res.to_json(indent=None) == '{"experiment": "drift"}'

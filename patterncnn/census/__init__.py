@@ -116,7 +116,10 @@ class _CallableModule(types.ModuleType):
     """The class of this subpackage: calling it runs :func:`census`."""
 
     def __call__(self, *args, **kwargs) -> CensusResult:
-        return census(*args, **kwargs)
+        return _census(*args, **kwargs)
+
+
+_census = args.python_errors(census)  # its errors name census()'s keywords, not the command's flags
 
 
 # What the call takes and does, as the function's own: ``inspect.signature(patterncnn.census)`` gives census()'s

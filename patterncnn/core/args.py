@@ -4,6 +4,10 @@ A wrong value raises :class:`ArgumentError` (a ``ValueError``), a wrong type :cl
 (also a ``TypeError``); both are :class:`~patterncnn.core.errors.PatternCNNError`, and the message is one
 line naming the keyword argument and what to pass (the command line's own checks name its flags).
 
+Errors of a run called from Python name its keywords where the command line's name its flags:
+:func:`python_errors` wraps each public function (``patterncnn.census(out=...)`` says "pass overwrite=True", where
+``patterncnn census --out ...`` says "pass --overwrite"); the command line calls the functions unwrapped.
+
 Usage::
 
     limit = args.whole("limit", limit, least=1, none=True)     # an int >= 1 or None
@@ -13,9 +17,12 @@ Usage::
 
 from __future__ import annotations
 
+import functools
+import inspect
 import operator
 import os
-from typing import Any, Iterable, Sequence
+import re
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -138,3 +145,57 @@ def check(**values: Any) -> None:
     """Check each keyword argument by its entry in :data:`CHECKS` (the first wrong one raises)."""
     for name, value in values.items():
         CHECKS[name](name, value)
+
+
+_FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?: ([^\s;,:)]+))?")
+_PLAIN = re.compile(r"-?\d[\d.e+-]*|[A-Z][A-Z0-9_]*(?:/[A-Z0-9_]+)*")  # a number or a PLACEHOLDER: written bare
+# the words that follow a flag in patterncnn's messages without being its value ("choose another --out or ...")
+_WORDS = frozenset("a an and as examples folder file gives is it keeps makes must needs of or recomputes rule "
+                   "scores shifts starts takes the to too uncertain weights where whose with writes".split())
+
+
+def keyword_spelling(message: str, parameters: Iterable[str], aliases: dict[str, str] | None = None,
+                     switches: Iterable[str] = ()) -> str:
+    """``message`` with each command-line flag of a function's own keyword argument spelled as that keyword.
+
+    ``--overwrite`` becomes ``overwrite=True`` (a switch), ``--out runs/x`` becomes ``out='runs/x'`` (``--limit 20``
+    ``limit=20``, ``--out FILE`` ``out=FILE``), ``choose another --out`` becomes ``choose another out``; ``--task`` is ``tasks`` where the function takes ``tasks``; ``aliases``
+    maps a flag to a keyword of another name (``load_classifier``'s ``path`` for ``--classifier``). Flags the
+    function has no keyword for, and whole commands in backquotes (`` `patterncnn finetune --task T` ``), are left
+    as they are: they are what to run in a terminal.
+    """
+    parameters, aliases, switches = set(parameters), aliases or {}, set(switches)
+
+    def spell(m: re.Match) -> str:
+        flag, value = m.group(1), m.group(2)
+        name = aliases.get(flag, flag.replace("-", "_"))
+        if name not in parameters and f"{name}s" in parameters:
+            name = f"{name}s"
+        if name not in parameters:
+            return m.group(0)
+        if name in switches:
+            return f"{name}=True" + (f" {value}" if value else "")
+        if not value or value in _WORDS:
+            return name + (f" {value}" if value else "")
+        return f"{name}={value}" if _PLAIN.fullmatch(value) else f"{name}={value!r}"
+
+    parts = message.split("`")
+    return "`".join(part if i % 2 else _FLAG.sub(spell, part) for i, part in enumerate(parts))
+
+
+def python_errors(func: Callable, aliases: dict[str, str] | None = None) -> Callable:
+    """``func`` as the public API gives it: its :class:`PatternCNNError` messages name its keyword arguments, not the
+    command line's flags (:func:`keyword_spelling`); the error, its type and traceback are otherwise the same."""
+    signature = inspect.signature(func)
+    switches = [n for n, p in signature.parameters.items() if p.default is False]
+
+    @functools.wraps(func)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except PatternCNNError as e:
+            if e.args and isinstance(e.args[0], str):
+                e.args = (keyword_spelling(e.args[0], signature.parameters, aliases, switches), *e.args[1:])
+            raise
+
+    return call
