@@ -27,7 +27,7 @@ from ..core import args
 from ..core.labels import LABELS
 from ..core.plots import census_plot, heads_plot, png
 from ..shares.estimate import describe
-from .results import load_result, table
+from .results import census_text, load_result
 from .thumbnails import read_thumbnails
 
 if TYPE_CHECKING:
@@ -191,8 +191,8 @@ class CensusResult:
         return json.dumps(self.data, indent=args.whole("indent", indent, none=True), ensure_ascii=False)
 
     def table(self) -> str:
-        """The terminal table ``patterncnn census`` prints."""
-        return describe(self.data["estimator"]) + "\n" + table(self.data)
+        """What ``patterncnn census`` prints of it: the encoder, the estimator and its interval, the table."""
+        return census_text(self.data)
 
     def __repr__(self) -> str:
         tasks = ", ".join(f"{t} ({s['examples']} ex.)" for t, s in self.data["tasks"].items())

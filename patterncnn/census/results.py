@@ -12,7 +12,7 @@ from ..core.errors import PatternCNNError
 from ..core.fileio import parse_json
 from ..core.labels import LABELS
 from ..core.work import run_command, unfinished_runs
-from ..shares.estimate import bias_band, pattern_errors
+from ..shares.estimate import bias_band, describe, pattern_errors
 
 
 class CensusError(PatternCNNError, RuntimeError):
@@ -109,6 +109,19 @@ def result_problem(r) -> str | None:
         if not _number(v.get("mean_abs_error")):
             return "estimator.validated_share_error.mean_abs_error must be a number"
     return None
+
+
+def census_text(result: dict, name: str | None = None) -> str:
+    """What ``patterncnn census`` prints of one census (``CensusResult.table()`` gives the same): the encoder (``name``
+    as the command was given it, else census.json's), its tag and backend, a note when its maps come from converted
+    weights, the estimator and its interval, the table, and each task's stopping reason under ``--precision``."""
+    name, tag = name or result["encoder"].get("model"), result.get("encoder_tag")
+    lines = [f"{name} ({f'{tag}, ' if tag else ''}backend {result.get('backend')}): share of (example, layer, head) maps"]
+    if result.get("encoder_weights"):
+        lines.append(f"note: the maps of {name} come from converted weights: {result['encoder_weights']}")
+    lines += [describe(result["estimator"]), table(result)]
+    lines += [f"{task}: {s['precision']['reason']}" for task, s in result["tasks"].items() if s.get("precision")]
+    return "\n".join(lines)
 
 
 def table(result: dict) -> str:

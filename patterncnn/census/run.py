@@ -232,7 +232,7 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
                              f"e.g. --precision 1")
     clf_file = Path(classifier.path)
     result = {"created_by": f"patterncnn {__version__}", "encoder": public_fingerprint(encoder.fingerprint),
-              **({"encoder_weights": encoder.weights_note} if encoder.weights_note else {}),
+              "encoder_tag": encoder.tag, **({"encoder_weights": encoder.weights_note} if encoder.weights_note else {}),
               "backend": encoder.backend, "layers": encoder.num_layers, "heads": encoder.num_heads,
               "max_length": encoder.max_length,
               "device": {"encoder": encoder.device, "classifier": list(getattr(classifier, "providers", ["cpu"]))},

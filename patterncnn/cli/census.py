@@ -6,7 +6,7 @@ import os
 
 from ..encoders.backends import DEFAULT_BACKEND, VETTED
 from ..shares.calibrate import SCOPES
-from ..shares.estimate import ESTIMATORS, describe
+from ..shares.estimate import ESTIMATORS
 from .common import (
     add_classifier_args,
     add_device_arg,
@@ -75,7 +75,7 @@ def run(args) -> int:
     # Idle OpenMP workers (torch's preprocessing) must not spin while onnxruntime runs the encoder or the CNN on
     # the same cores: busy-waiting cost the onnx census up to 2.5x (docs/pages/benchmarks.md). Set before torch loads.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from ..census.results import compare, load_result, table, truncated_inputs
+    from ..census.results import census_text, compare, load_result, truncated_inputs
 
     if args.compare:  # reads two results: no encoder, no classifier, nothing of torch
         print(compare(*(load_result(p) for p in args.compare))[0])
@@ -109,14 +109,7 @@ def run(args) -> int:
     for enc, out, result in runs:
         if len(models) > 1:  # the same command run again keeps it (run_censuses)
             args.finished.append(f"the finished census of {enc.name} in {out}")
-        print(f"\n{enc.name} ({enc.tag}, backend {enc.backend}): share of (example, layer, head) maps")
-        if enc.weights_note:
-            print(f"note: the maps of {enc.name} come from converted weights: {enc.weights_note}")
-        print(describe(result["estimator"]))
-        print(table(result))
-        for task, s in result["tasks"].items():
-            if s.get("precision"):
-                print(f"{task}: {s['precision']['reason']}")
+        print("\n" + census_text(result, enc.name))
         trunc = truncated_inputs(result)
         if trunc:
             print(f"note: {trunc} input(s) longer than --max-length {enc.max_length} were truncated")

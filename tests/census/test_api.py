@@ -47,6 +47,21 @@ def test_the_result_holds_what_census_json_holds(result):
     assert "rte (20 ex.)" in repr(result)
 
 
+def test_table_is_what_the_command_prints(result, tiny_bert, tiny_classifier, glue_dir, tmp_path, capsys):
+    from patterncnn.cli import main
+
+    lines = result.table().splitlines()
+    tag = result.data["encoder_tag"]
+    assert lines[0] == f"{tiny_bert.name} ({tag}, backend onnx): share of (example, layer, head) maps"
+    assert lines[1].startswith("estimator ") and lines[-1].startswith("sst2 ")
+    assert main(["census", "--model", str(tiny_bert), "--task", "RTE", "--task", "sst-2", "--limit", "20",
+                 "--glue-dir", str(glue_dir), "--out", str(tmp_path / "cli"), "--classifier", str(tiny_classifier[1]),
+                 "--max-length", "48", "--seed", "1"]) == 0
+    printed = capsys.readouterr().out  # the same lines, the encoder named as the command was given it
+    assert f"\n{tiny_bert} ({tag}, backend onnx): share of " in printed
+    assert "\n" + "\n".join(lines[1:]) + "\n" in printed
+
+
 def test_shares_is_a_dataframe_with_the_intervals_and_their_parts(result):
     df = result.shares
     assert df.index.names == ["task", "pattern"] and len(df) == 2 * len(LABELS)
