@@ -243,7 +243,10 @@ class HeadPatterns(Patterns):
         """A summary, not the probabilities: the grid's size and how many heads took each pattern."""
         b, layers, heads, _ = self.probs.shape
         counts = np.bincount(self.probs.argmax(-1).ravel(), minlength=len(LABELS))
-        return (f"HeadPatterns({b} example(s) x {layers} layers x {heads} heads: "
+        def n(count: int, noun: str) -> str:
+            return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+        return (f"HeadPatterns({n(b, 'example')} x {n(layers, 'layer')} x {n(heads, 'head')}: "
                 + ", ".join(f"{n} {c}" for n, c in zip(LABELS, counts)) + "; .labels, .probs, .frame(), .plot())")
 
     def _repr_html_(self) -> str:

@@ -66,8 +66,9 @@ def test_head_patterns_print_as_a_summary_not_their_probabilities():
     probs[..., 0] = 1
     probs[0, 0, 0] = [0, 0, 0, 0, 1]
     text = repr(HeadPatterns(probs))
-    assert text == ("HeadPatterns(2 example(s) x 3 layers x 4 heads: vertical 23, diagonal 0, vertical+diagonal 0, "
+    assert text == ("HeadPatterns(2 examples x 3 layers x 4 heads: vertical 23, diagonal 0, vertical+diagonal 0, "
                     "block 0, heterogeneous 1; .labels, .probs, .frame(), .plot())")
+    assert repr(HeadPatterns(probs[:1, :1, :1])).startswith("HeadPatterns(1 example x 1 layer x 1 head: vertical 0,")
 
 
 def test_classify_warns_of_maps_whose_rows_do_not_sum_to_1_as_the_command_does():
