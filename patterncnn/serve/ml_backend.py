@@ -19,6 +19,7 @@ from ..labelling.push import choice_names, prediction
 from .decode import JsonRoute, checked, task_map
 from .errors import BadInput, error_responses
 from .schemas import (
+    Error,
     PredictRequest,
     PredictResponse,
     SetupRequest,
@@ -76,8 +77,8 @@ async def webhook() -> WebhookResponse:
     return WebhookResponse(status="ignored", detail=NOT_LEARNED_HERE)
 
 
-@router.post("/train", responses=error_responses(422))
-async def train() -> None:
+@router.post("/train", status_code=422, response_model=Error, responses=error_responses(422))  # no 200 to list
+async def train() -> Error:
     """Label Studio's *Start Training* (older protocol, every annotated task in the body, unread): refused (422),
     naming the commands that train. Label Studio shows only the status; the message is in this service's log."""
     raise BadInput(NOT_LEARNED_HERE)

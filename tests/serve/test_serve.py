@@ -185,3 +185,5 @@ def test_label_studio_events_are_ignored_and_training_is_refused_saying_what_tra
     assert r.status_code == 200, r.text[:200]
     r = client.post("/train", json={"annotations": [], "project": "1.1"})
     assert r.status_code == 422 and "`patterncnn train`" in r.json()["detail"], r.text
+    train = client.get("/openapi.json").json()["paths"]["/train"]["post"]["responses"]
+    assert "422" in train and not any(code.startswith("2") for code in train), train  # it never answers 200
