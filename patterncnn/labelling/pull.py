@@ -139,9 +139,16 @@ def _parent_prediction(ann: dict):
     """The id of the prediction an annotation started from (Label Studio's ``parent_prediction``: the pre-annotation
     the labelling screen showed pre-selected, which the annotator kept or changed), or None: started blank."""
     parent = ann.get("parent_prediction")
-    if parent is None and isinstance(ann.get("prediction"), dict):
-        parent = ann["prediction"].get("id")
+    if parent is None and _carried_prediction(ann) is not None:
+        parent = _carried_prediction(ann)["id"]
     return parent
+
+
+def _carried_prediction(ann: dict) -> dict | None:
+    """The prediction an annotation carries in full (``prediction``: the one it started from, in exports of every
+    Label Studio version, also those that list a task's predictions only by id), or None."""
+    p = ann.get("prediction")
+    return p if isinstance(p, dict) and p.get("id") is not None else None
 
 
 def _label_of(ann: dict) -> tuple[str | None, bool]:
@@ -183,10 +190,9 @@ def _prediction_rows(task: dict, backends: dict[str, str], export_file: str, ser
     data = task.get("data") or {}
     listed = task.get("predictions") or []
     full = {p["id"]: p for p in listed if isinstance(p, dict)}
-    # An annotation started from a prediction carries it in full, even in exports that list only ids.
     for ann in task.get("annotations") or []:
-        p = ann.get("prediction")
-        if isinstance(p, dict) and p.get("id") is not None:
+        p = _carried_prediction(ann)
+        if p is not None:
             full.setdefault(p["id"], p)
     ids_only = len({p for p in listed if not isinstance(p, dict)} - set(full))
     pre_model, pre_scores = data.get("pre_model"), data.get("pre_scores") or {}
