@@ -37,6 +37,7 @@ from .run import (
     RESULT,
     check_models,
     kept_censuses,
+    note_finished,
     output_folder,
     run_census,
     same_estimator,
@@ -177,8 +178,10 @@ def run_ray_censuses(models: list[str], splits: list[GlueSplit], classifier, out
                      seed: int, max_length: int = 128, address: str = "auto", workers: int | None = None,
                      backend: str = "torch", threads: int = 2, batch_size: int = 16, progress: Callable | None = None,
                      overwrite: bool = False, estimator: str | None = None,
-                     scope: str | None = None) -> Iterator[tuple[object, Path, dict]]:
-    """The census of every model x task on Ray; yields (encoder, output folder, result) like ``run_censuses``.
+                     scope: str | None = None, finished: list[str] | None = None
+                     ) -> Iterator[tuple[object, Path, dict]]:
+    """The census of every model x task on Ray; yields (encoder, output folder, result) like ``run_censuses``, and
+    adds each finished census to ``finished`` as it does.
 
     Args:
         address: ``auto`` (the cluster this machine joined), ``local`` (start one here) or ``HOST:PORT``.
@@ -195,7 +198,8 @@ def run_ray_censuses(models: list[str], splits: list[GlueSplit], classifier, out
     same = same_estimator(classifier, encoders, estimator) or {"estimator": estimator}
     folders = [output_folder(out, enc, len(encoders)) for enc in encoders]
     # the same command, interrupted after an encoder's census was written: kept, as run_censuses does
-    kept = kept_censuses(out, encoders, classifier, splits, limit, seed, overwrite=overwrite, scope=scope, **same)
+    kept = kept_censuses(out, encoders, classifier, splits, limit, seed, finished=finished, overwrite=overwrite,
+                         scope=scope, **same)
     todo = [(enc, dest) for enc, dest, k in zip(encoders, folders, kept) if k is None]
     units, done = plan_units([e for e, _ in todo], [d for _, d in todo], splits, limit, seed, sha256_file(clf_file),
                              batch_size, overwrite)
@@ -215,5 +219,6 @@ def run_ray_censuses(models: list[str], splits: list[GlueSplit], classifier, out
         if finished is not None:
             yield enc, dest, finished
             continue
-        yield enc, dest, run_census(enc, classifier, splits, dest, limit, seed, batch_size=batch_size, scope=scope,
-                                    **same)
+        result = run_census(enc, classifier, splits, dest, limit, seed, batch_size=batch_size, scope=scope, **same)
+        note_finished(finished, enc, dest, len(encoders))
+        yield enc, dest, result

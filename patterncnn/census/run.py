@@ -272,11 +272,13 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
 
 def run_censuses(models: list[str], splits: list[GlueSplit], classifier: Classifier, out: str | Path,
                  limit: int | None, seed: int, max_length: int = 128, backend: str = "torch", threads: int = 2,
-                 device: str = "cpu", **kwargs) -> Iterator[tuple[Encoder, Path, dict]]:
+                 device: str = "cpu", finished: list[str] | None = None, **kwargs
+                 ) -> Iterator[tuple[Encoder, Path, dict]]:
     """Census of each encoder in turn (one folder per encoder tag when there are several); two encoders whose
     default estimators differ both take ``count`` unless ``estimator`` is given (:func:`same_estimator`).
 
-    Keyword arguments go to :func:`run_census`. Yields (encoder, its output folder, its result).
+    Keyword arguments go to :func:`run_census`. Yields (encoder, its output folder, its result). ``finished``, for a
+    census of several: each finished census is added to it (:func:`note_finished`) as soon as it is kept or written.
 
     Raises:
         RunError: a model is given twice (checked before any work), or two names load the same encoder.
@@ -292,23 +294,38 @@ def run_censuses(models: list[str], splits: list[GlueSplit], classifier: Classif
         tags[enc.tag] = model
         encoders.append(enc)
     kwargs.update(same_estimator(classifier, encoders, kwargs.get("estimator")))
-    for enc, kept in zip(encoders, kept_censuses(out, encoders, classifier, splits, limit, seed, **kwargs)):
+    kept = kept_censuses(out, encoders, classifier, splits, limit, seed, finished=finished, **kwargs)
+    for enc, earlier in zip(encoders, kept):
         dest = output_folder(out, enc, len(models))
-        if kept is not None:  # the same command, interrupted after this encoder's census: resumed past it
-            yield enc, dest, kept
+        if earlier is not None:  # the same command, interrupted after this encoder's census: resumed past it
+            yield enc, dest, earlier
             continue
-        yield enc, dest, run_census(enc, classifier, splits, dest, limit, seed, **kwargs)
+        result = run_census(enc, classifier, splits, dest, limit, seed, **kwargs)
+        note_finished(finished, enc, dest, len(models))
+        yield enc, dest, result
 
 
 def kept_censuses(out: str | Path, encoders: list, classifier: Classifier, splits: list[GlueSplit],
-                  limit: int | None, seed: int, **kwargs) -> list[dict | None]:
+                  limit: int | None, seed: int, finished: list[str] | None = None, **kwargs) -> list[dict | None]:
     """Per encoder of a census of several, its finished census that a rerun of the same command keeps
-    (:func:`finished_earlier`), else None; all None for one encoder, whose finished census is refused as before.
-    The local and the Ray census both ask here."""
+    (:func:`finished_earlier`; added to ``finished``), else None; all None for one encoder, whose finished census is
+    refused as before. The local and the Ray census both ask here, before any window runs."""
     if len(encoders) < 2:
         return [None] * len(encoders)
-    return [finished_earlier(output_folder(out, enc, len(encoders)), enc, classifier, splits, limit, seed, **kwargs)
-            for enc in encoders]
+    kept = []
+    for enc in encoders:
+        dest = output_folder(out, enc, len(encoders))
+        kept.append(finished_earlier(dest, enc, classifier, splits, limit, seed, **kwargs))
+        if kept[-1] is not None:
+            note_finished(finished, enc, dest, len(encoders))
+    return kept
+
+
+def note_finished(finished: list[str] | None, encoder: Encoder, dest: Path, encoders: int) -> None:
+    """Add a finished census of a census of several encoders to ``finished``: what ``patterncnn census``, interrupted,
+    names as kept when the same command runs again (:func:`patterncnn.cli.main`)."""
+    if finished is not None and encoders > 1:
+        finished.append(f"the finished census of {encoder.name} in {dest}")
 
 
 def finished_earlier(dest: Path, encoder: Encoder, classifier: Classifier, splits: list[GlueSplit],

@@ -96,7 +96,7 @@ def run(args) -> int:
     splits = dev_splits(args.task, glue_dir(args), args.limit, args.seed)
     results, models = [], args.model or ["minilm"]
     args.finished = []  # censuses of several encoders finished so far: an interruption names them (cli.main)
-    common = dict(batch_size=args.batch_size, progress=progress(), overwrite=args.overwrite,
+    common = dict(batch_size=args.batch_size, progress=progress(), overwrite=args.overwrite, finished=args.finished,
                   estimator=args.estimator, scope=args.calibration_scope, backend=args.backend, threads=args.threads)
     if args.ray:
         from ..census.ray import run_ray_censuses
@@ -107,8 +107,6 @@ def run(args) -> int:
         runs = run_censuses(models, splits, clf, args.out, args.limit, args.seed, args.max_length,
                             device=device(args), save_maps=args.save_maps, precision=precision, **common)
     for enc, out, result in runs:
-        if len(models) > 1:  # the same command run again keeps it (run_censuses)
-            args.finished.append(f"the finished census of {enc.name} in {out}")
         print("\n" + census_text(result, enc.name))
         trunc = truncated_inputs(result)
         if trunc:

@@ -112,9 +112,9 @@ def test_a_ray_census_of_two_encoders_stopped_after_the_first_resumes_past_it(cl
     splits, clf, _, _ = local
     models, out = [str(tiny_bert), str(tiny_mpnet)], tmp_path / "two"
 
-    def run(progress=None):
+    def run(progress=None, finished=None):
         return run_ray_censuses(models, splits, clf, out, limit=150, seed=SEED, max_length=48, workers=2, threads=1,
-                                progress=progress)
+                                progress=progress, finished=finished)
 
     runs = run()
     _, first, result = next(runs)
@@ -127,6 +127,17 @@ def test_a_ray_census_of_two_encoders_stopped_after_the_first_resumes_past_it(cl
     assert "kept the finished census" in caplog.text and (first / "census.json").read_bytes() == before
     assert again[0][1] == first and again[0][2]["tasks"] == result["tasks"]
     assert bar.updates == 0 and (again[1][1] / "census.json").is_file()  # the second's windows were all on disk
+    # Interrupted while the second's windows run (again, from nothing): the kept first census is already in the list
+    # the command's interrupt message names (cli.main); Ray yields it only after all windows.
+    (again[1][1] / "census.json").unlink()
+
+    def interrupt():
+        raise KeyboardInterrupt
+
+    finished = []
+    with pytest.raises(KeyboardInterrupt):
+        list(run(Bar(interrupt), finished))
+    assert finished == [f"the finished census of {tiny_bert} in {first}"]
     # other arguments are not taken for the finished census: refused, as before
     with pytest.raises(OutputError, match="already holds census.json"):
         list(run_ray_censuses(models, splits, clf, out, limit=100, seed=SEED, max_length=48, workers=2, threads=1))
