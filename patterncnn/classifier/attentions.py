@@ -252,14 +252,19 @@ class HeadPatterns(Patterns):
     def _repr_html_(self) -> str:
         from html import escape
 
+        def cell(l: int, h: int, k: int, prob: float) -> str:
+            # The colour fades with the probability, the letter does not: light cells get dark letters.
+            alpha, colour = 0.2 + 0.8 * prob, COLORS[LABELS[k]]
+            rgb = ",".join(str(int(colour[i:i + 2], 16)) for i in (1, 3, 5))
+            return (f'<td style="background:rgba({rgb},{alpha:.2f});color:{"#fff" if alpha >= 0.6 else "#222"};'
+                    f'text-align:center;padding:1px 3px" title="layer {l}, head {h}: {LABELS[k]} {prob:.2f}">'
+                    f'{SHORT[LABELS[k]]}</td>')
+
         parts = []
         for i, p in enumerate(self.probs[:4]):
             words = " ".join(self.tokens[i]) if i < len(self.tokens) and self.tokens[i] else ""
             rows = "".join("<tr><th>{}</th>{}</tr>".format(l, "".join(
-                f'<td style="background:{COLORS[LABELS[k]]};opacity:{0.35 + 0.65 * float(p[l, h, k]):.2f};'
-                f'color:#fff;text-align:center;padding:1px 3px" title="layer {l}, head {h}: {LABELS[k]} '
-                f'{p[l, h, k]:.2f}">{SHORT[LABELS[k]]}</td>' for h, k in enumerate(p[l].argmax(-1))))
-                for l in range(p.shape[0]))
+                cell(l, h, k, float(p[l, h, k])) for h, k in enumerate(p[l].argmax(-1)))) for l in range(p.shape[0]))
             parts.append(f"<p><b>example {i}</b> {escape(words[:300])}</p><table style='border-collapse:collapse;"
                          f"font:11px monospace'><tr><th></th>{''.join(f'<th>{h}</th>' for h in range(p.shape[1]))}"
                          f"</tr>{rows}</table>")
