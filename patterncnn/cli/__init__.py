@@ -113,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             if finished:
                 note += (f" (without --overwrite it keeps {' and '.join(finished)})" if getattr(args, "overwrite", False)
                          else f" (it keeps {' and '.join(finished)})")
+        if getattr(args, "interrupt_note", None):  # a command that says itself what an interruption keeps
+            note = f": {args.interrupt_note}"
         print(f"patterncnn {args.command}: interrupted{note}", file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 - the last line of defence, as the service's CatchAll: one line, not a traceback

@@ -105,6 +105,7 @@ def run_start(args) -> int:
 def run_finish(args) -> int:
     from ..core.maps import open_maps
     from ..labelling.pull import pull
+    from ..shares.estimate import MIN_CALIBRATED_MAPS
     from ..training.adapt import AdaptConfig, adapt, prepare
 
     out = Path(args.out)
@@ -116,6 +117,12 @@ def run_finish(args) -> int:
     ls = None if args.from_file else connect(args)
     r = pull(ls, args.project, open_maps(out / "maps"), out / "labels", from_file=args.from_file)
     print(f"pulled {r['labelled']} labelled map(s) into {out / 'labels'} ({', '.join(f'{k} {v}' for k, v in r['labels'].items())})")
+    if r["unlabelled"]:
+        print(f"warning: {r['unlabelled']} of the project's {r['tasks']} maps are not labelled yet: the fits and the "
+              f"validation use the labelled ones, which are not a uniform sample if they were labelled in order; to "
+              f"use all, stop this (Ctrl-C), label the rest and run it again")
+    args.interrupt_note = (f"the pulled labels are kept in {out / 'labels'}; no fit is kept (nothing was written to "
+                           f"{out / 'classifier'}): the same command pulls again and fits from the start")
     res = adapt(args.checkpoint, args.annotations, out / "labels", out / "classifier", acfg, progress=progress(),
                 overwrite=args.overwrite)
     b, n = res["before"], res["new"]
@@ -134,6 +141,10 @@ def run_finish(args) -> int:
     for enc, v in res["validation_on_new"].items():
         print(f"census of {enc}: estimator {v['estimator']}{'/' + v['scope'] if v['scope'] else ''}, validated share "
               f"error {100 * v['mean_abs_error']:.1f} points per pattern, intervals held the hand share in "
-              f"{100 * v['coverage']:.0f}% of cells")
+              f"{100 * v['coverage']:.0f}% of cells (targets 3 points and 90%: "
+              f"{'met' if v['meets_targets'] else 'not met'})")
+        if v.get("few_maps"):
+            print(f"its {v['few_maps']} maps are too few (under {MIN_CALIBRATED_MAPS}) to validate a calibrated "
+                  f"estimator's intervals: its census counts, with the band of share errors measured on them")
     print(f"wrote {out / 'classifier'}; use it with `patterncnn census --classifier {out / 'classifier'}/patterncnn.onnx`")
     return 0

@@ -268,3 +268,26 @@ def test_plan_follows_the_validated_best():
     assert "only 47% of cells" in plan_for(meta, "probs", "all", "enc-aaaa1111").validated["warning"]
     assert "\nwarning: in validation, this estimator's 95% intervals" in describe(plan.describe())
     assert plan_for(meta, None, None, "enc-bbbb2222").estimator == "adjusted"  # another encoder: today's best
+
+
+def test_an_encoder_validated_on_few_maps_of_its_own_defaults_to_count_with_its_band():
+    # Found by walkthrough 8: adapted on 42 maps, probs "held the hand share in 92% of cells" (7 maps per task: wide
+    # hand shares, wide intervals) and the census then printed +-1.2 points under a validated error of 4.7.
+    rng = np.random.default_rng(3)
+    rows = simulate(np.full(5, 0.2), 300, rng)
+    res = lambda e, s, err, cov, maps: {"estimator": e, "scope": s, "worst_encoder_mean_abs_error": err,  # noqa: E731
+                                        "coverage": cov, "encoders": {"enc-aaaa1111": {
+                                            "mean_abs_error": err, "coverage": cov, "maps": maps,
+                                            "bias_band": dict.fromkeys(LABELS, 0.07)}}}
+    for maps, chosen in ((42, "count"), (99, "count"), (100, "probs"), (360, "probs")):
+        results = [res("count", None, 0.036, 0.97, maps), res("probs", "encoder", 0.031, 0.92, maps)]
+        per = best_by_encoder(results)["enc-aaaa1111"]
+        assert per["estimator"] == chosen, maps
+        assert per.get("few_maps") == (maps if chosen == "count" else None)
+        meta = {"calibration": calibration_record(rows), "validation": {"results": results}}
+        plan = plan_for(meta, None, None, "enc-aaaa1111")
+        assert plan.estimator == chosen
+        if chosen == "count":
+            assert f"its {maps} maps are too few to validate a calibrated estimator's intervals" in plan.chosen_by
+    assert plan_for(meta, "probs", None, "enc-aaaa1111").estimator == "probs"  # given: as asked
+

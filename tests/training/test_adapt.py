@@ -1,6 +1,7 @@
 """patterncnn adapt (patterncnn.training.adapt): a classifier fine-tuned on a new family's uniformly drawn maps, with
 a validated band of its own for that family, and the warning of an unvalidated family gone."""
 
+import csv
 import json
 
 import numpy as np
@@ -116,7 +117,6 @@ def test_merge_validation_warns_when_an_encoder_is_now_validated_on_fewer_maps(c
 def started(new, out, export):
     """What `adapt start` leaves in ``out`` (the sampled maps of the labelled set ``new``) and a Label Studio export of
     their labels in ``export``; returns the labels."""
-    import csv
     import shutil
 
     shutil.copytree(new / "maps", out / "maps")
@@ -147,6 +147,33 @@ def test_adapt_finish_pulls_an_export_and_writes_the_adapted_classifier(trained,
     assert json.loads((out / "classifier" / "adapt.json").read_text())["config"]["freeze_bn"] is True
     assert main(["adapt", "finish", "--from-file", str(tmp_path / "export.json"), "--out", str(tmp_path / "none")]) == 2
     assert "adapt start" in capsys.readouterr().err
+
+
+def test_adapt_finish_warns_of_unlabelled_maps_and_an_interruption_says_what_it_keeps(trained, tmp_path, capsys,
+                                                                                      monkeypatch):
+    # Found by walkthrough 8: half the maps labelled went on silently; Ctrl-C said only "interrupted".
+    import patterncnn.training.adapt as adapting
+
+    base, new, models = trained
+    out = tmp_path / "adapt-e5"
+    labels = started(new, out, tmp_path / "export.json")
+    tasks = json.loads((tmp_path / "export.json").read_text())
+    for t in tasks[:3]:
+        t["annotations"] = []
+    (tmp_path / "export.json").write_text(json.dumps(tasks))
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(adapting, "adapt", interrupted)  # stopped during the fits
+    assert main(["adapt", "finish", "--from-file", str(tmp_path / "export.json"), "--out", str(out), "--annotations",
+                 str(base), "--checkpoint", str(models / "patterncnn.pt")]) == 130
+    said = capsys.readouterr()
+    assert f"warning: 3 of the project's {len(labels)} maps are not labelled yet" in said.out
+    assert said.err.strip() == (f"patterncnn adapt: interrupted: the pulled labels are kept in {out / 'labels'}; no "
+                                f"fit is kept (nothing was written to {out / 'classifier'}): the same command pulls "
+                                f"again and fits from the start")
+    assert len(list(csv.DictReader(open(out / "labels" / "labels.csv", encoding="utf-8")))) == len(labels) - 3
 
 
 def test_adapt_starts_from_the_labelled_sets_the_classifier_was_trained_on(trained, tmp_path, caplog):
