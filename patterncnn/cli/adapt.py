@@ -97,7 +97,9 @@ def run_start(args) -> int:
     r = setup_annotators(ls, project, args.annotators, blind=True)
     print(f"sampled {sum(summary['tasks'].values())} maps of {enc.tag} uniformly into {maps}; pushed "
           f"{pushed['pushed']} to project {project.id} ({project.title!r}) without predictions")
-    print(f"label them at {ls.url}/projects/{project.id}/data (Label All Tasks); annotators sign up with {r['invite']}")
+    who = ("label them yourself, or have an annotator sign up" if args.annotators == 1 else
+           f"each map goes to {args.annotators} annotators, each of whom signs up")
+    print(f"label them at {ls.url}/projects/{project.id}/data (Label All Tasks): {who} with {r['invite']}")
     print(f"then: patterncnn adapt finish --project {project.title!r} --out {args.out}")
     return 0
 
