@@ -89,6 +89,7 @@ def __getattr__(name: str) -> object:
         from .core.args import python_errors  # numpy: with the function's own module, not with the package
 
         value = python_errors(value, _FUNCTIONS[name])
+        value.__module__, value.__qualname__ = __name__, name  # pickled by reference to this name, as given
     globals()[name] = value
     return value
 

@@ -123,7 +123,14 @@ def test_what_the_entry_points_took_before_the_checks_they_still_take():
     ("(--limit 20 → 5, --seed 0 → 3); run it again", "(limit=20 → 5, seed=0 → 3); run it again"),
     ("write it elsewhere with --out FILE", "write it elsewhere with out=FILE"),
     ("pass --classifier PATH/TO/patterncnn.onnx", "pass path='PATH/TO/patterncnn.onnx'"),  # another keyword's name
-    ("pass --task rte, or leave out --glue-dir", "pass tasks='rte', or leave out glue_dir"),  # the plural keyword
+    ("pass --task rte, or leave out --glue-dir", "pass tasks rte, or leave out glue_dir"),  # the plural keyword
+    # found by the second review: words of the sentence after a flag were taken for its value
+    ("(--limit: was 20, now 5; --model (the encoder's weights): was a, now b)",
+     "(limit: was 20, now 5; model (the encoder's weights): was a, now b)"),
+    ("give this census another --out (--overwrite never drops another command's work)",
+     "give this census another out (overwrite=True never drops another command's work)"),
+    ("check that --glue-dir points at a glue_data folder", "check that glue_dir points at a glue_data folder"),
+    ("--out 2024-01-05 exists", "out 2024-01-05 exists"),  # not a number: left as it is written
     ("run `patterncnn finetune --task T --out models-ft/N` and pass --model models-ft/N",  # a command stays one
      "run `patterncnn finetune --task T --out models-ft/N` and pass model='models-ft/N'"),
     ("--backend int8 is not offered", "--backend int8 is not offered"),  # a flag it has no keyword for
@@ -133,6 +140,14 @@ def test_keyword_spelling_names_the_keyword_a_flag_stands_for(message, spelled):
 
     params = ["model", "tasks", "limit", "seed", "glue_dir", "out", "overwrite", "path"]
     assert keyword_spelling(message, params, {"classifier": "path"}, ["overwrite"]) == spelled
+
+
+def test_the_public_functions_pickle_by_reference():
+    import pickle
+
+    for name in ["load_classifier", "load_encoder", "drift", "special_tokens", "disable", "link", "write_report"]:
+        f = getattr(patterncnn, name)
+        assert pickle.loads(pickle.dumps(f)) is f, name
 
 
 def test_errors_of_a_python_call_name_its_keywords_and_the_command_line_keeps_its_flags(tmp_path, capsys):

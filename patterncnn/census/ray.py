@@ -215,9 +215,9 @@ def run_ray_censuses(models: list[str], splits: list[GlueSplit], classifier, out
     total = done + sum(len(u.examples) for u in units)
     with progress_bar(progress, total, f"census on Ray ({workers} workers)", "ex", initial=done) as bar:
         run_units(ray, units, start_worker, workers, batch_size, bar)
-    for enc, dest, finished in zip(encoders, folders, kept):
-        if finished is not None:
-            yield enc, dest, finished
+    for enc, dest, earlier in zip(encoders, folders, kept):
+        if earlier is not None:
+            yield enc, dest, earlier
             continue
         result = run_census(enc, classifier, splits, dest, limit, seed, batch_size=batch_size, scope=scope, **same)
         note_finished(finished, enc, dest, len(encoders))

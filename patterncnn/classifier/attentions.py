@@ -252,11 +252,18 @@ class HeadPatterns(Patterns):
     def _repr_html_(self) -> str:
         from html import escape
 
+        def luminance(rgb: list[float]) -> float:  # WCAG's relative luminance of an sRGB colour (0-255)
+            lin = [c / 255 / 12.92 if c <= 10.31 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in rgb]
+            return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
         def cell(l: int, h: int, k: int, prob: float) -> str:
-            # The colour fades with the probability, the letter does not: light cells get dark letters.
+            # The colour fades with the probability, the letter does not; it is white or dark, whichever contrasts
+            # more with the cell as shown (the colour over the white page).
             alpha, colour = 0.2 + 0.8 * prob, COLORS[LABELS[k]]
-            rgb = ",".join(str(int(colour[i:i + 2], 16)) for i in (1, 3, 5))
-            return (f'<td style="background:rgba({rgb},{alpha:.2f});color:{"#fff" if alpha >= 0.6 else "#222"};'
+            rgb = [int(colour[i:i + 2], 16) for i in (1, 3, 5)]
+            shown = luminance([alpha * c + (1 - alpha) * 255 for c in rgb])
+            letter = "#fff" if 1.05 / (shown + 0.05) > (shown + 0.05) / (luminance([34] * 3) + 0.05) else "#222"
+            return (f'<td style="background:rgba({",".join(map(str, rgb))},{alpha:.2f});color:{letter};'
                     f'text-align:center;padding:1px 3px" title="layer {l}, head {h}: {LABELS[k]} {prob:.2f}">'
                     f'{SHORT[LABELS[k]]}</td>')
 

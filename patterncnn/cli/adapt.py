@@ -76,6 +76,7 @@ def run_start(args) -> int:
     from ..labelling.labelstudio import check_project_title
     from ..labelling.push import HIDDEN_COLUMNS, label_config, push, setup_annotators
     from ..labelling.sample import sample_maps
+    from ..shares.estimate import MIN_CALIBRATED_MAPS
 
     check_project_title(args.project)  # before the encoder runs and before anything is written
     tasks = [get_task(t) for t in (args.task or TASKS)]
@@ -88,9 +89,10 @@ def run_start(args) -> int:
     splits = [load_split(t, "dev", glue_dir(args)) for t in tasks]
     enc = load_encoder(args.model, max_length=args.max_length)
     project = ls.ensure_project(args.project, label_config(), hidden_columns=HIDDEN_COLUMNS)
-    if args.maps < 50:
-        print(f"note: {args.maps} maps is far fewer than the ~100 the learning curve was measured with "
-              f"(docs/pages/commands/adapt.md); the validated band of so few maps is wide")
+    if args.maps < MIN_CALIBRATED_MAPS:
+        print(f"note: with fewer than {MIN_CALIBRATED_MAPS} labelled maps your encoder's census counts, with the band "
+              f"of share errors measured on them, which is wide on so few (docs/pages/commands/adapt.md); "
+              f"{args.maps} asked for")
     summary = sample_maps(enc, splits, math.ceil(args.maps / len(tasks)), args.seed, maps, progress=progress(),
                           design="uniform")
     pushed = push(ls, project, open_maps(maps), predictor=None)
@@ -107,7 +109,7 @@ def run_start(args) -> int:
 def run_finish(args) -> int:
     from ..core.maps import open_maps
     from ..labelling.pull import pull
-    from ..shares.estimate import MIN_CALIBRATED_MAPS
+    from ..shares.estimate import MIN_CALIBRATED_MAPS, TARGET_COVERAGE, TARGET_ERROR
     from ..training.adapt import AdaptConfig, adapt, prepare
 
     out = Path(args.out)
@@ -119,14 +121,16 @@ def run_finish(args) -> int:
     ls = None if args.from_file else connect(args)
     r = pull(ls, args.project, open_maps(out / "maps"), out / "labels", from_file=args.from_file)
     print(f"pulled {r['labelled']} labelled map(s) into {out / 'labels'} ({', '.join(f'{k} {v}' for k, v in r['labels'].items())})")
-    if r["unlabelled"]:
-        print(f"warning: {r['unlabelled']} of the project's {r['tasks']} maps are not labelled yet: the fits and the "
-              f"validation use the labelled ones, which are not a uniform sample if they were labelled in order; to "
-              f"use all, stop this (Ctrl-C), label the rest and run it again")
+    if r["unlabelled"] or r["cancelled"]:
+        print(f"warning: {r['unlabelled']} of the project's {r['tasks']} maps are not labelled yet and "
+              f"{r['cancelled']} were skipped: the fits and the validation use the labelled ones, which are not a "
+              f"uniform sample if they were labelled in order or skipped as hard; to use all, stop this (Ctrl-C), "
+              f"label the rest and run it again")
     args.interrupt_note = (f"the pulled labels are kept in {out / 'labels'}; no fit is kept (nothing was written to "
                            f"{out / 'classifier'}): the same command pulls again and fits from the start")
     res = adapt(args.checkpoint, args.annotations, out / "labels", out / "classifier", acfg, progress=progress(),
                 overwrite=args.overwrite)
+    args.interrupt_note = None  # the adapted classifier is written
     b, n = res["before"], res["new"]
     if args.epochs:
         print(f"on your {n['maps']} maps, out of fold: accuracy {n['accuracy']:.3f} (the classifier before adapting: "
@@ -143,7 +147,8 @@ def run_finish(args) -> int:
     for enc, v in res["validation_on_new"].items():
         print(f"census of {enc}: estimator {v['estimator']}{'/' + v['scope'] if v['scope'] else ''}, validated share "
               f"error {100 * v['mean_abs_error']:.1f} points per pattern, intervals held the hand share in "
-              f"{100 * v['coverage']:.0f}% of cells (targets 3 points and 90%: "
+              f"{100 * v['coverage']:.0f}% of cells (targets {100 * TARGET_ERROR:.0f} points and "
+              f"{100 * TARGET_COVERAGE:.0f}%: "
               f"{'met' if v['meets_targets'] else 'not met'})")
         if v.get("few_maps"):
             print(f"its {v['few_maps']} maps are too few (under {MIN_CALIBRATED_MAPS}) to validate a calibrated "

@@ -147,11 +147,9 @@ def check(**values: Any) -> None:
         CHECKS[name](name, value)
 
 
-_FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?: ([^\s;,:)]+))?")
-_PLAIN = re.compile(r"-?\d[\d.e+-]*|[A-Z][A-Z0-9_]*(?:/[A-Z0-9_]+)*")  # a number or a PLACEHOLDER: written bare
-# the words that follow a flag in patterncnn's messages without being its value ("choose another --out or ...")
-_WORDS = frozenset("a an and as examples folder file gives is it keeps makes must needs of or recomputes rule "
-                   "scores shifts starts takes the to too uncertain weights where whose with writes".split())
+_FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?: ([^\s;,:()][^\s;,:)]*))?")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*")  # FILE, PATH: written bare, as the caller fills it in
 
 
 def keyword_spelling(message: str, parameters: Iterable[str], aliases: dict[str, str] | None = None,
@@ -159,7 +157,9 @@ def keyword_spelling(message: str, parameters: Iterable[str], aliases: dict[str,
     """``message`` with each command-line flag of a function's own keyword argument spelled as that keyword.
 
     ``--overwrite`` becomes ``overwrite=True`` (a switch), ``--out runs/x`` becomes ``out='runs/x'`` (``--limit 20``
-    ``limit=20``, ``--out FILE`` ``out=FILE``), ``choose another --out`` becomes ``choose another out``; ``--task`` is ``tasks`` where the function takes ``tasks``; ``aliases``
+    ``limit=20``, ``--out FILE`` ``out=FILE``), ``choose another --out`` becomes ``choose another out`` and ``--device
+    cuda`` ``device cuda`` (a word after a flag is taken for its value only when it is a path, a number or a
+    PLACEHOLDER: the sentence's own words stay words); ``--task`` is ``tasks`` where the function takes ``tasks``; ``aliases``
     maps a flag to a keyword of another name (``load_classifier``'s ``path`` for ``--classifier``). Flags the
     function has no keyword for, and whole commands in backquotes (`` `patterncnn finetune --task T` ``), are left
     as they are: they are what to run in a terminal.
@@ -175,9 +175,11 @@ def keyword_spelling(message: str, parameters: Iterable[str], aliases: dict[str,
             return m.group(0)
         if name in switches:
             return f"{name}=True" + (f" {value}" if value else "")
-        if not value or value in _WORDS:
-            return name + (f" {value}" if value else "")
-        return f"{name}={value}" if _PLAIN.fullmatch(value) else f"{name}={value!r}"
+        if value and (_NUMBER.fullmatch(value) or _PLACEHOLDER.fullmatch(value)):
+            return f"{name}={value}"
+        if value and "/" in value:  # a path
+            return f"{name}={value!r}"
+        return name + (f" {value}" if value else "")  # a word of the sentence ("another --out or"), or a choice
 
     parts = message.split("`")
     return "`".join(part if i % 2 else _FLAG.sub(spell, part) for i, part in enumerate(parts))

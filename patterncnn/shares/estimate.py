@@ -289,7 +289,7 @@ def plan_for(metadata: dict, estimator: str | None, scope: str | None, encoder: 
     """The census's estimate for a classifier (its metadata) and an encoder tag.
 
     ``estimator`` None means the one that validated best on ``encoder``'s uniformly drawn maps (the
-    validation's ``best_per_encoder``), else on those of an encoder of its family (a fine-tune takes its
+    validation's ``best_per_encoder``; ``count`` when they are fewer than MIN_CALIBRATED_MAPS), else on those of an encoder of its family (a fine-tune takes its
     base encoder's); for a family never validated ``count`` when the validation holds the leave-one-family-out
     measurement (``unseen_family``), else the best over all validated encoders; without validation ``count``;
     ``scope`` None the scope validated with it, else the best validated scope for that estimator, else

@@ -116,9 +116,11 @@ def test_a_ray_census_of_two_encoders_stopped_after_the_first_resumes_past_it(cl
         return run_ray_censuses(models, splits, clf, out, limit=150, seed=SEED, max_length=48, workers=2, threads=1,
                                 progress=progress, finished=finished)
 
-    runs = run()
+    written = []
+    runs = run(finished=written)
     _, first, result = next(runs)
     runs.close()  # stopped after the first census was written, before the second's
+    assert written == [f"the finished census of {tiny_bert} in {first}"]  # what an interruption now would name
     before = (first / "census.json").read_bytes()
     assert list(out.glob("*/census.json")) == [first / "census.json"]
     bar = Bar(lambda: None)

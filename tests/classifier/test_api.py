@@ -72,16 +72,18 @@ def test_head_patterns_print_as_a_summary_not_their_probabilities():
 
 
 def test_head_patterns_html_fades_the_colour_not_the_letter():
-    # Found by walkthrough 7: the cells' opacity faded their letters too.
+    # Found by walkthrough 7: the cells' opacity faded their letters too. The letter is white or dark, whichever
+    # contrasts more with the cell as shown (the second review: white on orange was 1.6:1).
     from patterncnn.classifier.attentions import HeadPatterns
 
-    probs = np.full((1, 1, 3, 5), 0.1)
-    probs[0, 0, 0, 0], probs[0, 0, 1, 3], probs[0, 0, 2, 1] = 0.6, 1.0, 0.3
+    probs = np.full((1, 1, 4, 5), 0.0)
+    probs[0, 0, 0, 0], probs[0, 0, 1, 0], probs[0, 0, 2, 1], probs[0, 0, 3, 4] = 1.0, 0.6, 1.0, 1.0
     html = HeadPatterns(probs)._repr_html_()
     assert "opacity" not in html
-    assert "background:rgba(0,114,178,0.68);color:#fff" in html  # vertical at 0.6: #0072B2
-    assert "background:rgba(204,121,167,1.00);color:#fff" in html  # block at 1.0: #CC79A7
-    assert "background:rgba(230,159,0,0.44);color:#222" in html  # diagonal at 0.3 (#E69F00): a dark letter
+    assert "background:rgba(0,114,178,1.00);color:#fff" in html  # vertical (#0072B2) at 1.0: dark blue, white
+    assert "background:rgba(0,114,178,0.68);color:#222" in html  # at 0.6, faded to a light blue: dark
+    assert "background:rgba(230,159,0,1.00);color:#222" in html  # diagonal (#E69F00), orange: dark
+    assert "background:rgba(153,153,153,1.00);color:#222" in html  # heterogeneous, grey: dark
 
 
 def test_classify_warns_of_maps_whose_rows_do_not_sum_to_1_as_the_command_does():
