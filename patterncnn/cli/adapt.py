@@ -109,7 +109,7 @@ def run_start(args) -> int:
 def run_finish(args) -> int:
     from ..core.maps import open_maps
     from ..labelling.pull import pull
-    from ..shares.estimate import MIN_CALIBRATED_MAPS, TARGET_COVERAGE, TARGET_ERROR
+    from ..shares.estimate import MIN_CALIBRATED_MAPS, TARGET_COVERAGE, TARGET_ERROR, few_maps_reason
     from ..training.adapt import AdaptConfig, adapt, prepare
 
     out = Path(args.out)
@@ -151,7 +151,7 @@ def run_finish(args) -> int:
               f"{100 * TARGET_COVERAGE:.0f}%: "
               f"{'met' if v['meets_targets'] else 'not met'})")
         if v.get("few_maps"):
-            print(f"its {v['few_maps']} maps are too few (under {MIN_CALIBRATED_MAPS}) to validate a calibrated "
-                  f"estimator's intervals: its census counts, with the band of share errors measured on them")
+            print(f"{few_maps_reason(v['few_maps'])} (under {MIN_CALIBRATED_MAPS}): its census counts, with the band "
+                  f"of share errors measured on them")
     print(f"wrote {out / 'classifier'}; use it with `patterncnn census --classifier {out / 'classifier'}/patterncnn.onnx`")
     return 0

@@ -138,10 +138,8 @@ def check_export(export) -> None:
 def _parent_prediction(ann: dict):
     """The id of the prediction an annotation started from (Label Studio's ``parent_prediction``: the pre-annotation
     the labelling screen showed pre-selected, which the annotator kept or changed), or None: started blank."""
-    parent = ann.get("parent_prediction")
-    if parent is None and _carried_prediction(ann) is not None:
-        parent = _carried_prediction(ann)["id"]
-    return parent
+    parent, carried = ann.get("parent_prediction"), _carried_prediction(ann)
+    return carried["id"] if parent is None and carried is not None else parent
 
 
 def _carried_prediction(ann: dict) -> dict | None:

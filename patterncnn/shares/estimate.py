@@ -48,6 +48,12 @@ TARGET_COVERAGE = 0.90  # share of (task, class) cells whose 95% interval holds 
 # says little of a census's intervals over thousands of maps (walkthrough 8: probs on 42 maps "held" 92% of cells,
 # then printed +-1.2 points under a validated error of 4.7). The shipped encoders have 120 to 360.
 MIN_CALIBRATED_MAPS = 100
+
+
+def few_maps_reason(maps: int) -> str:
+    """Why an encoder validated on ``maps`` (< MIN_CALIBRATED_MAPS) maps of its own counts: the census and ``adapt``
+    say it in these words."""
+    return f"its {maps} maps are too few to validate a calibrated estimator's intervals"
 RETRAIN = "retrain it with `patterncnn train` (it stores the calibration with the model)"
 
 
@@ -289,9 +295,9 @@ def plan_for(metadata: dict, estimator: str | None, scope: str | None, encoder: 
     """The census's estimate for a classifier (its metadata) and an encoder tag.
 
     ``estimator`` None means the one that validated best on ``encoder``'s uniformly drawn maps (the
-    validation's ``best_per_encoder``; ``count`` when they are fewer than MIN_CALIBRATED_MAPS), else on those of an encoder of its family (a fine-tune takes its
-    base encoder's); for a family never validated ``count`` when the validation holds the leave-one-family-out
-    measurement (``unseen_family``), else the best over all validated encoders; without validation ``count``;
+    validation's ``best_per_encoder``; ``count`` when they are fewer than MIN_CALIBRATED_MAPS), else on those of an
+    encoder of its family (a fine-tune takes its base encoder's); for a family never validated ``count`` when the
+    validation holds the leave-one-family-out measurement (``unseen_family``), else the best over all validated encoders; without validation ``count``;
     ``scope`` None the scope validated with it, else the best validated scope for that estimator, else
     ``encoder`` (widened as needed). ``chosen_by``, when given, is recorded as the reason instead.
     """
@@ -325,8 +331,8 @@ def _choose(metadata: dict, estimator: str | None, scope: str | None,
     validation = _current_choices(metadata.get("validation"))
     on, mine = _validated_default(validation, encoder)
     best = mine or (validation or {}).get("best") or {}
-    few = f"validation on {on}: count, with its band (its {mine['few_maps']} maps are too few to validate a " \
-          f"calibrated estimator's intervals)" if mine and mine.get("few_maps") else None
+    few = (f"validation on {on}: count, with its band ({few_maps_reason(mine['few_maps'])})"
+           if mine and mine.get("few_maps") else None)
     chosen_by = "given" if estimator else few or (f"validation on {on} (best share error)" if mine else
                                            "validation (best share error)" if best else
                                            "default without validation: count")
