@@ -93,8 +93,9 @@ def run_start(args) -> int:
         print(f"note: with fewer than {MIN_CALIBRATED_MAPS} labelled maps your encoder's census counts, with the band "
               f"of share errors measured on them, which is wide on so few (docs/pages/commands/adapt.md); "
               f"{args.maps} asked for")
-    summary = sample_maps(enc, splits, math.ceil(args.maps / len(tasks)), args.seed, maps, progress=progress(),
-                          design="uniform")
+    # no PNGs beside the store: their titles name the task, layer and head; Label Studio shows the maps unnamed
+    summary = sample_maps(enc, splits, math.ceil(args.maps / len(tasks)), args.seed, maps, pngs=False,
+                          progress=progress(), design="uniform")
     pushed = push(ls, project, open_maps(maps), predictor=None)
     r = setup_annotators(ls, project, args.annotators, blind=True)
     print(f"sampled {sum(summary['tasks'].values())} maps of {enc.tag} uniformly into {maps}; pushed "
@@ -119,7 +120,8 @@ def run_finish(args) -> int:
                        reapply_shift=not args.no_reapply_shift)
     prepare(args.checkpoint, args.annotations, out / "classifier", acfg, args.overwrite)  # refusals before the pull
     ls = None if args.from_file else connect(args)
-    r = pull(ls, args.project, open_maps(out / "maps"), out / "labels", from_file=args.from_file)
+    r = pull(ls, args.project, open_maps(out / "maps"), out / "labels", from_file=args.from_file,
+             pushed_by=f"patterncnn adapt start --out {out}")
     print(f"pulled {r['labelled']} labelled map(s) into {out / 'labels'} ({', '.join(f'{k} {v}' for k, v in r['labels'].items())})")
     if r["unlabelled"] or r["cancelled"]:
         print(f"warning: {r['unlabelled']} of the project's {r['tasks']} maps are not labelled yet and "
@@ -153,5 +155,8 @@ def run_finish(args) -> int:
         if v.get("few_maps"):
             print(f"{few_maps_reason(v['few_maps'])} (under {MIN_CALIBRATED_MAPS}): its census counts, with the band "
                   f"of share errors measured on them")
-    print(f"wrote {out / 'classifier'}; use it with `patterncnn census --classifier {out / 'classifier'}/patterncnn.onnx`")
+    why = "" if args.epochs else (": the weights are the classifier's, the version new, as it carries your maps' "
+                                  "validation and calibration rows")
+    print(f"wrote {out / 'classifier'} ({res['classifier_version']}{why}); use it with "
+          f"`patterncnn census --classifier {out / 'classifier'}/patterncnn.onnx`")
     return 0

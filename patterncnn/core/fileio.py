@@ -5,6 +5,7 @@ Usage::
     out = output_file(args.out, args.overwrite, stream=True)    # None: write to standard output ("-")
     out = output_folder(args.out, ("census.json",), args.overwrite)
     with atomic_open(out, "w") as f: ...                          # never replaces what is not a regular file
+    with staged_outputs(out, ("model.pt", "done.json")) as stage: ...  # several files: all land, or none
 
 The rule for ``--out`` (every command): a path that exists and is not a regular file (a folder
 where a file is written, a FIFO, a device, a socket) is refused, never replaced; an existing
@@ -15,11 +16,14 @@ standard output where the command writes a stream.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import secrets
+import shutil
 import stat
+import tempfile
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
@@ -156,6 +160,33 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iter
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def staged_outputs(folder: str | os.PathLike, names: Iterable[str]) -> Iterator[Path]:
+    """A fresh folder inside ``folder`` to write a command's several result files into; when the block succeeds, each
+    of ``names`` written there is renamed into ``folder`` in the order given (the file that marks the output finished
+    last), and the staging folder goes. A crash, an exception or Ctrl-C inside the block leaves ``folder`` as it was:
+    never some files of the new output beside others of the old, or a half-written output that a rerun must
+    ``--overwrite``. Each result replaces what :func:`replaceable` allows (a symlink is written through)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=".staged-", dir=folder))
+    try:
+        yield stage
+        for name in names:
+            if not (stage / name).exists():
+                continue
+            target = replaceable(folder / name)
+            try:
+                os.replace(stage / name, target)
+            except OSError as e:  # a symlink to another file system: copy, atomically
+                if e.errno != errno.EXDEV:
+                    raise
+                with open(stage / name, "rb") as f, atomic_open(target, "wb") as g:
+                    shutil.copyfileobj(f, g)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def _create_temp(path: Path) -> tuple[int, str]:

@@ -62,12 +62,13 @@ class Connection:
             raise AnnotateError(f"lost the connection to Label Studio at {self.url} ({type(e).__name__}); "
                                 f"is it running?") from None
 
-    def find_project(self, project: str | int, creates: bool = False):
+    def find_project(self, project: str | int, creates: bool = False, pushed_by: str = "patterncnn annotate push"):
         """A project by id (digits) or exact title; None when there is no such title.
 
         Args:
             creates: the caller creates a project of a title it does not find (``push``), which an unknown
                 id's error then offers; else it names an existing project as the fix.
+            pushed_by: the command that pushes the maps the caller expects, named by an unknown id's error.
         """
         if isinstance(project, int) or str(project).isdigit():
             try:
@@ -75,7 +76,7 @@ class Connection:
             except AnnotateError as e:
                 if "HTTP 404" in str(e):
                     fix = ("pass a title to create one" if creates else "pass an existing project's id or title (or "
-                           "push maps to a new one with `patterncnn annotate push`)")
+                           f"push maps to a new one with `{pushed_by}`)")
                     raise AnnotateError(f"no Label Studio project with id {project} at {self.url}; list them in the "
                                         f"UI or {fix}") from None
                 raise

@@ -378,9 +378,10 @@ def read_export(raw: bytes) -> tuple[list[dict], bytes]:
     return export, raw
 
 
-def _fetch(ls: Connection | None, project, from_file: str | None) -> tuple[bytes, str, str, dict, dict]:
+def _fetch(ls: Connection | None, project, from_file: str | None,
+           pushed_by: str = "patterncnn annotate push") -> tuple[bytes, str, str, dict, dict]:
     """(export bytes, where they came from, the server's URL ("" for a file), user id -> e-mail,
-    model version -> ML backend URL)."""
+    model version -> ML backend URL). ``pushed_by``: the command that pushed the project's maps, for the errors."""
     if from_file:
         with open(from_file, "rb") as f:
             raw = f.read(MAX_EXPORT_BYTES + 1)
@@ -389,9 +390,10 @@ def _fetch(ls: Connection | None, project, from_file: str | None) -> tuple[bytes
         return raw, f"file {from_file}", "", {}, {}
     if project is None:
         raise AnnotateError("pass --project (title or id) to pull from a server, or --from-file EXPORT.json")
-    found = ls.find_project(project)
+    found = ls.find_project(project, pushed_by=pushed_by)
     if found is None:
-        raise AnnotateError(f"no Label Studio project titled {project!r}; check the title or pass its id")
+        raise AnnotateError(f"no Label Studio project titled {project!r}; check the title or pass its id (`{pushed_by}` "
+                            f"printed both)")
     return (ls.export(found), f"{ls.url} project {found.id} ({found.title!r})", ls.url, ls.annotators(),
             ls.ml_backends(found.id))
 
@@ -471,7 +473,8 @@ def last_resolution(out) -> str | None:
 
 def pull(ls: Connection | None, project: str | int | None, maps, out, from_file: str | None = None,
          method: str | None = None, replace: bool = False, dry_run: bool = False,
-         names: dict[int, str] | None = None, server: str | None = None) -> dict:
+         names: dict[int, str] | None = None, server: str | None = None,
+         pushed_by: str = "patterncnn annotate push") -> dict:
     """Export a project's annotations (or read an export file) and merge them into the labelled set ``out``.
 
     Args:
@@ -484,6 +487,7 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
         names: user id -> e-mail for annotators the export names only by id (``--annotator``).
         server: the name recorded as the rows' server: default the URL pulled from, or "" for a file
             (the unnamed origin of sets pulled before servers were recorded).
+        pushed_by: the command that pushed the project's maps, named where the project is not found.
 
     Returns:
         The pull report: this export's counts, the changes per table (added, updated, kept, dropped),
@@ -492,7 +496,7 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
     """
     out = Path(out)
     method = method or last_resolution(out) or "majority"
-    raw, source, url, server_names, backends = _fetch(ls, project, from_file)
+    raw, source, url, server_names, backends = _fetch(ls, project, from_file, pushed_by)
     server = url if server is None else server
     export, raw = read_export(raw)
     old = read_tables(out)

@@ -39,7 +39,7 @@ import torch
 from ..classifier.model import PatternCNN, config_from_dict, model_config_dict, read_checkpoint
 from ..classifier.onnx import OnnxClassifier, export_onnx, parity_check
 from ..core.errors import ClassifierError
-from ..core.fileio import output_folder, sha256_file, write_bytes, write_json
+from ..core.fileio import output_folder, public_path, sha256_file, staged_outputs, write_bytes, write_json
 from ..core.labels import LABELS
 from ..core.maps import families, tag_of
 from ..core.scores import subset_scores
@@ -383,9 +383,11 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
     calibration = calibration_record(rows)
     out.mkdir(parents=True, exist_ok=True)
     encoders = sorted({tag_of(data.ids[i]) for i in new_idx})
+    started = sha256_file(checkpoint)  # the classifier it started from, by content
     result = {
-        "created_by": f"patterncnn {__version__}", "adapted_from": {"checkpoint": Path(checkpoint).name,
-                                                                  "data_hash": ckpt.get("data_hash")},
+        "created_by": f"patterncnn {__version__}",
+        "adapted_from": {"checkpoint": public_path(checkpoint), "sha256": started,
+                         "data_hash": ckpt.get("data_hash")},
         "base_sets": [str(s) for s in base_sets], "new_set": str(new_set), "encoders": encoders,
         "families": sorted(set(families([data.ids[i] for i in new_idx]).tolist())), "config": dataclasses.asdict(acfg),
         "folds": len(parts), "new": _scores(data, new_idx, oof.argmax(1)),
@@ -396,7 +398,7 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
                               if e in new_validation["best_per_encoder"]},
         # part of the adapted classifier's version: the classifier it started from (by content) and how it was
         # adapted, so adaptations of two classifiers of the same maps on the same new set do not share a version
-        "recipe": run_key({"from": sha256_file(checkpoint), "adapt": dataclasses.asdict(acfg)})[:12],
+        "recipe": run_key({"from": started, "adapt": dataclasses.asdict(acfg)})[:12],
         "seconds": None}
     buf = io.BytesIO()
     torch.save({"state_dict": final.state_dict(), "model_config": model_config_dict(cfg), "labels": list(LABELS),
@@ -404,14 +406,15 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
                 "validation": validation, "adapted": result,
                 **({"bias_correction": shift_record(kept, "the classifier it was adapted from")}
                    if kept is not None else {})}, buf)
-    write_bytes(out / "patterncnn.pt", buf.getvalue())
-    export_onnx(final, out / "patterncnn.onnx", {"data_hash": data.data_hash,
-                                                  "trained_on": len(data.y) if acfg.epochs else len(base.y),
-                                                  "calibration": calibration, "validation": validation,
-                                                  "adapted_to": encoders, "recipe": result["recipe"]})
-    result["onnx_parity_max_abs_diff"] = parity_check(final, out / "patterncnn.onnx", [data.maps[i] for i in new_idx],
-                                                      seps)
-    result["classifier_version"] = OnnxClassifier(out / "patterncnn.onnx").model_version
-    result["seconds"] = round(time.time() - t0, 1)
-    write_json(out / "adapt.json", {**result, "validation": validation})
+    with staged_outputs(out, ("patterncnn.pt", "patterncnn.onnx", "adapt.json")) as stage:
+        write_bytes(stage / "patterncnn.pt", buf.getvalue())
+        export_onnx(final, stage / "patterncnn.onnx", {"data_hash": data.data_hash,
+                                                        "trained_on": len(data.y) if acfg.epochs else len(base.y),
+                                                        "calibration": calibration, "validation": validation,
+                                                        "adapted_to": encoders, "recipe": result["recipe"]})
+        result["onnx_parity_max_abs_diff"] = parity_check(final, stage / "patterncnn.onnx",
+                                                          [data.maps[i] for i in new_idx], seps)
+        result["classifier_version"] = OnnxClassifier(stage / "patterncnn.onnx").model_version
+        result["seconds"] = round(time.time() - t0, 1)
+        write_json(stage / "adapt.json", {**result, "validation": validation})
     return {**result, "validation": validation}

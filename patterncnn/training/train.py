@@ -30,7 +30,7 @@ import torch
 
 from ..classifier.model import CNNConfig, count_conv_layers, model_config_dict
 from ..classifier.onnx import export_onnx, parity_check
-from ..core.fileio import output_folder, public_path, sha256_file, write_bytes, write_json, write_text
+from ..core.fileio import output_folder, public_path, sha256_file, staged_outputs, write_bytes, write_json, write_text
 from ..core.labels import LABELS
 from ..core.version import __version__
 from ..core.work import run_key
@@ -172,14 +172,15 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
                     "metrics": {"cv_macro_f1": cv["macro_f1"]},
                     "data_hash": data.data_hash, "patterncnn_version": __version__, "calibration": calibration,
                     "validation": validation, "bias_correction": metrics["bias_correction"]}, buf)
-        write_bytes(out / "patterncnn.pt", buf.getvalue())
-        export_onnx(model, out / "patterncnn.onnx", {"data_hash": data.data_hash, "cv_macro_f1": cv["macro_f1"],
-                                                      "trained_on": len(data.y), "calibration": calibration,
-                                                      "validation": validation, "recipe": metrics["recipe"]})
-        metrics["onnx_parity_max_abs_diff"] = parity_check(model, out / "patterncnn.onnx", data.maps, data.seps)
-        metrics["seconds"] = round(time.time() - t0, 1)
-        write_json(out / "metrics.json", metrics)
-        write_text(out / "README.md", model_card(metrics))
+        with staged_outputs(out, RESULTS[:2] + ("README.md", "metrics.json")) as stage:
+            write_bytes(stage / "patterncnn.pt", buf.getvalue())
+            export_onnx(model, stage / "patterncnn.onnx", {"data_hash": data.data_hash, "cv_macro_f1": cv["macro_f1"],
+                                                            "trained_on": len(data.y), "calibration": calibration,
+                                                            "validation": validation, "recipe": metrics["recipe"]})
+            metrics["onnx_parity_max_abs_diff"] = parity_check(model, stage / "patterncnn.onnx", data.maps, data.seps)
+            metrics["seconds"] = round(time.time() - t0, 1)
+            write_json(stage / "metrics.json", metrics)
+            write_text(stage / "README.md", model_card(metrics))
         work.clear()
         if (out / ".work").is_dir() and not any((out / ".work").iterdir()):
             (out / ".work").rmdir()

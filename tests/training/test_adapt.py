@@ -344,6 +344,32 @@ def test_adapt_with_no_epochs_keeps_the_weights_and_validates_them_on_the_new_ma
         adapt(models / "patterncnn.pt", [base], new, tmp_path / "neg", AdaptConfig(epochs=-1))
 
 
+def test_an_adapt_stopped_while_writing_leaves_no_part_of_its_classifier_and_names_what_it_started_from(
+        trained, tmp_path, monkeypatch):
+    """Its three files land together: stopped at the last one, the folder holds none of them and the rerun needs no
+    overwrite; adapt.json names the checkpoint it started from with its SHA-256."""
+    import hashlib
+
+    import patterncnn.training.adapt as adapt_module
+
+    base, new, models = trained
+    out = tmp_path / "adapted"
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(adapt_module, "write_json", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            adapt(models / "patterncnn.pt", [base], new, out, AdaptConfig(epochs=0, folds=3))
+    assert not out.exists() or list(out.iterdir()) == []
+    res = adapt(models / "patterncnn.pt", [base], new, out, AdaptConfig(epochs=0, folds=3))
+    assert sorted(p.name for p in out.iterdir()) == ["adapt.json", "patterncnn.onnx", "patterncnn.pt"]
+    started = json.loads((out / "adapt.json").read_text())["adapted_from"]
+    assert started == res["adapted_from"] and started["checkpoint"] == "patterncnn.pt"  # absolute: its name only
+    assert started["sha256"] == hashlib.sha256((models / "patterncnn.pt").read_bytes()).hexdigest()
+
+
 def test_adapt_start_refuses_bad_options_before_it_samples_or_writes(tmp_path, capsys):
     out = tmp_path / "adapt"
     base = ["adapt", "start", "--model", "minilm", "--out", str(out), "--url", "http://localhost:1", "--api-key", "x"]
@@ -373,6 +399,30 @@ def test_adapt_refuses_a_file_that_is_not_a_classifier_checkpoint_in_one_line(tm
         said = str(e.value)
         assert f"{path.name} is" in said and "not a classifier checkpoint (patterncnn.pt from `patterncnn train`)" in said
         assert "\n" not in said and "models/patterncnn.pt" in said
+
+
+def test_adapt_finish_names_adapt_start_for_a_project_it_cannot_find(tmp_path, capsys, monkeypatch):
+    # Found by walkthrough 8: `adapt finish --project 99` said to push maps with `annotate push`.
+    from types import SimpleNamespace
+
+    from label_studio_sdk.core.api_error import ApiError
+
+    import patterncnn.cli.adapt as adapt_cli
+    from patterncnn.labelling.labelstudio import Connection
+
+    def missing(id):
+        raise ApiError(status_code=404, body={"detail": "Not found."})
+
+    ls = Connection(url="http://ls:8080", client=SimpleNamespace(projects=SimpleNamespace(get=missing)))
+    monkeypatch.setattr(adapt_cli, "connect", lambda args: ls)
+    new = family_set(tmp_path / "e5", per_class=2, only=("e5",))
+    out = tmp_path / "adapt-e5"
+    started(new, out, tmp_path / "export.json")
+    assert main(["adapt", "finish", "--project", "99", "--out", str(out), "--annotations", str(new)]) == 2
+    said = capsys.readouterr().err
+    assert said.rstrip().endswith(f"pass an existing project's id or title (or push maps to a new one with "
+                                  f"`patterncnn adapt start --out {out}`)")
+    assert "annotate push" not in said and not (out / "labels").exists()
 
 
 def test_adapt_finish_refuses_before_it_pulls(tmp_path, capsys):

@@ -1,0 +1,47 @@
+"""`patterncnn adapt start` and `adapt finish` against a real Label Studio 1.23 server, with the packaged MiniLM on
+GLUE excerpts: maps drawn uniformly, pushed without predictions, labelled through the API, pulled and validated."""
+
+import json
+
+from repo import REPO
+
+from patterncnn.cli import main
+from patterncnn.core.labels import LABELS
+from patterncnn.core.maps import MapStore, tag_of
+from patterncnn.labelling.labelstudio import connect
+
+
+def test_adapt_start_pushes_blind_maps_and_finish_pulls_them_into_a_classifier(label_studio, glue_dir, tmp_path,
+                                                                               capsys):
+    conn = ["--url", label_studio.url, "--api-key", label_studio.token]
+    out = tmp_path / "adapt-minilm"
+    assert main(["adapt", "start", "--model", "minilm", "--project", "adapt minilm", "--out", str(out), "--maps", "5",
+                 "--task", "rte", "--task", "mrpc", "--glue-dir", str(glue_dir), *conn]) == 0
+    said = capsys.readouterr().out
+    store = MapStore(out / "maps")
+    assert len(store) == 6  # 5 rounded up to a multiple of the two tasks
+    assert {m["task"] for m in store.meta} == {"rte", "mrpc"} and {m["sampling"] for m in store.meta} == {"uniform"}
+    assert "note: with fewer than 100 labelled maps" in said and "sampled 6 maps of minilm-" in said
+    assert f"then: patterncnn adapt finish --project 'adapt minilm' --out {out}" in said
+    assert not (out / "maps" / "png").exists()  # PNG titles name the task, layer and head: none beside the store
+
+    client = connect(label_studio.url, label_studio.token)
+    project = client.find_project("adapt minilm")
+    tasks = list(client.client.tasks.list(project=project.id, fields="all"))
+    assert sorted(t.data["map_id"] for t in tasks) == sorted(store.ids)
+    assert all(not t.predictions for t in tasks)  # blind: no classifier's guess, no rule's
+    assert all(not (set(t.data) & {"task", "layer", "head", "pre_label"}) for t in tasks)
+    for k, t in enumerate(tasks):  # the flow's fixture labels, not a judgement of these maps
+        client.client.annotations.create(id=t.id, lead_time=3.0, result=[
+            {"from_name": "pattern", "to_name": "map", "type": "choices", "value": {"choices": [LABELS[k % 5]]}}])
+
+    assert main(["adapt", "finish", "--project", "adapt minilm", "--out", str(out), "--epochs", "0", "--folds", "2",
+                 "--checkpoint", str(REPO / "models" / "patterncnn.pt"), *conn]) == 0
+    said = capsys.readouterr().out
+    assert "pulled 6 labelled map(s)" in said and "not labelled yet" not in said
+    done = json.loads((out / "classifier" / "adapt.json").read_text())
+    assert f"wrote {out / 'classifier'} ({done['classifier_version']}: the weights are the classifier's, the version " \
+           f"new" in said
+    assert done["new"]["maps"] == 6 and done["encoders"] == sorted({tag_of(i) for i in store.ids})
+    assert done["adapted_from"]["checkpoint"] == "patterncnn.pt" and len(done["adapted_from"]["sha256"]) == 64
+    assert (out / "classifier" / "patterncnn.onnx").is_file() and (out / "labels" / "labels.csv").is_file()
