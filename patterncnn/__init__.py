@@ -75,7 +75,7 @@ __all__ = [
 # the public functions, each given as core.args.python_errors wraps it (its errors name its keywords, not the flags
 # of the command that calls it unwrapped), with the flags it takes under another name
 _FUNCTIONS = {"load_classifier": {"classifier": "path"}, "load_encoder": {"model": "name"}, "drift": {},
-              "special_tokens": {}, "disable": {}, "link": {}, "write_report": {}}
+              "special_tokens": {"token-class": "token_classes"}, "disable": {}, "link": {}, "write_report": {}}
 
 
 def __getattr__(name: str) -> object:

@@ -3,6 +3,7 @@ raises an ArgumentError (a PatternCNNError, and a ValueError, or a TypeError for
 before any work starts; and the public functions keep their signatures and docstrings."""
 
 import inspect
+import pathlib
 import pydoc
 
 import pytest
@@ -134,12 +135,30 @@ def test_what_the_entry_points_took_before_the_checks_they_still_take():
     ("run `patterncnn finetune --task T --out models-ft/N` and pass --model models-ft/N",  # a command stays one
      "run `patterncnn finetune --task T --out models-ft/N` and pass model='models-ft/N'"),
     ("--backend int8 is not offered", "--backend int8 is not offered"),  # a flag it has no keyword for
+    ("(--no-layers: was off, now on)", "(layers=False: was off, now on)"),  # a flag that turns a keyword off
 ])
 def test_keyword_spelling_names_the_keyword_a_flag_stands_for(message, spelled):
     from patterncnn.core.args import keyword_spelling
 
-    params = ["model", "tasks", "limit", "seed", "glue_dir", "out", "overwrite", "path"]
+    params = ["model", "tasks", "limit", "seed", "glue_dir", "out", "overwrite", "path", "layers"]
     assert keyword_spelling(message, params, {"classifier": "path"}, ["overwrite"]) == spelled
+
+
+@pytest.mark.parametrize("message, values, spelled", [
+    # found by the second review of stop 52: a path with a space was cut, and a value in capitals read as a placeholder
+    ("--out my runs/x already holds census.json; pass --overwrite", {"out": "my runs/x"},
+     "out='my runs/x' already holds census.json; pass overwrite=True"),
+    ("--out DATA already holds census.json", {"out": pathlib.Path("DATA")}, "out='DATA' already holds census.json"),
+    ("(--limit 20 → 5)", {"limit": 20}, "(limit=20 → 5)"),
+    ("--classifier my models/x.onnx is not there", {"path": "my models/x.onnx"}, "path='my models/x.onnx' is not there"),
+    ("choose another --out", {"out": "another"}, "choose another out"),  # no value written after the flag
+    ("--out runs/xy exists", {"out": "runs/x"}, "out='runs/xy' exists"),  # not its value: by the words, as before
+])
+def test_keyword_spelling_spells_a_flag_with_the_value_the_call_gave(message, values, spelled):
+    from patterncnn.core.args import keyword_spelling
+
+    params = ["out", "overwrite", "limit", "path"]
+    assert keyword_spelling(message, params, {"classifier": "path"}, ["overwrite"], values) == spelled
 
 
 def test_the_public_functions_pickle_by_reference():

@@ -153,24 +153,40 @@ _PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*")  # FILE, PATH: written bare, as th
 
 
 def keyword_spelling(message: str, parameters: Iterable[str], aliases: dict[str, str] | None = None,
-                     switches: Iterable[str] = ()) -> str:
+                     switches: Iterable[str] = (), values: dict[str, Any] | None = None) -> str:
     """``message`` with each command-line flag of a function's own keyword argument spelled as that keyword.
 
-    ``--overwrite`` becomes ``overwrite=True`` (a switch), ``--out runs/x`` becomes ``out='runs/x'`` (``--limit 20``
+    ``--overwrite`` becomes ``overwrite=True`` (a switch), ``--no-layers`` ``layers=False``, ``--out runs/x`` becomes ``out='runs/x'`` (``--limit 20``
     ``limit=20``, ``--out FILE`` ``out=FILE``), ``choose another --out`` becomes ``choose another out`` and ``--device
     cuda`` ``device cuda`` (a word after a flag is taken for its value only when it is a path, a number or a
     PLACEHOLDER: the sentence's own words stay words); ``--task`` is ``tasks`` where the function takes ``tasks``; ``aliases``
     maps a flag to a keyword of another name (``load_classifier``'s ``path`` for ``--classifier``). Flags the
     function has no keyword for, and whole commands in backquotes (`` `patterncnn finetune --task T` ``), are left
-    as they are: they are what to run in a terminal.
+    as they are: they are what to run in a terminal. ``values``: the arguments of the call (keyword -> value); a flag
+    followed by its own argument's text, spaces and all, is spelled with it (``--out my runs`` ``out='my runs'``,
+    ``--out DATA`` ``out='DATA'`` when ``out`` was ``"DATA"``), whatever the words look like.
     """
     parameters, aliases, switches = set(parameters), aliases or {}, set(switches)
+    flags = {name: flag for flag, name in aliases.items()}
+
+    def given(part: str) -> str:
+        for name, value in (values or {}).items():
+            if name in switches or isinstance(value, bool) or not isinstance(value, (str, os.PathLike, int, float)):
+                continue
+            text = os.fspath(value) if isinstance(value, os.PathLike) else str(value)
+            spelled = f"{name}={value}" if isinstance(value, (int, float)) else f"{name}={text!r}"
+            flag = flags.get(name, name.replace("_", "-"))
+            if text:  # the value ends where the sentence goes on: a space, a stop, a bracket, or the end
+                part = re.sub(rf"--{re.escape(flag)} {re.escape(text)}(?![^\s;,:)])", lambda m: spelled, part)
+        return part
 
     def spell(m: re.Match) -> str:
         flag, value = m.group(1), m.group(2)
         name = aliases.get(flag, flag.replace("-", "_"))
         if name not in parameters and f"{name}s" in parameters:
             name = f"{name}s"
+        if name not in parameters and name.startswith("no_") and name[3:] in parameters:  # --no-layers
+            return f"{name[3:]}=False" + (f" {value}" if value else "")
         if name not in parameters:
             return m.group(0)
         if name in switches:
@@ -182,7 +198,7 @@ def keyword_spelling(message: str, parameters: Iterable[str], aliases: dict[str,
         return name + (f" {value}" if value else "")  # a word of the sentence ("another --out or"), or a choice
 
     parts = message.split("`")
-    return "`".join(part if i % 2 else _FLAG.sub(spell, part) for i, part in enumerate(parts))
+    return "`".join(part if i % 2 else _FLAG.sub(spell, given(part)) for i, part in enumerate(parts))
 
 
 def python_errors(func: Callable, aliases: dict[str, str] | None = None) -> Callable:
@@ -197,7 +213,11 @@ def python_errors(func: Callable, aliases: dict[str, str] | None = None) -> Call
             return func(*args, **kwargs)
         except PatternCNNError as e:
             if e.args and isinstance(e.args[0], str):
-                e.args = (keyword_spelling(e.args[0], signature.parameters, aliases, switches), *e.args[1:])
+                try:
+                    values = signature.bind_partial(*args, **kwargs).arguments
+                except TypeError:  # not a call the function could have taken: spell by the words alone
+                    values = {}
+                e.args = (keyword_spelling(e.args[0], signature.parameters, aliases, switches, values), *e.args[1:])
             raise
 
     return call

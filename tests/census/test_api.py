@@ -103,7 +103,8 @@ def test_truncated_inputs_are_warned_of_as_the_command_notes_them(tiny_bert, tin
     assert n > 0 and [str(w.message).split(" input")[0] for w in caught] == [str(n)]  # one warning, the count
 
 
-def test_default_out_is_a_fresh_folder_and_a_finished_one_is_kept(tiny_bert, tiny_classifier, glue_dir, result):
+def test_default_out_is_a_fresh_folder_and_a_finished_one_is_kept(tiny_bert, tiny_classifier, glue_dir, result,
+                                                                   tmp_path):
     fresh = census(str(tiny_bert), tasks="rte", limit=5, glue_dir=glue_dir, classifier=tiny_classifier[1],
                    max_length=48)
     assert fresh.out.is_dir() and (fresh.out / "census.json").is_file() and fresh.out != result.out
@@ -111,3 +112,10 @@ def test_default_out_is_a_fresh_folder_and_a_finished_one_is_kept(tiny_bert, tin
                                           "another out$"):  # its keywords, not the command's flags
         patterncnn.census(str(tiny_bert), tasks="rte", limit=5, glue_dir=glue_dir, out=fresh.out,
                           classifier=tiny_classifier[1])
+    spaced = tmp_path / "my runs" / "c"  # the value as given, spaces and all (it was cut at the space)
+    spaced.mkdir(parents=True)
+    (spaced / "census.json").write_text("{}")
+    with pytest.raises(OutputError) as raised:
+        patterncnn.census(str(tiny_bert), tasks="rte", limit=5, glue_dir=glue_dir, out=spaced,
+                          classifier=tiny_classifier[1])
+    assert str(raised.value).startswith(f"out={str(spaced)!r} already holds census.json; pass overwrite=True")
