@@ -20,6 +20,7 @@ from .common import (
 )
 
 TASKS = ("cola", "sst2", "mrpc", "stsb", "rte", "qnli")
+PROJECT = "project.json"  # the Label Studio project `adapt start` pushed to: its server's URL, id and title
 
 
 def register(sub) -> None:
@@ -45,7 +46,8 @@ def register(sub) -> None:
     add_glue_args(q)
     q.set_defaults(func=run_start)
     q = asub.add_parser("finish", help="pull the labels, fine-tune on the shipped set plus them, validate, export")
-    q.add_argument("--project", help="Label Studio project title or id")
+    q.add_argument("--project", help="Label Studio project title or id (default: the one `adapt start` pushed to, "
+                                     "recorded in OUT/project.json)")
     q.add_argument("--from-file", help="a Label Studio JSON export instead of the server")
     q.add_argument("--out", type=out_path, required=True, help="the folder `adapt start` wrote")
     q.add_argument("--annotations", action="append", default=None,
@@ -69,7 +71,7 @@ def register(sub) -> None:
 
 
 def run_start(args) -> int:
-    from ..core.fileio import output_folder
+    from ..core.fileio import output_folder, write_json
     from ..core.glue import get_task, load_split
     from ..core.maps import open_maps
     from ..encoders.load import load_encoder
@@ -98,12 +100,15 @@ def run_start(args) -> int:
                           progress=progress(), design="uniform")
     pushed = push(ls, project, open_maps(maps), predictor=None)
     r = setup_annotators(ls, project, args.annotators, blind=True)
+    # what `adapt finish --out` pulls when not given --project: this server's project (an id is a server's own)
+    write_json(Path(args.out) / PROJECT, {"url": ls.url, "project": project.id, "title": project.title})
     print(f"sampled {sum(summary['tasks'].values())} maps of {enc.tag} uniformly into {maps}; pushed "
           f"{pushed['pushed']} to project {project.id} ({project.title!r}) without predictions")
     who = ("label them yourself, or have an annotator sign up" if args.annotators == 1 else
            f"each map goes to {args.annotators} annotators, each of whom signs up")
     print(f"label them at {ls.url}/projects/{project.id}/data (Label All Tasks): {who} with {r['invite']}")
-    print(f"then: patterncnn adapt finish --project {project.title!r} --out {args.out}")
+    print(f"then: patterncnn adapt finish --out {args.out} (it pulls project {project.id} of {ls.url}, recorded in "
+          f"{Path(args.out) / PROJECT})")
     return 0
 
 
@@ -120,7 +125,8 @@ def run_finish(args) -> int:
                        reapply_shift=not args.no_reapply_shift)
     prepare(args.checkpoint, args.annotations, out / "classifier", acfg, args.overwrite)  # refusals before the pull
     ls = None if args.from_file else connect(args)
-    r = pull(ls, args.project, open_maps(out / "maps"), out / "labels", from_file=args.from_file,
+    project = args.project if args.project is not None or ls is None else recorded_project(out, ls.url)
+    r = pull(ls, project, open_maps(out / "maps"), out / "labels", from_file=args.from_file,
              pushed_by=f"patterncnn adapt start --out {out}")
     print(f"pulled {r['labelled']} labelled map(s) into {out / 'labels'} ({', '.join(f'{k} {v}' for k, v in r['labels'].items())})")
     if r["unlabelled"] or r["cancelled"]:
@@ -160,3 +166,21 @@ def run_finish(args) -> int:
     print(f"wrote {out / 'classifier'} ({res['classifier_version']}{why}); use it with "
           f"`patterncnn census --classifier {out / 'classifier'}/patterncnn.onnx`")
     return 0
+
+
+def recorded_project(out: Path, url: str) -> int | None:
+    """The id of the project ``adapt start --out out`` pushed to, when it is on the server at ``url``; None when it
+    recorded none (an adaptation started by hand, or before the record existed: pull then asks for --project)."""
+    from ..core.fileio import parse_json
+    from ..labelling.labelstudio import AnnotateError
+
+    path = out / PROJECT
+    if not path.is_file():
+        return None
+    record = parse_json(path.read_bytes(), str(path), "pass --project (title or id)", AnnotateError)
+    if not isinstance(record, dict) or not isinstance(record.get("project"), int) or not record.get("url"):
+        raise AnnotateError(f"{path} names no project; pass --project (title or id)")
+    if record["url"].rstrip("/") != url.rstrip("/"):
+        raise AnnotateError(f"{path} names project {record['project']} of Label Studio at {record['url']}, not of "
+                            f"{url}: connect to {record['url']} (--url), or pass --project (title or id)")
+    return record["project"]

@@ -423,6 +423,15 @@ def test_adapt_finish_names_adapt_start_for_a_project_it_cannot_find(tmp_path, c
     assert said.rstrip().endswith(f"pass an existing project's id or title (or push maps to a new one with "
                                   f"`patterncnn adapt start --out {out}`)")
     assert "annotate push" not in said and not (out / "labels").exists()
+    # without --project: the project `adapt start` recorded, if it is of this server
+    (out / "project.json").write_text(json.dumps({"url": "http://other:8080", "project": 7, "title": "t"}))
+    assert main(["adapt", "finish", "--out", str(out), "--annotations", str(new)]) == 2
+    assert capsys.readouterr().err.rstrip().endswith(
+        f"{out / 'project.json'} names project 7 of Label Studio at http://other:8080, not of http://ls:8080: connect "
+        f"to http://other:8080 (--url), or pass --project (title or id)")
+    (out / "project.json").write_text(json.dumps({"url": "http://ls:8080/", "project": 99, "title": "t"}))
+    assert main(["adapt", "finish", "--out", str(out), "--annotations", str(new)]) == 2
+    assert "no Label Studio project with id 99 at http://ls:8080" in capsys.readouterr().err
 
 
 def test_adapt_finish_refuses_before_it_pulls(tmp_path, capsys):

@@ -22,7 +22,9 @@ def test_adapt_start_pushes_blind_maps_and_finish_pulls_them_into_a_classifier(l
     assert len(store) == 6  # 5 rounded up to a multiple of the two tasks
     assert {m["task"] for m in store.meta} == {"rte", "mrpc"} and {m["sampling"] for m in store.meta} == {"uniform"}
     assert "note: with fewer than 100 labelled maps" in said and "sampled 6 maps of minilm-" in said
-    assert f"then: patterncnn adapt finish --project 'adapt minilm' --out {out}" in said
+    project = json.loads((out / "project.json").read_text())
+    assert project["url"] == label_studio.url and project["title"] == "adapt minilm"
+    assert f"then: patterncnn adapt finish --out {out} (it pulls project {project['project']} of " in said
     assert not (out / "maps" / "png").exists()  # PNG titles name the task, layer and head: none beside the store
 
     client = connect(label_studio.url, label_studio.token)
@@ -35,7 +37,7 @@ def test_adapt_start_pushes_blind_maps_and_finish_pulls_them_into_a_classifier(l
         client.client.annotations.create(id=t.id, lead_time=3.0, result=[
             {"from_name": "pattern", "to_name": "map", "type": "choices", "value": {"choices": [LABELS[k % 5]]}}])
 
-    assert main(["adapt", "finish", "--project", "adapt minilm", "--out", str(out), "--epochs", "0", "--folds", "2",
+    assert main(["adapt", "finish", "--out", str(out), "--epochs", "0", "--folds", "2",  # the project it recorded
                  "--checkpoint", str(REPO / "models" / "patterncnn.pt"), *conn]) == 0
     said = capsys.readouterr().out
     assert "pulled 6 labelled map(s)" in said and "not labelled yet" not in said
