@@ -156,11 +156,12 @@ def keyword_spelling(message: str, parameters: Iterable[str], aliases: dict[str,
                      switches: Iterable[str] = (), values: dict[str, Any] | None = None) -> str:
     """``message`` with each command-line flag of a function's own keyword argument spelled as that keyword.
 
-    ``--overwrite`` becomes ``overwrite=True`` (a switch), ``--no-layers`` ``layers=False``, ``--out runs/x`` becomes ``out='runs/x'`` (``--limit 20``
-    ``limit=20``, ``--out FILE`` ``out=FILE``), ``choose another --out`` becomes ``choose another out`` and ``--device
-    cuda`` ``device cuda`` (a word after a flag is taken for its value only when it is a path, a number or a
-    PLACEHOLDER: the sentence's own words stay words); ``--task`` is ``tasks`` where the function takes ``tasks``; ``aliases``
-    maps a flag to a keyword of another name (``load_classifier``'s ``path`` for ``--classifier``). Flags the
+    ``--overwrite`` becomes ``overwrite=True`` (a switch), ``--no-layers`` ``layers=False``, ``--out runs/x``
+    becomes ``out='runs/x'`` (``--limit 20`` ``limit=20``, ``--out FILE`` ``out=FILE``), ``choose another --out``
+    becomes ``choose another out`` and ``--device cuda`` ``device cuda`` (a word after a flag is taken for its value
+    only when it is a path, a number or a PLACEHOLDER: the sentence's own words stay words); ``--task`` is ``tasks``
+    where the function takes ``tasks``; ``aliases`` maps a flag to a keyword of another name
+    (``load_classifier``'s ``path`` for ``--classifier``). Flags the
     function has no keyword for, and whole commands in backquotes (`` `patterncnn finetune --task T` ``), are left
     as they are: they are what to run in a terminal. ``values``: the arguments of the call (keyword -> value); a flag
     followed by its own argument's text, spaces and all, is spelled with it (``--out my runs`` ``out='my runs'``,

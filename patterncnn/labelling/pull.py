@@ -392,8 +392,8 @@ def _fetch(ls: Connection | None, project, from_file: str | None,
         raise AnnotateError("pass --project (title or id) to pull from a server, or --from-file EXPORT.json")
     found = ls.find_project(project, pushed_by=pushed_by)
     if found is None:
-        raise AnnotateError(f"no Label Studio project titled {project!r}; check the title or pass its id (`{pushed_by}` "
-                            f"printed both)")
+        raise AnnotateError(f"no Label Studio project titled {project!r}; check the title or pass its id "
+                            f"(`{pushed_by}` printed both)")
     return (ls.export(found), f"{ls.url} project {found.id} ({found.title!r})", ls.url, ls.annotators(),
             ls.ml_backends(found.id))
 
