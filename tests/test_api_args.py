@@ -153,6 +153,8 @@ def test_keyword_spelling_names_the_keyword_a_flag_stands_for(message, spelled):
     ("--classifier my models/x.onnx is not there", {"path": "my models/x.onnx"}, "path='my models/x.onnx' is not there"),
     ("choose another --out", {"out": "another"}, "choose another out"),  # no value written after the flag
     ("--out runs/xy exists", {"out": "runs/x"}, "out='runs/xy' exists"),  # not its value: by the words, as before
+    ("nothing in --out my runs.", {"out": "my runs"}, "nothing in out='my runs'."),  # a full stop ends it
+    ("--out runs/x.y exists", {"out": "runs/x"}, "out='runs/x.y' exists"),  # a dot inside a name does not
 ])
 def test_keyword_spelling_spells_a_flag_with_the_value_the_call_gave(message, values, spelled):
     from patterncnn.core.args import keyword_spelling

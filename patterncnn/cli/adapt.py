@@ -127,7 +127,7 @@ def run_finish(args) -> int:
     ls = None if args.from_file else connect(args)
     project = args.project if args.project is not None or ls is None else recorded_project(out, ls.url)
     r = pull(ls, project, open_maps(out / "maps"), out / "labels", from_file=args.from_file,
-             pushed_by=f"patterncnn adapt start --out {out}")
+             pushed_by=f"patterncnn annotate push {out / 'maps'} --project TITLE --pre none")
     print(f"pulled {r['labelled']} labelled map(s) into {out / 'labels'} ({', '.join(f'{k} {v}' for k, v in r['labels'].items())})")
     if r["unlabelled"] or r["cancelled"]:
         print(f"warning: {r['unlabelled']} of the project's {r['tasks']} maps are not labelled yet and "

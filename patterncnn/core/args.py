@@ -177,8 +177,9 @@ def keyword_spelling(message: str, parameters: Iterable[str], aliases: dict[str,
             text = os.fspath(value) if isinstance(value, os.PathLike) else str(value)
             spelled = f"{name}={value}" if isinstance(value, (int, float)) else f"{name}={text!r}"
             flag = flags.get(name, name.replace("_", "-"))
-            if text:  # the value ends where the sentence goes on: a space, a stop, a bracket, or the end
-                part = re.sub(rf"--{re.escape(flag)} {re.escape(text)}(?![^\s;,:)])", lambda m: spelled, part)
+            if text:  # the value ends where the sentence goes on: a space, a stop, a bracket, a quote, the end
+                part = re.sub(rf"--{re.escape(flag)} {re.escape(text)}(?=[\s;,:)'\"]|\.(?:\s|$)|$)",
+                              lambda m: spelled, part)
         return part
 
     def spell(m: re.Match) -> str:

@@ -166,18 +166,21 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iter
 def staged_outputs(folder: str | os.PathLike, names: Iterable[str]) -> Iterator[Path]:
     """A fresh folder inside ``folder`` to write a command's several result files into; when the block succeeds, each
     of ``names`` written there is renamed into ``folder`` in the order given (the file that marks the output finished
-    last), and the staging folder goes. A crash, an exception or Ctrl-C inside the block leaves ``folder`` as it was:
-    never some files of the new output beside others of the old, or a half-written output that a rerun must
-    ``--overwrite``. Each result replaces what :func:`replaceable` allows (a symlink is written through)."""
+    last), and the staging folder goes. A crash, an exception or Ctrl-C while the block writes leaves ``folder`` as it
+    was. Every target is checked (:func:`replaceable`: a symlink is written through, a folder refused) before the
+    first rename, and the old marker (the last of ``names``) is removed before it, so a stop during the renames
+    themselves leaves no finished-looking mix of old and new files."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=".staged-", dir=folder))
     try:
         yield stage
-        for name in names:
-            if not (stage / name).exists():
-                continue
-            target = replaceable(folder / name)
+        names = list(names)
+        targets = {name: replaceable(folder / name) for name in names if (stage / name).exists()}
+        if names and names[-1] in targets:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(targets[names[-1]])
+        for name, target in targets.items():
             try:
                 os.replace(stage / name, target)
             except OSError as e:  # a symlink to another file system: copy, atomically

@@ -420,9 +420,10 @@ def test_adapt_finish_names_adapt_start_for_a_project_it_cannot_find(tmp_path, c
     started(new, out, tmp_path / "export.json")
     assert main(["adapt", "finish", "--project", "99", "--out", str(out), "--annotations", str(new)]) == 2
     said = capsys.readouterr().err
+    # adapt start refuses an OUT that holds maps: pushing its store again is the fix (the second review)
     assert said.rstrip().endswith(f"pass an existing project's id or title (or push maps to a new one with "
-                                  f"`patterncnn adapt start --out {out}`)")
-    assert "annotate push" not in said and not (out / "labels").exists()
+                                  f"`patterncnn annotate push {out / 'maps'} --project TITLE --pre none`)")
+    assert not (out / "labels").exists()
     # without --project: the project `adapt start` recorded, if it is of this server
     (out / "project.json").write_text(json.dumps({"url": "http://other:8080", "project": 7, "title": "t"}))
     assert main(["adapt", "finish", "--out", str(out), "--annotations", str(new)]) == 2
