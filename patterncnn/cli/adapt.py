@@ -73,7 +73,7 @@ def register(sub) -> None:
 def run_start(args) -> int:
     from ..core.fileio import output_folder, write_json
     from ..core.glue import get_task, load_split
-    from ..core.maps import open_maps
+    from ..core.maps import open_maps, tag_of
     from ..encoders.load import load_encoder
     from ..labelling.labelstudio import check_project_title
     from ..labelling.push import HIDDEN_COLUMNS, label_config, push, setup_annotators
@@ -81,29 +81,41 @@ def run_start(args) -> int:
     from ..shares.estimate import MIN_CALIBRATED_MAPS
 
     check_project_title(args.project)  # before the encoder runs and before anything is written
-    tasks = [get_task(t) for t in (args.task or TASKS)]
     maps = Path(args.out) / "maps"
-    if (maps / "store.json").exists():
-        raise FileExistsError(f"{maps} already holds a map store: push it again with `patterncnn annotate push "
-                              f"{maps} --project ... --pre none`, or choose another --out")
-    output_folder(maps, ("store.json",), False)  # not a file, a FIFO or a device
+    again = (maps / "store.json").exists()  # sampled before: push those maps (again), e.g. to a new project
+    if again:
+        store = open_maps(maps)
+        if any(m.get("sampling") != "uniform" for m in store.meta):
+            raise FileExistsError(f"{maps} holds maps that were not drawn uniformly (not by `adapt start`); their "
+                                  f"labels would not estimate the census: choose another --out")
+    else:
+        output_folder(maps, ("store.json",), False)  # not a file, a FIFO or a device
+        tasks = [get_task(t) for t in (args.task or TASKS)]
     ls = connect(args)  # before the encoder runs: a wrong URL or token fails at once
-    splits = [load_split(t, "dev", glue_dir(args)) for t in tasks]
-    enc = load_encoder(args.model, max_length=args.max_length)
+    if again:
+        print(f"{maps} already holds {len(store.meta)} maps of {', '.join(sorted({tag_of(m['id']) for m in store.meta}))}"
+              f": pushing those (--model, --maps, --task and --seed are not used; another --out samples anew)")
+    else:
+        splits = [load_split(t, "dev", glue_dir(args)) for t in tasks]
+        enc = load_encoder(args.model, max_length=args.max_length)
     project = ls.ensure_project(args.project, label_config(), hidden_columns=HIDDEN_COLUMNS)
-    if args.maps < MIN_CALIBRATED_MAPS:
-        print(f"note: with fewer than {MIN_CALIBRATED_MAPS} labelled maps your encoder's census counts, with the band "
-              f"of share errors measured on them, which is wide on so few (docs/pages/commands/adapt.md); "
-              f"{args.maps} asked for")
-    # no PNGs beside the store: their titles name the task, layer and head; Label Studio shows the maps unnamed
-    summary = sample_maps(enc, splits, math.ceil(args.maps / len(tasks)), args.seed, maps, pngs=False,
-                          progress=progress(), design="uniform")
-    pushed = push(ls, project, open_maps(maps), predictor=None)
+    if not again:
+        if args.maps < MIN_CALIBRATED_MAPS:
+            print(f"note: with fewer than {MIN_CALIBRATED_MAPS} labelled maps your encoder's census counts, with the "
+                  f"band of share errors measured on them, which is wide on so few (docs/pages/commands/adapt.md); "
+                  f"{args.maps} asked for")
+        # no PNGs beside the store: their titles name the task, layer and head; Label Studio shows the maps unnamed
+        sample_maps(enc, splits, math.ceil(args.maps / len(tasks)), args.seed, maps, pngs=False,
+                    progress=progress(), design="uniform")
+        store = open_maps(maps)
+        print(f"sampled {len(store.meta)} maps of {enc.tag} uniformly into {maps}")
+    pushed = push(ls, project, store, predictor=None)  # skips the maps the project holds already
     r = setup_annotators(ls, project, args.annotators, blind=True)
     # what `adapt finish --out` pulls when not given --project: this server's project (an id is a server's own)
-    write_json(Path(args.out) / PROJECT, {"url": ls.url, "project": project.id, "title": project.title})
-    print(f"sampled {sum(summary['tasks'].values())} maps of {enc.tag} uniformly into {maps}; pushed "
-          f"{pushed['pushed']} to project {project.id} ({project.title!r}) without predictions")
+    write_json(Path(args.out) / PROJECT, {"url": ls.url, "project": project.id, "title": project.title,
+                                          "annotators": args.annotators})
+    print(f"pushed {pushed['pushed']} maps to project {project.id} ({project.title!r}) without predictions"
+          + (f" ({pushed['skipped_existing']} were there already)" if pushed["skipped_existing"] else ""))
     who = ("label them yourself, or have an annotator sign up" if args.annotators == 1 else
            f"each map goes to {args.annotators} annotators, each of whom signs up")
     print(f"label them at {ls.url}/projects/{project.id}/data (Label All Tasks): {who} with {r['invite']}")
@@ -114,6 +126,7 @@ def run_start(args) -> int:
 
 def run_finish(args) -> int:
     from ..core.maps import open_maps
+    from ..labelling.labelstudio import AnnotateError
     from ..labelling.pull import pull
     from ..shares.estimate import MIN_CALIBRATED_MAPS, TARGET_COVERAGE, TARGET_ERROR, few_maps_reason
     from ..training.adapt import AdaptConfig, adapt, prepare
@@ -125,9 +138,22 @@ def run_finish(args) -> int:
                        reapply_shift=not args.no_reapply_shift)
     prepare(args.checkpoint, args.annotations, out / "classifier", acfg, args.overwrite)  # refusals before the pull
     ls = None if args.from_file else connect(args)
-    project = args.project if args.project is not None or ls is None else recorded_project(out, ls.url)
-    r = pull(ls, project, open_maps(out / "maps"), out / "labels", from_file=args.from_file,
-             pushed_by=f"patterncnn annotate push {out / 'maps'} --project TITLE --pre none")
+    record = recorded(out) if ls is not None else {}
+    n = record.get("annotators")
+    again = f"patterncnn adapt start --out {out} --project TITLE" + (  # pushes OUT/maps again
+        f" --annotators {n}" if isinstance(n, int) and n > 1 else "")
+    project = args.project
+    if project is None and ls is not None and record:
+        if record["url"].rstrip("/") != ls.url.rstrip("/"):
+            raise AnnotateError(f"{out / PROJECT} names project {record['project']} of Label Studio at "
+                                f"{record['url']}, not of {ls.url}: connect to {record['url']} (--url), or pass "
+                                f"--project (title or id)")
+        if ls.get_project(record["project"]) is None:
+            raise AnnotateError(f"{out / PROJECT} names project {record['project']} ({record.get('title')!r}) of "
+                                f"{ls.url}, which the server no longer has: push {out / 'maps'} to a project again "
+                                f"with `{again}` (it records the new one), or pass --project (title or id)")
+        project = record["project"]
+    r = pull(ls, project, open_maps(out / "maps"), out / "labels", from_file=args.from_file, pushed_by=again)
     print(f"pulled {r['labelled']} labelled map(s) into {out / 'labels'} ({', '.join(f'{k} {v}' for k, v in r['labels'].items())})")
     if r["unlabelled"] or r["cancelled"]:
         print(f"warning: {r['unlabelled']} of the project's {r['tasks']} maps are not labelled yet and "
@@ -168,19 +194,17 @@ def run_finish(args) -> int:
     return 0
 
 
-def recorded_project(out: Path, url: str) -> int | None:
-    """The id of the project ``adapt start --out out`` pushed to, when it is on the server at ``url``; None when it
-    recorded none (an adaptation started by hand, or before the record existed: pull then asks for --project)."""
+def recorded(out: Path) -> dict:
+    """What ``adapt start --out out`` recorded of the project it pushed to ({url, project (its id), title,
+    annotators}); {} when it recorded none (an adaptation started by hand, or before the record existed: pull then
+    asks for --project)."""
     from ..core.fileio import parse_json
     from ..labelling.labelstudio import AnnotateError
 
     path = out / PROJECT
     if not path.is_file():
-        return None
+        return {}
     record = parse_json(path.read_bytes(), str(path), "pass --project (title or id)", AnnotateError)
     if not isinstance(record, dict) or not isinstance(record.get("project"), int) or not record.get("url"):
         raise AnnotateError(f"{path} names no project; pass --project (title or id)")
-    if record["url"].rstrip("/") != url.rstrip("/"):
-        raise AnnotateError(f"{path} names project {record['project']} of Label Studio at {record['url']}, not of "
-                            f"{url}: connect to {record['url']} (--url), or pass --project (title or id)")
-    return record["project"]
+    return record

@@ -68,23 +68,31 @@ class Connection:
         Args:
             creates: the caller creates a project of a title it does not find (``push``), which an unknown
                 id's error then offers; else it names an existing project as the fix.
-            pushed_by: the command that pushes the maps the caller expects, named by an unknown id's error.
+            pushed_by: the command that pushed the maps the caller expects (and printed the project's title and
+                id); an unknown id's error names it as the way to push them to a new project.
         """
         if isinstance(project, int) or str(project).isdigit():
-            try:
-                return self.call(lambda: self.client.projects.get(id=int(project)))
-            except AnnotateError as e:
-                if "HTTP 404" in str(e):
-                    fix = ("pass a title to create one" if creates else "pass an existing project's id or title (or "
-                           f"push maps to a new one with `{pushed_by}`)")
-                    raise AnnotateError(f"no Label Studio project with id {project} at {self.url}; list them in the "
-                                        f"UI or {fix}") from None
-                raise
+            found = self.get_project(int(project))
+            if found is None:
+                fix = ("pass a title to create one" if creates else "pass an existing project's id or title (or "
+                       f"push maps to a new one with `{pushed_by}`)")
+                raise AnnotateError(f"no Label Studio project with id {project} at {self.url}; list them in the UI "
+                                    f"or {fix}")
+            return found
         matches = [p for p in self.call(lambda: list(self.client.projects.list(title=str(project))))
                    if p.title == project]
         if len(matches) > 1:
             raise AnnotateError(f"{len(matches)} projects are titled {project!r}; pass the project id instead")
         return matches[0] if matches else None
+
+    def get_project(self, project_id: int):
+        """The project of this id, or None when the server has none (never made, or deleted)."""
+        try:
+            return self.call(lambda: self.client.projects.get(id=project_id))
+        except AnnotateError as e:
+            if "HTTP 404" in str(e):
+                return None
+            raise
 
     def ensure_project(self, project: str | int, label_config: str, description: str = "",
                        hidden_columns: tuple[str, ...] = ()):

@@ -381,7 +381,8 @@ def read_export(raw: bytes) -> tuple[list[dict], bytes]:
 def _fetch(ls: Connection | None, project, from_file: str | None,
            pushed_by: str = "patterncnn annotate push") -> tuple[bytes, str, str, dict, dict]:
     """(export bytes, where they came from, the server's URL ("" for a file), user id -> e-mail,
-    model version -> ML backend URL). ``pushed_by``: the command that pushed the project's maps, for the errors."""
+    model version -> ML backend URL). ``pushed_by``: the command that pushed the project's maps and printed its title and id, for
+    the errors."""
     if from_file:
         with open(from_file, "rb") as f:
             raw = f.read(MAX_EXPORT_BYTES + 1)
@@ -487,7 +488,8 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
         names: user id -> e-mail for annotators the export names only by id (``--annotator``).
         server: the name recorded as the rows' server: default the URL pulled from, or "" for a file
             (the unnamed origin of sets pulled before servers were recorded).
-        pushed_by: the command that pushed the project's maps, named where the project is not found.
+        pushed_by: the command that pushed the project's maps and printed its title and id, named where the
+            project is not found (as the way to push them again).
 
     Returns:
         The pull report: this export's counts, the changes per table (added, updated, kept, dropped),

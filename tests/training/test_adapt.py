@@ -401,8 +401,10 @@ def test_adapt_refuses_a_file_that_is_not_a_classifier_checkpoint_in_one_line(tm
         assert "\n" not in said and "models/patterncnn.pt" in said
 
 
-def test_adapt_finish_names_adapt_start_for_a_project_it_cannot_find(tmp_path, capsys, monkeypatch):
-    # Found by walkthrough 8: `adapt finish --project 99` said to push maps with `annotate push`.
+def test_adapt_finish_names_the_push_again_for_a_project_the_server_no_longer_has(tmp_path, capsys, monkeypatch):
+    # Found by walkthrough 8 (`adapt finish --project 99` said to push maps with `annotate push`) and the reviews
+    # after it: the fix is `adapt start` on the same OUT, which pushes its maps again with the annotators per map it
+    # recorded, and records the new project; a recorded id that is gone says it came from the record.
     from types import SimpleNamespace
 
     from label_studio_sdk.core.api_error import ApiError
@@ -413,26 +415,39 @@ def test_adapt_finish_names_adapt_start_for_a_project_it_cannot_find(tmp_path, c
     def missing(id):
         raise ApiError(status_code=404, body={"detail": "Not found."})
 
-    ls = Connection(url="http://ls:8080", client=SimpleNamespace(projects=SimpleNamespace(get=missing)))
+    ls = Connection(url="http://ls:8080", client=SimpleNamespace(projects=SimpleNamespace(
+        get=missing, list=lambda title: [])))
     monkeypatch.setattr(adapt_cli, "connect", lambda args: ls)
     new = family_set(tmp_path / "e5", per_class=2, only=("e5",))
     out = tmp_path / "adapt-e5"
     started(new, out, tmp_path / "export.json")
-    assert main(["adapt", "finish", "--project", "99", "--out", str(out), "--annotations", str(new)]) == 2
-    said = capsys.readouterr().err
-    # adapt start refuses an OUT that holds maps: pushing its store again is the fix (the second review)
-    assert said.rstrip().endswith(f"pass an existing project's id or title (or push maps to a new one with "
-                                  f"`patterncnn annotate push {out / 'maps'} --project TITLE --pre none`)")
+    finish = ["adapt", "finish", "--out", str(out), "--annotations", str(new)]
+    assert main([*finish, "--project", "99"]) == 2
+    assert capsys.readouterr().err.rstrip().endswith(
+        f"pass an existing project's id or title (or push maps to a new one with "
+        f"`patterncnn adapt start --out {out} --project TITLE`)")
+    assert main([*finish, "--project", "my encoder"]) == 2  # a title: `adapt start` printed the title and the id
+    assert capsys.readouterr().err.rstrip().endswith(
+        f"no Label Studio project titled 'my encoder'; check the title or pass its id "
+        f"(`patterncnn adapt start --out {out} --project TITLE` printed both)")
     assert not (out / "labels").exists()
     # without --project: the project `adapt start` recorded, if it is of this server
     (out / "project.json").write_text(json.dumps({"url": "http://other:8080", "project": 7, "title": "t"}))
-    assert main(["adapt", "finish", "--out", str(out), "--annotations", str(new)]) == 2
+    assert main(finish) == 2
     assert capsys.readouterr().err.rstrip().endswith(
         f"{out / 'project.json'} names project 7 of Label Studio at http://other:8080, not of http://ls:8080: connect "
         f"to http://other:8080 (--url), or pass --project (title or id)")
-    (out / "project.json").write_text(json.dumps({"url": "http://ls:8080/", "project": 99, "title": "t"}))
-    assert main(["adapt", "finish", "--out", str(out), "--annotations", str(new)]) == 2
+    (out / "project.json").write_text(json.dumps({"url": "http://ls:8080/", "project": 99, "title": "t",
+                                                  "annotators": 3}))
+    assert main(finish) == 2
+    assert capsys.readouterr().err.rstrip().endswith(
+        f"{out / 'project.json'} names project 99 ('t') of http://ls:8080, which the server no longer has: push "
+        f"{out / 'maps'} to a project again with `patterncnn adapt start --out {out} --project TITLE --annotators 3` "
+        f"(it records the new one), or pass --project (title or id)")
+    (out / "project.json").write_text(json.dumps({"url": "http://other:8080", "project": 7, "title": "t"}))
+    assert main([*finish, "--project", "99"]) == 2  # --project given: the record of another server does not matter
     assert "no Label Studio project with id 99 at http://ls:8080" in capsys.readouterr().err
+    assert not (out / "labels").exists()
 
 
 def test_adapt_finish_refuses_before_it_pulls(tmp_path, capsys):

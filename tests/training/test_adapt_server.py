@@ -47,3 +47,21 @@ def test_adapt_start_pushes_blind_maps_and_finish_pulls_them_into_a_classifier(l
     assert done["new"]["maps"] == 6 and done["encoders"] == sorted({tag_of(i) for i in store.ids})
     assert done["adapted_from"]["checkpoint"] == "patterncnn.pt" and len(done["adapted_from"]["sha256"]) == 64
     assert (out / "classifier" / "patterncnn.onnx").is_file() and (out / "labels" / "labels.csv").is_file()
+
+    # the project deleted on the server: `adapt finish` says the record names a project that is gone, and `adapt
+    # start` on the same OUT pushes the same maps to a new project (none sampled again) and records it
+    client.client.projects.delete(id=project.id)
+    assert main(["adapt", "finish", "--out", str(out), "--epochs", "0", "--overwrite", *conn]) == 2
+    assert "which the server no longer has" in capsys.readouterr().err
+    assert main(["adapt", "start", "--project", "adapt minilm again", "--out", str(out), "--annotators", "2",
+                 *conn]) == 0
+    said = capsys.readouterr().out
+    assert f"{out / 'maps'} already holds 6 maps of " in said and "sampled" not in said and "pushed 6 maps" in said
+    again = json.loads((out / "project.json").read_text())
+    assert again["title"] == "adapt minilm again" and again["project"] != project.id and again["annotators"] == 2
+    assert sorted(t.data["map_id"] for t in client.client.tasks.list(project=again["project"], fields="all")) == \
+        sorted(store.ids)
+    assert client.client.projects.get(id=again["project"]).maximum_annotations == 2
+    assert len(MapStore(out / "maps")) == 6
+    assert main(["adapt", "start", "--project", "adapt minilm again", "--out", str(out), *conn]) == 0
+    assert "pushed 0 maps" in capsys.readouterr().out  # the project holds them: nothing twice
