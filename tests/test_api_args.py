@@ -135,13 +135,14 @@ def test_what_the_entry_points_took_before_the_checks_they_still_take():
     ("run `patterncnn finetune --task T --out models-ft/N` and pass --model models-ft/N",  # a command stays one
      "run `patterncnn finetune --task T --out models-ft/N` and pass model='models-ft/N'"),
     ("--backend int8 is not offered", "--backend int8 is not offered"),  # a flag it has no keyword for
-    ("(--no-layers: was off, now on)", "(layers=False: was off, now on)"),  # a flag that turns a keyword off
+    ("pass --no-layers to skip them", "pass layers=False to skip them"),  # a flag that turns a keyword off
+    ("pass --no-model", "pass --no-model"),  # not a keyword that is on by default: left as it is
 ])
 def test_keyword_spelling_names_the_keyword_a_flag_stands_for(message, spelled):
     from patterncnn.core.args import keyword_spelling
 
     params = ["model", "tasks", "limit", "seed", "glue_dir", "out", "overwrite", "path", "layers"]
-    assert keyword_spelling(message, params, {"classifier": "path"}, ["overwrite"]) == spelled
+    assert keyword_spelling(message, params, {"classifier": "path"}, ["overwrite"], negatable=["layers"]) == spelled
 
 
 @pytest.mark.parametrize("message, values, spelled", [
@@ -155,6 +156,12 @@ def test_keyword_spelling_names_the_keyword_a_flag_stands_for(message, spelled):
     ("--out runs/xy exists", {"out": "runs/x"}, "out='runs/xy' exists"),  # not its value: by the words, as before
     ("nothing in --out my runs.", {"out": "my runs"}, "nothing in out='my runs'."),  # a full stop ends it
     ("--out runs/x.y exists", {"out": "runs/x"}, "out='runs/x.y' exists"),  # a dot inside a name does not
+    # found by the third review of stop 53: a path as the call wrote it, printed as Path normalises it; more ends
+    ("--out my runs already holds link.json", {"out": "my runs/"}, "out='my runs/' already holds link.json"),
+    ("--out my runs already holds link.json", {"out": "./my runs"}, "out='./my runs' already holds link.json"),
+    ("is --out my runs? [--out my runs]!", {"out": "my runs"}, "is out='my runs'? [out='my runs']!"),
+    # a spelled value is not read for flags again
+    ("--out x --limit 3 exists", {"out": "x --limit 3", "limit": 3}, "out='x --limit 3' exists"),
 ])
 def test_keyword_spelling_spells_a_flag_with_the_value_the_call_gave(message, values, spelled):
     from patterncnn.core.args import keyword_spelling

@@ -22,6 +22,7 @@ import inspect
 import operator
 import os
 import re
+from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -153,22 +154,27 @@ _PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*")  # FILE, PATH: written bare, as th
 
 
 def keyword_spelling(message: str, parameters: Iterable[str], aliases: dict[str, str] | None = None,
-                     switches: Iterable[str] = (), values: dict[str, Any] | None = None) -> str:
+                     switches: Iterable[str] = (), values: dict[str, Any] | None = None,
+                     negatable: Iterable[str] = ()) -> str:
     """``message`` with each command-line flag of a function's own keyword argument spelled as that keyword.
 
-    ``--overwrite`` becomes ``overwrite=True`` (a switch), ``--no-layers`` ``layers=False``, ``--out runs/x``
+    ``--overwrite`` becomes ``overwrite=True`` (a switch), ``--out runs/x``
     becomes ``out='runs/x'`` (``--limit 20`` ``limit=20``, ``--out FILE`` ``out=FILE``), ``choose another --out``
     becomes ``choose another out`` and ``--device cuda`` ``device cuda`` (a word after a flag is taken for its value
     only when it is a path, a number or a PLACEHOLDER: the sentence's own words stay words); ``--task`` is ``tasks``
-    where the function takes ``tasks``; ``aliases`` maps a flag to a keyword of another name
+    where the function takes ``tasks``; ``--no-layers`` is ``layers=False`` where ``layers`` is in ``negatable`` (a
+    keyword that is on by default); ``aliases`` maps a flag to a keyword of another name
     (``load_classifier``'s ``path`` for ``--classifier``). Flags the
     function has no keyword for, and whole commands in backquotes (`` `patterncnn finetune --task T` ``), are left
     as they are: they are what to run in a terminal. ``values``: the arguments of the call (keyword -> value); a flag
-    followed by its own argument's text, spaces and all, is spelled with it (``--out my runs`` ``out='my runs'``,
-    ``--out DATA`` ``out='DATA'`` when ``out`` was ``"DATA"``), whatever the words look like.
+    followed by its own argument's text, spaces and all, as the call wrote it or as a path normalises it (``my
+    runs/`` and ``./my runs`` print as ``my runs``), is spelled with it (``--out my runs`` ``out='my runs'``,
+    ``--out DATA`` ``out='DATA'`` when ``out`` was ``"DATA"``), whatever the words look like; the spelled value is
+    not read for flags again.
     """
-    parameters, aliases, switches = set(parameters), aliases or {}, set(switches)
+    parameters, aliases, switches, negatable = set(parameters), aliases or {}, set(switches), set(negatable)
     flags = {name: flag for flag, name in aliases.items()}
+    done = "\0"  # brackets a spelled value: the flag rewriting leaves it as it is
 
     def given(part: str) -> str:
         for name, value in (values or {}).items():
@@ -177,9 +183,12 @@ def keyword_spelling(message: str, parameters: Iterable[str], aliases: dict[str,
             text = os.fspath(value) if isinstance(value, os.PathLike) else str(value)
             spelled = f"{name}={value}" if isinstance(value, (int, float)) else f"{name}={text!r}"
             flag = flags.get(name, name.replace("_", "-"))
-            if text:  # the value ends where the sentence goes on: a space, a stop, a bracket, a quote, the end
-                part = re.sub(rf"--{re.escape(flag)} {re.escape(text)}(?=[\s;,:)'\"]|\.(?:\s|$)|$)",
-                              lambda m: spelled, part)
+            forms = {text, os.fspath(Path(text))} if isinstance(value, (str, os.PathLike)) and text else {text}
+            for form in sorted(filter(None, forms), key=len, reverse=True):
+                # the value ends where the sentence goes on: a space, a stop, a bracket, a quote, the end
+                pattern = rf"--{re.escape(flag)} {re.escape(form)}(?=[\s;,:)\]'\"?!]|\.(?:\s|$)|$)"
+                part = done.join(re.sub(pattern, lambda m: done + spelled + done, piece) if i % 2 == 0 else piece
+                                 for i, piece in enumerate(part.split(done)))
         return part
 
     def spell(m: re.Match) -> str:
@@ -187,7 +196,7 @@ def keyword_spelling(message: str, parameters: Iterable[str], aliases: dict[str,
         name = aliases.get(flag, flag.replace("-", "_"))
         if name not in parameters and f"{name}s" in parameters:
             name = f"{name}s"
-        if name not in parameters and name.startswith("no_") and name[3:] in parameters:  # --no-layers
+        if name not in parameters and name.startswith("no_") and name[3:] in negatable:  # --no-layers
             return f"{name[3:]}=False" + (f" {value}" if value else "")
         if name not in parameters:
             return m.group(0)
@@ -199,8 +208,11 @@ def keyword_spelling(message: str, parameters: Iterable[str], aliases: dict[str,
             return f"{name}={value!r}"
         return name + (f" {value}" if value else "")  # a word of the sentence ("another --out or"), or a choice
 
+    def rewrite(part: str) -> str:
+        return "".join(piece if i % 2 else _FLAG.sub(spell, piece) for i, piece in enumerate(given(part).split(done)))
+
     parts = message.split("`")
-    return "`".join(part if i % 2 else _FLAG.sub(spell, given(part)) for i, part in enumerate(parts))
+    return "`".join(part if i % 2 else rewrite(part) for i, part in enumerate(parts))
 
 
 def python_errors(func: Callable, aliases: dict[str, str] | None = None) -> Callable:
@@ -208,6 +220,7 @@ def python_errors(func: Callable, aliases: dict[str, str] | None = None) -> Call
     command line's flags (:func:`keyword_spelling`); the error, its type and traceback are otherwise the same."""
     signature = inspect.signature(func)
     switches = [n for n, p in signature.parameters.items() if p.default is False]
+    negatable = [n for n, p in signature.parameters.items() if p.default is True]
 
     @functools.wraps(func)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -219,7 +232,8 @@ def python_errors(func: Callable, aliases: dict[str, str] | None = None) -> Call
                     values = signature.bind_partial(*args, **kwargs).arguments
                 except TypeError:  # not a call the function could have taken: spell by the words alone
                     values = {}
-                e.args = (keyword_spelling(e.args[0], signature.parameters, aliases, switches, values), *e.args[1:])
+                spelled = keyword_spelling(e.args[0], signature.parameters, aliases, switches, values, negatable)
+                e.args = (spelled, *e.args[1:])
             raise
 
     return call
