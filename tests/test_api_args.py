@@ -160,6 +160,10 @@ def test_keyword_spelling_names_the_keyword_a_flag_stands_for(message, spelled):
     ("--out my runs already holds link.json", {"out": "my runs/"}, "out='my runs/' already holds link.json"),
     ("--out my runs already holds link.json", {"out": "./my runs"}, "out='./my runs' already holds link.json"),
     ("is --out my runs? [--out my runs]!", {"out": "my runs"}, "is out='my runs'? [out='my runs']!"),
+    ("--out runs/x?y or --out runs/x!z", {"out": "runs/x"}, "out='runs/x?y' or out='runs/x!z'"),  # inside a name
+    # a longer value first, whatever the order of the keywords; a message with the bracketing character
+    ("--out x --limit 3 exists", {"limit": 3, "out": "x --limit 3"}, "out='x --limit 3' exists"),
+    ("name 'a\ue000b' for --out runs/x", {"out": "runs/x"}, "name 'a\ue000b' for out='runs/x'"),
     # a spelled value is not read for flags again
     ("--out x --limit 3 exists", {"out": "x --limit 3", "limit": 3}, "out='x --limit 3' exists"),
 ])
@@ -213,3 +217,15 @@ def test_the_cuda_message_names_the_keyword_and_the_flag(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(DeviceError, match=r"^device cuda \(--device cuda\): torch sees no CUDA device"):
         resolve_device("cuda")
+
+
+def test_a_no_flag_is_spelled_false_only_for_a_keyword_on_by_default():
+    # found by the review of stop 54: the wrapper's list of keywords on by default was not tested
+    from patterncnn.core.args import python_errors
+    from patterncnn.core.errors import DataError
+
+    def f(layers=True, model="m"):
+        raise DataError("pass --no-layers, or --no-model")
+
+    with pytest.raises(DataError, match=r"^pass layers=False, or --no-model$"):
+        python_errors(f)()

@@ -20,6 +20,7 @@ from .common import (
 )
 
 TASKS = ("cola", "sst2", "mrpc", "stsb", "rte", "qnli")
+DEFAULT_MAPS = 100
 PROJECT = "project.json"  # the Label Studio project `adapt start` pushed to: its server's URL, id and title
 
 
@@ -37,11 +38,12 @@ def register(sub) -> None:
     add_model_args(q)
     q.add_argument("--project", required=True, help="Label Studio project title (created if missing)")
     q.add_argument("--out", type=out_path, required=True, help="folder of this adaptation (maps/, then labels/ and classifier/)")
-    q.add_argument("--maps", type=positive_int, default=100, help="maps to label, spread over the tasks (default: %(default)s)")
+    q.add_argument("--maps", type=positive_int, default=None,
+                   help=f"maps to label, spread over the tasks (default: {DEFAULT_MAPS})")
     q.add_argument("--task", action="append", help=f"GLUE tasks to draw from (default: {', '.join(TASKS)})")
-    q.add_argument("--annotators", type=positive_int, default=1,
-                   help="annotators per map (one account each; with 3, ties and slips are outvoted) "
-                        "(default: %(default)s)")
+    q.add_argument("--annotators", type=positive_int, default=None,
+                   help="annotators per map (one account each; with 3, ties and slips are outvoted) (default: as "
+                        "the project has it, 1 for a new one; pushing OUT's maps again: as OUT/project.json records)")
     add_connection_args(q)
     add_glue_args(q)
     q.set_defaults(func=run_start)
@@ -81,47 +83,125 @@ def run_start(args) -> int:
     from ..shares.estimate import MIN_CALIBRATED_MAPS
 
     check_project_title(args.project)  # before the encoder runs and before anything is written
-    maps = Path(args.out) / "maps"
+    out = Path(args.out)
+    maps = out / "maps"
     again = (maps / "store.json").exists()  # sampled before: push those maps (again), e.g. to a new project
     if again:
-        store = open_maps(maps)
-        if any(m.get("sampling") != "uniform" for m in store.meta):
-            raise FileExistsError(f"{maps} holds maps that were not drawn uniformly (not by `adapt start`); their "
-                                  f"labels would not estimate the census: choose another --out")
+        store = sampled_store(out, args)
     else:
         output_folder(maps, ("store.json",), False)  # not a file, a FIFO or a device
         tasks = [get_task(t) for t in (args.task or TASKS)]
     ls = connect(args)  # before the encoder runs: a wrong URL or token fails at once
     if again:
-        print(f"{maps} already holds {len(store.meta)} maps of {', '.join(sorted({tag_of(m['id']) for m in store.meta}))}"
-              f": pushing those (--model, --maps, --task and --seed are not used; another --out samples anew)")
+        print(f"{maps} already holds the {len(store.meta)} maps of "
+              f"{', '.join(sorted({tag_of(m['id']) for m in store.meta}))} sampled before: pushing those")
     else:
         splits = [load_split(t, "dev", glue_dir(args)) for t in tasks]
         enc = load_encoder(args.model, max_length=args.max_length)
     project = ls.ensure_project(args.project, label_config(), hidden_columns=HIDDEN_COLUMNS)
     if not again:
-        if args.maps < MIN_CALIBRATED_MAPS:
+        asked = args.maps or DEFAULT_MAPS
+        if asked < MIN_CALIBRATED_MAPS:
             print(f"note: with fewer than {MIN_CALIBRATED_MAPS} labelled maps your encoder's census counts, with the "
                   f"band of share errors measured on them, which is wide on so few (docs/pages/commands/adapt.md); "
-                  f"{args.maps} asked for")
+                  f"{asked} asked for")
         # no PNGs beside the store: their titles name the task, layer and head; Label Studio shows the maps unnamed
-        sample_maps(enc, splits, math.ceil(args.maps / len(tasks)), args.seed, maps, pngs=False,
+        sample_maps(enc, splits, math.ceil(asked / len(tasks)), args.seed, maps, pngs=False,
                     progress=progress(), design="uniform")
         store = open_maps(maps)
         print(f"sampled {len(store.meta)} maps of {enc.tag} uniformly into {maps}")
     pushed = push(ls, project, store, predictor=None)  # skips the maps the project holds already
-    r = setup_annotators(ls, project, args.annotators, blind=True)
+    record = recorded(out, strict=False)
+    annotators, source = args.annotators, ""
+    if annotators is None:  # a rerun keeps the number of annotators per map it was started with
+        n = record.get("annotators") if again else None
+        if not _whole(n):
+            n, source = getattr(project, "maximum_annotations", None), "as the project has it"
+        else:
+            source = f"as {out / PROJECT} recorded"
+        annotators = n if _whole(n) else 1
+    r = setup_annotators(ls, project, annotators, blind=True)
     # what `adapt finish --out` pulls when not given --project: this server's project (an id is a server's own)
-    write_json(Path(args.out) / PROJECT, {"url": ls.url, "project": project.id, "title": project.title,
-                                          "annotators": args.annotators})
+    write_json(out / PROJECT, {"url": ls.url, "project": project.id, "title": project.title,
+                               "annotators": annotators})
     print(f"pushed {pushed['pushed']} maps to project {project.id} ({project.title!r}) without predictions"
           + (f" ({pushed['skipped_existing']} were there already)" if pushed["skipped_existing"] else ""))
-    who = ("label them yourself, or have an annotator sign up" if args.annotators == 1 else
-           f"each map goes to {args.annotators} annotators, each of whom signs up")
-    print(f"label them at {ls.url}/projects/{project.id}/data (Label All Tasks): {who} with {r['invite']}")
-    print(f"then: patterncnn adapt finish --out {args.out} (it pulls project {project.id} of {ls.url}, recorded in "
-          f"{Path(args.out) / PROJECT})")
+    if record.get("project") not in (None, project.id) and record["url"].rstrip("/") == ls.url.rstrip("/"):
+        print(f"note: {out / PROJECT} named project {record['project']} before; it names {project.id} now "
+              f"(`adapt finish --out {out} --project {record['project']}` pulls the old one)")
+    who = ("label them yourself, or have an annotator sign up" if annotators == 1 else
+           f"each map goes to {annotators} annotators, each of whom signs up")
+    print(f"label them at {ls.url}/projects/{project.id}/data (Label All Tasks): {who} with {r['invite']}"
+          + (f" (annotators per map: {annotators}, {source}; --annotators to change)" if source and again else ""))
+    print(f"then: patterncnn adapt finish --out {out} (it pulls project {project.id} of {ls.url}, recorded in "
+          f"{out / PROJECT})")
     return 0
+
+
+def _whole(n) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 1
+
+
+def sampled_store(out: Path, args=None):
+    """The maps ``adapt start --out out`` sampled before, checked: drawn uniformly, complete (a killed run can leave a
+    part), and, with ``args``, sampled as this command asks (--model, --max-length, --seed, --task, --maps where
+    given), so that pushing them again does not put another encoder's maps before the annotators."""
+    from ..core.fileio import OutputError, parse_json, public_path
+    from ..core.glue import get_task
+    from ..core.maps import MapFormatError, open_maps
+
+    maps = out / "maps"
+    store = open_maps(maps)
+    header = parse_json((maps / "store.json").read_bytes(), str(maps / "store.json"), "choose another --out")
+    if header.get("design") != "uniform" or any(m.get("sampling") != "uniform" for m in store.meta):
+        raise MapFormatError(f"{maps} holds maps that were not drawn uniformly (not by `adapt start`); their labels "
+                             f"would not estimate the census: choose another --out")
+    tasks, per_task = list(header.get("tasks") or ()), header.get("per_task")
+    if not tasks or not _whole(per_task) or len(store.meta) != per_task * len(tasks):
+        want = f" of {per_task * len(tasks)}" if tasks and _whole(per_task) else ""
+        raise MapFormatError(f"the sampling into {maps} was cut off ({len(store.meta)}{want} maps): remove {maps} and "
+                             f"run `patterncnn adapt start` again, or choose another --out")
+    if args is None:
+        return store
+    model = (header.get("model") or {}).get("model") if isinstance(header.get("model"), dict) else None
+    differ = []
+    if public_path(args.model) != model:
+        differ.append(f"--model {model}")
+    if args.max_length != header.get("max_length"):
+        differ.append(f"--max-length {header.get('max_length')}")
+    if args.seed != header.get("seed"):
+        differ.append(f"--seed {header.get('seed')}")
+    if args.task and sorted({get_task(t).name for t in args.task}) != sorted(tasks):
+        differ.append(" ".join(f"--task {t}" for t in tasks))
+    if args.maps and math.ceil(args.maps / len(args.task or tasks)) != per_task:
+        differ.append(f"--maps {per_task * len(tasks)}")
+    if differ:
+        raise OutputError(f"{maps} holds maps sampled with {', '.join(differ)}, not as this command asks: pass those to "
+                          f"push them again (`{sampling_command(out, header)}`), or choose another --out for a new "
+                          f"sample")
+    return store
+
+
+def sampling_command(out: Path, header: dict | None = None) -> str:
+    """The ``adapt start`` command that pushes the maps of ``out`` again (it samples none), with the options that
+    sampled them."""
+    import shlex
+
+    from ..core.fileio import parse_json
+
+    if header is None:
+        path = out / "maps" / "store.json"
+        header = parse_json(path.read_bytes(), str(path), "choose another --out")
+    tasks = list(header.get("tasks") or ())
+    model = (header.get("model") or {}).get("model") if isinstance(header.get("model"), dict) else None
+    options = [f"--model {shlex.quote(str(model))}"] if model else []
+    if header.get("max_length") not in (None, 128):
+        options.append(f"--max-length {header['max_length']}")
+    if header.get("seed"):
+        options.append(f"--seed {header['seed']}")
+    if tasks and sorted(tasks) != sorted(TASKS):
+        options += [f"--task {t}" for t in tasks]
+    return " ".join(["patterncnn adapt start", *options, f"--out {shlex.quote(str(out))} --project TITLE"])
 
 
 def run_finish(args) -> int:
@@ -138,21 +218,20 @@ def run_finish(args) -> int:
                        reapply_shift=not args.no_reapply_shift)
     prepare(args.checkpoint, args.annotations, out / "classifier", acfg, args.overwrite)  # refusals before the pull
     ls = None if args.from_file else connect(args)
-    record = recorded(out) if ls is not None else {}
-    n = record.get("annotators")
-    again = f"patterncnn adapt start --out {out} --project TITLE" + (  # pushes OUT/maps again
-        f" --annotators {n}" if isinstance(n, int) and n > 1 else "")
+    again = sampling_command(out)  # pushes OUT's maps again, to a project it records
     project = args.project
-    if project is None and ls is not None and record:
-        if record["url"].rstrip("/") != ls.url.rstrip("/"):
+    if project is None and ls is not None:
+        record = recorded(out)
+        if record and record["url"].rstrip("/") != ls.url.rstrip("/"):
             raise AnnotateError(f"{out / PROJECT} names project {record['project']} of Label Studio at "
                                 f"{record['url']}, not of {ls.url}: connect to {record['url']} (--url), or pass "
                                 f"--project (title or id)")
-        if ls.get_project(record["project"]) is None:
-            raise AnnotateError(f"{out / PROJECT} names project {record['project']} ({record.get('title')!r}) of "
-                                f"{ls.url}, which the server no longer has: push {out / 'maps'} to a project again "
-                                f"with `{again}` (it records the new one), or pass --project (title or id)")
-        project = record["project"]
+        if record and ls.get_project(record["project"]) is None:
+            title = f" ({record['title']!r})" if isinstance(record.get("title"), str) else ""
+            raise AnnotateError(f"{out / PROJECT} names project {record['project']}{title} of {ls.url}, which the "
+                                f"server no longer has: push {out / 'maps'} to a project again with `{again}` (it "
+                                f"records the new one), or pass --project (title or id)")
+        project = record.get("project")
     r = pull(ls, project, open_maps(out / "maps"), out / "labels", from_file=args.from_file, pushed_by=again)
     print(f"pulled {r['labelled']} labelled map(s) into {out / 'labels'} ({', '.join(f'{k} {v}' for k, v in r['labels'].items())})")
     if r["unlabelled"] or r["cancelled"]:
@@ -194,17 +273,24 @@ def run_finish(args) -> int:
     return 0
 
 
-def recorded(out: Path) -> dict:
+def recorded(out: Path, strict: bool = True) -> dict:
     """What ``adapt start --out out`` recorded of the project it pushed to ({url, project (its id), title,
     annotators}); {} when it recorded none (an adaptation started by hand, or before the record existed: pull then
-    asks for --project)."""
+    asks for --project). A record that names no project on a server is refused, or with ``strict`` False taken for
+    none."""
     from ..core.fileio import parse_json
     from ..labelling.labelstudio import AnnotateError
 
     path = out / PROJECT
     if not path.is_file():
         return {}
-    record = parse_json(path.read_bytes(), str(path), "pass --project (title or id)", AnnotateError)
-    if not isinstance(record, dict) or not isinstance(record.get("project"), int) or not record.get("url"):
-        raise AnnotateError(f"{path} names no project; pass --project (title or id)")
+    try:
+        record = parse_json(path.read_bytes(), str(path), "pass --project (title or id)", AnnotateError)
+        project = record.get("project") if isinstance(record, dict) else None
+        if not _whole(project) or not isinstance(record.get("url"), str) or not record["url"]:
+            raise AnnotateError(f"{path} names no project; pass --project (title or id)")
+    except AnnotateError:
+        if strict:
+            raise
+        return {}
     return record

@@ -174,9 +174,10 @@ def keyword_spelling(message: str, parameters: Iterable[str], aliases: dict[str,
     """
     parameters, aliases, switches, negatable = set(parameters), aliases or {}, set(switches), set(negatable)
     flags = {name: flag for flag, name in aliases.items()}
-    done = "\0"  # brackets a spelled value: the flag rewriting leaves it as it is
+    done = "\ue000"  # brackets a spelled value (a private-use character): the flag rewriting leaves it as it is
 
     def given(part: str) -> str:
+        spellings = []
         for name, value in (values or {}).items():
             if name in switches or isinstance(value, bool) or not isinstance(value, (str, os.PathLike, int, float)):
                 continue
@@ -184,11 +185,13 @@ def keyword_spelling(message: str, parameters: Iterable[str], aliases: dict[str,
             spelled = f"{name}={value}" if isinstance(value, (int, float)) else f"{name}={text!r}"
             flag = flags.get(name, name.replace("_", "-"))
             forms = {text, os.fspath(Path(text))} if isinstance(value, (str, os.PathLike)) and text else {text}
-            for form in sorted(filter(None, forms), key=len, reverse=True):
-                # the value ends where the sentence goes on: a space, a stop, a bracket, a quote, the end
-                pattern = rf"--{re.escape(flag)} {re.escape(form)}(?=[\s;,:)\]'\"?!]|\.(?:\s|$)|$)"
-                part = done.join(re.sub(pattern, lambda m: done + spelled + done, piece) if i % 2 == 0 else piece
-                                 for i, piece in enumerate(part.split(done)))
+            spellings += [(f"--{flag} {form}", spelled) for form in forms if form]
+        for written, spelled in sorted(spellings, key=lambda w: len(w[0]), reverse=True):  # a longer value first
+            # the value ends where the sentence goes on: a space, a bracket, a quote, the end, or stops (. ? !)
+            # and closing square brackets before a space or the end (inside a name they are the name's)
+            pattern = rf"{re.escape(written)}(?=[\s;,:)'\"]|[.?!\]]+(?:\s|$)|$)"
+            part = done.join(re.sub(pattern, lambda m: done + spelled + done, piece) if i % 2 == 0 else piece
+                             for i, piece in enumerate(part.split(done)))
         return part
 
     def spell(m: re.Match) -> str:
@@ -209,6 +212,8 @@ def keyword_spelling(message: str, parameters: Iterable[str], aliases: dict[str,
         return name + (f" {value}" if value else "")  # a word of the sentence ("another --out or"), or a choice
 
     def rewrite(part: str) -> str:
+        if done in message:  # it could not be told from a bracket: spelled by the words alone
+            return _FLAG.sub(spell, part)
         return "".join(piece if i % 2 else _FLAG.sub(spell, piece) for i, piece in enumerate(given(part).split(done)))
 
     parts = message.split("`")

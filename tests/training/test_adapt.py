@@ -379,7 +379,39 @@ def test_adapt_start_refuses_bad_options_before_it_samples_or_writes(tmp_path, c
         with pytest.raises(SystemExit) as e:
             main([*base, "--project", "my encoder", option, "0"])
         assert e.value.code == 2 and f"{option}: must be a whole number of at least 1" in capsys.readouterr().err
-    assert not out.exists()  # nothing sampled, no map store to refuse a rerun with
+    assert not out.exists()  # nothing sampled
+
+
+def test_adapt_start_on_an_out_with_maps_refuses_a_cut_off_sample_and_other_options(tmp_path, capsys):
+    # found by the review of stop 54: `adapt start` on an OUT with maps pushes them again; a sample a killed run cut
+    # off, or options that would have sampled other maps (a forgotten new --out), must not be pushed as if they were
+    from synthetic import pattern_map
+
+    from patterncnn.core.maps import MapStore
+
+    def store(out, n):
+        s = MapStore.create(out / "maps", info={"model": {"model": "e5"}, "max_length": 128, "seed": 0,
+                                                "per_task": 2, "design": "uniform", "tasks": {"rte": {}, "mrpc": {}}})
+        s.append([({"id": f"e5-cd1caf18_rte_dev_{i}_0_{i}", "task": "rte", "split": "dev", "example": i, "layer": 0,
+                    "head": i, "T": 12, "sampling": "uniform"}, pattern_map("vertical", 12, 5, seed=i))
+                  for i in range(n)])
+
+    base = ["adapt", "start", "--project", "my encoder", "--url", "http://localhost:1", "--api-key", "x"]
+    store(tmp_path / "cut", 3)
+    assert main([*base, "--model", "e5", "--out", str(tmp_path / "cut")]) == 2
+    assert f"the sampling into {tmp_path / 'cut' / 'maps'} was cut off (3 of 4 maps): remove " in \
+        capsys.readouterr().err
+    store(tmp_path / "whole", 4)
+    for options, differ in [([], "--model e5"), (["--model", "e5", "--seed", "3"], "--seed 0"),
+                            (["--model", "e5", "--task", "rte"], "--task rte --task mrpc"),
+                            (["--model", "e5", "--maps", "40"], "--maps 4")]:
+        assert main([*base, *options, "--out", str(tmp_path / "whole")]) == 2
+        said = capsys.readouterr().err
+        assert f"{tmp_path / 'whole' / 'maps'} holds maps sampled with {differ}, not as this command asks: " in said
+        assert (f"(`patterncnn adapt start --model e5 --task rte --task mrpc --out {tmp_path / 'whole'} --project "
+                f"TITLE`)") in said
+    assert main([*base, "--model", "e5", "--out", str(tmp_path / "whole")]) == 2  # as sampled: on to the server
+    assert "Label Studio" in capsys.readouterr().err and not (tmp_path / "whole" / "project.json").exists()
 
 
 @pytest.mark.parametrize("option, value, least", [("--epochs", "-1", 0), ("--folds", "1", 2), ("--folds", "0", 2)])
@@ -421,7 +453,8 @@ def test_adapt_finish_names_the_push_again_for_a_project_the_server_no_longer_ha
     new = family_set(tmp_path / "e5", per_class=2, only=("e5",))
     out = tmp_path / "adapt-e5"
     started(new, out, tmp_path / "export.json")
-    finish = ["adapt", "finish", "--out", str(out), "--annotations", str(new)]
+    finish = ["adapt", "finish", "--out", str(out), "--annotations", str(new), "--checkpoint",
+              str(REPO / "models" / "patterncnn.pt")]
     assert main([*finish, "--project", "99"]) == 2
     assert capsys.readouterr().err.rstrip().endswith(
         f"pass an existing project's id or title (or push maps to a new one with "
@@ -439,14 +472,18 @@ def test_adapt_finish_names_the_push_again_for_a_project_the_server_no_longer_ha
         f"to http://other:8080 (--url), or pass --project (title or id)")
     (out / "project.json").write_text(json.dumps({"url": "http://ls:8080/", "project": 99, "title": "t",
                                                   "annotators": 3}))
-    assert main(finish) == 2
+    assert main(finish) == 2  # the push again keeps the recorded annotators per map: no --annotators to pass
     assert capsys.readouterr().err.rstrip().endswith(
         f"{out / 'project.json'} names project 99 ('t') of http://ls:8080, which the server no longer has: push "
-        f"{out / 'maps'} to a project again with `patterncnn adapt start --out {out} --project TITLE --annotators 3` "
-        f"(it records the new one), or pass --project (title or id)")
-    (out / "project.json").write_text(json.dumps({"url": "http://other:8080", "project": 7, "title": "t"}))
-    assert main([*finish, "--project", "99"]) == 2  # --project given: the record of another server does not matter
-    assert "no Label Studio project with id 99 at http://ls:8080" in capsys.readouterr().err
+        f"{out / 'maps'} to a project again with `patterncnn adapt start --out {out} --project TITLE` (it records "
+        f"the new one), or pass --project (title or id)")
+    for record in ({"url": "http://other:8080", "project": 7, "title": "t"}, "{not json", {"url": 5, "project": 7}):
+        (out / "project.json").write_text(record if isinstance(record, str) else json.dumps(record))
+        assert main([*finish, "--project", "99"]) == 2  # --project given: the record does not matter
+        assert "no Label Studio project with id 99 at http://ls:8080" in capsys.readouterr().err
+    assert main(finish) == 2
+    assert capsys.readouterr().err.rstrip().endswith(f"{out / 'project.json'} names no project; pass --project "
+                                                     f"(title or id)")
     assert not (out / "labels").exists()
 
 

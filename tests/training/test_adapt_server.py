@@ -53,15 +53,22 @@ def test_adapt_start_pushes_blind_maps_and_finish_pulls_them_into_a_classifier(l
     client.client.projects.delete(id=project.id)
     assert main(["adapt", "finish", "--out", str(out), "--epochs", "0", "--overwrite", *conn]) == 2
     assert "which the server no longer has" in capsys.readouterr().err
-    assert main(["adapt", "start", "--project", "adapt minilm again", "--out", str(out), "--annotators", "2",
-                 *conn]) == 0
+    assert main(["adapt", "start", "--model", "minilm", "--project", "adapt minilm again", "--out", str(out),
+                 "--annotators", "2", *conn]) == 0
     said = capsys.readouterr().out
-    assert f"{out / 'maps'} already holds 6 maps of " in said and "sampled" not in said and "pushed 6 maps" in said
+    assert f"{out / 'maps'} already holds the 6 maps of " in said and "sampled 6" not in said and "pushed 6 maps" in said
     again = json.loads((out / "project.json").read_text())
     assert again["title"] == "adapt minilm again" and again["project"] != project.id and again["annotators"] == 2
     assert sorted(t.data["map_id"] for t in client.client.tasks.list(project=again["project"], fields="all")) == \
         sorted(store.ids)
     assert client.client.projects.get(id=again["project"]).maximum_annotations == 2
     assert len(MapStore(out / "maps")) == 6
-    assert main(["adapt", "start", "--project", "adapt minilm again", "--out", str(out), *conn]) == 0
-    assert "pushed 0 maps" in capsys.readouterr().out  # the project holds them: nothing twice
+    assert main(["adapt", "start", "--model", "mpnet", "--project", "adapt minilm again", "--out", str(out),
+                 *conn]) == 2  # not the model these maps were sampled with: a new --out was forgotten
+    assert "holds maps sampled with --model minilm, not as this command asks" in capsys.readouterr().err
+    assert main(["adapt", "start", "--model", "minilm", "--project", "adapt minilm again", "--out", str(out),
+                 *conn]) == 0
+    said = capsys.readouterr().out  # the project holds them: nothing twice, and the annotators per map kept
+    assert "pushed 0 maps" in said and f"(annotators per map: 2, as {out / 'project.json'} recorded" in said
+    assert client.client.projects.get(id=again["project"]).maximum_annotations == 2
+    assert json.loads((out / "project.json").read_text())["annotators"] == 2
