@@ -6,6 +6,7 @@ Usage::
     out = output_folder(args.out, ("census.json",), args.overwrite)
     with atomic_open(out, "w") as f: ...                          # never replaces what is not a regular file
     with staged_outputs(out, ("model.pt", "done.json")) as stage: ...  # several files: all land, or none
+    move_into_place(stage / "labels.csv", out / "labels.csv")     # one staged file onto its target
 
 The rule for ``--out`` (every command): a path that exists and is not a regular file (a folder
 where a file is written, a FIFO, a device, a socket) is refused, never replaced; an existing
@@ -180,16 +181,24 @@ def staged_outputs(folder: str | os.PathLike, names: Iterable[str]) -> Iterator[
         if names and names[-1] in targets:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(targets[names[-1]])
-        for name, target in targets.items():
-            try:
-                os.replace(stage / name, target)
-            except OSError as e:  # a symlink to another file system: copy, atomically
-                if e.errno != errno.EXDEV:
-                    raise
-                with open(stage / name, "rb") as f, atomic_open(target, "wb") as g:
-                    shutil.copyfileobj(f, g)
+        for name in targets:
+            move_into_place(stage / name, folder / name)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+def move_into_place(src: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Move the finished file ``src`` onto ``path`` with one atomic rename: a symlink at ``path`` is written through
+    (its target is replaced), a folder, FIFO, device or socket refused (:class:`OutputError`, :func:`replaceable`);
+    a target on another file system (a symlink into one) gets a copy instead, itself atomic (:func:`atomic_open`)."""
+    target = replaceable(path)
+    try:
+        os.replace(src, target)
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            raise
+        with open(src, "rb") as f, atomic_open(target, "wb") as g:
+            shutil.copyfileobj(f, g)
 
 
 def _create_temp(path: Path) -> tuple[int, str]:

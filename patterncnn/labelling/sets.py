@@ -41,7 +41,6 @@ import gzip
 import hashlib
 import io
 import json
-import os
 import shutil
 import tempfile
 from collections import Counter
@@ -51,7 +50,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..core.errors import DataError
-from ..core.fileio import public_path, replaceable, write_bytes, write_json, write_text
+from ..core.fileio import move_into_place, public_path, replaceable, write_bytes, write_json, write_text
 from ..core.labels import LABELS, label_index
 from ..core.maps import MapStore
 from .labelstudio import AnnotateError
@@ -309,7 +308,7 @@ def write_labelled_set(out, tables: Tables, maps=None, export: tuple[str, bytes]
             if _same_bytes(stage / filename, out / filename):
                 continue  # an unchanged file is left as it is (its time stamp too)
             (out / filename).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(stage / filename, out / filename)
+            move_into_place(stage / filename, out / filename)
         if write_maps and not grows:
             _swap_maps(out, stage)
         for filename in LEGACY.values():  # its rows are in the new file now

@@ -4,7 +4,10 @@ pulls from a real one)."""
 
 import copy
 import csv
+import errno
 import json
+import os
+from pathlib import Path
 
 import pytest
 from synthetic import pattern_store
@@ -128,6 +131,37 @@ def test_a_second_servers_labels_keep_the_first_servers_provenance(tmp_path, cap
     err = capsys.readouterr().err
     assert "task 2 of http://first:8080 is" in err and "--server NAME" in err and err.count("\n") == 1
     assert snapshot(out) == snapshot_before
+
+
+@pytest.mark.parametrize("across", [False, True], ids=["same-file-system", "another-file-system"])
+def test_a_pull_writes_through_a_symlinked_table_even_into_another_file_system(tmp_path, capsys, monkeypatch, across):
+    # found by the third review: the pull's rename replaced the symlink with a file, and had no copy for EXDEV
+    store = pattern_store(tmp_path / "maps", ["vertical", "diagonal", "block"])
+    a, b, c = store.ids
+    out = tmp_path / "set"
+    pull = ["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out), "--from-file"]
+    (tmp_path / "e1.json").write_text(json.dumps([task(1, a, {"x@e": "vertical"}), task(2, b, {"x@e": "diagonal"})]))
+    assert main([*pull, str(tmp_path / "e1.json")]) == 0
+    kept = tmp_path / "kept" / "labels.csv"
+    kept.parent.mkdir()
+    kept.write_bytes((out / "labels.csv").read_bytes())
+    (out / "labels.csv").unlink()
+    (out / "labels.csv").symlink_to(kept)
+    real, crossed = os.replace, []
+
+    def replace(src, dst):
+        if across and Path(src).parent.name.startswith(".pull-") and Path(dst) == kept:
+            crossed.append(dst)
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    (tmp_path / "e2.json").write_text(json.dumps([task(1, a, {"x@e": "vertical"}), task(2, b, {"x@e": "diagonal"}),
+                                                  task(3, c, {"x@e": "block"})]))
+    assert main([*pull, str(tmp_path / "e2.json")]) == 0
+    capsys.readouterr()
+    assert (out / "labels.csv").is_symlink() and sorted(labels(out)) == sorted([a, b, c])
+    assert len(crossed) == int(across) and not list(out.glob(".pull-*")) and not list(kept.parent.glob(".*"))
 
 
 def test_two_annotators_tie_is_unresolved_said_and_not_trained_on(tmp_path, capsys):
