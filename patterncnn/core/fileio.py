@@ -166,22 +166,33 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iter
 @contextlib.contextmanager
 def staged_outputs(folder: str | os.PathLike, names: Iterable[str]) -> Iterator[Path]:
     """A fresh folder inside ``folder`` to write a command's several result files into; when the block succeeds, each
-    of ``names`` written there is renamed into ``folder`` in the order given (the file that marks the output finished
-    last), and the staging folder goes. A crash, an exception or Ctrl-C while the block writes leaves ``folder`` as it
-    was. Every target is checked (:func:`replaceable`: a symlink is written through, a folder refused) before the
-    first rename, and the old marker (the last of ``names``) is removed before it, so a stop during the renames
-    themselves leaves no finished-looking mix of old and new files."""
-    folder = Path(folder)
+    of ``names`` is moved into ``folder`` (:func:`move_into_place`) in the order given, the file that marks the output
+    finished last, and the staging folder goes. A crash, an exception or Ctrl-C while the block writes leaves
+    ``folder`` as it was.
+
+    The block writes exactly ``names`` (file names, no folders): a named file it did not write, or a file it wrote that is not named, is a bug
+    in the caller, refused (RuntimeError) before any rename. Every target is checked (a symlink is written through,
+    a folder refused) before the first rename, and the old marker (the last of ``names``) is removed before it: a
+    stop or a failure (a full disk, an I/O error) during the renames leaves a mix of old and new files without a
+    marker, which a rerun needs ``--overwrite`` to replace, never a finished-looking mix. ``folder`` has one writer
+    at a time: nothing locks it, and two runs renaming into it at once can interleave into a marked mix."""
+    folder, names = Path(folder), list(names)
     folder.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=".staged-", dir=folder))
     try:
         yield stage
-        names = list(names)
-        targets = {name: replaceable(folder / name) for name in names if (stage / name).exists()}
-        if names and names[-1] in targets:
+        written = set(os.listdir(stage))
+        missing, unnamed = [n for n in names if n not in written], sorted(written - set(names))
+        if missing or unnamed:
+            wrong = [f"did not write {', '.join(missing)}"] * bool(missing) + [
+                f"wrote {', '.join(unnamed)}, not named"] * bool(unnamed)
+            raise RuntimeError(f"staged_outputs into {folder}: the block {' and '.join(wrong)}; a bug in the caller, "
+                               f"nothing was moved: name exactly the files it writes, the marker last")
+        targets = [replaceable(folder / name) for name in names]  # every one checked before the first rename
+        if targets:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(targets[names[-1]])
-        for name in targets:
+                os.unlink(targets[-1])
+        for name in names:
             move_into_place(stage / name, folder / name)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
