@@ -25,6 +25,7 @@ import secrets
 import shutil
 import stat
 import tempfile
+import time
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
@@ -168,7 +169,7 @@ def staged_outputs(folder: str | os.PathLike, names: Iterable[str]) -> Iterator[
     """A fresh folder inside ``folder`` to write a command's several result files into; when the block succeeds, each
     of ``names`` is moved into ``folder`` (:func:`move_into_place`) in the order given, the file that marks the output
     finished last, and the staging folder goes. A crash, an exception or Ctrl-C while the block writes leaves
-    ``folder`` as it was.
+    ``folder`` as it was (a SIGKILL leaves the staging folder too, swept a day later by :func:`new_stage`).
 
     The block writes exactly ``names`` (file names, no folders): a named file it did not write, or a file it wrote that is not named, is a bug
     in the caller, refused (RuntimeError) before any rename. Every target is checked (a symlink is written through,
@@ -177,8 +178,7 @@ def staged_outputs(folder: str | os.PathLike, names: Iterable[str]) -> Iterator[
     marker, which a rerun needs ``--overwrite`` to replace, never a finished-looking mix. ``folder`` has one writer
     at a time: nothing locks it, and two runs renaming into it at once can interleave into a marked mix."""
     folder, names = Path(folder), list(names)
-    folder.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=".staged-", dir=folder))
+    stage = new_stage(folder, ".staged-")
     try:
         yield stage
         written = set(os.listdir(stage))
@@ -196,6 +196,24 @@ def staged_outputs(folder: str | os.PathLike, names: Iterable[str]) -> Iterator[
             move_into_place(stage / name, folder / name)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+STAGES = (".staged-", ".pull-")  # the staging folders' prefixes: staged_outputs, and annotate pull's labelled set
+STALE = 24 * 3600  # seconds: a staging folder left alone this long belongs to a run that was killed
+
+
+def new_stage(folder: Path, prefix: str) -> Path:
+    """A fresh, empty staging folder ``folder/<prefix>…`` (``folder`` made if need be). Staging folders there that
+    nothing has touched for a day (:data:`STALE`) go first: a run killed outright (SIGKILL, a power cut) leaves its
+    own behind. A younger one stays, as another writer may be filling it (a stage lives for seconds or minutes)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    now = time.time()
+    for entry in os.scandir(folder):
+        with contextlib.suppress(OSError):
+            if (entry.name.startswith(STAGES) and entry.is_dir(follow_symlinks=False)
+                    and now - entry.stat(follow_symlinks=False).st_mtime > STALE):
+                shutil.rmtree(entry.path, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=folder))
 
 
 def move_into_place(src: str | os.PathLike, path: str | os.PathLike) -> None:

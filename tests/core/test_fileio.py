@@ -2,10 +2,11 @@
 
 import errno
 import os
+import time
 
 import pytest
 
-from patterncnn.core.fileio import OutputError, staged_outputs, write_bytes, write_json
+from patterncnn.core.fileio import STALE, OutputError, staged_outputs, write_bytes, write_json
 
 
 def test_staged_outputs_land_together_in_the_order_given(tmp_path):
@@ -111,3 +112,17 @@ def test_a_failed_rename_leaves_an_unmarked_mix(tmp_path, monkeypatch):
             monkeypatch.setattr(os, "replace", failing_at_b)
     monkeypatch.setattr(os, "replace", real)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == {"a.bin": b"new", "b.bin": b"old"}
+
+
+def test_a_new_stage_sweeps_stages_left_for_a_day_and_keeps_younger_ones(tmp_path):
+    # found by the third review: a SIGKILL left .staged-* (and .pull-*) in the output folder forever
+    out = tmp_path / "out"
+    for name in (".staged-old", ".pull-old", ".staged-young", ".other-old"):
+        (out / name).mkdir(parents=True)
+        (out / name / "a.bin").write_bytes(b"left")
+    day_ago = time.time() - STALE - 60
+    for name in (".staged-old", ".pull-old", ".other-old"):
+        os.utime(out / name, (day_ago, day_ago))
+    with staged_outputs(out, ("done.json",)) as stage:
+        write_json(stage / "done.json", {})
+    assert sorted(os.listdir(out)) == [".other-old", ".staged-young", "done.json"]

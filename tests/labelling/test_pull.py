@@ -7,12 +7,14 @@ import csv
 import errno
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
 from synthetic import pattern_store
 
 from patterncnn.cli import main
+from patterncnn.core.fileio import STALE
 from patterncnn.labelling.sets import load_labelled, read_tables
 
 WHEN = "2026-12-01T10:00:00.000000Z"
@@ -162,6 +164,22 @@ def test_a_pull_writes_through_a_symlinked_table_even_into_another_file_system(t
     capsys.readouterr()
     assert (out / "labels.csv").is_symlink() and sorted(labels(out)) == sorted([a, b, c])
     assert len(crossed) == int(across) and not list(out.glob(".pull-*")) and not list(kept.parent.glob(".*"))
+
+
+def test_a_pull_sweeps_staging_folders_left_for_a_day_by_a_killed_pull(tmp_path, capsys):
+    # found by the third review: a SIGKILL left .pull-* in the set forever
+    store = pattern_store(tmp_path / "maps", ["vertical", "diagonal"])
+    out = tmp_path / "set"
+    (tmp_path / "e.json").write_text(json.dumps([task(1, store.ids[0], {"x@e": "vertical"})]))
+    pull = ["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out), "--from-file", str(tmp_path / "e.json")]
+    assert main(pull) == 0
+    for name in (".pull-killed", ".pull-running"):
+        (out / name / "maps").mkdir(parents=True)
+    day_ago = time.time() - STALE - 60
+    os.utime(out / ".pull-killed", (day_ago, day_ago))
+    assert main(pull) == 0
+    capsys.readouterr()
+    assert not (out / ".pull-killed").exists() and (out / ".pull-running" / "maps").is_dir()
 
 
 def test_two_annotators_tie_is_unresolved_said_and_not_trained_on(tmp_path, capsys):
