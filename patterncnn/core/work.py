@@ -36,7 +36,7 @@ import numpy as np
 from . import args
 from .arrayfile import PART_LIMITS, ArrayFileError, read_arrays
 from .errors import DataError, PatternCNNError
-from .fileio import output_folder, parse_json, write_bytes, write_json, write_text
+from .fileio import output_folder, parse_json, staged_outputs, write_bytes, write_json, write_text
 from .version import __version__
 
 log = logging.getLogger(__name__)
@@ -207,23 +207,25 @@ def differences(stamp: dict, params: dict, options: dict[str, str] = OPTIONS) ->
 def write_result(out: Path, name: str, result: dict, tables: dict[str, tuple[list, Iterable[list]]] | None = None,
                  figures: dict[str, bytes] | None = None, files: dict[str, bytes] | None = None) -> None:
     """Write a finished run into ``out``: CSV tables, figures, then the JSON result ``name`` last (its presence
-    marks the run finished). Every file is written atomically.
+    marks the run finished), all staged (:func:`patterncnn.core.fileio.staged_outputs`): a failure or a stop while
+    they are written leaves ``out`` as it was.
 
     Args:
         tables: {file name: (header, rows)}; each row a list of values, written by :mod:`csv` with ``\\n`` endings.
         figures: {file name: PNG bytes}.
         files: {file name: bytes}, any other output.
     """
-    out = Path(out)
-    for fname, (header, rows) in (tables or {}).items():
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(header)
-        w.writerows(rows)
-        write_text(out / fname, buf.getvalue())
-    for fname, data in {**(figures or {}), **(files or {})}.items():
-        write_bytes(out / fname, data)
-    write_json(out / name, result)
+    tables, others = tables or {}, {**(figures or {}), **(files or {})}
+    with staged_outputs(out, [*dict.fromkeys([*tables, *others]), name]) as stage:
+        for fname, (header, rows) in tables.items():
+            buf = io.StringIO()
+            w = csv.writer(buf, lineterminator="\n")
+            w.writerow(header)
+            w.writerows(rows)
+            write_text(stage / fname, buf.getvalue())
+        for fname, data in others.items():
+            write_bytes(stage / fname, data)
+        write_json(stage / name, result)
 
 
 def save_part(path: Path, arrays: dict) -> None:

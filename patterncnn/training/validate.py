@@ -43,7 +43,7 @@ from typing import Callable
 import numpy as np
 
 from ..core.errors import ClassifierError
-from ..core.fileio import output_folder, public_path, sha256_file, write_json, write_text
+from ..core.fileio import output_folder, public_path, sha256_file, staged_outputs, write_json, write_text
 from ..core.labels import LABELS
 from ..core.maps import families, tag_of
 from ..core.scores import classification_report, subset_scores
@@ -419,7 +419,7 @@ def run_validation(classifier, out: str | Path, annotations: str | Path | None =
     v = {"created_by": f"patterncnn {__version__}", "classifier": {
         "path": public_path(classifier.path), "sha256": sha256_file(classifier.path), "version": classifier.model_version},
         "annotations": None if annotations is None else str(annotations), **v}
-    out = Path(out)
-    write_json(out / "validation.json", v)
-    write_text(out / "validation.md", markdown_report(v) + "\n")
+    with staged_outputs(out, ("validation.md", "validation.json")) as stage:  # the json, what is read, marks it done
+        write_text(stage / "validation.md", markdown_report(v) + "\n")
+        write_json(stage / "validation.json", v)
     return v

@@ -1,4 +1,5 @@
-"""patterncnn.core.fileio.staged_outputs: a command's several result files land together, or none of them does."""
+"""patterncnn.core.fileio: a command's several result files land together, or none of them does (staged_outputs, and
+write_result through it); an output folder that cannot be written is refused before any work."""
 
 import errno
 import os
@@ -7,6 +8,7 @@ import time
 import pytest
 
 from patterncnn.core.fileio import STALE, OutputError, staged_outputs, write_bytes, write_json
+from patterncnn.core.work import write_result
 
 
 def test_staged_outputs_land_together_in_the_order_given(tmp_path):
@@ -126,3 +128,29 @@ def test_a_new_stage_sweeps_stages_left_for_a_day_and_keeps_younger_ones(tmp_pat
     with staged_outputs(out, ("done.json",)) as stage:
         write_json(stage / "done.json", {})
     assert sorted(os.listdir(out)) == [".other-old", ".staged-young", "done.json"]
+
+
+def test_write_result_lands_every_file_or_none_the_marker_last(tmp_path, monkeypatch):
+    # found by the third review: write_result wrote the tables one by one, so a failure left new CSVs beside the old
+    # JSON (census, drift, disable, link and special_tokens all write through it)
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("a.csv", "b.csv", "r.png", "r.json"):
+        (out / name).write_text("old")
+
+    def failing_rows():
+        yield [1, 2]
+        raise RuntimeError("while writing b.csv")
+
+    with pytest.raises(RuntimeError, match="while writing b.csv"):
+        write_result(out, "r.json", {"new": True}, tables={"a.csv": (["x", "y"], [[1, 2]]),
+                                                          "b.csv": (["x", "y"], failing_rows())})
+    assert {p.name: p.read_text() for p in out.iterdir()} == dict.fromkeys(("a.csv", "b.csv", "r.png", "r.json"), "old")
+    real, landed = os.replace, []
+    monkeypatch.setattr(os, "replace", lambda src, dst: real(src, dst) or landed.append(os.path.relpath(dst, out)))
+    write_result(out, "r.json", {"new": True}, tables={"a.csv": (["x"], [[1]])}, figures={"r.png": b"png"},
+                 files={"t.bin": b"bin"})
+    landed = [p for p in landed if os.sep not in p]  # into out, not into the stage
+    assert landed[-1] == "r.json" and sorted(landed) == ["a.csv", "r.json", "r.png", "t.bin"]
+    assert (out / "a.csv").read_text() == "x\n1\n" and sorted(os.listdir(out)) == ["a.csv", "b.csv", "r.json", "r.png",
+                                                                                    "t.bin"]

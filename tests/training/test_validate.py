@@ -1,6 +1,7 @@
 """Validation of the share estimators: cross-validated on synthetic rows, and `train` -> `validate` -> `census`."""
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -142,6 +143,28 @@ def write_labelled(root, per_cell=10, first=0, designs=("uniform", "uniform", "s
                         rows.append({"map_id": meta["id"], "label": kind, "uncertain": "False"})
                         i += 1
     return write_labelled_set(root, recs, rows)
+
+
+def test_a_stop_while_validate_writes_leaves_the_earlier_validation_as_it_was(tmp_path, monkeypatch):
+    # found by the third review: validation.json (the marker) was written before validation.md, so a stop between the
+    # two left a new json beside the old md
+    clf = SimpleNamespace(path=tmp_path / "c.onnx", model_version="v1", metadata={})
+    clf.path.write_bytes(b"onnx")
+    monkeypatch.setattr(validate_mod, "stored_rows", lambda metadata: "rows")
+    monkeypatch.setattr(validate_mod, "validate_rows", lambda rows, seed: {"mode": "cross-validated", "seed": seed,
+                                                                           "shares_skipped": "not here"})
+    out = tmp_path / "v"
+    validate_mod.run_validation(clf, out, seed=0)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert sorted(before) == ["validation.json", "validation.md"]
+
+    def stopped(v):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(validate_mod, "markdown_report", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        validate_mod.run_validation(clf, out, seed=1, overwrite=True)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
 @pytest.mark.slow
