@@ -116,6 +116,10 @@ def output_folder(path: str | os.PathLike, results: Iterable[str], overwrite: bo
 
     Returns:
         The folder (not created here).
+
+    Raises:
+        OutputError: ``path`` is not a folder, is one this user cannot write into, or holds a result without
+            ``overwrite``.
     """
     if str(path) == STDOUT:
         raise OutputError(f"{option} -: this command writes a folder, not a stream; give a folder path")
@@ -126,6 +130,9 @@ def output_folder(path: str | os.PathLike, results: Iterable[str], overwrite: bo
     if not stat.S_ISDIR(st.st_mode):
         what = "a file" if stat.S_ISREG(st.st_mode) else _kind(st.st_mode)
         raise OutputError(f"{option} {p} is {what}, not a folder; give the path of a folder to write into".lstrip())
+    if not os.access(p, os.W_OK | os.X_OK):  # now, not when the results are written after minutes of work
+        raise OutputError(f"{option} {p} is a folder this user cannot write into; make it writable (chmod u+wx, as "
+                          f"its owner), or {f'choose another {option}' if option else 'write elsewhere'}".lstrip())
     results = tuple(results)
     found = [r for r in results if os.path.lexists(p / r)] if results else [p.name]
     if found and not overwrite:

@@ -4,10 +4,11 @@ write_result through it); an output folder that cannot be written is refused bef
 import errno
 import os
 import time
+from pathlib import Path
 
 import pytest
 
-from patterncnn.core.fileio import STALE, OutputError, staged_outputs, write_bytes, write_json
+from patterncnn.core.fileio import STALE, OutputError, output_folder, staged_outputs, write_bytes, write_json
 from patterncnn.core.work import write_result
 
 
@@ -154,3 +155,18 @@ def test_write_result_lands_every_file_or_none_the_marker_last(tmp_path, monkeyp
     assert landed[-1] == "r.json" and sorted(landed) == ["a.csv", "r.json", "r.png", "t.bin"]
     assert (out / "a.csv").read_text() == "x\n1\n" and sorted(os.listdir(out)) == ["a.csv", "b.csv", "r.json", "r.png",
                                                                                     "t.bin"]
+
+
+@pytest.mark.parametrize("option", ["--out", ""])
+def test_an_existing_folder_this_user_cannot_write_into_is_refused_before_any_work(tmp_path, monkeypatch, option):
+    # found by the third review: adapt's fits ran ~5 minutes before the stage's mkdtemp failed with a bare OSError
+    out = tmp_path / "out"
+    out.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == out else real(p, mode, **kw))  # root
+    with pytest.raises(OutputError, match="cannot write into; make it writable") as e:
+        output_folder(out, ("done.json",), overwrite=True, option=option)
+    assert str(e.value).endswith("choose another --out" if option else "write elsewhere")
+    monkeypatch.setattr(os, "access", real)
+    assert output_folder(out, ("done.json",), overwrite=False, option=option) == out
+    assert output_folder(tmp_path / "new", ("done.json",), overwrite=False) == tmp_path / "new"  # made later
