@@ -178,12 +178,13 @@ def staged_outputs(folder: str | os.PathLike, names: Iterable[str]) -> Iterator[
     finished last, and the staging folder goes. A crash, an exception or Ctrl-C while the block writes leaves
     ``folder`` as it was (a SIGKILL leaves the staging folder too, swept a day later by :func:`new_stage`).
 
-    The block writes exactly ``names`` (file names, no folders): a named file it did not write, or a file it wrote that is not named, is a bug
-    in the caller, refused (RuntimeError) before any rename. Every target is checked (a symlink is written through,
-    a folder refused) before the first rename, and the old marker (the last of ``names``) is removed before it: a
-    stop or a failure (a full disk, an I/O error) during the renames leaves a mix of old and new files without a
-    marker, which a rerun needs ``--overwrite`` to replace, never a finished-looking mix. ``folder`` has one writer
-    at a time: nothing locks it, and two runs renaming into it at once can interleave into a marked mix."""
+    The block writes exactly ``names`` (file names, no folders): a named file it did not write, or a file it wrote
+    that is not named, is a bug in the caller, refused (RuntimeError) before any rename. Every target is checked (a
+    symlink is written through, a folder refused) before the first rename, and the old marker (the last of ``names``)
+    is removed before it: a stop or a failure (a full disk, an I/O error) during the renames leaves a mix of old and
+    new files without a marker, which a rerun needs ``--overwrite`` to replace, never a finished-looking mix.
+    ``folder`` has one writer at a time: nothing locks it, and two runs renaming into it at once can interleave into
+    a marked mix."""
     folder, names = Path(folder), list(names)
     stage = new_stage(folder, ".staged-")
     try:

@@ -276,7 +276,8 @@ def write_labelled_set(out, tables: Tables, maps=None, export: tuple[str, bytes]
     """Write a labelled set into ``out``, staged: a failure leaves ``out`` as it was.
 
     Everything is built in a staging folder inside ``out`` first (the tables, the export, the maps
-    store with exactly the labelled maps), then moved into place file by file with atomic renames:
+    store with exactly the labelled maps), then moved into place file by file with atomic renames
+    (:func:`patterncnn.core.fileio.move_into_place`: a symlinked file is written through):
     the maps first when the set grows, ``labels.csv`` first when it shrinks, so ``labels.csv`` never
     names a map that ``maps/`` lacks. Files that a pull does not write (a datasheet, older exports) stay.
 

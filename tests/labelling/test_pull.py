@@ -171,7 +171,8 @@ def test_a_pull_sweeps_staging_folders_left_for_a_day_by_a_killed_pull(tmp_path,
     store = pattern_store(tmp_path / "maps", ["vertical", "diagonal"])
     out = tmp_path / "set"
     (tmp_path / "e.json").write_text(json.dumps([task(1, store.ids[0], {"x@e": "vertical"})]))
-    pull = ["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out), "--from-file", str(tmp_path / "e.json")]
+    pull = ["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out),
+            "--from-file", str(tmp_path / "e.json")]
     assert main(pull) == 0
     for name in (".pull-killed", ".pull-running"):
         (out / name / "maps").mkdir(parents=True)
