@@ -161,6 +161,8 @@ def test_keyword_spelling_names_the_keyword_a_flag_stands_for(message, spelled):
     ("--out my runs already holds link.json", {"out": "./my runs"}, "out='./my runs' already holds link.json"),
     ("is --out my runs? [--out my runs]!", {"out": "my runs"}, "is out='my runs'? [out='my runs']!"),
     ("--out runs/x?y or --out runs/x!z", {"out": "runs/x"}, "out='runs/x?y' or out='runs/x!z'"),  # inside a name
+    ("pass [--out my runs], or (is it --out my runs?)", {"out": "my runs"},  # stops and brackets before a comma
+     "pass [out='my runs'], or (is it out='my runs'?)"),
     # a longer value first, whatever the order of the keywords; a message with the bracketing character
     ("--out x --limit 3 exists", {"limit": 3, "out": "x --limit 3"}, "out='x --limit 3' exists"),
     ("name 'a\ue000b' for --out runs/x", {"out": "runs/x"}, "name 'a\ue000b' for out='runs/x'"),

@@ -90,7 +90,7 @@ def run_start(args) -> int:
         store = sampled_store(out, args)
     else:
         output_folder(maps, ("store.json",), False)  # not a file, a FIFO or a device
-        tasks = [get_task(t) for t in (args.task or TASKS)]
+        tasks = list({get_task(t).name: get_task(t) for t in (args.task or TASKS)}.values())  # repeats once
     ls = connect(args)  # before the encoder runs: a wrong URL or token fails at once
     if again:
         print(f"{maps} already holds the {len(store.meta)} maps of "
@@ -144,8 +144,9 @@ def _whole(n) -> bool:
 
 def sampled_store(out: Path, args=None):
     """The maps ``adapt start --out out`` sampled before, checked: drawn uniformly, complete (a killed run can leave a
-    part), and, with ``args``, sampled as this command asks (--model, --max-length, --seed, --task, --maps where
-    given), so that pushing them again does not put another encoder's maps before the annotators."""
+    part), and, with ``args``, sampled as this command asks (--model, --max-length and --seed, defaults included;
+    --task and --maps where given), so that pushing them again does not put another encoder's maps before the
+    annotators."""
     from ..core.fileio import OutputError, parse_json, public_path
     from ..core.glue import get_task
     from ..core.maps import MapFormatError, open_maps
@@ -165,15 +166,16 @@ def sampled_store(out: Path, args=None):
         return store
     model = (header.get("model") or {}).get("model") if isinstance(header.get("model"), dict) else None
     differ = []
-    if public_path(args.model) != model:
+    if public_path(args.model) != public_path(model):  # a header of before public paths holds the full path
         differ.append(f"--model {model}")
     if args.max_length != header.get("max_length"):
         differ.append(f"--max-length {header.get('max_length')}")
     if args.seed != header.get("seed"):
         differ.append(f"--seed {header.get('seed')}")
-    if args.task and sorted({get_task(t).name for t in args.task}) != sorted(tasks):
+    asked = sorted({get_task(t).name for t in args.task or ()})  # aliases and repeats once
+    if asked and asked != sorted(tasks):
         differ.append(" ".join(f"--task {t}" for t in tasks))
-    if args.maps and math.ceil(args.maps / len(args.task or tasks)) != per_task:
+    if args.maps and math.ceil(args.maps / len(asked or tasks)) != per_task:
         differ.append(f"--maps {per_task * len(tasks)}")
     if differ:
         raise OutputError(f"{maps} holds maps sampled with {', '.join(differ)}, not as this command asks: pass those to "

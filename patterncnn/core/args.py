@@ -187,9 +187,9 @@ def keyword_spelling(message: str, parameters: Iterable[str], aliases: dict[str,
             forms = {text, os.fspath(Path(text))} if isinstance(value, (str, os.PathLike)) and text else {text}
             spellings += [(f"--{flag} {form}", spelled) for form in forms if form]
         for written, spelled in sorted(spellings, key=lambda w: len(w[0]), reverse=True):  # a longer value first
-            # the value ends where the sentence goes on: a space, a bracket, a quote, the end, or stops (. ? !)
-            # and closing square brackets before a space or the end (inside a name they are the name's)
-            pattern = rf"{re.escape(written)}(?=[\s;,:)'\"]|[.?!\]]+(?:\s|$)|$)"
+            # the value ends where the sentence goes on: a space, a bracket, a quote or the end, after any stops
+            # (. ? !) and closing square brackets (followed by a letter, they are the name's: runs/x.y, x?y)
+            pattern = rf"{re.escape(written)}(?=[.?!\]]*(?:[\s;,:)'\"]|$))"
             part = done.join(re.sub(pattern, lambda m: done + spelled + done, piece) if i % 2 == 0 else piece
                              for i, piece in enumerate(part.split(done)))
         return part

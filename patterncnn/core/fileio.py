@@ -21,6 +21,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -131,8 +132,11 @@ def output_folder(path: str | os.PathLike, results: Iterable[str], overwrite: bo
         what = "a file" if stat.S_ISREG(st.st_mode) else _kind(st.st_mode)
         raise OutputError(f"{option} {p} is {what}, not a folder; give the path of a folder to write into".lstrip())
     if not os.access(p, os.W_OK | os.X_OK):  # now, not when the results are written after minutes of work
+        instead = f"choose another {option}" if option else "write elsewhere"
+        if hasattr(os, "statvfs") and os.statvfs(p).f_flag & os.ST_RDONLY:  # chmod cannot help
+            raise OutputError(f"{option} {p} is on a read-only file system; {instead}".lstrip())
         raise OutputError(f"{option} {p} is a folder this user cannot write into; make it writable (chmod u+wx, as "
-                          f"its owner), or {f'choose another {option}' if option else 'write elsewhere'}".lstrip())
+                          f"its owner), or {instead}".lstrip())
     results = tuple(results)
     found = [r for r in results if os.path.lexists(p / r)] if results else [p.name]
     if found and not overwrite:
@@ -182,11 +186,12 @@ def staged_outputs(folder: str | os.PathLike, names: Iterable[str]) -> Iterator[
     that is not named, is a bug in the caller, refused (RuntimeError) before any rename. Every target is checked (a
     symlink is written through, a folder refused) before the first rename, and the old marker (the last of ``names``)
     is removed before it: a stop or a failure (a full disk, an I/O error) during the renames leaves a mix of old and
-    new files without a marker, which a rerun needs ``--overwrite`` to replace, never a finished-looking mix.
+    new files without a marker, never a finished-looking mix (a rerun replaces it; with ``--overwrite`` where the
+    command's :func:`output_folder` names more files than the marker).
     ``folder`` has one writer at a time: nothing locks it, and two runs renaming into it at once can interleave into
     a marked mix."""
     folder, names = Path(folder), list(names)
-    stage = new_stage(folder, ".staged-")
+    stage = new_stage(folder, STAGED)
     try:
         yield stage
         written = set(os.listdir(stage))
@@ -206,21 +211,25 @@ def staged_outputs(folder: str | os.PathLike, names: Iterable[str]) -> Iterator[
         shutil.rmtree(stage, ignore_errors=True)
 
 
-STAGES = (".staged-", ".pull-")  # the staging folders' prefixes: staged_outputs, and annotate pull's labelled set
+STAGED, PULLED = ".patterncnn-staged-", ".patterncnn-pull-"  # staged_outputs', and annotate pull's labelled set's
 STALE = 24 * 3600  # seconds: a staging folder left alone this long belongs to a run that was killed
+_STAGE = re.compile(rf"({re.escape(STAGED)}|{re.escape(PULLED)})[a-z0-9_]{{8}}")  # as tempfile.mkdtemp names them
 
 
 def new_stage(folder: Path, prefix: str) -> Path:
-    """A fresh, empty staging folder ``folder/<prefix>…`` (``folder`` made if need be). Staging folders there that
-    nothing has touched for a day (:data:`STALE`) go first: a run killed outright (SIGKILL, a power cut) leaves its
-    own behind. A younger one stays, as another writer may be filling it (a stage lives for seconds or minutes)."""
+    """A fresh, empty staging folder ``folder/<prefix>…`` (``folder`` made if need be; ``prefix`` :data:`STAGED` or
+    :data:`PULLED`). Staging folders there that nothing has touched for a day (:data:`STALE`) go first: a run killed
+    outright (SIGKILL, a power cut) leaves its own behind. Only folders named as this function names them are
+    swept, never a user's; a younger one stays, as another writer may be filling it (a stage lives for seconds or
+    minutes); a folder that cannot be listed is not swept."""
     folder.mkdir(parents=True, exist_ok=True)
     now = time.time()
-    for entry in os.scandir(folder):
-        with contextlib.suppress(OSError):
-            if (entry.name.startswith(STAGES) and entry.is_dir(follow_symlinks=False)
-                    and now - entry.stat(follow_symlinks=False).st_mtime > STALE):
-                shutil.rmtree(entry.path, ignore_errors=True)
+    with contextlib.suppress(OSError):  # best effort: a folder one may write into but not list is still written
+        for entry in os.scandir(folder):
+            with contextlib.suppress(OSError):
+                if (_STAGE.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False)
+                        and now - entry.stat(follow_symlinks=False).st_mtime > STALE):
+                    shutil.rmtree(entry.path, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=prefix, dir=folder))
 
 

@@ -49,7 +49,16 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..core.errors import DataError
-from ..core.fileio import move_into_place, new_stage, public_path, replaceable, write_bytes, write_json, write_text
+from ..core.fileio import (
+    PULLED,
+    move_into_place,
+    new_stage,
+    public_path,
+    replaceable,
+    write_bytes,
+    write_json,
+    write_text,
+)
 from ..core.labels import LABELS, label_index
 from ..core.maps import MapStore
 from .labelstudio import AnnotateError
@@ -292,7 +301,7 @@ def write_labelled_set(out, tables: Tables, maps=None, export: tuple[str, bytes]
     ids = sorted(tables.labels)
     old_ids = _stored_ids(out)
     check_maps(out, ids, maps)
-    stage = new_stage(out, ".pull-")
+    stage = new_stage(out, PULLED)
     try:
         write_maps = maps is not None and old_ids != set(ids)
         if write_maps:

@@ -4,18 +4,28 @@ write_result through it); an output folder that cannot be written is refused bef
 import errno
 import os
 import time
+import types
 from pathlib import Path
 
 import pytest
 
-from patterncnn.core.fileio import STALE, OutputError, output_folder, staged_outputs, write_bytes, write_json
+from patterncnn.core.fileio import (
+    PULLED,
+    STAGED,
+    STALE,
+    OutputError,
+    output_folder,
+    staged_outputs,
+    write_bytes,
+    write_json,
+)
 from patterncnn.core.work import write_result
 
 
 def test_staged_outputs_land_together_in_the_order_given(tmp_path):
     out = tmp_path / "out"
     with staged_outputs(out, ("a.bin", "done.json")) as stage:
-        assert stage.parent == out and stage.name.startswith(".staged-")
+        assert stage.parent == out and stage.name.startswith(STAGED)
         write_bytes(stage / "a.bin", b"new")
         write_json(stage / "done.json", {"ok": True})
         assert not (out / "a.bin").exists() and not (out / "done.json").exists()  # nothing lands before the end
@@ -118,17 +128,34 @@ def test_a_failed_rename_leaves_an_unmarked_mix(tmp_path, monkeypatch):
 
 
 def test_a_new_stage_sweeps_stages_left_for_a_day_and_keeps_younger_ones(tmp_path):
-    # found by the third review: a SIGKILL left .staged-* (and .pull-*) in the output folder forever
+    # found by the third review: a SIGKILL left staging folders in the output folder forever; the review of stop 54:
+    # the sweep must never take a user's own folder that merely starts like one (.pull-requests)
     out = tmp_path / "out"
-    for name in (".staged-old", ".pull-old", ".staged-young", ".other-old"):
+    old = [f"{STAGED}abcd1234", f"{PULLED}x_9y8z7w"]
+    kept = [f"{STAGED}young123", ".staged-old", ".pull-requests", f"{STAGED}notours", ".other-old"]
+    for name in old + kept:
         (out / name).mkdir(parents=True)
         (out / name / "a.bin").write_bytes(b"left")
     day_ago = time.time() - STALE - 60
-    for name in (".staged-old", ".pull-old", ".other-old"):
+    for name in old + kept[1:]:
         os.utime(out / name, (day_ago, day_ago))
     with staged_outputs(out, ("done.json",)) as stage:
+        assert stage.name.startswith(STAGED)
         write_json(stage / "done.json", {})
-    assert sorted(os.listdir(out)) == [".other-old", ".staged-young", "done.json"]
+    assert sorted(os.listdir(out)) == sorted(kept + ["done.json"])
+
+
+def test_a_folder_one_may_write_into_but_not_list_is_still_written(tmp_path, monkeypatch):
+    # found by the review of stop 54: the sweep's listing failed after the work (a drop box, mode 0300)
+    import patterncnn.core.fileio as fileio
+
+    def unlistable(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(fileio.os, "scandir", unlistable)
+    with staged_outputs(tmp_path / "out", ("done.json",)) as stage:
+        write_json(stage / "done.json", {})
+    assert (tmp_path / "out" / "done.json").is_file()
 
 
 def test_write_result_lands_every_file_or_none_the_marker_last(tmp_path, monkeypatch):
@@ -167,6 +194,11 @@ def test_an_existing_folder_this_user_cannot_write_into_is_refused_before_any_wo
     with pytest.raises(OutputError, match="cannot write into; make it writable") as e:
         output_folder(out, ("done.json",), overwrite=True, option=option)
     assert str(e.value).endswith("choose another --out" if option else "write elsewhere")
+    statvfs = os.statvfs  # a read-only mount: chmod cannot help (the review of stop 54)
+    monkeypatch.setattr(os, "statvfs", lambda p: types.SimpleNamespace(f_flag=os.ST_RDONLY) if Path(p) == out
+                        else statvfs(p))
+    with pytest.raises(OutputError, match=f"{out} is on a read-only file system; "):
+        output_folder(out, ("done.json",), overwrite=True, option=option)
     monkeypatch.setattr(os, "access", real)
     assert output_folder(out, ("done.json",), overwrite=False, option=option) == out
     assert output_folder(tmp_path / "new", ("done.json",), overwrite=False) == tmp_path / "new"  # made later

@@ -14,7 +14,7 @@ import pytest
 from synthetic import pattern_store
 
 from patterncnn.cli import main
-from patterncnn.core.fileio import STALE
+from patterncnn.core.fileio import PULLED, STALE
 from patterncnn.labelling.sets import load_labelled, read_tables
 
 WHEN = "2026-12-01T10:00:00.000000Z"
@@ -152,7 +152,7 @@ def test_a_pull_writes_through_a_symlinked_table_even_into_another_file_system(t
     real, crossed = os.replace, []
 
     def replace(src, dst):
-        if across and Path(src).parent.name.startswith(".pull-") and Path(dst) == kept:
+        if across and Path(src).parent.name.startswith(PULLED) and Path(dst) == kept:
             crossed.append(dst)
             raise OSError(errno.EXDEV, "Invalid cross-device link")
         real(src, dst)
@@ -163,7 +163,7 @@ def test_a_pull_writes_through_a_symlinked_table_even_into_another_file_system(t
     assert main([*pull, str(tmp_path / "e2.json")]) == 0
     capsys.readouterr()
     assert (out / "labels.csv").is_symlink() and sorted(labels(out)) == sorted([a, b, c])
-    assert len(crossed) == int(across) and not list(out.glob(".pull-*")) and not list(kept.parent.glob(".*"))
+    assert len(crossed) == int(across) and not list(out.glob(f"{PULLED}*")) and not list(kept.parent.glob(".*"))
 
 
 def test_a_pull_sweeps_staging_folders_left_for_a_day_by_a_killed_pull(tmp_path, capsys):
@@ -174,13 +174,14 @@ def test_a_pull_sweeps_staging_folders_left_for_a_day_by_a_killed_pull(tmp_path,
     pull = ["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out),
             "--from-file", str(tmp_path / "e.json")]
     assert main(pull) == 0
-    for name in (".pull-killed", ".pull-running"):
+    killed, running = f"{PULLED}killed12", f"{PULLED}running1"
+    for name in (killed, running):
         (out / name / "maps").mkdir(parents=True)
     day_ago = time.time() - STALE - 60
-    os.utime(out / ".pull-killed", (day_ago, day_ago))
+    os.utime(out / killed, (day_ago, day_ago))
     assert main(pull) == 0
     capsys.readouterr()
-    assert not (out / ".pull-killed").exists() and (out / ".pull-running" / "maps").is_dir()
+    assert not (out / killed).exists() and (out / running / "maps").is_dir()
 
 
 def test_two_annotators_tie_is_unresolved_said_and_not_trained_on(tmp_path, capsys):

@@ -410,8 +410,10 @@ def test_adapt_start_on_an_out_with_maps_refuses_a_cut_off_sample_and_other_opti
         assert f"{tmp_path / 'whole' / 'maps'} holds maps sampled with {differ}, not as this command asks: " in said
         assert (f"(`patterncnn adapt start --model e5 --task rte --task mrpc --out {tmp_path / 'whole'} --project "
                 f"TITLE`)") in said
-    assert main([*base, "--model", "e5", "--out", str(tmp_path / "whole")]) == 2  # as sampled: on to the server
-    assert "Label Studio" in capsys.readouterr().err and not (tmp_path / "whole" / "project.json").exists()
+    for options in (["--model", "e5"], ["--model", "/elsewhere/e5", "--task", "rte", "--task", "RTE", "--task", "mrpc",
+                                        "--maps", "4"]):  # as sampled (a path's folder name; a task twice): on
+        assert main([*base, *options, "--out", str(tmp_path / "whole")]) == 2
+        assert "Label Studio" in capsys.readouterr().err and not (tmp_path / "whole" / "project.json").exists()
 
 
 @pytest.mark.parametrize("option, value, least", [("--epochs", "-1", 0), ("--folds", "1", 2), ("--folds", "0", 2)])
