@@ -127,16 +127,12 @@ def output_folder(path: str | os.PathLike, results: Iterable[str], overwrite: bo
     p = Path(path)
     st = _stat(p)
     if st is None:
+        _check_writable(p, option)  # the folder it will be made in
         return p
     if not stat.S_ISDIR(st.st_mode):
         what = "a file" if stat.S_ISREG(st.st_mode) else _kind(st.st_mode)
         raise OutputError(f"{option} {p} is {what}, not a folder; give the path of a folder to write into".lstrip())
-    if not os.access(p, os.W_OK | os.X_OK):  # now, not when the results are written after minutes of work
-        instead = f"choose another {option}" if option else "write elsewhere"
-        if hasattr(os, "statvfs") and os.statvfs(p).f_flag & os.ST_RDONLY:  # chmod cannot help
-            raise OutputError(f"{option} {p} is on a read-only file system; {instead}".lstrip())
-        raise OutputError(f"{option} {p} is a folder this user cannot write into; make it writable (chmod u+wx, as "
-                          f"its owner), or {instead}".lstrip())
+    _check_writable(p, option)
     results = tuple(results)
     found = [r for r in results if os.path.lexists(p / r)] if results else [p.name]
     if found and not overwrite:
@@ -149,6 +145,21 @@ def output_folder(path: str | os.PathLike, results: Iterable[str], overwrite: bo
             raise OutputError(f"{p / r} is {_kind(st.st_mode)}, not a regular file; patterncnn never replaces it: "
                               f"remove it, or {instead or f'choose another {option}'}")
     return p
+
+
+def _check_writable(p: Path, option: str) -> None:
+    """Refuse now, not when the results are written after minutes of work, a folder output this user cannot write:
+    ``p`` itself when it exists, else the nearest folder above it that exists (where it will be made)."""
+    instead = f"choose another {option}" if option else "write elsewhere"
+    where = p if os.path.lexists(p) else next((a for a in p.absolute().parents if os.path.lexists(a)), None)
+    if where is None or not where.is_dir() or os.access(where, os.W_OK | os.X_OK):  # a file above: _stat refused it
+        return
+    made = "" if where == p else f" (it would be made inside {where})"
+    if hasattr(os, "statvfs") and os.statvfs(where).f_flag & os.ST_RDONLY:  # chmod cannot help
+        raise OutputError(f"{option} {p} is on a read-only file system{made}; {instead}".lstrip())
+    what = "is a folder" if where == p else f"cannot be made: {where} is a folder"
+    raise OutputError(f"{option} {p} {what} this user cannot write into; make it writable (chmod u+wx, as its "
+                      f"owner), or {instead}".lstrip())
 
 
 @contextlib.contextmanager

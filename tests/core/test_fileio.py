@@ -202,3 +202,20 @@ def test_an_existing_folder_this_user_cannot_write_into_is_refused_before_any_wo
     monkeypatch.setattr(os, "access", real)
     assert output_folder(out, ("done.json",), overwrite=False, option=option) == out
     assert output_folder(tmp_path / "new", ("done.json",), overwrite=False) == tmp_path / "new"  # made later
+
+
+def test_a_missing_output_under_a_folder_this_user_cannot_write_into_is_refused_before_any_work(tmp_path,
+                                                                                               monkeypatch):
+    # left by the review of stop 54: only an existing OUT was checked; a new one under a locked folder failed at the
+    # end, after adapt's fits
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == locked else real(p, mode, **kw))
+    with pytest.raises(OutputError, match=f"^--out {locked / 'a' / 'b'} cannot be made: {locked} is a folder this "
+                                          f"user cannot write into; make it writable"):
+        output_folder(locked / "a" / "b", ("done.json",), overwrite=False)
+    assert output_folder(tmp_path / "free" / "a", ("done.json",), overwrite=False) == tmp_path / "free" / "a"
+    (tmp_path / "afile").write_text("x")  # a file above: refused as before, for what it is
+    with pytest.raises(OutputError, match="a parent of it is a file, not a folder"):
+        output_folder(tmp_path / "afile" / "a", ("done.json",), overwrite=False)
