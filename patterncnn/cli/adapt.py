@@ -147,13 +147,13 @@ def sampled_store(out: Path, args=None):
     part), and, with ``args``, sampled as this command asks (--model, --max-length and --seed, defaults included;
     --task and --maps where given), so that pushing them again does not put another encoder's maps before the
     annotators."""
-    from ..core.fileio import OutputError, parse_json, public_path
+    from ..core.fileio import OutputError, public_path
     from ..core.glue import get_task
     from ..core.maps import MapFormatError, open_maps
 
     maps = out / "maps"
     store = open_maps(maps)
-    header = parse_json((maps / "store.json").read_bytes(), str(maps / "store.json"), "choose another --out")
+    header = store.header
     if header.get("design") != "uniform" or any(m.get("sampling") != "uniform" for m in store.meta):
         raise MapFormatError(f"{maps} holds maps that were not drawn uniformly (not by `adapt start`); their labels "
                              f"would not estimate the census: choose another --out")
@@ -178,22 +178,17 @@ def sampled_store(out: Path, args=None):
     if args.maps and math.ceil(args.maps / len(asked or tasks)) != per_task:
         differ.append(f"--maps {per_task * len(tasks)}")
     if differ:
-        raise OutputError(f"{maps} holds maps sampled with {', '.join(differ)}, not as this command asks: pass those to "
-                          f"push them again (`{sampling_command(out, header)}`), or choose another --out for a new "
-                          f"sample")
+        raise OutputError(f"{maps} holds maps sampled with {', '.join(differ)}, not as this command asks: pass "
+                          f"those to push them again (`{sampling_command(out, header)}`), or choose another --out "
+                          f"for a new sample")
     return store
 
 
-def sampling_command(out: Path, header: dict | None = None) -> str:
+def sampling_command(out: Path, header: dict) -> str:
     """The ``adapt start`` command that pushes the maps of ``out`` again (it samples none), with the options that
-    sampled them."""
+    sampled them (``header``: their store's)."""
     import shlex
 
-    from ..core.fileio import parse_json
-
-    if header is None:
-        path = out / "maps" / "store.json"
-        header = parse_json(path.read_bytes(), str(path), "choose another --out")
     tasks = list(header.get("tasks") or ())
     model = (header.get("model") or {}).get("model") if isinstance(header.get("model"), dict) else None
     options = [f"--model {shlex.quote(str(model))}"] if model else []
@@ -220,7 +215,8 @@ def run_finish(args) -> int:
                        reapply_shift=not args.no_reapply_shift)
     prepare(args.checkpoint, args.annotations, out / "classifier", acfg, args.overwrite)  # refusals before the pull
     ls = None if args.from_file else connect(args)
-    again = sampling_command(out)  # pushes OUT's maps again, to a project it records
+    maps = open_maps(out / "maps")
+    again = sampling_command(out, maps.header)  # pushes OUT's maps again, to a project it records
     project = args.project
     if project is None and ls is not None:
         record = recorded(out)
@@ -234,7 +230,7 @@ def run_finish(args) -> int:
                                 f"server no longer has: push {out / 'maps'} to a project again with `{again}` (it "
                                 f"records the new one), or pass --project (title or id)")
         project = record.get("project")
-    r = pull(ls, project, open_maps(out / "maps"), out / "labels", from_file=args.from_file, pushed_by=again)
+    r = pull(ls, project, maps, out / "labels", from_file=args.from_file, pushed_by=again)
     print(f"pulled {r['labelled']} labelled map(s) into {out / 'labels'} ({', '.join(f'{k} {v}' for k, v in r['labels'].items())})")
     if r["unlabelled"] or r["cancelled"]:
         print(f"warning: {r['unlabelled']} of the project's {r['tasks']} maps are not labelled yet and "

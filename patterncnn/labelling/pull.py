@@ -381,8 +381,8 @@ def read_export(raw: bytes) -> tuple[list[dict], bytes]:
 def _fetch(ls: Connection | None, project, from_file: str | None,
            pushed_by: str = "patterncnn annotate push") -> tuple[bytes, str, str, dict, dict]:
     """(export bytes, where they came from, the server's URL ("" for a file), user id -> e-mail,
-    model version -> ML backend URL). ``pushed_by``: the command that pushed the project's maps and printed its title and id, for
-    the errors."""
+    model version -> ML backend URL). ``pushed_by``: the command that pushed the project's maps and printed its
+    title and id, for the errors."""
     if from_file:
         with open(from_file, "rb") as f:
             raw = f.read(MAX_EXPORT_BYTES + 1)
