@@ -128,7 +128,7 @@ def plan_units(encoders: list, folders: list[Path], splits: list[GlueSplit], lim
     already done."""
     units, done = [], 0
     for enc, folder in zip(encoders, folders):
-        dest = prepare_out(folder, RESULT, overwrite, COMMAND)
+        dest = prepare_out(folder, RESULT, overwrite, COMMAND, [s.task.name for s in splits])
         for split in splits:
             work = work_dir(dest, split.task.name, task_params(enc, split, limit, seed, classifier_sha, batch_size),
                             command=COMMAND)

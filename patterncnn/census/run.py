@@ -223,7 +223,7 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
             (:class:`patterncnn.shares.precision.Precision`: ``"1"`` point, or ``"0.33x"`` of the classifier's part),
             checked after each window of examples taken in a seeded random order; None: every example.
     """
-    out = prepare_out(out, RESULT, overwrite, COMMAND)
+    out = prepare_out(out, RESULT, overwrite, COMMAND, [s.task.name for s in splits])
     plan = plan_for(getattr(classifier, "metadata", {}), estimator, scope, encoder.tag, seed, chosen_by)
     precision = Precision.parse(precision) if isinstance(precision, (str, int, float)) else precision
     if precision is not None and precision.needs_classifier_part() and not has_classifier_part(plan.describe()):

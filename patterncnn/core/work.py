@@ -64,12 +64,17 @@ def run_key(params: dict) -> str:
     return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def prepare_out(out: str | Path, result_name: str, overwrite: bool, command: str | None = None) -> Path:
+def prepare_out(out: str | Path, result_name: str, overwrite: bool, command: str | None = None,
+                tasks: Iterable[str] | None = None) -> Path:
     """Check ``out`` before a run of ``command`` (:func:`patterncnn.core.fileio.output_folder`): a finished result
     there needs ``overwrite`` (which drops it and this command's leftovers); an unfinished run there is resumed. An
-    unfinished run of another command with finished parts is refused, ``overwrite`` or not (:func:`other_runs`)."""
+    unfinished run of another command with finished parts is refused, ``overwrite`` or not (:func:`other_runs`), and
+    so, without ``overwrite``, is a run whose ``tasks`` leave out a task this command's unfinished run has finished
+    parts of (:func:`finish` would drop them)."""
     if command is not None:
         refuse_other_runs(Path(out), command)
+        if tasks is not None and not overwrite:
+            refuse_left_out(Path(out), command, list(tasks))
     out = output_folder(out, (result_name,), overwrite)
     if overwrite:
         shutil.rmtree(out / WORK, ignore_errors=True)  # what is left there is this command's, or holds no parts
@@ -125,6 +130,21 @@ def refuse_other_runs(out: Path, command: str) -> None:
         raise RunError(f"{out} holds an unfinished `patterncnn {other}` run of {task} (its finished parts are in "
                        f"{out / WORK / task}); run that {other} command again to resume it, or give this {command} "
                        f"another --out (--overwrite never drops another command's work)")
+
+
+def refuse_left_out(out: Path, command: str, tasks: list[str]) -> None:
+    """Raise :class:`RunError` when ``out`` holds finished parts of an unfinished run of ``command`` on a task that
+    ``tasks`` leave out: the run would finish without them and drop them. The message names the tasks to give."""
+    left = []
+    for work in sorted((out / WORK).glob("*/")) if (out / WORK).is_dir() else []:
+        stamp = stamp_of(work)
+        if (work.name not in tasks and stamp is not None and stamp.get("command") in (command, None)
+                and has_parts(work, stamp)):
+            left.append(work.name)
+    if left:
+        raise RunError(f"{out} holds finished parts of an unfinished {command} run of {', '.join(left)}, which this "
+                       f"run leaves out; run it with those tasks too (--task: {', '.join(tasks + left)}) to finish "
+                       f"them, or pass --overwrite to drop them")
 
 
 def drop_unstarted(out: str | Path) -> None:

@@ -309,7 +309,7 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
         The result written to ``out/disable.json`` (also ``disable.csv``, ``disable.png``).
     """
 
-    out = prepare_out(out, RESULT, overwrite, "disable")
+    out = prepare_out(out, RESULT, overwrite, "disable", [split.task.name])
     task = split.task
     enc, clf, tok = load_task_model(model, max_length, device, task)
     labels = np.array([ex.label for ex in split.examples], dtype=float if task.is_regression else int)

@@ -121,7 +121,7 @@ def run_drift(enc_a: Encoder, enc_b: Encoder, splits: list[GlueSplit], out: str 
     if _same_weights(enc_a, enc_b):
         log.warning("%s and %s have the same weights (%s): every cosine will be 1; drift compares a pretrained model "
                     "with its fine-tune (`patterncnn finetune`)", enc_a.name, enc_b.name, enc_a.tag)
-    out = prepare_out(out, RESULT, overwrite, "drift")
+    out = prepare_out(out, RESULT, overwrite, "drift", [s.task.name for s in splits])
     result = provenance(experiment="drift", model_a=public_fingerprint(enc_a.fingerprint), tag_a=enc_a.tag,
                         model_b=public_fingerprint(enc_b.fingerprint), tag_b=enc_b.tag, layers=enc_a.num_layers,
                         heads=enc_a.num_heads, max_length=enc_a.max_length, limit=limit, seed=seed, tasks={})

@@ -160,7 +160,7 @@ def run_special_tokens(enc: Encoder, splits: list[GlueSplit], classes: TokenClas
                        limit: int | None = None, batch_size: int = 16, progress: Callable | None = None,
                        overwrite: bool = False) -> dict:
     """Attention to each token class per layer x head for each split, into ``out`` (JSON, CSV, PNG per task)."""
-    out = prepare_out(out, RESULT, overwrite, "special-tokens")
+    out = prepare_out(out, RESULT, overwrite, "special-tokens", [s.task.name for s in splits])
     result = provenance(experiment="special-tokens", model=public_fingerprint(enc.fingerprint), tag=enc.tag,
                         layers=enc.num_layers, heads=enc.num_heads, max_length=enc.max_length, limit=limit, seed=seed,
                         classes={"order": classes.names, "cls_token": classes.cls_token,

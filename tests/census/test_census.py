@@ -102,6 +102,28 @@ def test_unfinished_census_with_other_arguments_is_not_mixed(setup, tmp_path):
         run_census(enc, clf, [load_split("rte", "dev", glue, limit=100, seed=3)], tmp_path / "c", limit=100, seed=3)
 
 
+def test_a_rerun_that_leaves_out_a_task_with_finished_windows_is_refused_and_keeps_them(setup, tmp_path):
+    """Rerun with fewer --task after an interruption, the census would finish without the task left out and drop its
+    finished windows (the work folder goes when a census finishes): refused, naming the tasks; --overwrite drops them."""
+    enc, clf, glue = setup
+    splits = [load_split(t, "dev", glue, limit=100, seed=2) for t in ("mrpc", "rte")]  # 64 and 100 examples
+    with pytest.raises(KeyboardInterrupt):  # mrpc finished, rte cut in its first window
+        run_census(enc, clf, splits, tmp_path / "c", limit=100, seed=2, progress=Boom(100))
+    kept = sorted((tmp_path / "c" / ".work").rglob("window-*.npz"))
+    assert [p.parent.name for p in kept] == ["mrpc"]
+    with pytest.raises(RunError, match=r"unfinished census run of mrpc, which this run leaves out; run it with those "
+                                       r"tasks too \(--task: rte, mrpc\)"):
+        run_census(enc, clf, splits[1:], tmp_path / "c", limit=100, seed=2)
+    assert sorted((tmp_path / "c" / ".work").rglob("window-*.npz")) == kept
+    assert not (tmp_path / "c" / "census.json").exists()
+    resumed = run_census(enc, clf, splits, tmp_path / "c", limit=100, seed=2)  # all of them: resumes
+    assert list(resumed["tasks"]) == ["mrpc", "rte"]
+    with pytest.raises(KeyboardInterrupt):
+        run_census(enc, clf, splits, tmp_path / "o", limit=100, seed=2, progress=Boom(100))
+    only = run_census(enc, clf, splits[1:], tmp_path / "o", limit=100, seed=2, overwrite=True)
+    assert list(only["tasks"]) == ["rte"] and not (tmp_path / "o" / ".work").exists()
+
+
 def test_a_census_cut_before_its_first_window_leaves_nothing_to_refuse(setup, tmp_path):
     """Stopped before any window was saved, an unfinished run holds no work: other arguments simply start over."""
     enc, clf, glue = setup

@@ -294,3 +294,22 @@ def test_a_run_stamped_before_stamps_named_their_command_is_named_when_resumed(t
     with pytest.raises(RunError, match="holds an unfinished `patterncnn drift` run of rte"):
         refuse_other_runs(out, "census")
     assert (work / "window-00000.npz").exists()
+
+
+def test_a_rerun_leaving_out_a_task_with_finished_parts_is_refused_before_anything_is_dropped(tmp_path):
+    """drift, special-tokens and disable check their output folder as the census does (patterncnn.core.work): a
+    rerun whose tasks leave out one with finished parts is refused; one that stopped before its first part, or
+    --overwrite, is not."""
+    from patterncnn.core.work import RunError, prepare_out, work_dir
+
+    out = tmp_path / "o"
+    for task in ("sst2", "rte", "mrpc"):
+        work_dir(out, task, {"task": task}, command="drift")
+    (out / ".work" / "sst2" / "window-00000.npz").write_bytes(b"a finished part")  # rte and mrpc: a stamp alone
+    with pytest.raises(RunError, match=r"unfinished drift run of sst2, which this run leaves out; run it with those "
+                                       r"tasks too \(--task: rte, sst2\)"):
+        prepare_out(out, "drift.json", False, "drift", ["rte"])
+    assert (out / ".work" / "sst2" / "window-00000.npz").exists()
+    prepare_out(out, "drift.json", False, "drift", ["sst2", "rte"])  # mrpc has nothing to keep
+    prepare_out(out, "drift.json", True, "drift", ["rte"])
+    assert not (out / ".work").exists()
