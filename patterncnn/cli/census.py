@@ -12,6 +12,7 @@ from .common import (
     add_device_arg,
     add_glue_args,
     add_overwrite,
+    add_tasks_arg,
     classifier,
     device,
     glue_dir,
@@ -31,7 +32,7 @@ def register(sub) -> None:
                                    "resume when re-run with the same arguments. `--precision` stops each task once "
                                    "more examples cannot narrow its interval much. `--compare A B` compares two "
                                    "finished censuses.")
-    p.add_argument("--task", action="append", default=[], help="GLUE task (repeatable), or 'all'")
+    add_tasks_arg(p)
     p.add_argument("--model", action="append", help="encoder (repeatable; two models are compared). Default: minilm")
     p.add_argument("--max-length", type=positive_int, default=128, help="(default: %(default)s)")
     p.add_argument("--limit", type=int, default=1000,

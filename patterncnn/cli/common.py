@@ -117,6 +117,14 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="cap on tokens per input; longer inputs are truncated and counted (default: %(default)s)")
 
 
+def add_tasks_arg(p: argparse.ArgumentParser, required: bool = False) -> None:
+    """``--task`` (repeatable) of the commands that read GLUE dev sets, ``all`` named with what it covers."""
+    from ..core.glue import expand_tasks
+
+    p.add_argument("--task", action="append", default=[], required=required,
+                   help=f"GLUE task (repeatable), or 'all' ({' '.join(expand_tasks(['all']))})")
+
+
 def add_glue_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--glue-dir", default=None,
                    help="a glue_data folder (SST-2/dev.tsv, ...); default: $GLUE_DIR, else the Hugging Face "

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from .common import add_device_arg, add_glue_args, add_overwrite, device, glue_dir, out_path, positive_int, progress
+from .common import (
+    add_device_arg,
+    add_glue_args,
+    add_overwrite,
+    add_tasks_arg,
+    device,
+    glue_dir,
+    out_path,
+    positive_int,
+    progress,
+)
 
 
 def register(sub) -> None:
@@ -14,7 +24,7 @@ def register(sub) -> None:
                                    "per task, CSV and JSON. Resumable.")
     p.add_argument("model_a", metavar="A", help="first encoder (e.g. minilm)")
     p.add_argument("model_b", metavar="B", help="second encoder (e.g. models-ft/minilm-rte)")
-    p.add_argument("--task", action="append", default=[], required=True, help="GLUE task (repeatable), or 'all'")
+    add_tasks_arg(p, required=True)
     p.add_argument("--limit", type=positive_int, default=1000, help="examples per task (default: %(default)s)")
     p.add_argument("--max-length", type=positive_int, default=128, help="(default: %(default)s)")
     p.add_argument("--batch-size", type=positive_int, default=16, help="encoder batch size (default: %(default)s)")

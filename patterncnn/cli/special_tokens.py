@@ -9,6 +9,7 @@ from .common import (
     add_glue_args,
     add_model_args,
     add_overwrite,
+    add_tasks_arg,
     device,
     glue_dir,
     out_path,
@@ -38,7 +39,7 @@ def register(sub) -> None:
                                    "summed over queries and divided by the sequence length (the paper's Fig. 6), "
                                    "averaged over each task's dev examples; and how the last layer's [CLS] row spreads "
                                    "over those classes (Fig. 7). Heatmaps per task, CSV and JSON. Resumable.")
-    p.add_argument("--task", action="append", default=[], required=True, help="GLUE task (repeatable), or 'all'")
+    add_tasks_arg(p, required=True)
     p.add_argument("--token-class", action="append", type=token_class, default=[], metavar="NAME=REGEX",
                    help="an extra class of tokens whose whole text (without ## marks) matches REGEX (repeatable)")
     p.add_argument("--limit", type=positive_int, default=1000, help="examples per task (default: %(default)s)")

@@ -340,5 +340,14 @@ def dev_splits(tasks: str | list[str], glue_dir: str | Path | None = None, limit
                seed: int = 0) -> list[GlueSplit]:
     """The dev split of each task (names in any spelling, or ``all``), sampled down to ``limit`` as
     :func:`load_split` does: what the census and the experiments read."""
-    return [load_split(t, "dev", glue_dir, limit=limit, seed=seed)
-            for t in expand_tasks([tasks] if isinstance(tasks, str) else list(tasks))]
+    specs = [tasks] if isinstance(tasks, str) else list(tasks)
+    names = expand_tasks(specs)
+    root = Path(glue_dir).expanduser() if glue_dir is not None else None
+    if root is not None and root.is_dir() and any(isinstance(s, str) and s.lower() == "all" for s in specs):
+        has = [n for n in names if (root / TASKS[n].folder / TASKS[n].files["dev"]).is_file()]
+        lacks = [f"{TASKS[n].folder}/{TASKS[n].files['dev']}" for n in names if n not in has]
+        if has and lacks:  # a folder of some tasks; none at all is a wrong folder, which load_split explains
+            raise GlueDataError(f"--task all covers {', '.join(names)}, and the GLUE folder {root} has no "
+                                f"{', '.join(lacks)}: give the tasks it has (--task: {', '.join(has)}), or download "
+                                f"the others into it with GLUE's download_glue_data.py")
+    return [load_split(t, "dev", glue_dir, limit=limit, seed=seed) for t in names]

@@ -151,3 +151,24 @@ def test_a_score_that_is_not_a_number_is_a_skipped_row(glue_dir, tmp_path):
     (tmp_path / "STS-B" / "dev.tsv").write_text("\n".join([header, *body, *bad]) + "\n", encoding="utf-8")
     split = load_split("stsb", "dev", tmp_path)
     assert len(split.examples) == 5 and split.skipped == 4
+
+
+def test_all_on_a_folder_of_some_tasks_names_what_all_covers_and_the_tasks_it_has(glue_dir, tmp_path):
+    """`--task all` on a GLUE folder without QQP and MNLI (the copy the README points at) is refused before any
+    file is read, naming the missing files and the tasks to give; a folder of every task loads them all."""
+    from patterncnn.core.glue import dev_splits
+
+    some = tmp_path / "glue"
+    for task in ("SST-2", "RTE"):
+        (some / task).mkdir(parents=True)
+        (some / task / "dev.tsv").write_bytes((glue_dir / task / "dev.tsv").read_bytes())
+    with pytest.raises(GlueDataError, match=r"--task all covers cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, "
+                                            r"and the GLUE folder .* has no CoLA/dev.tsv, MRPC/dev.tsv, STS-B/dev.tsv, "
+                                            r"QQP/dev.tsv, MNLI/dev_matched.tsv, QNLI/dev.tsv, WNLI/dev.tsv: give the "
+                                            r"tasks it has \(--task: sst2, rte\)"):
+        dev_splits(["all"], some, limit=3)
+    assert [s.task.name for s in dev_splits(["ALL"], glue_dir, limit=3)] == [
+        "cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli"]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(GlueDataError, match="not found: the GLUE folder"):  # no task at all: load_split's message
+        dev_splits("all", tmp_path / "empty", limit=3)
