@@ -67,7 +67,7 @@ def register(sub) -> None:
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two census results (folders or json)")
     p.add_argument("--report", action="store_true",
                    help="also write OUT/report.html, the self-contained HTML report (`patterncnn report`)")
-    add_device_arg(p)
+    add_device_arg(p, classifier=True)
     add_glue_args(p)
     p.set_defaults(func=run, resumable="windows")
 

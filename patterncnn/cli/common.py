@@ -185,11 +185,13 @@ def add_overwrite(p: argparse.ArgumentParser, what: str = "result") -> None:
                         f"not a regular file or folder is never replaced)")
 
 
-def add_device_arg(p: argparse.ArgumentParser) -> None:
+def add_device_arg(p: argparse.ArgumentParser, classifier: bool = False) -> None:
+    """``--device``; ``classifier``: the command also runs the classifier (onnxruntime), which follows the encoder."""
+    runs = ("the encoder and the classifier run: auto takes CUDA when torch sees a CUDA device (onnxruntime's CUDA "
+            "provider where installed, its CPU provider otherwise)" if classifier else
+            "the encoder runs: auto takes CUDA when torch sees a CUDA device")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
-                   help="where the encoder (and the classifier) run: auto takes CUDA when torch sees a CUDA device "
-                        "(onnxruntime's CUDA provider where installed, its CPU provider otherwise), else the CPU; "
-                        "the CUDA path is untested (default: auto)")
+                   help=f"where {runs}, else the CPU; the CUDA path is untested (default: auto)")
 
 
 def device(args) -> str:
