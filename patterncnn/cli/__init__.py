@@ -14,10 +14,12 @@ Exit codes: 0 done; 2 refused (bad arguments or input: one line on stderr that n
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
 import traceback
+from pathlib import Path
 
 from ..core.errors import PatternCNNError
 from ..core.version import __version__
@@ -84,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     _quiet_libraries(args.verbose)
+    out = getattr(args, "out", None)
+    made = new_folder(out)
     try:
         return args.func(args)
     except BrokenPipeError:  # output piped into `head` and the like
@@ -93,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose:
             raise
         print(f"patterncnn {args.command}: error: {describe(e)}", file=sys.stderr)
+        drop_empty(made)
         return EXIT_REFUSED
     except KeyboardInterrupt:
         resumable, out = getattr(args, "resumable", None), getattr(args, "out", None)
@@ -116,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "interrupt_note", None):  # a command that says itself what an interruption keeps
             note = f": {args.interrupt_note}"
         print(f"patterncnn {args.command}: interrupted{note}", file=sys.stderr)
+        drop_empty(made)
         return 130
     except Exception as e:  # noqa: BLE001 - the last line of defence, as the service's CatchAll: one line, not a traceback
         if args.verbose:
@@ -124,7 +130,29 @@ def main(argv: list[str] | None = None) -> int:
         where = f" at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}" if frame else ""
         print(f"patterncnn {args.command}: internal error: {type(e).__name__}: {str(e)[:200]}{where}; this is a "
               f"bug: run again with -v for the traceback and report it", file=sys.stderr)
+        drop_empty(made)
         return EXIT_BUG
+
+
+def new_folder(out: object) -> Path | None:
+    """The outermost folder of ``out`` (a command's ``--out``) that does not exist yet, else None."""
+    if not isinstance(out, str) or out in ("", "-") or os.path.lexists(out):
+        return None
+    made = Path(out).absolute()
+    while not os.path.lexists(made.parent) and made.parent != made:
+        made = made.parent
+    return made
+
+
+def drop_empty(made: Path | None) -> None:
+    """Remove the output folder a refused or interrupted command made (:func:`new_folder`, with the parents it made),
+    when it holds nothing but empty folders: the command says nothing was left behind. A folder that existed before
+    the command is never touched."""
+    if made is None or not made.is_dir() or made.is_symlink():
+        return
+    for folder, _, _ in sorted(os.walk(made), key=lambda w: len(w[0]), reverse=True):  # the deepest first
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)  # only an empty one goes
 
 
 def describe(e: BaseException) -> str:

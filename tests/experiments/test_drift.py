@@ -158,7 +158,14 @@ def test_an_interrupted_drift_says_resume_only_when_a_window_was_saved(tiny_bert
     assert main(args) == 130
     err = capsys.readouterr().err
     assert f"no windows had finished, so nothing is saved under {out}" in err and "to resume" not in err, err
-    assert not (out / ".work").exists()  # as it says: not even the run's stamp is left behind
+    assert not out.exists()  # as it says: not even the run's stamp, nor the folder this command made
+    made = tmp_path / "new" / "runs" / "d"  # with the parents it made; a folder that was there stays
+    calls.clear()
+    assert main([*args[:-1], str(made)]) == 130 and not (tmp_path / "new").exists()
+    out.mkdir()
+    calls.clear()
+    assert main(args) == 130 and out.is_dir() and not any(out.iterdir())
+    capsys.readouterr()
     calls.clear()
     monkeypatch.setattr(drift_mod, "drift_window", interrupted_at(2))  # one window saved
     assert main(args) == 130

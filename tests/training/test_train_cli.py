@@ -176,7 +176,7 @@ def test_a_train_stopped_in_its_first_fold_leaves_no_work_folder(labelled_set, t
         assert code == 130 and f"no folds and fits (in .work/train) had finished, so nothing is saved under {out}" in err
     else:
         assert code == 70 and "internal error: RuntimeError: stopped in the first fold" in err
-    assert not out.exists() or not any(out.iterdir())
+    assert not out.exists()  # the folder this command made goes too (an empty one is nothing to keep)
 
 
 def test_a_damaged_map_in_the_labelled_set_is_named_not_a_crash(tmp_path, capsys):
