@@ -57,7 +57,11 @@ def run(args) -> int:
     with sigterm_as_interrupt():  # a time limit keeps the checkpoints as Ctrl-C does, and it says so
         manifest = finetune(args.model, args.task, glue_dir(args), args.out, cfg, overwrite=args.overwrite)
     dev = ", ".join(f"{k} {v:.4f}" for k, v in manifest["dev"].items())
-    print(f"fine-tuned {args.model} on {manifest['task']} ({manifest['train']['examples']} train examples) in "
-          f"{time.time() - t0:.0f}s; dev ({manifest['dev_data']['examples']} examples): {dev}")
+    train = manifest["train"]
+    resumed = (f", resumed from its checkpoint at step {train['resumed_at_step']} (the Trainer's train_loss above "
+               f"counts only the steps run now)" if "resumed_at_step" in train else "")
+    print(f"fine-tuned {args.model} on {manifest['task']} ({train['examples']} train examples) in "
+          f"{time.time() - t0:.0f}s{resumed}; mean training loss {train['loss']:.4f}; dev "
+          f"({manifest['dev_data']['examples']} examples): {dev}")
     print(f"saved to {args.out} (use it as --model {args.out})")
     return 0

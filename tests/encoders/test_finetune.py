@@ -162,7 +162,8 @@ def test_overwrite_starts_over_only_an_unfinished_run_of_other_arguments(tmp_pat
     assert work_dir(tmp_path, "rte", {"task": "rte", "epochs": 3.0}) == rte
 
 
-def test_train_loss_of_a_finetune_resumed_from_its_last_checkpoint(tiny_bert, glue_dir, tmp_path, monkeypatch):
+def test_train_loss_of_a_finetune_resumed_from_its_last_checkpoint(tiny_bert, glue_dir, tmp_path, monkeypatch,
+                                                                   capsys):
     from patterncnn.encoders import finetune as ft
 
     monkeypatch.setattr(ft, "SAVE_STEPS", 2)  # 1 epoch: 3 steps, checkpoints at 2 and 3
@@ -172,10 +173,13 @@ def test_train_loss_of_a_finetune_resumed_from_its_last_checkpoint(tiny_bert, gl
     undo = _stop_after_saving(monkeypatch, lambda state: state.global_step == state.max_steps)
     assert main([*args, "--out", str(parted)]) == 130  # stopped after the final checkpoint, before scoring
     undo()
+    capsys.readouterr()
     assert main([*args, "--out", str(parted)]) == 0
     a, b = (json.loads((f / MANIFEST).read_text()) for f in (whole, parted))
     assert b["train"]["resumed_at_step"] == 3 and b["dev"] == a["dev"]
     assert b["train"]["loss"] == pytest.approx(a["train"]["loss"], rel=1e-6)
+    said = capsys.readouterr().out  # the terminal says so, with the loss over all steps (the Trainer's own is 0 here)
+    assert "resumed from its checkpoint at step 3" in said and f"mean training loss {b['train']['loss']:.4f}" in said
 
 
 def test_finetune_refuses_nothing_to_train(tiny_bert, glue_dir, tmp_path, capsys):
