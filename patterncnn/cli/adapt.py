@@ -176,7 +176,9 @@ def sampled_store(out: Path, args=None):
     if asked and asked != sorted(tasks):
         differ.append(" ".join(f"--task {t}" for t in tasks))
     if args.maps and math.ceil(args.maps / len(asked or tasks)) != per_task:
-        differ.append(f"--maps {per_task * len(tasks)}")
+        n = len(tasks)
+        differ.append(f"--maps {per_task * n} ({per_task} per task over {n} tasks: any --maps from "
+                      f"{(per_task - 1) * n + 1} to {per_task * n})")
     if differ:
         raise OutputError(f"{maps} holds maps sampled with {', '.join(differ)}, not as this command asks: pass "
                           f"those to push them again (`{sampling_command(out, header)}`), or choose another --out "

@@ -404,7 +404,8 @@ def test_adapt_start_on_an_out_with_maps_refuses_a_cut_off_sample_and_other_opti
     store(tmp_path / "whole", 4)
     for options, differ in [([], "--model e5"), (["--model", "e5", "--seed", "3"], "--seed 0"),
                             (["--model", "e5", "--task", "rte"], "--task rte --task mrpc"),
-                            (["--model", "e5", "--maps", "40"], "--maps 4")]:
+                            (["--model", "e5", "--maps", "40"],
+                             "--maps 4 (2 per task over 2 tasks: any --maps from 3 to 4)")]:
         assert main([*base, *options, "--out", str(tmp_path / "whole")]) == 2
         said = capsys.readouterr().err
         assert f"{tmp_path / 'whole' / 'maps'} holds maps sampled with {differ}, not as this command asks: " in said
