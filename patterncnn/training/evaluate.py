@@ -46,6 +46,7 @@ from ..core.work import progress_bar
 from ..labelling.agreement import held_out_rater, held_out_scores, rater_votes
 from ..labelling.sets import read_tables
 from .fit import (
+    INNER_SPLITS,
     NO_WORK,
     Work,
     correct_on,
@@ -226,11 +227,12 @@ def soft_vs_hard(data, votes: Votes, hard_probs: np.ndarray, cfg, tcfg,
 def _split_train(data, pool: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(train, validation) indices of ``pool``: one grouped, stratified fifth for early stopping.
 
-    A family with fewer than 5 maps of its largest class gets a larger share held out (n_splits >= 2).
+    A family with fewer than 5 maps of its largest class, or from fewer than 5 input examples, gets a larger share
+    held out (n_splits >= 2: ``pool`` needs two input examples).
     """
     from sklearn.model_selection import StratifiedGroupKFold
 
-    splits = int(min(5, max(2, np.bincount(data.y[pool]).max())))
+    splits = int(min(INNER_SPLITS, max(2, np.bincount(data.y[pool]).max()), len(set(data.groups[pool].tolist()))))
     inner = StratifiedGroupKFold(n_splits=splits, shuffle=True, random_state=seed + 1000)
     itr, iva = next(inner.split(np.zeros(len(pool)), data.y[pool], data.groups[pool]))
     return pool[itr], pool[iva]
