@@ -22,7 +22,8 @@ Reports, all on the folds of :func:`patterncnn.training.fit.folds` (grouped by i
   all of its own. Training maps whose input example also appears among the test maps are dropped (the
   example is one group, as in the CV); early stopping watches a split of the training maps, never the test
   family. The CNN is fitted with several seeds per direction and reported as mean ± sd over them: one fit
-  moves by several points with its seed.
+  moves by several points with its seed. A direction whose training maps are too few or of one class
+  (:func:`loeo_plan`, decided before any fit) is not fitted, and the report says why.
 
 A macro-F1 on a subset averages the F1 of the classes that subset's labels hold (a family without
 ``block`` maps is not charged a zero for it); the classes averaged are recorded beside it.
@@ -64,6 +65,13 @@ BLOCK = LABELS.index("block")
 CNN, SOFT = "CNN", "CNN (soft labels)"
 TRAINED_BASELINES = ("features+logreg", "features+gboost")
 RULE = "rule (pre-annotator, untrained)"
+# The fewest training maps a leave-one-encoder-out direction is fitted on (what is left of the other families once
+# the maps sharing an input example with the held-out family are dropped). Below it, what is left to train on once
+# early stopping's fifth is held out is less than one batch (16 maps, TrainConfig's default): each epoch is a single
+# update on a partial batch, and the fifth that picks the epoch holds three maps or so. The score is then its seed's,
+# not the family's (round 5 alone leaves 6 maps: accuracy 0.283 +- 0.320 over 5 seeds). The repository's sets sit far
+# on either side: rounds 5 and 12 alone leave 6 and 3 maps, round 4 alone 46 and 58, the shipped sets 453 or more.
+MIN_LOEO_MAPS = 20
 
 
 @dataclasses.dataclass
@@ -228,7 +236,7 @@ def _split_train(data, pool: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndar
     """(train, validation) indices of ``pool``: one grouped, stratified fifth for early stopping.
 
     A family with fewer than 5 maps of its largest class, or from fewer than 5 input examples, gets a larger share
-    held out (n_splits >= 2: ``pool`` needs two input examples).
+    held out (n_splits >= 2: ``pool`` needs two input examples, which :func:`loeo_directions` requires).
     """
     from sklearn.model_selection import StratifiedGroupKFold
 
@@ -262,6 +270,76 @@ def four_class(y: np.ndarray, pred: np.ndarray, mask: np.ndarray) -> dict | None
     return subset_scores(y, pred, mask & (y != BLOCK))
 
 
+@dataclasses.dataclass
+class Direction:
+    """One leave-one-encoder-out direction: fit on the families ``train`` names, test on every map of ``test``."""
+
+    train: str  # the training families, joined by "+"
+    test: str
+    pool: np.ndarray  # (P,) indices of the training maps: the other families' maps, minus those sharing an input
+    dropped: int  # the other families' maps dropped because their input example is among the test maps
+    reason: str | None  # why the pool cannot be fitted; None: it can
+
+    def record(self) -> dict:
+        """What metrics.json keeps of a direction that is not fitted."""
+        return {"train": self.train, "test": self.test, "train_maps": int(len(self.pool)),
+                "dropped_shared_examples": self.dropped, "reason": self.reason}
+
+
+def _pool_problems(y: np.ndarray, groups: np.ndarray) -> list[str]:
+    """Why a training pool (labels ``y``, input examples ``groups``) cannot be fitted; [] when it can."""
+    problems = [f"fewer than the {MIN_LOEO_MAPS} a direction is fitted on"] if len(y) < MIN_LOEO_MAPS else []
+    classes = sorted(set(y.tolist()))
+    if len(classes) < 2:  # the baselines and a classifier need two; the CNN would learn the one label
+        problems.append(f"one class ({LABELS[classes[0]]})" if classes else "no map")
+    elif len(set(groups.tolist())) < 2:  # early stopping's split is grouped: an input example is on one side
+        problems.append("from one input example")
+    return problems
+
+
+def loeo_directions(data, fams: np.ndarray) -> list[Direction]:
+    """Each family held out in turn (in name order): its training pool, and why it cannot be fitted, if so.
+
+    The pool is every other family's maps minus those whose input example is also among the held-out family's (the
+    example is one group, as in the CV). It can be fitted with :data:`MIN_LOEO_MAPS` maps or more, of two classes or
+    more, from two input examples or more.
+    """
+    names = sorted(set(fams.tolist()))
+    out = []
+    for b in names:
+        test = fams == b
+        shared = ~test & np.isin(data.groups, data.groups[test])
+        pool = np.flatnonzero(~test & ~shared)
+        problems = _pool_problems(data.y[pool], data.groups[pool])
+        reason = (f"{len(pool)} training map{'' if len(pool) == 1 else 's'} after dropping the {int(shared.sum())} "
+                  f"that share input examples with {b}: {', '.join(problems)}") if problems else None
+        out.append(Direction("+".join(n for n in names if n != b), b, pool, int(shared.sum()), reason))
+    return out
+
+
+def loeo_plan(data, fams: np.ndarray, enabled: bool = True) -> dict:
+    """Whether leave one encoder out runs and which directions it skips, from the labels alone (before any fit).
+
+    The one place that decides it: not asked for, one encoder family, or no direction whose pool
+    :func:`loeo_directions` can fit skips it as a whole; a direction it cannot fit is skipped (neither the CNN nor
+    the baselines) and logged. Returns the report's frame: {"run", "reason" (when not run), "pairs": [],
+    "skipped": [:meth:`Direction.record`, ...]}; :func:`evaluate` fills "pairs".
+    """
+    if not enabled:
+        return {"run": False, "reason": "skipped (--no-leave-one-encoder-out)", "pairs": []}
+    names = sorted(set(fams.tolist()))
+    if len(names) < 2:
+        return {"run": False, "reason": f"one encoder family only ({names[0]})", "pairs": []}
+    skipped = [d.record() for d in loeo_directions(data, fams) if d.reason]
+    for s in skipped:
+        log.warning("leave one encoder out: %s -> %s skipped: %s", s["train"], s["test"], s["reason"])
+    if len(skipped) == len(names):
+        return {"run": False, "pairs": [], "skipped": skipped, "reason": (
+            f"no direction leaves a training pool it can be fitted on ({MIN_LOEO_MAPS} maps or more, of two classes "
+            "or more): " + "; ".join(f"{s['train']} -> {s['test']}: {s['reason']}" for s in skipped))}
+    return {"run": True, "pairs": [], "skipped": skipped}
+
+
 def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.ndarray, cfg, tcfg,
                           max_epochs: int, seeds: int = 1, progress=None, work: Work = NO_WORK) -> list[dict]:
     """Hold each family out in turn: train on every other family, test on all of the held-out family's maps.
@@ -275,19 +353,19 @@ def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.
     accuracy, the four-class macro-F1 without block maps, and |share error| of ``count`` per pattern on the test
     family's uniformly drawn maps) and each fit (``seeds``); ``methods`` holds the first seed's fit beside the
     baselines (fitted once: they use all training maps, no split). ``progress`` shows a bar of epochs per
-    direction; ``work`` keeps each finished fit (:class:`patterncnn.training.fit.Work`).
+    direction; ``work`` keeps each finished fit (:class:`patterncnn.training.fit.Work`). A direction whose pool
+    cannot be fitted (:func:`loeo_directions`) is left out: not fitted, not returned (:func:`loeo_plan` records why).
     """
-    names = sorted(set(fams.tolist()))
     out = []
     n_seeds = max(1, seeds)
     loeo = dataclasses.replace(tcfg, max_epochs=max_epochs)
-    for b in names:
+    for d in loeo_directions(data, fams):
+        if d.reason:
+            continue
         t0 = time.time()
+        b, train, pool = d.test, d.train, d.pool
         test = fams == b
-        shared = ~test & np.isin(data.groups, data.groups[test])
-        pool = np.flatnonzero(~test & ~shared)
         te = np.flatnonzero(test)
-        train = "+".join(n for n in names if n != b)
         per_fit = max_epochs * cfg.members
 
         def scores(pred: np.ndarray) -> dict:
@@ -326,7 +404,7 @@ def leave_one_encoder_out(data, fams: np.ndarray, agreed: np.ndarray, feats: np.
         if per_seed[0]["share_error"] is not None:
             over["abs_share_error"] = {k: spread([abs(r["share_error"][k]) for r in per_seed]) for k in LABELS}
         out.append({"train": train, "test": b, "train_maps": int(len(pool)),
-                    "dropped_shared_examples": int(shared.sum()), "best_epoch": per_seed[0]["best_epoch"],
+                    "dropped_shared_examples": d.dropped, "best_epoch": per_seed[0]["best_epoch"],
                     "max_epochs": max_epochs, "seconds": round(time.time() - t0, 1), "methods": methods,
                     "seeds": per_seed, "cnn_over_seeds": over})
         o = over["accuracy"]
@@ -350,13 +428,15 @@ def unseen_family(pairs: list[dict]) -> dict | None:
             "mean_abs_error": float(np.mean(list(worst.values()))), "bias_band": worst}
 
 
-def evaluate(data, annotations, oof, cfg, tcfg, ecfg: EvalConfig, progress=None, work: Work = NO_WORK) -> dict:
+def evaluate(data, annotations, oof, cfg, tcfg, ecfg: EvalConfig, progress=None, work: Work = NO_WORK,
+             loeo: dict | None = None) -> dict:
     """Every report of the module docstring, plus the baselines' classification reports (key ``baselines``).
 
     Args:
         data: the :class:`patterncnn.labelling.sets.Labelled` set; annotations: its folder (for its votes).
         oof: train's :class:`patterncnn.training.fit.OutOfFold` on :func:`patterncnn.training.fit.folds` with ``tcfg``.
         work: where the retraining reports keep their finished fits (:class:`patterncnn.training.fit.Work`).
+        loeo: :func:`loeo_plan` of ``data`` and ``ecfg``, as train decided it before its first fit; None: decided here.
     """
     fams = families(data.ids)
     votes = load_votes(annotations, data.ids, data.y)
@@ -369,14 +449,11 @@ def evaluate(data, annotations, oof, cfg, tcfg, ecfg: EvalConfig, progress=None,
     if soft_probs is not None:
         preds[SOFT] = soft_probs.argmax(1)
     preds.update(base_preds[0])
-    if not ecfg.leave_one_encoder_out:
-        loeo = {"run": False, "reason": "skipped (--no-leave-one-encoder-out)", "pairs": []}
-    elif len(set(fams.tolist())) < 2:
-        loeo = {"run": False, "reason": f"one encoder family only ({fams[0]})", "pairs": []}
-    else:
+    loeo = loeo_plan(data, fams, ecfg.leave_one_encoder_out) if loeo is None else loeo
+    if loeo["run"]:
         pairs = leave_one_encoder_out(data, fams, votes.agreed, feats, cfg, tcfg, ecfg.loeo_max_epochs,
                                       ecfg.loeo_seeds, progress, work)
-        loeo = {"run": True, "pairs": pairs, "unseen_family": unseen_family(pairs)}
+        loeo = {**loeo, "pairs": pairs, "unseen_family": unseen_family(pairs)}
     return {"baselines": baselines(data, tcfg, base_preds), "config": dataclasses.asdict(ecfg),
             "families": {f: int((fams == f).sum()) for f in sorted(set(fams.tolist()))},
             "votes": {"maps_with_votes": int((votes.n > 0).sum()), "maps_with_several_votes": int((votes.n >= 2).sum()),

@@ -153,9 +153,13 @@ def _loeo(e: dict, members: int = 1) -> str:
     epochs = ", ".join(f"{p['train']}→{p['test']}: " + ", ".join(str(r["best_epoch"]) for r in seed_runs(p))
                        for p in lo["pairs"])
     median = "an ensemble's: its members' median; " if members > 1 else ""
+    skipped = [f"- train {s['train']} → test {s['test']}: {s['reason']}." for s in lo.get("skipped", [])]
+    if skipped:  # decided before any fit (evaluate.loeo_plan): neither the CNN nor a baseline was fitted on them
+        skipped = ["", "**Not measured** (directions whose training maps are too few or of one class; nothing was "
+                       "fitted on them):", "", *skipped]
     return "\n".join(lines + ["", f"Training maps dropped because their input example is among the test maps: "
                                   f"{dropped}. Early-stopped epoch per seed ({median}cap {lo['pairs'][0]['max_epochs']}): "
-                                  f"{epochs}."])
+                                  f"{epochs}.", *skipped])
 
 
 def _soft(e: dict) -> str:

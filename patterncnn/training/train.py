@@ -32,12 +32,13 @@ from ..classifier.model import CNNConfig, count_conv_layers, model_config_dict
 from ..classifier.onnx import export_onnx, parity_check
 from ..core.fileio import output_folder, public_path, sha256_file, staged_outputs, write_bytes, write_json, write_text
 from ..core.labels import LABELS
+from ..core.maps import families
 from ..core.version import __version__
 from ..core.work import run_key
 from ..labelling.sets import Labelled, load_labelled, tie_fix
 from ..shares.calibrate import calibration_record, oof_rows
 from ..shares.estimate import best_result
-from .evaluate import CNN, EvalConfig, evaluate
+from .evaluate import CNN, EvalConfig, evaluate, loeo_plan
 from .fit import (
     OutOfFold,
     TrainConfig,
@@ -115,6 +116,9 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
             sets = annotations if isinstance(annotations, (str, Path)) else ", ".join(map(str, annotations))
             log.warning("left out %d map(s) whose annotators tied, unresolved in the labels.csv of %s (e.g. %s): %s",
                         len(data.unresolved), sets, data.unresolved[0], tie_fix())
+        ecfg = ecfg or EvalConfig()
+        # decided from the labels, before the first fit: a direction it cannot fit is said now, not after the CV
+        loeo = loeo_plan(data, families(data.ids), ecfg.leave_one_encoder_out)
         out = Path(out)
         work = Work(out / ".work" / "train")
         oof = out_of_fold(data, cfg, tcfg, progress, work=work)  # corrected with --bias-correction, as the classifier
@@ -137,7 +141,7 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
                 c = dataclasses.replace(cfg, **{field: not getattr(cfg, field)})
                 name = f"{cfg.representation}-{cfg.grid} {'without' if getattr(cfg, field) else 'with'} {field}"
                 comparison[name] = entry(c, cross_validate(data, c, tcfg, progress, work))
-        evaluation = evaluate(data, annotations, oof, cfg, tcfg, ecfg or EvalConfig(), progress, work)
+        evaluation = evaluate(data, annotations, oof, cfg, tcfg, ecfg, progress, work, loeo)
         base = evaluation.pop("baselines")
         unseen = evaluation["leave_one_encoder_out"].get("unseen_family")
         if validation is not None and unseen:  # the band a census uses on a family never validated
@@ -226,6 +230,9 @@ def evaluation_summary(e: dict) -> str:
                      f"{spread}, accuracy {acc['mean']:.3f} ({p['methods'][CNN]['all']['maps']} maps)")
     if not lo["run"]:
         lines.append(f"leave one encoder out not run: {lo['reason']}")
+    else:
+        lines += [f"leave one encoder out, train {s['train']} -> test {s['test']}: skipped, {s['reason']}"
+                  for s in lo.get("skipped", [])]
     return "\n".join(lines)
 
 

@@ -359,3 +359,129 @@ def test_soft_label_cv_is_corrected_as_the_hard_one_with_its_own_out_of_fold_shi
     rep, soft = ev.soft_vs_hard(data, votes, plain.probs, cfg, corrected)  # the hard side's posteriors: any will do
     assert np.allclose(soft, expected, atol=1e-6) and not np.allclose(soft, plain.probs, atol=1e-3)
     assert rep["soft"]["all"]["accuracy"] == pytest.approx((soft.argmax(1) == data.y).mean())
+
+
+def shared_inputs_set(root, vertical=6, own=6):
+    """Two families on mostly the same inputs, as rounds 5 and 12 are: minilm has ``vertical`` vertical maps and 6 of
+    each other class, each on its own input example; mpnet has a map (of the same class) on every minilm input but the
+    vertical ones, and ``own`` maps per class on inputs minilm does not have. Holding mpnet out leaves minilm's
+    vertical maps only to train on; holding minilm out leaves mpnet's 5 * ``own``. No votes.csv: one label per map."""
+    from synthetic import pattern_map, write_labelled_set
+
+    recs, rows = [], []
+
+    def add(tag, k, kind, ex, i):
+        t = 12 + (i * 5) % 20
+        sep = t // 2 - 1
+        mid = f"{tag}_rte_dev_{ex:05d}_L{i % 3:02d}_H{i % 4:02d}"
+        recs.append(({"id": mid, "task": "rte", "split": "dev", "example": ex, "layer": i % 3, "head": i % 4, "T": t,
+                      "seps": [sep, t - 1]}, pattern_map(kind, t, sep, seed=31 * k + i + (7 if "mpnet" in tag else 0))))
+        rows.append({"map_id": mid, "label": kind, "uncertain": "False"})
+
+    for k, kind in enumerate(LABELS):
+        for i in range(vertical if kind == "vertical" else 6):
+            add("minilm-53aa5117", k, kind, 1000 * k + i, i)
+            if kind != "vertical":  # the same input example: one group, dropped when minilm is held out
+                add("mpnet-78c0197b", k, kind, 1000 * k + i, i)
+        for i in range(own):
+            add("mpnet-78c0197b", k, kind, 1000 * k + 500 + i, i)
+    write_labelled_set(root, recs, rows)
+    return root
+
+
+def test_train_skips_a_leave_one_encoder_out_direction_left_with_one_class_before_any_fit(tmp_path, monkeypatch,
+                                                                                         caplog, capsys):
+    """Holding mpnet out leaves 6 vertical minilm maps (round 5's case): that direction is decided unfittable from the
+    labels before the first fit, neither the CNN nor a baseline is fitted on it, train runs to the end and the metrics,
+    the card and the printed summary say why; the other direction is fitted as before."""
+    import json
+
+    import patterncnn.training.fit as fit_module
+    from patterncnn.cli import main
+    from patterncnn.labelling.sets import load_labelled
+
+    root = shared_inputs_set(tmp_path / "set")
+    data = load_labelled(root)
+    fams = ev.families(data.ids)
+    held_out = np.isin(data.groups, data.groups[fams == "mpnet"])
+    one_class = np.flatnonzero((fams == "minilm") & ~held_out)  # the pool holding mpnet out leaves
+    assert len(one_class) == 6 and set(data.y[one_class].tolist()) == {LABELS.index("vertical")}
+
+    cnn_fits, baseline_fits, warned_at_first_fit = [], [], []
+    real_fit, real_makers = fit_module.fit, ev._makers
+
+    def spy_fit(data_, tr, va, cfg, tcfg, seed, **kw):
+        if not cnn_fits:
+            warned_at_first_fit.append(sum("skipped" in r.getMessage() for r in caplog.records))
+        cnn_fits.append((np.asarray(tr), np.asarray(va), tcfg.max_epochs))
+        return real_fit(data_, tr, va, cfg, tcfg, seed, **kw)
+
+    def spy_makers(seed):
+        def recorded(make):
+            def build():
+                model = make()
+                fit = model.fit
+                model.fit = lambda x, y: (baseline_fits.append(np.asarray(y)), fit(x, y))[1]
+                return model
+            return build
+        return {name: recorded(make) for name, make in real_makers(seed).items()}
+
+    monkeypatch.setattr(fit_module, "fit", spy_fit)
+    monkeypatch.setattr(ev, "_makers", spy_makers)
+    out = tmp_path / "m"
+    with caplog.at_level("INFO"):
+        rc = main(["train", "--annotations", str(root), "--out", str(out), "--folds", "3", "--max-epochs", "3",
+                   "--loeo-max-epochs", "2", "--loeo-seeds", "2"])
+    printed = capsys.readouterr()
+    assert rc == 0, printed.err
+    reason = ("6 training maps after dropping the 24 that share input examples with mpnet: fewer than the 20 a "
+              "direction is fitted on, one class (vertical)")
+    assert warned_at_first_fit == [1]  # said before the cross-validation's first fit
+    assert f"leave one encoder out: minilm -> mpnet skipped: {reason}" in caplog.text
+
+    lo = json.loads((out / "metrics.json").read_text())["evaluation"]["leave_one_encoder_out"]
+    assert lo["run"] and lo["skipped"] == [{"train": "minilm", "test": "mpnet", "train_maps": 6,
+                                            "dropped_shared_examples": 24, "reason": reason}]
+    assert [(p["train"], p["test"], p["train_maps"]) for p in lo["pairs"]] == [("mpnet", "minilm", 30)]
+    assert lo["unseen_family"] is None  # no uniformly drawn maps in this set
+    loeo_fits = [(tr, va) for tr, va, epochs in cnn_fits if epochs == 2]
+    assert len(loeo_fits) == 2  # two seeds of mpnet -> minilm, none of minilm -> mpnet
+    for tr, va in loeo_fits:
+        assert set(fams[np.concatenate([tr, va])].tolist()) == {"mpnet"}
+    assert baseline_fits and all(len(set(y.tolist())) >= 2 for y in baseline_fits)  # no baseline on one class
+
+    card = (out / "README.md").read_text()
+    assert "| mpnet (30 maps) | minilm | CNN (seed 0) |" in card
+    assert f"- train minilm → test mpnet: {reason}." in card and "nothing was fitted on them" in card
+    assert f"leave one encoder out, train minilm -> test mpnet: skipped, {reason}" in printed.out
+    assert "leave one encoder out, train mpnet -> test minilm: macro-F1" in printed.out
+
+
+def test_train_skips_leave_one_encoder_out_when_no_direction_can_be_fitted(tmp_path, capsys):
+    """Both directions unfittable (one class of 24 maps; 5 maps of five classes): leave one encoder out is not run,
+    with the reason of each, and train writes its classifier; no raw scikit-learn error."""
+    import json
+
+    from patterncnn.cli import main
+    from patterncnn.labelling.sets import load_labelled
+
+    root = shared_inputs_set(tmp_path / "set", vertical=24, own=1)
+    data = load_labelled(root)
+    plan = ev.loeo_plan(data, ev.families(data.ids))  # what train decides before its first fit
+    few = "5 training maps after dropping the 24 that share input examples with minilm: fewer than the 20 a direction"
+    one = "24 training maps after dropping the 24 that share input examples with mpnet: one class (vertical)"
+    assert not plan["run"] and plan["pairs"] == [] and [s["reason"] for s in plan["skipped"]] == [
+        few + " is fitted on", one]
+    assert plan["reason"].startswith("no direction leaves a training pool it can be fitted on (20 maps or more")
+    assert f"mpnet -> minilm: {few}" in plan["reason"] and f"minilm -> mpnet: {one}" in plan["reason"]
+    assert ev.loeo_plan(data, ev.families(data.ids), enabled=False)["reason"] == "skipped (--no-leave-one-encoder-out)"
+
+    out = tmp_path / "m"
+    rc = main(["train", "--annotations", str(root), "--out", str(out), "--folds", "3", "--max-epochs", "2",
+               "--loeo-max-epochs", "2", "--loeo-seeds", "1"])
+    printed = capsys.readouterr()
+    assert rc == 0, printed.err
+    e = json.loads((out / "metrics.json").read_text())["evaluation"]
+    assert e["leave_one_encoder_out"] == plan
+    assert f"leave one encoder out not run: {plan['reason']}" in printed.out
+    assert f"**Not measured**: {plan['reason']}." in (out / "README.md").read_text()
