@@ -39,10 +39,13 @@ def report_files(run_dir: str | Path, out: str | Path | None = None,
     if out is not None and len(folders) > 1:
         raise CensusError(f"{run_dir} holds {len(folders)} censuses ({', '.join(f.name for f in folders)}); leave "
                           f"out --out to write one report each, or give one of them: `patterncnn report {folders[0]}`")
-    elsewhere = (f"write it elsewhere with `patterncnn report {folders[0]} --out FILE`, one census at a time"
-                 if len(folders) > 1 else "write it elsewhere with --out FILE")
+
+    def elsewhere(folder: Path) -> str:  # the census whose report is in the way, not the first of several
+        return (f"write it elsewhere with `patterncnn report {folder} --out FILE`, one census at a time"
+                if len(folders) > 1 else "write it elsewhere with --out FILE")
+
     return [(folder, output_file(out, overwrite) if out is not None else
-             output_file(folder / REPORT, overwrite, option="", instead=elsewhere)) for folder in folders]
+             output_file(folder / REPORT, overwrite, option="", instead=elsewhere(folder))) for folder in folders]
 
 
 def write_report(run_dir: str | Path, out: str | Path | None = None,

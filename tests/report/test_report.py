@@ -162,7 +162,10 @@ def test_a_folder_of_several_censuses_gets_one_report_each(run, tmp_path, capsys
     assert "one report each" in capsys.readouterr().err
     # every report is checked before any is written: one existing report leaves the other folder untouched
     (tmp_path / "two" / "a" / "report.html").unlink()
-    assert main(["report", str(tmp_path / "two")]) == 2 and "pass --overwrite" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "two")]) == 2
+    err = capsys.readouterr().err  # the fix names the census whose report exists (b), not the first one (a)
+    assert f"error: {tmp_path / 'two' / 'b' / 'report.html'} already exists; pass --overwrite to replace it, or write " \
+           f"it elsewhere with `patterncnn report {tmp_path / 'two' / 'b'} --out FILE`, one census at a time" in err, err
     assert not (tmp_path / "two" / "a" / "report.html").exists()
 
 
