@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core import args
+from ..core.census_folder import census_file
 from ..core.labels import LABELS
 from ..core.plots import census_plot, heads_plot, png
 from ..shares.estimate import describe
@@ -109,7 +110,8 @@ class CensusResult:
 
     @classmethod
     def load(cls, path: str | Path) -> "CensusResult":
-        """A finished census from its folder (or its ``census.json``).
+        """A finished census from its folder (or its ``census.json``). A folder of several censuses (``census --model
+        A --model B``: one per encoder) is refused naming them; one holding a single census in a subfolder is that one.
 
         Example::
 
@@ -117,8 +119,8 @@ class CensusResult:
             >>> res.tasks
             ['sst2', 'rte', 'mrpc', 'stsb', 'qnli']
         """
-        p = Path(args.path("path", path))
-        return cls(load_result(p), p if p.is_dir() else p.parent)
+        file = census_file(args.path("path", path))  # the lookup report, link and census --compare use
+        return cls(load_result(file), file.parent)
 
     @property
     def tasks(self) -> list[str]:

@@ -8,46 +8,17 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..core.errors import PatternCNNError
+from ..core.census_folder import FILE, CensusError, census_file, no_census  # noqa: F401 - imported from here too
 from ..core.fileio import parse_json
 from ..core.labels import LABELS
-from ..core.work import run_command, unfinished_runs
 from ..shares.estimate import bias_band, describe, pattern_errors
 
 
-class CensusError(PatternCNNError, RuntimeError):
-    """A finished census cannot be read (missing or not a census result); the message says which command writes one."""
-
-
-FILE = "census.json"  # what a finished census folder holds (written last: census/run.py)
-
-
-def no_census(path: str | Path) -> CensusError:
-    """The error for ``path`` (a folder, or a census.json file) that holds no finished census, with the fix that
-    fits: resume the unfinished run found there (in it or one of its subfolders), or run the census into its folder."""
-    p = Path(path)
-    folder = p.parent if p.name == FILE else p
-    unfinished = unfinished_runs(folder)
-    command = run_command(unfinished[0]) if unfinished else None
-    if unfinished and command not in (None, "census"):
-        return CensusError(f"no finished census at {path}: {unfinished[0]} holds an unfinished `patterncnn {command}` "
-                           f"run, not a census; run `patterncnn census --out {folder}` first (once that {command} "
-                           f"has finished), or give this command a census's folder")
-    if unfinished:
-        return CensusError(f"no finished census at {path}: {unfinished[0]} holds an unfinished run (no {FILE} yet); "
-                           f"run the same `patterncnn census` command again to resume it (its finished windows are "
-                           f"kept), then run this command again")
-    return CensusError(f"no finished census at {path} (no {FILE} there or in its subfolders); run "
-                       f"`patterncnn census --out {folder}` first")
-
-
 def load_result(path: str | Path) -> dict:
-    """A finished census (its folder or its ``census.json``), checked to hold what :func:`compare` and
-    :func:`table` read: a damaged or foreign file is refused naming the field at fault."""
-    p = Path(path)
-    p = p / FILE if p.is_dir() else p
-    if not p.is_file():
-        raise no_census(path)
+    """A finished census (its folder or its ``census.json``; a folder of several is refused naming them:
+    :func:`~patterncnn.core.census_folder.census_file`), checked to hold what :func:`compare` and :func:`table` read:
+    a damaged or foreign file is refused naming the field at fault."""
+    p = census_file(path)
     fix = f"run `patterncnn census` again to write {p}"
     result = parse_json(p.read_bytes(), f"{p} (a census result)", fix, CensusError)
     problem = result_problem(result)

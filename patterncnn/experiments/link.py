@@ -23,6 +23,7 @@ from typing import Any, Union
 import numpy as np
 
 from ..core import args
+from ..core.census_folder import census_file
 from ..core.fileio import output_folder, parse_json, weights_id
 from ..core.glue import get_task
 from ..core.labels import LABELS
@@ -161,7 +162,8 @@ def run_link(census_path, drift_path, disable_path, task: str, out: str | Path, 
     An earlier link.json in ``out`` needs ``overwrite`` (:func:`patterncnn.core.fileio.output_folder`).
     """
     out = output_folder(out, ("link.json",), overwrite)
-    census, disable = _load(census_path, "census.json"), _load(disable_path, "disable.json")
+    census = _load(census_file(census_path), "census.json")  # a folder of several censuses is refused naming them
+    disable = _load(disable_path, "disable.json")
     drift = _load(drift_path, "drift.json") if drift_path else None
     if disable["task"] != task:
         raise RunError(f"the disable result is for {disable['task']}, not {task}")

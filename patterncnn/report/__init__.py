@@ -17,8 +17,9 @@ from pathlib import Path
 
 from ..census.results import CensusError
 from ..core import args
+from ..core.census_folder import census_folders, several_censuses
 from ..core.fileio import output_file, write_text
-from .collect import census_folders, collect
+from .collect import collect
 from .page import page
 
 __all__ = ["write_report"]
@@ -37,8 +38,8 @@ def report_files(run_dir: str | Path, out: str | Path | None = None,
     """
     folders = census_folders(run_dir)
     if out is not None and len(folders) > 1:
-        raise CensusError(f"{run_dir} holds {len(folders)} censuses ({', '.join(f.name for f in folders)}); leave "
-                          f"out --out to write one report each, or give one of them: `patterncnn report {folders[0]}`")
+        raise CensusError(f"{several_censuses(run_dir, folders)}; leave out --out to write one report each, or give "
+                          f"one of them: `patterncnn report {folders[0]}`")
 
     def elsewhere(folder: Path) -> str:  # the census whose report is in the way, not the first of several
         return (f"write it elsewhere with `patterncnn report {folder} --out FILE`, one census at a time"
@@ -74,8 +75,8 @@ def write_report(run_dir: str | Path, out: str | Path | None = None,
         args.path("each of extra", item)
     folders = census_folders(run_dir)
     if len(folders) > 1:
-        raise CensusError(f"{run_dir} holds {len(folders)} censuses ({', '.join(f.name for f in folders)}); "
-                          f"write one report each: `patterncnn report {folders[0]}`")
+        raise CensusError(f"{several_censuses(run_dir, folders)}; write one report each: `patterncnn report "
+                          f"{folders[0]}`")
     [(folder, path)] = report_files(folders[0], out, overwrite)
     write_text(path, page(collect(folder, extra)))
     return path

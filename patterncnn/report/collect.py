@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 from ..census.result import CensusResult
-from ..census.results import FILE, CensusError, no_census
+from ..census.results import CensusError
 
 EXPERIMENTS = {"drift": "drift.json", "special-tokens": "special_tokens.json", "disable": "disable.json",
                "link": "link.json"}
@@ -30,27 +30,6 @@ class Run:
 
     census: CensusResult
     experiments: dict[str, list[tuple[Path, dict]]]
-
-
-def census_folders(run_dir: str | Path) -> list[Path]:
-    """The census folders under ``run_dir``: itself when it holds census.json (or is a census.json: its folder),
-    else its subfolders that do (``census --model A --model B`` writes one per encoder).
-
-    Raises:
-        CensusError: there is none; the message says what to pass, or that the unfinished run there resumes.
-    """
-    root = Path(run_dir)
-    if root.name == FILE and root.is_file():
-        return [root.parent]
-    if root.is_file():
-        raise CensusError(f"{run_dir} is a file; pass the census folder (the --out of `patterncnn census`, which "
-                          f"holds {FILE})")
-    if (root / FILE).is_file():
-        return [root]
-    found = sorted(p.parent for p in root.glob(f"*/{FILE}")) if root.is_dir() else []
-    if not found:
-        raise no_census(run_dir)
-    return found
 
 
 def _read(path: Path) -> dict | None:

@@ -330,6 +330,35 @@ def test_a_result_whose_precision_record_is_damaged_is_refused(tmp_path):
         load_result(tmp_path)
 
 
+def test_a_folder_of_several_censuses_is_refused_naming_them_and_one_in_a_subfolder_is_found(tmp_path, capsys):
+    """`census --model A --model B --out DIR` writes one census folder per encoder inside DIR: where one census is
+    read (`census --compare`, CensusResult.load) DIR is refused naming its censuses, not as a folder of none; a DIR
+    holding one census in a subfolder is that census, as `report DIR` finds it (one lookup: core/census_folder.py)."""
+    import shutil
+
+    from repo import REPO
+
+    from patterncnn.census.result import CensusResult
+
+    shipped = REPO / "research" / "census" / "minilm" / "census.json"
+    two = tmp_path / "rte-pre-vs-ft"
+    for name in ("minilm-53aa5117", "ft-0123abcd"):
+        (two / name).mkdir(parents=True)
+        shutil.copy(shipped, two / name / "census.json")
+    several = (f"{two} holds 2 censuses in its subfolders: {two / 'ft-0123abcd'}, {two / 'minilm-53aa5117'}; give "
+               f"one of them")
+    assert main(["census", "--compare", str(two), str(shipped)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"patterncnn census: error: {several}\n", err
+    with pytest.raises(CensusError) as raised:
+        CensusResult.load(two)
+    assert str(raised.value) == several
+    shutil.move(two / "minilm-53aa5117", tmp_path / "minilm-53aa5117")  # one census left, in a subfolder
+    assert CensusResult.load(two).out == two / "ft-0123abcd"
+    assert main(["census", "--compare", str(two), str(tmp_path / "minilm-53aa5117")]) == 0
+    assert "B - A" in capsys.readouterr().out
+
+
 def test_a_model_given_twice_is_refused_before_any_work(tiny_classifier, glue_dir, tmp_path, capsys):
     out = tmp_path / "x2"
     assert main(["census", "--task", "rte", "--model", "minilm", "--model", "minilm", "--limit", "2", "--glue-dir",

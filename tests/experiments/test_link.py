@@ -88,6 +88,27 @@ def test_link_refuses_results_of_other_models_and_says_when_the_examples_differ(
     assert json.loads((tmp_path / "l4" / "link.json").read_text())["notes"]
 
 
+def test_link_refuses_a_folder_of_several_censuses_naming_them(tmp_path, capsys):
+    """`--census DIR` where `census --model A --model B --out DIR` wrote one census per encoder: the error names them
+    (it said there was no census.json); one census in a subfolder is found, as `report` finds it."""
+    from patterncnn.cli import main
+
+    majority = [["heterogeneous", "vertical", "vertical"], ["heterogeneous", "vertical", "diagonal"]]
+    _write(tmp_path, np.array([[0.04, 0.0, 0.01], [0.05, 0.01, 0.0]]), majority)
+    two = tmp_path / "census"
+    for name in ("minilm-53aa5117", "ft-0123abcd"):
+        (two / name).mkdir()
+        (two / name / "census.json").write_text((two / "census.json").read_text())
+    (two / "census.json").unlink()
+    args = ["link", "--task", "rte", "--census", str(two), "--disable", str(tmp_path / "disable"), "--permutations",
+            "200"]
+    assert main(args + ["--out", str(tmp_path / "l1")]) == 2
+    assert capsys.readouterr().err == (f"patterncnn link: error: {two} holds 2 censuses in its subfolders: "
+                                       f"{two / 'ft-0123abcd'}, {two / 'minilm-53aa5117'}; give one of them\n")
+    (two / "minilm-53aa5117" / "census.json").unlink()
+    assert main(args + ["--out", str(tmp_path / "l2")]) == 0
+
+
 def test_link_checks_hub_models_by_id_and_commit_and_notes_what_it_cannot_check():
     from patterncnn.core.work import RunError
     from patterncnn.experiments.link import check_inputs
