@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -31,7 +32,7 @@ from ..core.labels import LABELS
 from ..core.segments import rule_out_block
 from ..core.version import __version__
 from .attentions import HeadPatterns, Patterns, as_maps, check_maps, per_map_seps, split_attentions
-from .model import config_from_dict, model_config_dict, preprocess
+from .model import CHECKPOINTS, config_from_dict, model_config_dict, preprocess, read_checkpoint
 
 SHIPPED = "patterncnn.shipped"  # models/ in the repository, installed as package data (pyproject.toml)
 
@@ -95,6 +96,37 @@ def load_classifier(path: str | os.PathLike | None = None, *, device: str = "cpu
     return OnnxClassifier(path, threads=threads, device=device)
 
 
+def _checkpoint_kind(path: Path) -> str | None:
+    """Which of patterncnn's checkpoints (:data:`~patterncnn.classifier.model.CHECKPOINTS`) ``path`` is, or None."""
+    if not zipfile.is_zipfile(path):  # what torch.save writes; an ONNX file is a protobuf, never a zip
+        return None
+    for kind in CHECKPOINTS:
+        try:
+            read_checkpoint(path, kind)
+        except ClassifierError:
+            continue
+        return kind
+    return None
+
+
+def not_onnx(path: Path, error: Exception) -> ClassifierError:
+    """The error for a classifier file onnxruntime cannot load: one of patterncnn's PyTorch checkpoints (the
+    ``patterncnn.pt`` beside the ONNX file, a pretraining one) is named as what it is, with the file to give instead;
+    any other file with onnxruntime's reason."""
+    kind = _checkpoint_kind(path)
+    if kind == "classifier":
+        beside = path.with_suffix(".onnx")
+        fix = (f"pass the ONNX file beside it, --classifier {beside}" if beside.is_file() else
+               "pass the patterncnn.onnx written beside it (--classifier PATH/TO/patterncnn.onnx)")
+        return ClassifierError(f"{path} is {CHECKPOINTS[kind][0]}: PyTorch weights, which `patterncnn adapt finish "
+                               f"--checkpoint` takes, not the ONNX file a classifier runs from; {fix}")
+    if kind == "pretrained":
+        return ClassifierError(f"{path} is {CHECKPOINTS[kind][0]}, not a classifier: it is what `patterncnn train "
+                               f"--init {path} --out OUT` starts one from; pass the patterncnn.onnx that writes "
+                               f"(--classifier OUT/patterncnn.onnx)")
+    return ClassifierError(f"{path} is not a usable ONNX classifier ({error})")
+
+
 def model_version(patterncnn_version, data_hash, recipe=None, members: int = 1) -> str:
     """A classifier's version: ``patterncnn-<version>-<data hash, 8>[-r<recipe hash, 6>][-x<members>]``."""
     recipe = str(recipe or "")
@@ -125,7 +157,7 @@ class OnnxClassifier:
         try:
             self.session = ort.InferenceSession(str(self.path), opts, providers=onnx_providers(self.device))
         except Exception as e:  # noqa: BLE001 - onnxruntime raises several types for a bad file
-            raise ClassifierError(f"{self.path} is not a usable ONNX classifier ({e})") from None
+            raise not_onnx(self.path, e) from None
         meta = self.session.get_modelmeta().custom_metadata_map
         if "cnn_config" not in meta or "labels" not in meta:
             raise ClassifierError(f"{self.path} lacks patterncnn metadata; export it with `patterncnn train`")

@@ -259,6 +259,48 @@ def test_missing_classifier_says_how_to_get_one(tmp_path, capsys):
     assert "patterncnn train" in capsys.readouterr().err
 
 
+def test_a_pytorch_checkpoint_given_as_the_classifier_is_named_with_the_file_to_give(tmp_path, glue_dir, capsys):
+    """`--classifier models/patterncnn.pt` (the checkpoint beside the ONNX file) said only that onnxruntime's protobuf
+    parsing failed: the message says what the file is and what to give instead, in classify and census alike."""
+    import shutil
+
+    from repo import REPO
+
+    import patterncnn
+    from patterncnn.core.errors import ClassifierError
+
+    np.savez(tmp_path / "m.npz", **{"a": pattern_map("diagonal", 8)})
+    ckpt = tmp_path / "patterncnn.pt"
+    shutil.copy(REPO / "models" / "patterncnn.pt", ckpt)
+
+    def error(clf, command="classify"):
+        args = ([str(tmp_path / "m.npz"), "--out", str(tmp_path / "p.jsonl")] if command == "classify" else
+                ["--task", "rte", "--limit", "2", "--glue-dir", str(glue_dir), "--out", str(tmp_path / "c")])
+        assert main([command, *args, "--classifier", str(clf)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Protobuf" not in err, err
+        return err.removeprefix(f"patterncnn {command}: error: ").rstrip("\n")
+
+    what = (f"{ckpt} is a classifier checkpoint (patterncnn.pt from `patterncnn train`): PyTorch weights, which "
+            f"`patterncnn adapt finish --checkpoint` takes, not the ONNX file a classifier runs from")
+    assert error(ckpt) == f"{what}; pass the patterncnn.onnx written beside it (--classifier PATH/TO/patterncnn.onnx)"
+    shutil.copy(REPO / "models" / "patterncnn.onnx", tmp_path / "patterncnn.onnx")
+    assert error(ckpt) == f"{what}; pass the ONNX file beside it, --classifier {tmp_path / 'patterncnn.onnx'}"
+    assert error(ckpt, "census") == error(ckpt)
+    with pytest.raises(ClassifierError, match=r"; pass the ONNX file beside it, path='.*patterncnn\.onnx'$"):
+        patterncnn.load_classifier(ckpt)  # the Python call names its keyword
+    pretrained = tmp_path / "pretrained-synthetic.pt"
+    shutil.copy(REPO / "models" / "pretrained-synthetic.pt", pretrained)
+    assert error(pretrained) == (
+        f"{pretrained} is a pretraining checkpoint (from `patterncnn pretrain`), not a classifier: it is what "
+        f"`patterncnn train --init {pretrained} --out OUT` starts one from; pass the patterncnn.onnx that writes "
+        f"(--classifier OUT/patterncnn.onnx)")
+    (tmp_path / "bad.onnx").write_bytes(b"not a model")  # any other file: onnxruntime's reason, as before
+    assert main(["classify", str(tmp_path / "m.npz"), "--out", str(tmp_path / "p.jsonl"), "--classifier",
+                 str(tmp_path / "bad.onnx")]) == 2
+    assert "bad.onnx is not a usable ONNX classifier ([ONNXRuntimeError]" in capsys.readouterr().err
+
+
 def test_ensemble_is_the_mean_of_its_members_in_torch_onnx_and_the_checkpoint(labelled_set, tmp_path):
     from patterncnn.classifier.model import (
         MEMBER_SEED_STEP,
