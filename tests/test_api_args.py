@@ -204,6 +204,45 @@ def test_errors_of_a_python_call_name_its_keywords_and_the_command_line_keeps_it
     assert "or leave out --glue-dir to use `datasets`" in capsys.readouterr().err
 
 
+def test_a_check_the_command_line_reaches_names_the_flag_and_a_python_call_the_keyword(glue_dir, tmp_path, capsys):
+    """`--max-length 3` passes the command line's own check (a whole number of at least 1) and reaches the library's
+    (at least 4): census, sample and drift said `max_length must be ...`. The check names the flag, and python_errors
+    spells it as the keyword for a Python call, as every other message."""
+    from patterncnn.cli import main
+
+    common = ["--max-length", "3", "--glue-dir", str(glue_dir), "--out", str(tmp_path / "out")]
+    for argv in (["census", "--task", "rte", "--limit", "2"], ["sample", "--task", "rte", "--per-task", "2"],
+                 ["drift", "minilm", "minilm", "--task", "rte", "--limit", "2"]):
+        assert main([*argv, *common]) == 2
+        assert capsys.readouterr().err == (f"patterncnn {argv[0]}: error: --max-length must be a whole number of at "
+                                           f"least 4 (got 3)\n")
+    with pytest.raises(ArgumentError, match=r"^max_length must be a whole number of at least 4 \(got 3\)$"):
+        patterncnn.load_encoder("minilm", max_length=3)
+    with pytest.raises(ArgumentError, match=r"^max_length must be a whole number of at least 4 \(got 3\)$"):
+        patterncnn.drift("minilm", "minilm", "rte", max_length=3)
+
+
+def test_what_a_python_call_logs_names_its_keywords_and_the_command_line_its_flags(caplog):
+    """A run's warnings (logged, not raised) are spelled as its errors are: args.spelled within a public function's
+    Python call (python_errors), as written from the command line (which calls the function unwrapped)."""
+    import logging
+
+    from patterncnn.core.args import python_errors, spelled
+
+    log = logging.getLogger("patterncnn.test")
+
+    def run(model="m", limit=None, overwrite=False):
+        log.warning(spelled("at chance: score more examples (--limit N), or pass --overwrite"))
+
+    with caplog.at_level(logging.WARNING):
+        run()
+        python_errors(run)(limit=20)
+        run()  # the Python call's spelling ends with it
+    assert caplog.messages == ["at chance: score more examples (--limit N), or pass --overwrite",
+                               "at chance: score more examples (limit=N), or pass overwrite=True",
+                               "at chance: score more examples (--limit N), or pass --overwrite"]
+
+
 def test_experiment_results_check_their_method_arguments():
     res = patterncnn.ExperimentResult({"experiment": "drift"}, None, plotter=None, tabulate=None)
     assert res.to_json(indent=None) == '{"experiment": "drift"}'

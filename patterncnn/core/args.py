@@ -6,7 +6,10 @@ line naming the keyword argument and what to pass (the command line's own checks
 
 Errors of a run called from Python name its keywords where the command line's name its flags:
 :func:`python_errors` wraps each public function (``patterncnn.census(out=...)`` says "pass overwrite=True", where
-``patterncnn census --out ...`` says "pass --overwrite"); the command line calls the functions unwrapped.
+``patterncnn census --out ...`` says "pass --overwrite"); the command line calls the functions unwrapped. So
+messages are written with the flags: :func:`check` names the flag of a keyword the command line passes on as it
+was given (``--max-length must be ...``: ``--max-length 3`` reaches it), and what a run logs goes through
+:func:`spelled`, which spells it for the Python call it is in.
 
 Usage::
 
@@ -17,6 +20,7 @@ Usage::
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 import operator
@@ -142,10 +146,19 @@ CHECKS = {
 }
 
 
+# The keywords whose flag is the keyword in dashes and takes a value (--max-length): their checks name the flag, since
+# the command line passes the value on to the same check (its own may take more: --max-length 3 is a whole number);
+# python_errors spells the flag back as the keyword for a Python call. The rest name the keyword: the switches, whose
+# flag is spelled keyword=True, and the keywords without a flag of their own name (tasks, model_a, run_dir, progress).
+FLAGGED = frozenset({"model", "task", "limit", "seed", "glue_dir", "out", "max_length", "batch_size", "threads",
+                     "bootstrap", "permutations"})
+
+
 def check(**values: Any) -> None:
-    """Check each keyword argument by its entry in :data:`CHECKS` (the first wrong one raises)."""
+    """Check each keyword argument by its entry in :data:`CHECKS` (the first wrong one raises), naming its flag where
+    it has one (:data:`FLAGGED`)."""
     for name, value in values.items():
-        CHECKS[name](name, value)
+        CHECKS[name](f"--{name.replace('_', '-')}" if name in FLAGGED else name, value)
 
 
 _FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?: ([^\s;,:()][^\s;,:)]*))?")
@@ -220,9 +233,23 @@ def keyword_spelling(message: str, parameters: Iterable[str], aliases: dict[str,
     return "`".join(part if i % 2 else rewrite(part) for i, part in enumerate(parts))
 
 
+# The spelling of the public function's Python call under way (python_errors), None on the command line.
+_SPELLING: contextvars.ContextVar[Callable[[str], str] | None] = contextvars.ContextVar("spelling", default=None)
+
+
+def spelled(message: str) -> str:
+    """``message`` (written with the command line's flags) as its caller reads it: within a public function's Python
+    call (:func:`python_errors`), with that function's keywords (:func:`keyword_spelling`); from the command line, as
+    it is. For what a run says without raising, such as a logged warning (its errors are spelled as they leave the
+    call)."""
+    spell = _SPELLING.get()
+    return message if spell is None else spell(message)
+
+
 def python_errors(func: Callable, aliases: dict[str, str] | None = None) -> Callable:
-    """``func`` as the public API gives it: its :class:`PatternCNNError` messages name its keyword arguments, not the
-    command line's flags (:func:`keyword_spelling`); the error, its type and traceback are otherwise the same."""
+    """``func`` as the public API gives it: its :class:`PatternCNNError` messages, and what it passes through
+    :func:`spelled` while it runs, name its keyword arguments, not the command line's flags (:func:`keyword_spelling`);
+    the error, its type and traceback are otherwise the same."""
     signature = inspect.signature(func)
     switches = [n for n, p in signature.parameters.items() if p.default is False]
     negatable = [n for n, p in signature.parameters.items() if p.default is True]
@@ -230,15 +257,21 @@ def python_errors(func: Callable, aliases: dict[str, str] | None = None) -> Call
     @functools.wraps(func)
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
+            values = signature.bind_partial(*args, **kwargs).arguments
+        except TypeError:  # not a call the function could have taken: spell by the words alone
+            values = {}
+
+        def spell(message: str) -> str:
+            return keyword_spelling(message, signature.parameters, aliases, switches, values, negatable)
+
+        token = _SPELLING.set(spell)
+        try:
             return func(*args, **kwargs)
         except PatternCNNError as e:
             if e.args and isinstance(e.args[0], str):
-                try:
-                    values = signature.bind_partial(*args, **kwargs).arguments
-                except TypeError:  # not a call the function could have taken: spell by the words alone
-                    values = {}
-                spelled = keyword_spelling(e.args[0], signature.parameters, aliases, switches, values, negatable)
-                e.args = (spelled, *e.args[1:])
+                e.args = (spell(e.args[0]), *e.args[1:])
             raise
+        finally:
+            _SPELLING.reset(token)
 
     return call

@@ -220,7 +220,7 @@ def chance_warning(result: dict) -> str | None:
     return (f"the undisabled model's {result['metric']} is within its 95% interval of chance ({b['chance']:.4f}, "
             f"always predicting one label): disabling a head cannot show what it does. Check that the model was "
             f"fine-tuned on {result['task']} (`patterncnn finetune --task {result['task']}`), or score more examples "
-            f"(--limit)")
+            f"(--limit N)")
 
 
 def change_interval(task: GlueTask, base: np.ndarray, off: np.ndarray, labels: np.ndarray,
@@ -347,7 +347,7 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
     write_outputs(out, result)
     finish(out)
     if warning := chance_warning(result):
-        log.warning(warning)
+        log.warning(args.spelled(warning))  # patterncnn.disable(...) names its keyword: limit=N
     return result
 
 

@@ -177,7 +177,7 @@ def test_disable_cli_runs_and_resumes(family, request, glue_dir, tmp_path, capsy
     b = res["baseline"]  # a tiny random classifier has learned nothing: its baseline is at chance, and it is said
     assert b["at_chance"] is (b["ci95"][0] <= b["chance"]) and b["at_chance"]
     # said by the library (patterncnn.disable, which the command runs) in its log, so every caller sees it
-    assert "within its 95% interval of chance" in caplog.text
+    assert "within its 95% interval of chance" in caplog.text and "or score more examples (--limit N)" in caplog.text
     assert len(res["heads"][0]) == heads and len(res["layers"]) == layers
     # The cached replay's scores are a full pass's: re-score a head of the last layer and a whole layer without cache.
     split = load_split(get_task("rte"), "dev", glue_dir, limit=12, seed=0)
@@ -193,6 +193,16 @@ def test_disable_cli_runs_and_resumes(family, request, glue_dir, tmp_path, capsy
     assert (out / "disable.png").stat().st_size > 1000 and not (out / ".work").exists()
     assert main(args) == 2  # a finished run is not overwritten silently
     assert "--overwrite" in capsys.readouterr().err
+
+
+def test_a_python_call_at_chance_warns_naming_its_keyword_not_the_flag(tiny_bert, glue_dir, tmp_path, caplog):
+    """patterncnn.disable(...) on a model at chance warned "or score more examples (--limit)", the command's flag."""
+    import patterncnn
+
+    _, _, folder = _classifier(tiny_bert, tmp_path, "ft")
+    res = patterncnn.disable(str(folder), "rte", limit=12, glue_dir=glue_dir, out=tmp_path / "run", bootstrap=50)
+    assert res.data["baseline"]["at_chance"]  # a tiny random task head has learned nothing
+    assert "or score more examples (limit=N)" in caplog.text and "--limit" not in caplog.text, caplog.text
 
 
 def test_disable_refuses_a_task_the_model_was_not_fine_tuned_on(tiny_bert, glue_dir, tmp_path, capsys):

@@ -158,7 +158,7 @@ def test_a_disable_run_at_chance_is_a_note_of_link(tmp_path):
     assert check_inputs(census, None, disable, "rte") == [
         "in the disable run, the undisabled model's accuracy is within its 95% interval of chance (0.5500, always "
         "predicting one label): disabling a head cannot show what it does. Check that the model was fine-tuned on "
-        "rte (`patterncnn finetune --task rte`), or score more examples (--limit)"]
+        "rte (`patterncnn finetune --task rte`), or score more examples (--limit N)"]
     disable["baseline"]["at_chance"] = False
     assert check_inputs(census, None, disable, "rte") == []
 
