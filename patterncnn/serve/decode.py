@@ -55,12 +55,13 @@ def parse_json(body: bytes, max_bytes: int):
 
 
 class BoundedRequest(Request):
-    """A request whose ``json()`` is :func:`parse_json` under the service's JSON size limit, in a worker thread."""
+    """A request whose ``json()`` is :func:`parse_json` under its route's body budget, in a worker thread."""
 
     async def json(self):
         if not hasattr(self, "_json"):
             parts = self.app.state.parts
-            self._json = await parts.run(parse_json, await self.body(), parts.settings.max_json_bytes)
+            limit = parts.budget(self.scope.get("path", ""), JSON).body_bytes
+            self._json = await parts.run(parse_json, await self.body(), limit)
         return self._json
 
 

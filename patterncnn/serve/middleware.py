@@ -30,7 +30,7 @@ async def send_json(send, status: int, detail: str, headers: list[tuple[bytes, b
     await send({"type": "http.response.body", "body": body})
 
 
-def _shown(text: str, limit: int = 300) -> str:
+def shown(text: str, limit: int = 300) -> str:
     """``text`` fit for one log line: cut to ``limit`` characters, escaped if it holds line breaks or controls."""
     text = text[:limit]
     return text if text.isprintable() else repr(text)
@@ -45,8 +45,8 @@ def log_refusal(scope, status: int, body: bytes) -> None:
     except (ValueError, AttributeError):
         detail = None
     reason = detail if isinstance(detail, str) else "(no reason given)"
-    log.warning("%d %s %s refused: %s", status, scope.get("method"), _shown(str(scope.get("path", ""))),
-                _shown(reason))
+    log.warning("%d %s %s refused: %s", status, scope.get("method"), shown(str(scope.get("path", ""))),
+                shown(reason))
 
 
 class CatchAll:

@@ -13,11 +13,16 @@ push`` creates: their data carries the map as a base64 ``.npy``. Predictions are
 
 from __future__ import annotations
 
+import logging
+
+import numpy as np
 from fastapi import APIRouter, Depends
 
+from ..classifier.classify import TOO_LARGE, scorable
 from ..labelling.push import choice_names, prediction
 from .decode import JsonRoute, checked, task_map
 from .errors import BadInput, error_responses
+from .middleware import shown
 from .schemas import (
     Error,
     PredictRequest,
@@ -30,6 +35,8 @@ from .schemas import (
 from .state import Parts, get_parts
 
 MAX_NAME = 256
+SHOWN = 5  # unusable tasks named in the log line of one /predict
+log = logging.getLogger("patterncnn.serve")
 router = APIRouter(route_class=JsonRoute, tags=["Label Studio ML backend"],
                    responses=error_responses(400, 408, 413, 415, 422))
 
@@ -54,14 +61,25 @@ async def setup(req: SetupRequest, parts: Parts = Depends(get_parts)) -> SetupRe
 
 @router.post("/predict", response_model=PredictResponse)
 async def predict(req: PredictRequest, parts: Parts = Depends(get_parts)) -> PredictResponse:
-    """Pre-annotations for map tasks: the top label and its probability, one prediction per task."""
+    """Pre-annotations for map tasks: the top label and its probability, one prediction per task.
+
+    Label Studio sends every selected task in one request and stores nothing if the answer is an error, so the
+    tasks are classified ``max_batch`` at a time, and a task without a usable map gets an empty prediction
+    (``"result": []``, score 0; the server log names it) instead of refusing the others.
+    """
     if req.label_config:
         from_name, to_name = project_names(req.label_config)
     else:
         from_name, to_name = parts.projects.get(str(req.project)) or project_names(None)
     probs = await parts.run(_predict, parts, req.tasks)
     version = parts.classifier.model_version
-    return PredictResponse(results=[prediction(p, version, from_name, to_name) for p in probs], model_version=version)
+    return PredictResponse(results=[prediction(p, version, from_name, to_name) if p is not None else
+                                    empty_prediction(version) for p in probs], model_version=version)
+
+
+def empty_prediction(model_version: str) -> dict:
+    """The prediction of a task without a usable map: no choice, score 0 (Label Studio needs one per task)."""
+    return {"model_version": model_version, "score": 0.0, "result": []}
 
 
 NOT_LEARNED_HERE = ("patterncnn does not learn from Label Studio: pull the labels (`patterncnn annotate pull`) and "
@@ -84,9 +102,35 @@ async def train() -> Error:
     raise BadInput(NOT_LEARNED_HERE)
 
 
-def _predict(parts: Parts, tasks: list[Task]):
-    if not tasks:
-        return []
-    batch = checked([str(t.id) for t in tasks], [task_map(t, parts.settings) for t in tasks],
-                    [t.data.seps for t in tasks], parts.settings)
-    return parts.predict(batch.ids, batch.maps, batch.seps)
+def _predict(parts: Parts, tasks: list[Task]) -> list[np.ndarray | None]:
+    """(5,) probabilities per task, or None for a task without a usable map; ``max_batch`` tasks at a time, so
+    at most one chunk's maps are decoded at once."""
+    s = parts.settings
+    out: list[np.ndarray | None] = []
+    unusable: list[str] = []
+    for start in range(0, len(tasks), s.max_batch):
+        chunk = tasks[start:start + s.max_batch]
+        good, maps, seps = [], [], []
+        for k, task in enumerate(chunk):
+            try:
+                batch = checked([str(task.id)], [task_map(task, s)], [task.data.seps], s)
+            except BadInput as e:
+                unusable.append(f"task {task.id}: {e.detail}")
+                continue
+            good.append(k)
+            maps += batch.maps
+            seps += batch.seps
+        probs = [None] * len(chunk)
+        if good:
+            chunk_probs = parts.classifier.predict(maps, seps)
+            for k, p, ok in zip(good, chunk_probs, scorable(chunk_probs)):
+                if ok:
+                    probs[k] = p
+                else:
+                    unusable.append(f"task {chunk[k].id}: {TOO_LARGE}")
+        out += probs
+    if unusable:
+        log.warning("POST /predict: %d of %d tasks got an empty prediction (no usable map): %s%s", len(unusable),
+                    len(tasks), shown("; ".join(unusable[:SHOWN]), 1000),
+                    f"; and {len(unusable) - SHOWN} more" if len(unusable) > SHOWN else "")
+    return out

@@ -132,8 +132,12 @@ class SetupRequest(StrictModel):
     label_config: Optional[str] = Field(None, alias="schema", description="the project's labeling config (XML)")
 
 
+MAX_TASKS = 100_000  # tasks in one /predict: Label Studio sends every selected task at once
+
+
 class PredictRequest(StrictModel):
-    tasks: list[Task]
+    tasks: list[Task] = Field(max_length=MAX_TASKS, description=(
+        f"the tasks to pre-annotate (at most {MAX_TASKS}); classified max_batch at a time"))
     project: Optional[ProjectId] = None
     label_config: Optional[str] = None
 

@@ -71,6 +71,8 @@ class Parts:
             body = s.max_body_bytes  # .npy/.npz: its decoded size is checked on its declared sizes
         elif path in ("/webhook", "/train"):
             body = s.max_body_bytes  # Label Studio's events and training calls: never read, so never parsed
+        elif path == "/predict":
+            body = s.max_body_bytes  # Label Studio sends every selected task in one request, each with its picture
         else:
             body = s.max_json_bytes
         return Budget(body_bytes=body, text_chars=self.text_chars, decoded=s.read_limits)

@@ -12,6 +12,7 @@ import threading
 import time
 
 import httpx
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from hostile import corrupt_deflate_npz, npy_header, truncated, unparsable_header_npy, zip_bomb, zip_of
@@ -111,7 +112,6 @@ def test_json_routes_refuse_what_a_browser_form_can_send(client, path, ctype):
     ("/setup", {"schema": label_config().replace('name="pattern"', f'name="{"p" * 300}"')}, 422,
      "longer than 256 characters"),
     ("/predict", {"tasks": [1]}, 422, "at tasks.0"),
-    ("/predict", {"tasks": [a_task(map_npy="!!!")]}, 422, "not a base64 .npy"),
     ("/predict", {"tasks": [a_task(seps=["a"])]}, 422, "at tasks.0.data.seps.0"),
     ("/predict", {"tasks": [a_task(seps=[[1]])]}, 422, "at tasks.0.data.seps.0"),
     ("/predict", {"tasks": [a_task()], "label_config": 5}, 422, "valid string at label_config"),
@@ -126,12 +126,20 @@ def test_label_studio_and_analyze_cases(client, path, body, status, phrase):
     refused(client.post(path, json=body), status, phrase)
 
 
-def test_predict_task_map_over_the_limits(client):
+def empty(r, caplog, phrase: str) -> None:
+    """A /predict answered 200 whose only task got the empty prediction, the log naming why."""
+    assert r.status_code == 200, r.text
+    assert [p["result"] for p in r.json()["results"]] == [[]] and r.json()["results"][0]["score"] == 0
+    assert phrase in caplog.text, caplog.text
+
+
+def test_predict_task_map_over_the_limits(client, caplog):
     import base64
 
     for declared, phrase in (((2**21, 2**21), "over the limit T <= 64"), ((4, 4), "truncated")):
         task = a_task(map_npy=base64.b64encode(npy_header(declared)).decode())
-        refused(client.post("/predict", json={"tasks": [task]}), 422 if "limit" in phrase else 400, phrase)
+        empty(client.post("/predict", json={"tasks": [task]}), caplog, phrase)
+    empty(client.post("/predict", json={"tasks": [a_task(map_npy="!!!")]}), caplog, "not a base64 .npy")
 
 
 def test_lone_surrogate(client):
@@ -268,7 +276,8 @@ def test_separators_outside_the_map_are_refused(client):
     m = pattern_map("block", 8, 3).tolist()
     refused(client.post("/v1/classify", json={"maps": [m, m], "seps": [[3, 7], [3, 40]]}), 422,
             "map '1': separator position 40 is outside the map")
-    refused(client.post("/predict", json={"tasks": [a_task(seps=[7, 99])]}), 422, "separator position 99 is outside")
+    r = client.post("/predict", json={"tasks": [a_task(seps=[7, 99])]})
+    assert r.status_code == 200 and r.json()["results"][0]["result"] == [], r.text
     assert client.post("/v1/classify", json={"maps": [m], "seps": [[3, 7]]}).status_code == 200
 
 
@@ -431,3 +440,61 @@ def test_each_refused_request_is_one_log_line_without_the_token_or_body(parts, c
     assert said[1].startswith("422 POST /v1/classify refused: invalid request: ") and "valid list at seps.0" in said[1]
     assert said[2].startswith("404 GET '/v1/nowhere\\nINFO forged' refused: ")  # one line, whatever the path holds
     assert not any("wr0ng" in m or "s3cret" in m or '"map"' in m for m in said)
+
+
+# ---------------------------------------------------------------- review of `serve`: Label Studio's whole selection
+
+
+def ls_tasks(n: int, t: int, start: int = 0) -> list[dict]:
+    """``n`` tasks as Label Studio sends them to /predict: `annotate push`'s data (PNG data URI and map_npy)."""
+    kinds = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous")
+    return [{"id": i, **make_task({"id": f"m{i}", "seps": [t // 2 - 1, t - 1]},
+                                  pattern_map(kinds[i % 5], t, t // 2 - 1, seed=i))} for i in range(start, start + n)]
+
+
+def test_predict_takes_label_studio_s_whole_selection_in_chunks(parts, monkeypatch):
+    # Label Studio's Retrieve Predictions sends every selected task in one /predict: 200 tasks of T=128 are ~22 MB
+    # of JSON (over the 16 MiB JSON limit) and 12 x max_batch. Each task gets its prediction, max_batch at a time.
+    clf = parts[0]
+    settings = ServeSettings(max_batch=16)
+    client = TestClient(create_app(settings, clf), raise_server_exceptions=False)
+    tasks = ls_tasks(200, 128)
+    body = json.dumps({"tasks": tasks, "project": 3}).encode()
+    assert len(body) > settings.max_json_bytes
+    sizes, predict = [], clf.predict
+    monkeypatch.setattr(clf, "predict", lambda maps, seps: sizes.append(len(maps)) or predict(maps, seps))
+    r = client.post("/predict", content=body, headers=JSON)
+    assert r.status_code == 200, r.text[:300]
+    results = r.json()["results"]
+    assert len(results) == 200 and all(len(p["result"]) == 1 and p["score"] > 0 for p in results)
+    assert max(sizes) <= 16 and sum(sizes) == 200, sizes
+    one = client.post("/predict", json={"tasks": tasks[57:58]}).json()["results"][0]
+    assert one == results[57]
+
+
+def test_an_unusable_task_gets_an_empty_prediction_and_the_others_theirs(parts, caplog):
+    import base64
+
+    client = TestClient(create_app(ServeSettings(max_t=64, max_batch=2), parts[0]), raise_server_exceptions=False)
+    good = ls_tasks(3, 16)
+    nan = ls_tasks(1, 16, start=10)[0]
+    a = pattern_map("block", 16, 7)
+    a[3, 3] = np.nan
+    nan["data"]["map_npy"] = make_task({"id": "x"}, a)["data"]["map_npy"]
+    tasks = [good[0], {"id": 20, "data": {"image": "x"}}, good[1], a_task(map_npy="!!!") | {"id": 21},
+             ls_tasks(1, 128, start=22)[0], nan, a_task(map_npy=base64.b64encode(npy_header((4, 4))).decode()) |
+             {"id": 23}, good[2]]
+    with caplog.at_level(logging.WARNING, logger="patterncnn.serve"):
+        r = client.post("/predict", json={"tasks": tasks})
+    assert r.status_code == 200, r.text
+    results = r.json()["results"]
+    alone = client.post("/predict", json={"tasks": good}).json()["results"]
+    assert [results[0], results[2], results[7]] == alone and all(p["result"] for p in alone)
+    version = r.json()["model_version"]
+    for k in (1, 3, 4, 5, 6):
+        assert results[k] == {"model_version": version, "score": 0.0, "result": []}, (k, results[k])
+    lines = [rec.getMessage() for rec in caplog.records if "empty prediction" in rec.getMessage()]
+    assert len(lines) == 1 and "5 of 8 tasks" in lines[0], lines
+    for phrase in ("task 20: task 20 carries no map", "task 21: task 21: data.map_npy is not a base64",
+                   "task 22: ", "over the limit T <= 64"):
+        assert phrase in lines[0], lines[0]
