@@ -2,7 +2,8 @@
 
 uvicorn closes an idle keep-alive connection, but waits forever for a client that sends half its
 headers; :class:`DeadlineH11` closes a connection whose request headers are not complete within
-``header_timeout`` s, and on shutdown ends the requests whose body is still arriving. The body's
+``header_timeout`` s, closes a connection answered before its request's body was read, and on shutdown ends
+the requests whose body is still arriving. The body's
 deadline is :class:`patterncnn.serve.middleware.BodyGuard`'s. On SIGTERM, running requests get
 ``shutdown_grace`` s to finish; the rest are answered 503 (:class:`patterncnn.serve.middleware.CatchAll`).
 
@@ -55,6 +56,11 @@ class DeadlineH11(H11Protocol):
             self.transport.close()
 
     def on_response_complete(self) -> None:
+        # An answer given before the request's body was read (a 401, 404, 405, /webhook, /train): the rest of the
+        # body would never be read, and once the client sends a byte of it no deadline covers the connection
+        # (uvicorn's keep-alive timer is cancelled by any data): close it, as a client would after Connection: close.
+        if self.conn.their_state is not h11.DONE and not self.transport.is_closing():
+            self.transport.close()
         super().on_response_complete()
         self._arm_header_deadline()
 

@@ -218,6 +218,45 @@ def test_slow_headers_are_cut_off(live):
         assert read_all(sock, within=10) == b""  # closed by the server (a timeout would raise)
 
 
+def closed_after_an_early_answer(port: int, path: str, method: str = "POST", within: float = 4.0) -> tuple[bytes, bool]:
+    """Send a request's headers (Content-Length 1000), read the answer, send one byte of the body, then nothing
+    (the review's forever.py): (status line, whether the server closed the connection within ``within`` s)."""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: 1000\r\n\r\n".encode())
+        sock.settimeout(10)
+        status = sock.recv(65536).split(b"\r\n")[0]
+        try:
+            sock.sendall(b"{")  # on a connection no timer covered, this cancelled uvicorn's keep-alive timer
+        except OSError:  # already closed by the server
+            return status, True
+        sock.settimeout(within)
+        try:
+            while sock.recv(65536):
+                pass
+        except TimeoutError:
+            return status, False
+        except ConnectionResetError:
+            pass
+        return status, True
+
+
+@pytest.mark.parametrize("path,method,token,status", [
+    ("/v1/classify", "POST", True, b"401"),
+    ("/nowhere", "POST", True, b"401"),
+    ("/nowhere", "POST", False, b"404"),
+    ("/health", "POST", False, b"405"),
+    ("/webhook", "POST", True, b"200"),
+    ("/train", "POST", False, b"422"),
+])
+def test_a_connection_answered_before_its_body_was_read_is_closed(parts, path, method, token, status):
+    settings = ServeSettings(api_token="tok" if token else None, header_timeout=1.0, body_timeout=1.0)
+    with live_server(create_app(settings, parts[0]), settings) as url:
+        line, closed = closed_after_an_early_answer(int(url.rsplit(":", 1)[1]), path, method)
+    assert line.startswith(b"HTTP/1.1 " + status), line
+    assert closed, f"{path}: the connection stayed open after {line!r} and a byte of its body"
+
+
 def test_stalled_body_gets_408(live):
     with socket.create_connection(("127.0.0.1", live)) as sock:
         sock.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
