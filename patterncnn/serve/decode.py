@@ -5,7 +5,8 @@ JSON is parsed by pydantic-core's parser, which refuses nesting deeper than ``JS
 lone surrogates and other invalid UTF-8, and takes ``NaN``/``Infinity`` (so that a map holding
 them is refused by name). Arrays are read by :mod:`patterncnn.core.arrayfile`, which refuses an
 over-limit header before allocating. Everything here but the content-type check runs in a worker
-thread, under the limiter of inference.
+thread, under the limiter of inference, including the validation of the body models of the routes that
+declare one (:class:`JsonRoute`); list lengths are bounded before their items are validated.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 import pydantic_core
 from fastapi import Request
 from fastapi.routing import APIRoute
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..core.arrayfile import NPY_MAGIC, ZIP_MAGIC, ArrayFileError, read_npy, read_npz
 from ..core.maps import classifier_input
@@ -42,11 +43,21 @@ def require_json(request: Request) -> None:
                        f"JSON, with 'Content-Type: application/json'", 415)
 
 
-def parse_json(body: bytes, max_bytes: int):
-    """The JSON value of ``body``; 413 over ``max_bytes``, 400 if malformed or nested too deep."""
+def parse_json(body: bytes, max_bytes: int, max_values: int | None = None):
+    """The JSON value of ``body``; 413 over ``max_bytes`` or (for a body larger than ``max_values`` bytes) over
+    ``max_values`` objects, arrays and items, counted before parsing; 400 if malformed or nested too deep.
+
+    Parsed, each of those takes tens of bytes, against one to three in the body: a body larger than the JSON limit
+    (``/predict``'s) must hold its bulk in strings (a task's picture and map), not in values.
+    """
     if len(body) > max_bytes:
         raise BadInput(f"JSON body of {len(body)} bytes exceeds {max_bytes}; send big batches as .npy/.npz "
                        f"(application/octet-stream)", 413)
+    if max_values is not None and len(body) > max_values:
+        values = body.count(b",") + body.count(b"[") + body.count(b"{")  # an upper bound (strings hold some)
+        if values > max_values:
+            raise BadInput(f"JSON body of about {values} values (objects, arrays, items) is over the limit of "
+                           f"{max_values}; send fewer tasks per request", 413)
     try:
         return pydantic_core.from_json(body, allow_inf_nan=True)
     except ValueError as e:
@@ -54,28 +65,58 @@ def parse_json(body: bytes, max_bytes: int):
         raise BadInput(f"malformed JSON: {e}; {hint}", 400) from None
 
 
+def validated(model: type[BaseModel], data):
+    """``data`` as ``model``: its lists bounded first (``model.max_items``, before any item is validated), then the
+    model; 422 (413 for a list over its bound) naming the problem."""
+    if isinstance(data, dict):
+        for key, most in getattr(model, "max_items", {}).items():
+            if isinstance(data.get(key), list) and len(data[key]) > most:
+                raise BadInput(f"{len(data[key])} items in {key!r}; the limit is {most}: split the request", 413)
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise BadInput(describe(e.errors())) from None
+
+
+def parse_model(model: type[BaseModel], body: bytes, limit: int, max_values: int):
+    return validated(model, parse_json(body, limit, max_values))
+
+
 class BoundedRequest(Request):
-    """A request whose ``json()`` is :func:`parse_json` under its route's body budget, in a worker thread."""
+    """A request whose ``json()`` is :func:`parse_json` under its route's body budget, then validated as the
+    route's body model (``body_model``), all in a worker thread: nothing proportional to the body runs on the
+    event loop (FastAPI takes the validated model as it is)."""
+
+    body_model: type[BaseModel] | None = None
 
     async def json(self):
         if not hasattr(self, "_json"):
             parts = self.app.state.parts
             limit = parts.budget(self.scope.get("path", ""), JSON).body_bytes
-            self._json = await parts.run(parse_json, await self.body(), limit)
+            max_values = parts.settings.max_json_bytes // 4
+            if self.body_model is None:
+                self._json = await parts.run(parse_json, await self.body(), limit, max_values)
+            else:
+                self._json = await parts.run(parse_model, self.body_model, await self.body(), limit, max_values)
         return self._json
 
 
 class JsonRoute(APIRoute):
-    """A route whose body model is only read from ``application/json`` (else 415), parsed within bounds."""
+    """A route whose body model is only read from ``application/json`` (else 415), parsed and validated within
+    bounds off the event loop (:class:`BoundedRequest`)."""
 
     def get_route_handler(self):
         handler = super().get_route_handler()
         if self.body_field is None:
             return handler
+        model = self.body_field.field_info.annotation
+        model = model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
         async def bounded(request: Request):
             require_json(request)
-            return await handler(BoundedRequest(request.scope, request.receive))
+            bounded_request = BoundedRequest(request.scope, request.receive)
+            bounded_request.body_model = model
+            return await handler(bounded_request)
 
         return bounded
 
@@ -93,10 +134,12 @@ class Batch:
 def classify_batch(media: str, body: bytes, s: ServeSettings) -> Batch:
     """The checked maps of a /v1/classify body (JSON, or an .npy/.npz for ``BINARY`` media types)."""
     if media == JSON:
-        try:
-            req = ClassifyRequest.model_validate(parse_json(body, s.max_json_bytes))
-        except ValidationError as e:
-            raise BadInput(describe(e.errors())) from None
+        data = parse_json(body, s.max_json_bytes)
+        if isinstance(data, dict):  # counted before any map is validated
+            longest = max((len(v) for k in ("maps", "ids", "seps") if isinstance(v := data.get(k), list)), default=0)
+            if longest > s.max_batch:
+                raise _too_many(longest, s)
+        req = validated(ClassifyRequest, data)
         ids, seps = req.id_list, req.seps
         if len(ids) > s.max_batch:
             raise _too_many(len(ids), s)

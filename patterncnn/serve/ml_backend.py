@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Response
+from pydantic import TypeAdapter
 
 from ..classifier.classify import TOO_LARGE, scorable
 from ..labelling.push import choice_names, prediction
@@ -25,6 +26,7 @@ from .errors import BadInput, error_responses
 from .middleware import shown
 from .schemas import (
     Error,
+    Prediction,
     PredictRequest,
     PredictResponse,
     SetupRequest,
@@ -35,6 +37,7 @@ from .schemas import (
 from .state import Parts, get_parts
 
 MAX_NAME = 256
+PREDICTIONS, PREDICTIONS_VERSION = TypeAdapter(list[Prediction]), TypeAdapter(str)  # PredictResponse, in parts
 SHOWN = 5  # unusable tasks named in the log line of one /predict
 log = logging.getLogger("patterncnn.serve")
 router = APIRouter(route_class=JsonRoute, tags=["Label Studio ML backend"],
@@ -55,7 +58,7 @@ def project_names(config: str | None) -> tuple[str, str]:
 @router.post("/setup", response_model=SetupResponse)
 async def setup(req: SetupRequest, parts: Parts = Depends(get_parts)) -> SetupResponse:
     """Check a project's labeling config and remember its label names."""
-    parts.remember_project(req.project, project_names(req.label_config))
+    parts.remember_project(req.project, await parts.run(project_names, req.label_config))  # XML: off the loop
     return SetupResponse(model_version=parts.classifier.model_version)
 
 
@@ -68,13 +71,22 @@ async def predict(req: PredictRequest, parts: Parts = Depends(get_parts)) -> Pre
     (``"result": []``, score 0; the server log names it) instead of refusing the others.
     """
     if req.label_config:
-        from_name, to_name = project_names(req.label_config)
+        from_name, to_name = await parts.run(project_names, req.label_config)
     else:
         from_name, to_name = parts.projects.get(str(req.project)) or project_names(None)
-    probs = await parts.run(_predict, parts, req.tasks)
+    return await parts.run(_answer, parts, req.tasks, from_name, to_name)
+
+
+def _answer(parts: Parts, tasks: list[Task], from_name: str, to_name: str) -> Response:
+    # Serialized here, in the worker: one prediction per task, which Label Studio may send by the ten thousand.
+    # A thousand predictions per call: a serializer call holds the GIL, and with it the event loop, until it returns.
     version = parts.classifier.model_version
-    return PredictResponse(results=[prediction(p, version, from_name, to_name) if p is not None else
-                                    empty_prediction(version) for p in probs], model_version=version)
+    results = [prediction(p, version, from_name, to_name) if p is not None else empty_prediction(version)
+               for p in _predict(parts, tasks)]
+    chunks = [PREDICTIONS.dump_json(PREDICTIONS.validate_python(results[i:i + 1000]))[1:-1]
+              for i in range(0, len(results), 1000)]
+    return Response(b'{"results":[' + b",".join(chunks) + b'],"model_version":' +
+                    PREDICTIONS_VERSION.dump_json(version) + b"}", media_type="application/json")
 
 
 def empty_prediction(model_version: str) -> dict:

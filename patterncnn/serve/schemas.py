@@ -10,7 +10,7 @@ more than they read (``params``, ``model_version``, each task's annotations and 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, ClassVar, Optional
 
 from pydantic import (
     BaseModel,
@@ -127,19 +127,24 @@ class Task(StrictModel):
 ProjectId = Annotated[str, Field(max_length=256)] | int
 
 
+MAX_TASKS = 100_000  # tasks in one /predict: Label Studio sends every selected task at once
+MAX_CONFIG = 1_000_000  # characters of a labeling config (real ones are a few kB; XML is parsed in full)
+LabelConfig = Optional[Annotated[str, Field(max_length=MAX_CONFIG)]]
+
+
 class SetupRequest(StrictModel):
     project: Optional[ProjectId] = None
-    label_config: Optional[str] = Field(None, alias="schema", description="the project's labeling config (XML)")
-
-
-MAX_TASKS = 100_000  # tasks in one /predict: Label Studio sends every selected task at once
+    label_config: LabelConfig = Field(None, alias="schema", description=(
+        f"the project's labeling config (XML, at most {MAX_CONFIG} characters)"))
 
 
 class PredictRequest(StrictModel):
+    max_items: ClassVar[dict[str, int]] = {"tasks": MAX_TASKS}  # bounded before any task is validated
+
     tasks: list[Task] = Field(max_length=MAX_TASKS, description=(
         f"the tasks to pre-annotate (at most {MAX_TASKS}); classified max_batch at a time"))
     project: Optional[ProjectId] = None
-    label_config: Optional[str] = None
+    label_config: LabelConfig = Field(None, description=f"the labeling config (at most {MAX_CONFIG} characters)")
 
 
 class Error(BaseModel):
