@@ -133,26 +133,35 @@ class RulePredictor:
         return np.stack([rule_scores(m, s) for m, s in zip(maps, seps)])
 
 
-def choice_names(config: str | None) -> tuple[str, str]:
-    """(from_name, to_name) of the pattern Choices in a project's labeling config; checks its labels.
+def choice_names(config: str | None) -> tuple[str, str, tuple[str, ...]]:
+    """(from_name, to_name, choices) of the pattern Choices in a project's labeling config: ``choices`` are what
+    Label Studio stores for each of LABELS, in their order (a Choice's ``alias`` if it has one, else its value).
 
     Raises:
-        ValueError: the config is not XML, or has no Choices with exactly patterncnn's labels.
+        ValueError: the config is not XML, or has no Choices with exactly patterncnn's labels, or that Choices
+            has no ``name`` or ``toName``.
     """
     if not config:
-        return FROM_NAME, TO_NAME
+        return FROM_NAME, TO_NAME, tuple(LABELS)
     try:
         root = ET.fromstring(config)
     except ET.ParseError as e:
         raise ValueError(f"labeling config is not valid XML ({e})") from None
     for ch in root.iter("Choices"):
-        values = [c.get("value") for c in ch.iter("Choice")]
-        if set(values) & set(LABELS):
-            unknown = [v for v in values if v not in LABELS]
+        choices = {c.get("value"): c.get("alias") or c.get("value") for c in ch.iter("Choice")}
+        if set(choices) & set(LABELS):
+            unknown = [v for v in choices if v not in LABELS]
             if unknown:
                 raise ValueError(f"the project's Choices {ch.get('name')!r} has labels {unknown} that patterncnn does "
                                  f"not predict; use the config from `patterncnn annotate config`")
-            return ch.get("name"), ch.get("toName")
+            missing = [label for label in LABELS if label not in choices]
+            if missing:
+                raise ValueError(f"the project's Choices {ch.get('name')!r} lacks the labels {missing}, which "
+                                 f"patterncnn predicts; use the config from `patterncnn annotate config`")
+            if not ch.get("name") or not ch.get("toName"):
+                raise ValueError("the project's pattern Choices needs a name and a toName (the Image it labels); use "
+                                 "the config from `patterncnn annotate config`")
+            return ch.get("name"), ch.get("toName"), tuple(choices[label] for label in LABELS)
     raise ValueError("the project's labeling config has no Choices with the five pattern labels; use the config "
                      "from `patterncnn annotate config`")
 
@@ -161,12 +170,14 @@ def choice_result(label: str, from_name: str = FROM_NAME, to_name: str = TO_NAME
     return {"from_name": from_name, "to_name": to_name, "type": "choices", "value": {"choices": [label]}}
 
 
-def prediction(probs: np.ndarray, model_version: str, from_name: str = FROM_NAME, to_name: str = TO_NAME) -> dict:
-    """A Label Studio prediction (pre-annotation) from (5,) class probabilities: the top label and its score."""
+def prediction(probs: np.ndarray, model_version: str, from_name: str = FROM_NAME, to_name: str = TO_NAME,
+               choices: tuple[str, ...] = LABELS) -> dict:
+    """A Label Studio prediction (pre-annotation) from (5,) class probabilities: the top label (as ``choices`` name
+    it: a project's aliases, from :func:`choice_names`) and its score."""
     best = int(np.argmax(probs))
     score = float(probs[best])
     return {"model_version": model_version, "score": score,
-            "result": [{**choice_result(LABELS[best], from_name, to_name), "score": score}]}
+            "result": [{**choice_result(choices[best], from_name, to_name), "score": score}]}
 
 
 def make_task(meta: dict, arr: np.ndarray, probs: np.ndarray | None = None, model_version: str = "",

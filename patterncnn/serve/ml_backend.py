@@ -44,14 +44,15 @@ router = APIRouter(route_class=JsonRoute, tags=["Label Studio ML backend"],
                    responses=error_responses(400, 408, 413, 415, 422))
 
 
-def project_names(config: str | None) -> tuple[str, str]:
-    """(from_name, to_name) of the pattern choices in a labeling config; 422 naming the problem."""
+def project_names(config: str | None) -> tuple[str, str, tuple[str, ...]]:
+    """(from_name, to_name, choices) of the pattern choices in a labeling config; 422 naming the problem."""
     try:
         names = choice_names(config)
     except ValueError as e:
         raise BadInput(str(e)) from None
-    if any(len(name or "") > MAX_NAME for name in names):  # /setup keeps them: bound what it keeps
-        raise BadInput(f"the pattern Choices' name or toName is longer than {MAX_NAME} characters; shorten it")
+    if any(len(name) > MAX_NAME for name in (*names[:2], *names[2])):  # /setup keeps them: bound what it keeps
+        raise BadInput(f"the pattern Choices' name, toName or a Choice's alias is longer than {MAX_NAME} characters; "
+                       f"shorten it")
     return names
 
 
@@ -71,17 +72,17 @@ async def predict(req: PredictRequest, parts: Parts = Depends(get_parts)) -> Pre
     (``"result": []``, score 0; the server log names it) instead of refusing the others.
     """
     if req.label_config:
-        from_name, to_name = await parts.run(project_names, req.label_config)
+        names = await parts.run(project_names, req.label_config)
     else:
-        from_name, to_name = parts.projects.get(str(req.project)) or project_names(None)
-    return await parts.run(_answer, parts, req.tasks, from_name, to_name)
+        names = parts.projects.get(str(req.project)) or project_names(None)
+    return await parts.run(_answer, parts, req.tasks, *names)
 
 
-def _answer(parts: Parts, tasks: list[Task], from_name: str, to_name: str) -> Response:
+def _answer(parts: Parts, tasks: list[Task], from_name: str, to_name: str, choices: tuple[str, ...]) -> Response:
     # Serialized here, in the worker: one prediction per task, which Label Studio may send by the ten thousand.
     # A thousand predictions per call: a serializer call holds the GIL, and with it the event loop, until it returns.
     version = parts.classifier.model_version
-    results = [prediction(p, version, from_name, to_name) if p is not None else empty_prediction(version)
+    results = [prediction(p, version, from_name, to_name, choices) if p is not None else empty_prediction(version)
                for p in _predict(parts, tasks)]
     chunks = [PREDICTIONS.dump_json(PREDICTIONS.validate_python(results[i:i + 1000]))[1:-1]
               for i in range(0, len(results), 1000)]

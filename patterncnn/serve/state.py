@@ -47,7 +47,7 @@ class Parts:
     classifier: OnnxClassifier
     encoder: Encoder | None = None  # None: no /v1/analyze
     limiter: anyio.CapacityLimiter = None
-    projects: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
+    projects: dict[str, tuple[str, str, tuple[str, ...]]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if self.limiter is None:
@@ -94,8 +94,8 @@ class Parts:
             raise BadInput(f"map(s) {', '.join(map(repr, bad[:10]))}: {TOO_LARGE}")
         return probs
 
-    def remember_project(self, project: str | int | None, names: tuple[str, str]) -> None:
-        """Keep a Label Studio project's (from_name, to_name); the oldest is forgotten past MAX_PROJECTS."""
+    def remember_project(self, project: str | int | None, names: tuple[str, str, tuple[str, ...]]) -> None:
+        """Keep a Label Studio project's (from_name, to_name, choices); the oldest is forgotten past MAX_PROJECTS."""
         self.projects.pop(str(project), None)
         self.projects[str(project)] = names
         while len(self.projects) > MAX_PROJECTS:

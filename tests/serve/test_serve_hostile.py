@@ -615,3 +615,33 @@ def test_bodies_are_validated_and_predictions_serialized_off_the_event_loop(clie
     assert client.post("/v1/analyze", json={"text": "a cat"}).status_code == 200
     assert where == [("SetupRequest", False), ("PredictRequest", False), ("answer", False),
                      ("AnalyzeRequest", False)], where
+
+
+# ---------------------------------------------------------------- review of `serve`: the project's labeling config
+
+
+def test_a_config_without_name_or_to_name_is_refused_at_setup(client):
+    # /setup took it, and /predict then answered 500 (a prediction without from_name)
+    for drop in ('name="pattern" ', 'toName="map" choice="single-radio"'):
+        config = label_config().replace(drop, "" if drop.startswith("name") else 'choice="single-radio"', 1)
+        refused(client.post("/setup", json={"project": "9", "schema": config}), 422,
+                "pattern Choices needs a name and a toName")
+        refused(client.post("/predict", json={"tasks": [a_task()], "label_config": config}), 422,
+                "pattern Choices needs a name and a toName")
+
+
+def test_a_config_must_have_exactly_the_five_labels(client):
+    partial = label_config().replace('    <Choice value="block"/>\n', "")
+    refused(client.post("/setup", json={"schema": partial}), 422, "lacks the labels ['block']")
+    extra = label_config().replace('<Choice value="block"/>', '<Choice value="block"/><Choice value="cat"/>')
+    refused(client.post("/setup", json={"schema": extra}), 422, "has labels ['cat'] that patterncnn does not predict")
+
+
+def test_predictions_use_the_config_s_aliases(client):
+    config = label_config().replace('<Choice value="diagonal"/>', '<Choice value="diagonal" alias="diag"/>')
+    assert client.post("/setup", json={"project": "al", "schema": config}).status_code == 200
+    for body in ({"tasks": [a_task()], "project": "al"}, {"tasks": [a_task()], "label_config": config}):
+        r = client.post("/predict", json=body)  # a_task's map is diagonal
+        assert r.status_code == 200 and r.json()["results"][0]["result"][0]["value"]["choices"] == ["diag"], r.text
+    r = client.post("/predict", json={"tasks": [a_task()]})  # no config: the labels themselves
+    assert r.json()["results"][0]["result"][0]["value"]["choices"] == ["diagonal"], r.text
