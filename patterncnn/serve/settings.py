@@ -13,6 +13,9 @@ class ServeSettings:
     """Limits and options of one service. Sizes in bytes, times in seconds.
 
     Attributes:
+        max_body_bytes: the largest request body.
+        max_json_bytes: the largest JSON body (at most ``max_body_bytes``: a larger value is lowered to it);
+            ``/predict`` takes up to ``max_body_bytes``, the JSON values in it bounded as in a body of this size.
         max_decoded_bytes: the most bytes the maps of one request may decode to (an .npz is
             refused on its declared sizes before it is inflated).
         header_timeout: a client must send a request's headers within this time.
@@ -39,6 +42,8 @@ class ServeSettings:
                      "header_timeout", "body_timeout", "shutdown_grace"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"ServeSettings.{name} must be positive (got {getattr(self, name)!r})")
+        # --max-body-mb bounds every body: a JSON body no more than the rest
+        self.max_json_bytes = min(self.max_json_bytes, self.max_body_bytes)
         if self.api_token is not None:
             check_token(self.api_token)
 

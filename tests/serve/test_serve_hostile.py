@@ -645,3 +645,14 @@ def test_predictions_use_the_config_s_aliases(client):
         assert r.status_code == 200 and r.json()["results"][0]["result"][0]["value"]["choices"] == ["diag"], r.text
     r = client.post("/predict", json={"tasks": [a_task()]})  # no config: the labels themselves
     assert r.json()["results"][0]["result"][0]["value"]["choices"] == ["diagonal"], r.text
+
+
+# ---------------------------------------------------------------- review of `serve`: smaller findings
+
+
+def test_max_body_bytes_also_bounds_json_bodies(parts):
+    client = TestClient(create_app(ServeSettings(max_body_bytes=1 << 20), parts[0]), raise_server_exceptions=False)
+    assert client.get("/v1/model").json()["limits"]["max_json_bytes"] == 1 << 20
+    maps = [pattern_map("diagonal", 64).tolist()] * 40
+    assert len(json.dumps({"maps": maps})) > 3 << 20  # under the 16 MiB JSON limit, over the 1 MiB body limit
+    refused(client.post("/v1/classify", json={"maps": maps}), 413, "exceeds the limit of 1048576 bytes")
