@@ -133,7 +133,8 @@ class TokenAuth:
 
 
 class BodyGuard:
-    """Refuse a body over its budget (413) before the app reads it, or not sent within ``timeout`` s (408).
+    """Refuse a body over its budget (413) before the app reads it, or not sent within ``timeout`` s (408); a request
+    with two ``Content-Type`` headers is refused (400) before its body is read.
 
     The budget is ``limit(path, media type)`` (:meth:`patterncnn.serve.state.Parts.budget`): a
     declared ``Content-Length`` over it is refused before one byte is read, and a body without one
@@ -146,6 +147,10 @@ class BodyGuard:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        if sum(name == b"content-type" for name, _ in scope.get("headers") or ()) > 1:
+            # The budget would follow one of them and the route might read the body as the other: refused.
+            return await send_json(send, 400, "the request has more than one Content-Type header; send one",
+                                   [(b"connection", b"close")])
         headers = dict(scope.get("headers") or [])
         media = headers.get(b"content-type", b"").split(b";", 1)[0].strip().lower().decode("latin-1")
         limit = self.budget(scope.get("path", ""), media)

@@ -656,3 +656,12 @@ def test_max_body_bytes_also_bounds_json_bodies(parts):
     maps = [pattern_map("diagonal", 64).tolist()] * 40
     assert len(json.dumps({"maps": maps})) > 3 << 20  # under the 16 MiB JSON limit, over the 1 MiB body limit
     refused(client.post("/v1/classify", json={"maps": maps}), 413, "exceeds the limit of 1048576 bytes")
+
+
+def test_two_content_types_are_refused_before_the_body_is_read(live):
+    # The budget followed the last header and the route the first: a 20 MB body read in full, then refused.
+    with socket.create_connection(("127.0.0.1", live)) as sock:
+        sock.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Type: application/octet-stream\r\nContent-Length: 20000000\r\n\r\n")
+        reply = read_all(sock, within=10)  # nothing of the body is sent: a server waiting for it answers 408
+    assert reply.startswith(b"HTTP/1.1 400") and b"more than one Content-Type header" in reply, reply[:300]
