@@ -41,6 +41,11 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def service_url(host: str, port: int) -> str:
+    """The service's URL: an IPv6 literal in brackets (``http://[::1]:9090``)."""
+    return f"http://[{host.strip('[]')}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def run(args) -> int:
     token = args.api_token or os.environ.get("PATTERNCNN_API_TOKEN") or None
     if not token and not is_loopback(args.host):
@@ -63,7 +68,7 @@ def run(args) -> int:
     torch.set_num_threads(args.threads)  # bounded, like onnxruntime's
     enc = None if args.no_encoder else load_encoder(args.model, max_length=args.max_length)
     app = create_app(settings, classifier(args), enc)
-    print(f"patterncnn serving on http://{args.host}:{args.port} (spec: /openapi.json; token "
+    print(f"patterncnn serving on {service_url(args.host, args.port)} (spec: /openapi.json; token "
           f"{'required' if token else 'off'})", flush=True)
     serve_forever(app, sock, settings)
     return 0

@@ -188,3 +188,12 @@ def test_label_studio_events_are_ignored_and_training_is_refused_saying_what_tra
     assert r.status_code == 422 and "`patterncnn train`" in r.json()["detail"], r.text
     train = client.get("/openapi.json").json()["paths"]["/train"]["post"]["responses"]
     assert "422" in train and not any(code.startswith("2") for code in train), train  # it never answers 200
+
+
+def test_the_announced_url_brackets_ipv6_hosts():
+    from patterncnn.cli.serve import service_url
+
+    assert service_url("::1", 9090) == "http://[::1]:9090"
+    assert service_url("[::1]", 9090) == "http://[::1]:9090"
+    assert service_url("127.0.0.1", 9090) == "http://127.0.0.1:9090"
+    assert service_url("localhost", 80) == "http://localhost:80"
