@@ -1,4 +1,5 @@
-"""The Label Studio ML backend protocol: ``POST /setup`` and ``POST /predict`` (``GET /health`` is shared), and the
+"""The Label Studio ML backend protocol: ``POST /setup``, ``POST /predict`` and ``GET /versions`` (``GET /health`` is
+shared), and the
 answers to ``POST /webhook`` and ``POST /train``.
 
 Label Studio calls ``/setup`` with a project's labeling config when the backend is connected, and
@@ -32,6 +33,7 @@ from .schemas import (
     SetupRequest,
     SetupResponse,
     Task,
+    Versions,
     WebhookResponse,
 )
 from .state import Parts, get_parts
@@ -93,6 +95,12 @@ def _answer(parts: Parts, tasks: list[Task], from_name: str, to_name: str, choic
 def empty_prediction(model_version: str) -> dict:
     """The prediction of a task without a usable map: no choice, score 0 (Label Studio needs one per task)."""
     return {"model_version": model_version, "score": 0.0, "result": []}
+
+
+@router.get("/versions", response_model=Versions)
+async def versions(parts: Parts = Depends(get_parts)) -> Versions:
+    """The model versions this backend serves: the classifier's (Label Studio's *Settings → Model* asks for them)."""
+    return Versions(versions=[parts.classifier.model_version])
 
 
 NOT_LEARNED_HERE = ("patterncnn does not learn from Label Studio: pull the labels (`patterncnn annotate pull`) and "

@@ -217,6 +217,10 @@ class SetupResponse(BaseModel):
     model_version: str
 
 
+class Versions(BaseModel):
+    versions: list[str] = Field(description="the model versions served: the classifier's")
+
+
 class WebhookResponse(BaseModel):
     status: str = Field(description="'ignored': patterncnn does not learn from Label Studio's events")
     detail: str

@@ -133,7 +133,8 @@ def test_token_required_everywhere_but_health(app_parts):
     c = TestClient(create_app(ServeSettings(api_token="s3cret"), clf, enc), raise_server_exceptions=False)
     assert c.get("/health").status_code == 200
     for method, path in (("get", "/v1/labels"), ("get", "/v1/model"), ("post", "/v1/classify"),
-                         ("post", "/v1/analyze"), ("post", "/setup"), ("post", "/predict"), ("post", "/train")):
+                         ("post", "/v1/analyze"), ("post", "/setup"), ("post", "/predict"), ("post", "/train"),
+                         ("get", "/versions")):
         r = getattr(c, method)(path)
         assert r.status_code == 401 and "API token" in r.json()["detail"], path
     # Label Studio posts its webhooks without the backend's credentials: /webhook reads nothing and does nothing
@@ -197,3 +198,10 @@ def test_the_announced_url_brackets_ipv6_hosts():
     assert service_url("[::1]", 9090) == "http://[::1]:9090"
     assert service_url("127.0.0.1", 9090) == "http://127.0.0.1:9090"
     assert service_url("localhost", 80) == "http://localhost:80"
+
+
+def test_versions_lists_the_classifier_s_model_version(client):
+    # Label Studio 1.23's Settings -> Model asks GET /versions (a 404 showed "Upgrade your ML backend version")
+    r = client.get("/versions", params={"project": "1.1"})
+    assert r.status_code == 200 and r.json() == {"versions": [client.get("/v1/model").json()["classifier"][
+        "model_version"]]}, r.text

@@ -36,7 +36,7 @@ FUZZ_EXAMPLES = int(os.environ.get("PATTERNCNN_FUZZ_EXAMPLES", 200))  # raise it
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
           negative_data_rejection]
 OPERATIONS = {"GET /health", "GET /v1/labels", "GET /v1/model", "POST /v1/classify", "POST /v1/analyze",
-              "POST /setup", "POST /predict", "POST /webhook", "POST /train"}
+              "POST /setup", "POST /predict", "GET /versions", "POST /webhook", "POST /train"}
 pytestmark = pytest.mark.fuzz
 # A body over a count limit (more maps than --max-batch) is refused 413 before it is validated (the count is cheap,
 # validating every map is not), so a schema-breaking body may get a 413 too.
