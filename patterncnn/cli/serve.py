@@ -13,7 +13,7 @@ def register(sub) -> None:
                        description="Serve /v1/classify, /v1/analyze, /v1/labels, /v1/model, /health and the Label "
                                    "Studio ML backend protocol (/setup, /predict); the OpenAPI spec at /openapi.json. "
                                    "Binds to 127.0.0.1 by default. With --api-token or PATTERNCNN_API_TOKEN every "
-                                   "path but /health needs it; a non-loopback --host needs one.")
+                                   "path but /health and /webhook needs it; a non-loopback --host needs one.")
     p.add_argument("--host", default="127.0.0.1", help="(default: %(default)s)")
     p.add_argument("--port", type=port, default=9090, help="(default: %(default)s)")
     p.add_argument("--model", default="minilm", help="encoder for /v1/analyze (default: %(default)s)")
@@ -29,7 +29,8 @@ def register(sub) -> None:
                         "(default: %(default)s)")
     p.add_argument("--cors-origin", action="append", help="allow this browser origin (CORS is off by default)")
     p.add_argument("--shutdown-grace", type=float, default=1.0,
-                   help="seconds running requests get to finish on SIGTERM; the rest are answered 503 "
+                   help="seconds running requests get to finish on SIGTERM; the rest are answered 503 (those "
+                        "still sending their body are disconnected) "
                         "(default: %(default)s)")
     p.set_defaults(func=run)
 

@@ -12,7 +12,7 @@ Endpoints (OpenAPI at ``/openapi.json``):
   ((T, T) or (N, T, T)) or an ``.npz`` (one square map per key) for big batches.
 * ``POST /v1/analyze``: ``{"text": "...", "text_pair": "..."}`` -> the layer × head grid of labels.
 * ``GET /health``, ``GET /v1/labels``, ``GET /v1/model``.
-* Label Studio ML backend protocol: ``GET /health``, ``POST /setup``, ``POST /predict`` for map tasks
+* Label Studio ML backend protocol: ``GET /health``, ``POST /setup``, ``POST /predict``, ``GET /versions`` for map tasks
   pushed by ``patterncnn annotate push`` (their data carries the map as base64 ``.npy``).
 
 Bad input gets a 4xx whose ``detail`` names the fix; an unexpected error gets a JSON 500 and one
@@ -20,8 +20,8 @@ log line, never a traceback. Every body is typed (:mod:`.schemas`); arrays are d
 limits that are checked before anything is allocated (:mod:`.decode`, :mod:`patterncnn.core.arrayfile`),
 off the event loop, under the same limiter as inference (at most ``workers`` at once). Bodies over
 the size limit are refused (413) before they are read, and slow clients are cut off
-(:mod:`.server`, :class:`.middleware.BodyGuard`). With an API token, every path but ``/health``
-needs it (:class:`.middleware.TokenAuth`).
+(:mod:`.server`, :class:`.middleware.BodyGuard`). With an API token, every path but ``/health`` and
+``/webhook`` needs it (:class:`.middleware.TokenAuth`).
 
 Modules: ``app`` (create_app), ``settings`` (limits and options, checked when made), ``state`` (each
 request's budget and the parts routes read from ``app.state``), ``schemas`` (pydantic models), ``decode``

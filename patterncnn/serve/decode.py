@@ -1,7 +1,8 @@
 """Bounded decoding of request bodies: content types, JSON within limits, and maps from JSON, ``.npy``,
 ``.npz`` or a Label Studio task, each then checked by :func:`patterncnn.core.maps.check_map`.
 
-JSON is parsed by pydantic-core's parser, which refuses nesting deeper than ``JSON_MAX_DEPTH``,
+JSON is parsed by pydantic-core's parser, which refuses nesting deeper than about ``JSON_MAX_DEPTH`` levels (its
+own recursion limit: 201 levels pass, 250 do not),
 lone surrogates and other invalid UTF-8, and takes ``NaN``/``Infinity`` (so that a map holding
 them is refused by name). Arrays are read by :mod:`patterncnn.core.arrayfile`, which refuses an
 over-limit header before allocating. Everything here but the content-type check runs in a worker
@@ -26,7 +27,7 @@ from .errors import BadInput, describe
 from .schemas import ClassifyRequest, Task
 from .settings import ServeSettings
 
-JSON_MAX_DEPTH = 200  # pydantic-core's parser refuses deeper nesting; no body here needs more than 6
+JSON_MAX_DEPTH = 200  # about where pydantic-core's parser refuses deeper nesting; no body here needs more than 6
 JSON = "application/json"
 BINARY = ("application/octet-stream", "application/x-npy", "application/x-npz")
 _STATUS = {"unreadable": 400, "invalid": 422, "too_large": 413}

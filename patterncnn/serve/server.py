@@ -5,7 +5,8 @@ headers; :class:`DeadlineH11` closes a connection whose request headers are not 
 ``header_timeout`` s, closes a connection answered before its request's body was read, and on shutdown ends
 the requests whose body is still arriving. The body's
 deadline is :class:`patterncnn.serve.middleware.BodyGuard`'s. On SIGTERM, running requests get
-``shutdown_grace`` s to finish; the rest are answered 503 (:class:`patterncnn.serve.middleware.CatchAll`).
+``shutdown_grace`` s to finish; the rest are answered 503 (:class:`patterncnn.serve.middleware.CatchAll`), and
+those whose body is still arriving are disconnected without an answer.
 
 The socket is bound by :func:`bind` before the service says it is serving, so a taken port is
 one line of error, not an announcement followed by uvicorn's.

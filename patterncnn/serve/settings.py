@@ -20,7 +20,8 @@ class ServeSettings:
             refused on its declared sizes before it is inflated).
         header_timeout: a client must send a request's headers within this time.
         body_timeout: a client must send a request's body within this time.
-        shutdown_grace: on SIGTERM, running requests get this long to finish; the rest are answered 503.
+        shutdown_grace: on SIGTERM, running requests get this long to finish; the rest are answered 503 (a
+            request whose body is still arriving is disconnected at once).
         api_token: UTF-8 text without control characters or surrounding spaces (what an HTTP header
             can carry); compared as UTF-8 bytes.
     """
