@@ -60,6 +60,8 @@ class ReadLimits:
         maps: every array is a map (T, T) or a stack of maps (N, T, T): a map shape that is not square and
             2-D is refused as such (kind ``"invalid"``), before the limits on its size. False: arrays of
             any shape (a run's parts).
+        min_itemsize: each element counts at least this many bytes against ``max_bytes`` (4: the float32
+            the classifier gets, whatever the stored dtype).
     """
 
     max_t: int = 8192
@@ -67,6 +69,7 @@ class ReadLimits:
     max_bytes: int | None = None
     text: bool = False
     maps: bool = True
+    min_itemsize: int = 1
 
 
 # Files given to the CLI: maps up to 8192 × 8192 (256 MB in float32), read one at a time; a file (a store's part,
@@ -135,7 +138,7 @@ class _Budget:
             raise ArrayFileError(f"{what} declares shape {tuple(shape)}, over the limit T <= {lim.max_t}; send maps "
                                  f"of at most {lim.max_t} × {lim.max_t}", "invalid", reason)
         nbytes = math.prod(shape) * dtype.itemsize
-        self.used += nbytes
+        self.used += math.prod(shape) * max(dtype.itemsize, lim.min_itemsize)
         if lim.max_bytes is not None and self.used > lim.max_bytes:
             raise ArrayFileError(f"the maps decode to more than {lim.max_bytes} bytes; split the batch", "too_large")
         return nbytes

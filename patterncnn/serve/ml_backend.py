@@ -143,7 +143,7 @@ def _predict(parts: Parts, tasks: list[Task]) -> list[np.ndarray | None]:
             seps += batch.seps
         probs = [None] * len(chunk)
         if good:
-            chunk_probs = parts.classifier.predict(maps, seps)
+            chunk_probs = parts.probabilities(maps, seps)
             for k, p, ok in zip(good, chunk_probs, scorable(chunk_probs)):
                 if ok:
                     probs[k] = p

@@ -16,8 +16,8 @@ class ServeSettings:
         max_body_bytes: the largest request body.
         max_json_bytes: the largest JSON body (at most ``max_body_bytes``: a larger value is lowered to it);
             ``/predict`` takes up to ``max_body_bytes``, the JSON values in it bounded as in a body of this size.
-        max_decoded_bytes: the most bytes the maps of one request may decode to (an .npz is
-            refused on its declared sizes before it is inflated).
+        max_decoded_bytes: the most bytes the maps of one request may decode to, counted as float32 (an .npz
+            is refused on its declared sizes before it is inflated).
         header_timeout: a client must send a request's headers within this time.
         body_timeout: a client must send a request's body within this time.
         shutdown_grace: on SIGTERM, running requests get this long to finish; the rest are answered 503 (a
@@ -54,7 +54,8 @@ class ServeSettings:
 
     @property
     def read_limits(self) -> ReadLimits:
-        return ReadLimits(max_t=self.max_t, max_maps=self.max_batch, max_bytes=self.max_decoded_bytes)
+        # counted as the float32 the classifier gets: a float16 or uint8 body is converted before it is classified
+        return ReadLimits(max_t=self.max_t, max_maps=self.max_batch, max_bytes=self.max_decoded_bytes, min_itemsize=4)
 
 
 def check_token(token: str) -> None:

@@ -17,7 +17,7 @@ import anyio
 import numpy as np
 from fastapi import Request
 
-from ..classifier.classify import TOO_LARGE, scorable
+from ..classifier.classify import BATCH_BYTES, TOO_LARGE, scorable
 from ..core.arrayfile import ReadLimits
 from .errors import BadInput
 from .settings import ServeSettings
@@ -86,9 +86,16 @@ class Parts:
         return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=self.limiter,
                                               abandon_on_cancel=True)
 
+    def probabilities(self, maps: list[np.ndarray], seps: list | None) -> np.ndarray:
+        """(N, 5) probabilities, the maps classified ``BATCH_BYTES`` (float32) at a time."""
+        if not maps:
+            return np.zeros((0, 5), dtype=np.float32)
+        return np.concatenate([self.classifier.predict(maps[i:j], seps[i:j] if seps else None)
+                               for i, j in chunks(maps, BATCH_BYTES)])
+
     def predict(self, ids: list[str], maps: list[np.ndarray], seps: list | None) -> np.ndarray:
         """(N, 5) probabilities; 422 naming the maps the classifier cannot score (values near float32's limit)."""
-        probs = self.classifier.predict(maps, seps)
+        probs = self.probabilities(maps, seps)
         bad = [k for k, ok in zip(ids, scorable(probs)) if not ok]
         if bad:
             raise BadInput(f"map(s) {', '.join(map(repr, bad[:10]))}: {TOO_LARGE}")
@@ -100,6 +107,19 @@ class Parts:
         self.projects[str(project)] = names
         while len(self.projects) > MAX_PROJECTS:
             self.projects.pop(next(iter(self.projects)))
+
+
+def chunks(maps: list[np.ndarray], most: int) -> list[tuple[int, int]]:
+    """(start, stop) of consecutive runs of ``maps`` of at most ``most`` float32 bytes (a larger map alone): the
+    classifier's copies of a request's maps are then bounded by one run, as in the CLI's ``classify_maps``."""
+    runs, start, size = [], 0, 0
+    for i, m in enumerate(maps):
+        nbytes = m.size * 4
+        if i > start and size + nbytes > most:
+            runs.append((start, i))
+            start, size = i, 0
+        size += nbytes
+    return runs + [(start, len(maps))] if maps else runs
 
 
 def get_parts(request: Request) -> Parts:

@@ -5,6 +5,7 @@ it), slow clients are cut off, and an unexpected error is a JSON 500 with one lo
 """
 
 import asyncio
+import io
 import json
 import logging
 import select
@@ -665,3 +666,37 @@ def test_two_content_types_are_refused_before_the_body_is_read(live):
                      b"Content-Type: application/octet-stream\r\nContent-Length: 20000000\r\n\r\n")
         reply = read_all(sock, within=10)  # nothing of the body is sent: a server waiting for it answers 408
     assert reply.startswith(b"HTTP/1.1 400") and b"more than one Content-Type header" in reply, reply[:300]
+
+
+# ---------------------------------------------------------------- review of `serve`: memory of one request
+
+
+def test_the_decoded_budget_counts_maps_as_float32(parts):
+    # 4 float16 maps of 64 x 64 store 32 kB and become 64 kB of float32: a 48 kB budget refuses them on their header
+    client = TestClient(create_app(ServeSettings(max_decoded_bytes=48_000), parts[0]), raise_server_exceptions=False)
+    buf = io.BytesIO()
+    np.save(buf, np.stack([pattern_map("diagonal", 64)] * 4).astype(np.float16))
+    refused(client.post("/v1/classify", content=buf.getvalue(), headers=BINARY), 413,
+            "the maps decode to more than 48000 bytes")
+    buf = io.BytesIO()
+    np.save(buf, np.stack([pattern_map("diagonal", 64)] * 2).astype(np.float16))
+    assert client.post("/v1/classify", content=buf.getvalue(), headers=BINARY).status_code == 200
+
+
+def test_a_request_s_maps_are_classified_in_chunks(parts, monkeypatch):
+    import patterncnn.serve.state as state
+
+    clf = parts[0]
+    client = TestClient(create_app(ServeSettings(), clf), raise_server_exceptions=False)
+    monkeypatch.setattr(state, "BATCH_BYTES", 2 * 64 * 64 * 4)  # two 64 x 64 maps per classifier call
+    sizes, predict = [], clf.predict
+    monkeypatch.setattr(clf, "predict", lambda maps, seps=None: sizes.append(len(maps)) or predict(maps, seps))
+    buf = io.BytesIO()
+    np.save(buf, np.stack([pattern_map(k, 64, 31) for k in ("diagonal", "vertical", "block", "diagonal", "vertical")]))
+    r = client.post("/v1/classify", content=buf.getvalue(), headers=BINARY)
+    assert r.status_code == 200 and [m["label"] for m in r.json()["results"]] == [
+        m["label"] for m in client.post("/v1/classify", content=buf.getvalue(), headers=BINARY).json()["results"]]
+    assert sizes[:3] == [2, 2, 1], sizes
+    sizes.clear()
+    r = client.post("/predict", json={"tasks": [a_task() | {"id": i} for i in range(3)]})  # 16 x 16: one call
+    assert r.status_code == 200 and sizes == [3], sizes
