@@ -95,10 +95,11 @@ class BoundedRequest(Request):
             parts = self.app.state.parts
             limit = parts.budget(self.scope.get("path", ""), JSON).body_bytes
             max_values = parts.settings.max_json_bytes // 4
-            if self.body_model is None:
-                self._json = await parts.run(parse_json, await self.body(), limit, max_values)
-            else:
-                self._json = await parts.run(parse_model, self.body_model, await self.body(), limit, max_values)
+            async with parts.body_slot(self):  # /predict's bodies may be larger than the JSON limit
+                if self.body_model is None:
+                    self._json = await parts.run(parse_json, await self.body(), limit, max_values)
+                else:
+                    self._json = await parts.run(parse_model, self.body_model, await self.body(), limit, max_values)
         return self._json
 
 

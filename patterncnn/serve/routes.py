@@ -79,9 +79,10 @@ async def classify(request: Request, parts: Parts = Depends(get_parts)) -> Class
     if media != JSON and media not in BINARY:
         raise BadInput(f"unsupported content type {request.headers.get('content-type', '')!r}: send "
                        f"application/json or application/octet-stream (.npy/.npz)", 415)
-    body = await request.body()
-    return ClassifyResponse(results=await parts.run(_classify, parts, media, body),
-                            model_version=parts.classifier.model_version)
+    async with parts.body_slot(request):
+        body = await request.body()
+        results = await parts.run(_classify, parts, media, body)
+    return ClassifyResponse(results=results, model_version=parts.classifier.model_version)
 
 
 def _classify(parts: Parts, media: str, body: bytes) -> list[dict]:

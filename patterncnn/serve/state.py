@@ -9,6 +9,7 @@ declared sizes before anything is inflated: :mod:`patterncnn.core.arrayfile`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 from typing import TYPE_CHECKING, Any, Callable
@@ -48,10 +49,13 @@ class Parts:
     encoder: Encoder | None = None  # None: no /v1/analyze
     limiter: anyio.CapacityLimiter = None
     projects: dict[str, tuple[str, str, tuple[str, ...]]] = dataclasses.field(default_factory=dict)
+    large_bodies: anyio.CapacityLimiter = None  # bodies over the JSON limit read (and worked on) at once
 
     def __post_init__(self):
         if self.limiter is None:
             self.limiter = anyio.CapacityLimiter(self.settings.workers)
+        if self.large_bodies is None:
+            self.large_bodies = anyio.CapacityLimiter(self.settings.workers)
         if self.encoder is not None:
             # Settle the fast tokenizer on the one setting every request uses (Encoder.tokenize) while one
             # thread has it: switching that setting while another thread encodes fails.
@@ -76,6 +80,15 @@ class Parts:
         else:
             body = s.max_json_bytes
         return Budget(body_bytes=body, text_chars=self.text_chars, decoded=s.read_limits)
+
+    def body_slot(self, request: Request) -> contextlib.AbstractAsyncContextManager:
+        """What a request holds while its body is read and worked on: for a body over the JSON limit (or of unknown
+        length), one of ``workers`` slots, so that at most that many large bodies are in memory at once; a small
+        body needs none."""
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) <= self.settings.max_json_bytes:
+            return contextlib.nullcontext()
+        return self.large_bodies
 
     async def run(self, fn: Callable, *args) -> Any:
         """``fn(*args)`` off the event loop, at most ``settings.workers`` at once (decoding and inference).

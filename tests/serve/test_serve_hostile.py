@@ -700,3 +700,27 @@ def test_a_request_s_maps_are_classified_in_chunks(parts, monkeypatch):
     sizes.clear()
     r = client.post("/predict", json={"tasks": [a_task() | {"id": i} for i in range(3)]})  # 16 x 16: one call
     assert r.status_code == 200 and sizes == [3], sizes
+
+
+def test_large_bodies_are_read_at_most_workers_at_once(parts):
+    # Every upload in flight kept its whole body in memory (x12 250 MB bodies: 5.5 GB). A body over the JSON limit
+    # now waits for one of `workers` slots: here one, held by a stalled upload until its 408 (2 s).
+    settings = ServeSettings(workers=1, max_json_bytes=1000, header_timeout=5.0, body_timeout=2.0)
+    buf = io.BytesIO()
+    np.save(buf, pattern_map("diagonal", 32)[None])
+    npy = buf.getvalue()
+    assert len(npy) > settings.max_json_bytes
+    with live_server(create_app(settings, parts[0]), settings) as url:
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as stalled:
+            stalled.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+                            b"Content-Length: %d\r\n\r\n" % len(npy) + npy[:100])
+            time.sleep(0.3)  # the stalled upload holds the slot
+            with httpx.Client(base_url=url, timeout=30) as c:
+                t0 = time.perf_counter()
+                r = c.post("/v1/classify", content=npy, headers=BINARY)
+                waited = time.perf_counter() - t0
+                small = c.post("/v1/classify", json={"map": [[0.9, 0.1], [0.1, 0.9]]})  # no slot needed
+            assert read_all(stalled, within=10).startswith(b"HTTP/1.1 408")
+    assert r.status_code == 200 and small.status_code == 200, (r.text, small.text)
+    assert waited > 1.0, waited
