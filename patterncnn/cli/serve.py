@@ -25,7 +25,8 @@ def register(sub) -> None:
                    help="decoding and inference calls at once (default: %(default)s)")
     p.add_argument("--max-t", type=positive_int, default=512, help="largest map side accepted (default: %(default)s)")
     p.add_argument("--max-batch", type=positive_int, default=1024, help="most maps per request (default: %(default)s)")
-    p.add_argument("--max-body-mb", type=positive_int, default=256, help="largest request body; JSON bodies other than /predict's also at most 16 "
+    p.add_argument("--max-body-mb", type=positive_int, default=256,
+                   help="largest request body, in MiB; JSON bodies other than /predict's at most 16 MiB as well "
                         "(default: %(default)s)")
     p.add_argument("--cors-origin", action="append", help="allow this browser origin (CORS is off by default)")
     p.add_argument("--shutdown-grace", type=float, default=1.0,
