@@ -29,6 +29,7 @@ from typing import Callable, Iterator, Protocol
 import numpy as np
 import torch
 
+from ..core import args
 from ..core.fileio import public_fingerprint, public_path, public_source, sha256_file, weights_id
 from ..core.glue import GlueSplit
 from ..core.labels import LABELS
@@ -354,8 +355,8 @@ def finished_earlier(dest: Path, encoder: Encoder, classifier: Classifier, split
             and (not save_maps or (dest / "maps").is_dir()))
     if not same:
         return None
-    log.warning("kept the finished census of %s in %s (made with these arguments); --overwrite recomputes it",
-                encoder.name, dest)
+    log.warning("%s", args.spelled(f"kept the finished census of {encoder.name} in {dest} (made with these arguments); "
+                                   f"--overwrite recomputes it"))
     return done
 
 

@@ -12,7 +12,9 @@ from .common import (
     add_overwrite,
     connect,
     fold_count,
+    given,
     glue_dir,
+    in_path,
     non_negative_int,
     out_path,
     positive_int,
@@ -36,11 +38,11 @@ def register(sub) -> None:
     asub = p.add_subparsers(dest="adapt_command", metavar="STEP", required=True)
     q = asub.add_parser("start", help="sample uniformly drawn maps of the encoder and push them for labelling")
     add_model_args(q)
-    q.add_argument("--project", required=True, help="Label Studio project title (created if missing)")
+    q.add_argument("--project", type=given, required=True, help="Label Studio project title (created if missing)")
     q.add_argument("--out", type=out_path, required=True, help="folder of this adaptation (maps/, then labels/ and classifier/)")
     q.add_argument("--maps", type=positive_int, default=None,
                    help=f"maps to label, spread over the tasks (default: {DEFAULT_MAPS})")
-    q.add_argument("--task", action="append", help=f"GLUE tasks to draw from (default: {', '.join(TASKS)})")
+    q.add_argument("--task", type=given, action="append", help=f"GLUE tasks to draw from (default: {', '.join(TASKS)})")
     q.add_argument("--annotators", type=positive_int, default=None,
                    help="annotators per map (one account each; with 3, ties and slips are outvoted) (default: as "
                         "the project has it, 1 for a new one; pushing OUT's maps again: as OUT/project.json records)")
@@ -48,14 +50,15 @@ def register(sub) -> None:
     add_glue_args(q)
     q.set_defaults(func=run_start)
     q = asub.add_parser("finish", help="pull the labels, fine-tune on the shipped set plus them, validate, export")
-    q.add_argument("--project", help="Label Studio project title or id (default: the one `adapt start` pushed to, "
-                                     "recorded in OUT/project.json)")
-    q.add_argument("--from-file", help="a Label Studio JSON export instead of the server")
+    q.add_argument("--project", type=given,
+                   help="Label Studio project title or id (default: the one `adapt start` pushed to, "
+                        "recorded in OUT/project.json)")
+    q.add_argument("--from-file", type=in_path, help="a Label Studio JSON export instead of the server")
     q.add_argument("--out", type=out_path, required=True, help="the folder `adapt start` wrote")
-    q.add_argument("--annotations", action="append", default=None,
+    q.add_argument("--annotations", type=in_path, action="append", default=None,
                    help="the labelled set(s) the classifier was trained on (default: those its metrics.json names; for the "
                         "shipped one annotations and annotations/round8-e5-uniform, from a clone)")
-    q.add_argument("--checkpoint", default="models/patterncnn.pt",
+    q.add_argument("--checkpoint", type=in_path, default="models/patterncnn.pt",
                    help="the classifier to adapt (default: %(default)s, the shipped one, in a clone)")
     q.add_argument("--epochs", type=non_negative_int, default=20,
                    help="fine-tuning epochs per fit (default: %(default)s); 0 keeps the classifier's weights and only "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_classifier_args, add_overwrite, classifier, out_path, text
+from .common import add_classifier_args, add_overwrite, classifier, model_name, out_path, text
 
 
 def register(sub) -> None:
@@ -10,7 +10,8 @@ def register(sub) -> None:
                        description="Run the encoder on one input and classify every head's map; print the grid "
                                    "(and write it as a figure with --out).")
     p.add_argument("text", nargs="+", type=text, help="a sentence, or two sentences for a pair")
-    p.add_argument("--model", default="minilm", help="encoder (default: %(default)s, the embedded all-MiniLM-L6-v2)")
+    p.add_argument("--model", type=model_name, default="minilm",
+                   help="encoder (default: %(default)s, the embedded all-MiniLM-L6-v2)")
     p.add_argument("--max-length", type=int, default=128, help="(default: %(default)s)")
     add_classifier_args(p)
     p.add_argument("--out", type=out_path, help="write the grid figure to this PNG")

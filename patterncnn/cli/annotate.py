@@ -12,11 +12,12 @@ from .common import (
     add_labelled_args,
     add_overwrite,
     connect,
+    given,
+    in_path,
     labelled_set,
     out_path,
     positive_int,
     seed,
-    text,
 )
 
 
@@ -33,11 +34,12 @@ def register(sub) -> None:
                         description="Create or reuse a project and import maps from a map store (or plain .npz) as "
                                     "tasks; map ids already in the project are skipped. Images are embedded in the "
                                     "tasks as PNG data URIs, so a stock server needs no storage setup.")
-    q.add_argument("maps", help="map store folder (from `patterncnn sample`) or a plain .npz")
-    q.add_argument("--project", type=text, required=True, help="project title (created if missing) or id")
+    q.add_argument("maps", type=in_path, help="map store folder (from `patterncnn sample`) or a plain .npz")
+    q.add_argument("--project", type=given, required=True, help="project title (created if missing) or id")
     q.add_argument("--pre", choices=("rule", "none"), default="rule",
                    help="pre-annotate with the feature rule, or not at all (default: %(default)s)")
-    q.add_argument("--classifier", help="pre-annotate with a trained classifier instead (models/patterncnn.onnx)")
+    q.add_argument("--classifier", type=in_path,
+                   help="pre-annotate with a trained classifier instead (models/patterncnn.onnx)")
     q.add_argument("--order", choices=("store", "uncertain"), default="store",
                    help="'uncertain': push the maps the predictor is least sure about first (default: %(default)s)")
     q.add_argument("--limit", type=positive_int, help="push at most this many new maps")
@@ -48,7 +50,7 @@ def register(sub) -> None:
     q = asub.add_parser("sheets", help="render maps as numbered contact sheets, to look through a batch by eye",
                         description="Render maps as PNG contact sheets (per-map colour scale, [SEP] lines), each "
                                     "map captioned with a running number; index.json maps numbers to map ids.")
-    q.add_argument("maps", nargs="+", help="map store folder(s) or .npz file(s)")
+    q.add_argument("maps", type=in_path, nargs="+", help="map store folder(s) or .npz file(s)")
     q.add_argument("--out", type=out_path, required=True, help="folder for sheet-NNN.png and index.json")
     q.add_argument("--per-sheet", type=positive_int, default=16, help="(default: %(default)s)")
     q.add_argument("--shuffle", type=seed, metavar="SEED", help="shuffle the maps with this seed first")
@@ -64,7 +66,7 @@ def _register_annotators(asub) -> None:
                                     "sees another's labels; predictions are hidden too unless --show-predictions. "
                                     "Prints the sign-up link to send to each annotator (one account each) and the "
                                     "current members.")
-    q.add_argument("--project", type=text, required=True, help="project title or id")
+    q.add_argument("--project", type=given, required=True, help="project title or id")
     q.add_argument("--per-task", type=int, default=3, help="annotators per task (default: %(default)s)")
     q.add_argument("--show-predictions", action="store_true", help="show the pre-annotations to annotators")
     add_connection_args(q)
@@ -74,18 +76,18 @@ def _register_annotators(asub) -> None:
                                           "kappa)",
                         description="Pairwise Cohen's kappa, Fleiss' kappa and the confusion between raters, each "
                                     "rater and each pre-annotation source against the resolved labels.")
-    q.add_argument("annotations", help="a labelled set written by `annotate pull` (with votes.csv)")
+    q.add_argument("annotations", type=in_path, help="a labelled set written by `annotate pull` (with votes.csv)")
     q.add_argument("--raters", choices=("annotator", "pass"), default="annotator",
                    help="'pass': an annotator's 1st, 2nd, ... annotation of a map count as separate raters "
                         "(self-agreement across passes) (default: %(default)s)")
     q.add_argument("--by-encoder", action="store_true",
                    help="also report each encoder family's maps on their own (fine-tunes count with their base)")
-    q.add_argument("--against", metavar="REFERENCE",
+    q.add_argument("--against", type=in_path, metavar="REFERENCE",
                    help="another labelled set of the same maps (e.g. annotations/): score this set's resolved "
                         "labels and each of its raters against the reference's labels, always per encoder family "
                         "and over all (a test-retest of the labels); the report is then this comparison only, "
                         "with --raters applied to both sets")
-    q.add_argument("--classifier", metavar="ONNX",
+    q.add_argument("--classifier", type=in_path, metavar="ONNX",
                    help="with --against: also score this classifier's out-of-fold predictions (stored with it by "
                         "`patterncnn train`) against both sets' labels")
     q.add_argument("--out", type=out_path, help="also write the report as JSON")
@@ -100,10 +102,11 @@ def _register_pull(asub) -> None:
                                     "predictions.csv), each map's label is resolved from all its annotators "
                                     "(labels.csv), and the labelled maps are added to maps/. Nothing already there "
                                     "is dropped unless --replace.")
-    q.add_argument("--project", type=text, help="project title or id")
-    q.add_argument("--maps", action="append", help="map store(s) the tasks were pushed from (repeatable); needed "
-                                                   "unless the set's maps/ already holds every labelled map")
-    q.add_argument("--from-file", help="a JSON export (plain or .json.gz) instead of a server")
+    q.add_argument("--project", type=given, help="project title or id")
+    q.add_argument("--maps", type=in_path, action="append",
+                   help="map store(s) the tasks were pushed from (repeatable); needed "
+                        "unless the set's maps/ already holds every labelled map")
+    q.add_argument("--from-file", type=in_path, help="a JSON export (plain or .json.gz) instead of a server")
     q.add_argument("--out", type=out_path, default="annotations", help="the labelled set to merge into (default: %(default)s)")
     q.add_argument("--resolve", choices=METHODS,
                    help="how annotators' labels become one label per map: the most votes; Dawid-Skene; or the "
@@ -112,9 +115,9 @@ def _register_pull(asub) -> None:
     q.add_argument("--replace", action="store_true",
                    help="make the set exactly this export's labels; prints what is dropped (try with --dry-run)")
     q.add_argument("--dry-run", action="store_true", help="report what the pull would change; write nothing")
-    q.add_argument("--annotator", type=text, action="append", default=[], metavar="ID=EMAIL",
+    q.add_argument("--annotator", type=given, action="append", default=[], metavar="ID=EMAIL",
                    help="name a Label Studio user that the export gives only by id (repeatable)")
-    q.add_argument("--server", metavar="NAME",
+    q.add_argument("--server", type=given, metavar="NAME",
                    help="the name recorded as the rows' server (their origin, with project and task): default the "
                         "URL pulled from; with --from-file, name the server the export came from (default: none, "
                         "the origin of sets pulled before servers were recorded)")

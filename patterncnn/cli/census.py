@@ -15,7 +15,10 @@ from .common import (
     add_tasks_arg,
     classifier,
     device,
+    given,
     glue_dir,
+    in_path,
+    model_name,
     out_path,
     positive_int,
     progress,
@@ -33,11 +36,12 @@ def register(sub) -> None:
                                    "more examples cannot narrow its interval much. `--compare A B` compares two "
                                    "finished censuses.")
     add_tasks_arg(p)
-    p.add_argument("--model", action="append", help="encoder (repeatable; two models are compared). Default: minilm")
+    p.add_argument("--model", type=model_name, action="append",
+                   help="encoder (repeatable; two models are compared). Default: minilm")
     p.add_argument("--max-length", type=positive_int, default=128, help="(default: %(default)s)")
     p.add_argument("--limit", type=int, default=1000,
                    help="examples per task, as in the paper; with --precision, the most (default: %(default)s)")
-    p.add_argument("--precision", metavar="P|Fx", default=None,
+    p.add_argument("--precision", type=given, metavar="P|Fx", default=None,
                    help="stop each task once the examples' part of its 95%% interval is within P share points on "
                         "every pattern (e.g. 1), or within a fraction F of the classifier's part (e.g. 0.33x: a third "
                         "of its band); examples are taken in a seeded random order and checked after each window of "
@@ -59,12 +63,13 @@ def register(sub) -> None:
                    help="how the encoder's forward pass runs: torch (HF fp32 eager, the reference), onnx (exported "
                         "once to onnxruntime) or compile (torch.compile); each keeps the census within 0.5 points "
                         "of fp32 (docs/pages/commands/census.md, 'Faster census') (default: %(default)s, the fastest)")
-    p.add_argument("--ray", metavar="auto|local|ADDRESS", default=None,
+    p.add_argument("--ray", type=given, metavar="auto|local|ADDRESS", default=None,
                    help="run on a Ray cluster (the extra patterncnn[ray]): 'auto' joins the cluster this machine "
                         "belongs to (`ray start`), 'local' starts one here, or give the head's HOST:PORT")
     p.add_argument("--workers", type=positive_int, default=None,
                    help="Ray workers (actors, each with --threads CPUs); default: as many as the cluster's CPUs fit")
-    p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two census results (folders or json)")
+    p.add_argument("--compare", type=in_path, nargs=2, metavar=("A", "B"),
+                   help="compare two census results (folders or json)")
     p.add_argument("--report", action="store_true",
                    help="also write OUT/report.html, the self-contained HTML report (`patterncnn report`)")
     add_device_arg(p, classifier=True)

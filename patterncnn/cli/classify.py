@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import add_classifier_args, add_overwrite, classifier, out_path
+from .common import add_classifier_args, add_overwrite, classifier, in_path, out_path
 
 
 def register(sub) -> None:
@@ -14,7 +14,7 @@ def register(sub) -> None:
                                    "{id, label, probs}. Invalid maps (non-square, empty, NaN/inf, negative, "
                                    "separators outside the map, values too large to score) get an error line and "
                                    "are reported; maps whose rows do not sum to ~1 are classified and flagged.")
-    p.add_argument("maps", help="map store folder, .npz or .npy file")
+    p.add_argument("maps", type=in_path, help="map store folder, .npz or .npy file")
     p.add_argument("--out", type=out_path, required=True, help="output .jsonl, or - for standard output")
     add_overwrite(p, "file")
     add_classifier_args(p)

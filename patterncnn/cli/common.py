@@ -83,6 +83,31 @@ def check_text(value: str, what: str) -> None:
                          f"UTF-8 encoded") from None
 
 
+def given(value: str) -> str:
+    """argparse type of a value that must not be empty (a task, a project, a token, a URL): valid UTF-8 text
+    (:func:`text`). An empty one is most often an unset shell variable (``--project "$PROJECT"``), and taken as it
+    is it would mean something else (the working folder, the default)."""
+    if not value:
+        raise argparse.ArgumentTypeError("is empty (an unset shell variable?); give a value")
+    return text(value)
+
+
+def model_name(value: str) -> str:
+    """argparse type of an encoder (``--model``, ``drift A B``): not empty."""
+    if not value:
+        raise argparse.ArgumentTypeError("is empty (an unset shell variable?); give an encoder: a short name "
+                                         "(minilm, mpnet, e5), a Hugging Face hub id or a local folder")
+    return value
+
+
+def in_path(value: str) -> str:
+    """argparse type of a file or folder a command reads: not empty (an empty path would be read as the working
+    folder, or taken for "not given")."""
+    if not value:
+        raise argparse.ArgumentTypeError("is an empty path (an unset shell variable?); give a file or folder")
+    return value
+
+
 def out_path(value: str) -> str:
     """argparse type of every --out: a path, not empty (an empty one would write into the working folder while the
     messages named files at the filesystem's root)."""
@@ -108,7 +133,7 @@ def progress():
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="minilm",
+    p.add_argument("--model", type=model_name, default="minilm",
                    help="Hugging Face encoder: hub id (bert-base-uncased), local folder, or an embedded one that "
                         "works offline: 'minilm' (all-MiniLM-L6-v2), 'mpnet' (all-mpnet-base-v2, the extra "
                         "patterncnn[mpnet]) or 'e5' (multilingual-e5-small from dequantised 4-bit weights, the extra "
@@ -121,19 +146,20 @@ def add_tasks_arg(p: argparse.ArgumentParser, required: bool = False) -> None:
     """``--task`` (repeatable) of the commands that read GLUE dev sets, ``all`` named with what it covers."""
     from ..core.glue import expand_tasks
 
-    p.add_argument("--task", action="append", default=[], required=required,
+    p.add_argument("--task", type=given, action="append", default=[], required=required,
                    help=f"GLUE task (repeatable), or 'all' ({' '.join(expand_tasks(['all']))})")
 
 
 def add_glue_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--glue-dir", default=None,
+    p.add_argument("--glue-dir", type=in_path, default=None,
                    help="a glue_data folder (SST-2/dev.tsv, ...); default: $GLUE_DIR, else the Hugging Face "
                         "dataset nyu-mll/glue through `datasets` (needs internet)")
     p.add_argument("--seed", type=seed, default=0, help="sampling seed (default: %(default)s)")
 
 
 def add_classifier_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--classifier", default=None, help="ONNX classifier (default: the shipped patterncnn.onnx)")
+    p.add_argument("--classifier", type=in_path, default=None,
+                   help="ONNX classifier (default: the shipped patterncnn.onnx)")
     p.add_argument("--threads", type=positive_int, default=2,
                    help="onnxruntime (and torch) threads (default: %(default)s)")
 
@@ -211,7 +237,7 @@ def classifier(args):
 
 def add_labelled_args(p: argparse.ArgumentParser, what: str) -> None:
     """--labelled-set and --skip-labelled: maps already labelled in the set the new labels will join."""
-    p.add_argument("--labelled-set", metavar="SET",
+    p.add_argument("--labelled-set", type=in_path, metavar="SET",
                    help="the labelled set the new labels will be pulled into: maps it already labels are reported "
                         "(default: annotations, when that folder holds one)")
     p.add_argument("--skip-labelled", action="store_true", help=f"{what} the maps the labelled set already labels")
@@ -232,8 +258,8 @@ def labelled_set(args) -> tuple[str | None, set[str]]:
 
 def add_connection_args(q) -> None:
     """--url and --api-key of a Label Studio server (annotate, adapt)."""
-    q.add_argument("--url", type=text, help="Label Studio URL (default: $LABEL_STUDIO_URL)")
-    q.add_argument("--api-key", type=text, help="Label Studio API token (default: $LABEL_STUDIO_API_KEY)")
+    q.add_argument("--url", type=given, help="Label Studio URL (default: $LABEL_STUDIO_URL)")
+    q.add_argument("--api-key", type=given, help="Label Studio API token (default: $LABEL_STUDIO_API_KEY)")
 
 
 def connect(args):

@@ -8,6 +8,7 @@ from .common import (
     add_model_args,
     add_overwrite,
     device,
+    given,
     glue_dir,
     out_path,
     positive_int,
@@ -22,7 +23,7 @@ def register(sub) -> None:
                                    "tokens (the paper's definition, not head_mask). Reports the task's metric against "
                                    "the undisabled model with a paired bootstrap 95% interval on each change. "
                                    "Resumable: re-run the same command after an interruption.")
-    p.add_argument("--task", required=True, help="GLUE task the model was fine-tuned on, e.g. rte")
+    p.add_argument("--task", type=given, required=True, help="GLUE task the model was fine-tuned on, e.g. rte")
     p.add_argument("--limit", type=positive_int, default=None,
                    help="score on a seeded sample of this many dev examples (default: all)")
     p.add_argument("--out", type=out_path, default=None, help="output folder (default: runs/disable-<task>)")

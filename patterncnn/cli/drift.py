@@ -9,6 +9,7 @@ from .common import (
     add_tasks_arg,
     device,
     glue_dir,
+    model_name,
     out_path,
     positive_int,
     progress,
@@ -22,8 +23,8 @@ def register(sub) -> None:
                                    "fine-tune) over each task's dev set and report, per layer x head, the cosine "
                                    "similarity of their flattened attention maps averaged over examples: a heatmap "
                                    "per task, CSV and JSON. Resumable.")
-    p.add_argument("model_a", metavar="A", help="first encoder (e.g. minilm)")
-    p.add_argument("model_b", metavar="B", help="second encoder (e.g. models-ft/minilm-rte)")
+    p.add_argument("model_a", type=model_name, metavar="A", help="first encoder (e.g. minilm)")
+    p.add_argument("model_b", type=model_name, metavar="B", help="second encoder (e.g. models-ft/minilm-rte)")
     add_tasks_arg(p, required=True)
     p.add_argument("--limit", type=positive_int, default=1000, help="examples per task (default: %(default)s)")
     p.add_argument("--max-length", type=positive_int, default=128, help="(default: %(default)s)")

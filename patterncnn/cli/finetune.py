@@ -8,6 +8,7 @@ from .common import (
     add_glue_args,
     add_model_args,
     add_overwrite,
+    given,
     glue_dir,
     out_path,
     positive_float,
@@ -23,7 +24,7 @@ def register(sub) -> None:
                                    "accepts. Defaults are the paper's: batch 32, 3 epochs, lr 2e-5. Saves checkpoints "
                                    "into OUT/.work as it trains: an interrupted run resumes when run again with the "
                                    "same arguments.")
-    p.add_argument("--task", required=True, help="GLUE task, e.g. sst2, rte, stsb")
+    p.add_argument("--task", type=given, required=True, help="GLUE task, e.g. sst2, rte, stsb")
     p.add_argument("--out", type=out_path, required=True, help="folder to write the fine-tuned model to")
     add_overwrite(p, "model, or an unfinished fine-tune of other arguments or of another task,")
     p.add_argument("--batch-size", type=positive_int, default=32, help="(default: %(default)s)")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_overwrite, out_path, positive_int, seed
+from .common import add_overwrite, given, in_path, out_path, positive_int, seed
 
 
 def register(sub) -> None:
@@ -11,10 +11,12 @@ def register(sub) -> None:
                                    "result and a disable result of one task; test whether disabling heterogeneous "
                                    "heads costs more than disabling vertical ones (permutation test over heads). Writes "
                                    "link.csv, link.json and link.png (scatter plots).")
-    p.add_argument("--task", required=True, help="GLUE task, present in all three results")
-    p.add_argument("--census", required=True, help="census folder or census.json (`patterncnn census`)")
-    p.add_argument("--disable", required=True, help="disable folder or disable.json (`patterncnn disable`)")
-    p.add_argument("--drift", default=None, help="drift folder or drift.json (`patterncnn drift`); optional")
+    p.add_argument("--task", type=given, required=True, help="GLUE task, present in all three results")
+    p.add_argument("--census", type=in_path, required=True, help="census folder or census.json (`patterncnn census`)")
+    p.add_argument("--disable", type=in_path, required=True,
+                   help="disable folder or disable.json (`patterncnn disable`)")
+    p.add_argument("--drift", type=in_path, default=None,
+                   help="drift folder or drift.json (`patterncnn drift`); optional")
     p.add_argument("--permutations", type=positive_int, default=10000, help="(default: %(default)s)")
     p.add_argument("--seed", type=seed, default=0, help="(default: %(default)s)")
     p.add_argument("--out", type=out_path, default="runs/link", help="output folder (default: %(default)s)")

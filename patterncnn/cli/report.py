@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_overwrite, out_path
+from .common import add_overwrite, in_path, out_path
 
 
 def register(sub) -> None:
@@ -15,10 +15,11 @@ def register(sub) -> None:
                                    "--with (results beside the census folder are not searched). One file, everything inline, "
                                    "no network. A RUN_DIR of several censuses (census --model A --model B) gets one "
                                    "report per census.")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a census folder (census --out), or its census.json")
+    p.add_argument("run_dir", type=in_path, metavar="RUN_DIR",
+                   help="a census folder (census --out), or its census.json")
     p.add_argument("--out", type=out_path, default=None, help="the HTML file (default: RUN_DIR/report.html; one census only)")
     add_overwrite(p, "report.html")
-    p.add_argument("--with", dest="extra", action="append", default=[], metavar="PATH",
+    p.add_argument("--with", type=in_path, dest="extra", action="append", default=[], metavar="PATH",
                    help="a drift, special-tokens, disable or link result folder (or JSON) to show too (repeatable)")
     p.set_defaults(func=run)
 

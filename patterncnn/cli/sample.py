@@ -10,6 +10,7 @@ from .common import (
     add_labelled_args,
     add_model_args,
     add_overwrite,
+    given,
     glue_dir,
     labelled_set,
     out_path,
@@ -25,7 +26,7 @@ def register(sub) -> None:
                        help="sample attention maps from GLUE inputs for annotation (map store + PNGs)",
                        description="Sample random (example, layer, head) maps from GLUE inputs, stratified so "
                                    "every layer is represented; write a map store and one PNG per map.")
-    p.add_argument("--task", action="append", required=True,
+    p.add_argument("--task", type=given, action="append", required=True,
                    help="GLUE task (repeat for several): cola, sst2, mrpc, stsb, qqp, mnli, mnli-mm, qnli, rte, wnli")
     p.add_argument("--per-task", type=positive_int, default=50, help="maps per task (default: %(default)s)")
     p.add_argument("--out", type=out_path, required=True, help="output folder for the map store")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 
-from .common import add_classifier_args, classifier, port, positive_int, text
+from .common import add_classifier_args, classifier, given, model_name, port, positive_int
 
 
 def register(sub) -> None:
@@ -14,13 +14,14 @@ def register(sub) -> None:
                                    "Studio ML backend protocol (/setup, /predict); the OpenAPI spec at /openapi.json. "
                                    "Binds to 127.0.0.1 by default. With --api-token or PATTERNCNN_API_TOKEN every "
                                    "path but /health and /webhook needs it; a non-loopback --host needs one.")
-    p.add_argument("--host", default="127.0.0.1", help="(default: %(default)s)")
+    p.add_argument("--host", type=given, default="127.0.0.1", help="(default: %(default)s)")
     p.add_argument("--port", type=port, default=9090, help="(default: %(default)s)")
-    p.add_argument("--model", default="minilm", help="encoder for /v1/analyze (default: %(default)s)")
+    p.add_argument("--model", type=model_name, default="minilm", help="encoder for /v1/analyze (default: %(default)s)")
     p.add_argument("--no-encoder", action="store_true", help="serve maps only; do not load an encoder")
     p.add_argument("--max-length", type=positive_int, default=128, help="(default: %(default)s)")
     add_classifier_args(p)
-    p.add_argument("--api-token", type=text, default=None, help="require this bearer token (default: $PATTERNCNN_API_TOKEN)")
+    p.add_argument("--api-token", type=given, default=None,
+                   help="require this bearer token (default: $PATTERNCNN_API_TOKEN)")
     p.add_argument("--workers", type=positive_int, default=2,
                    help="decoding and inference calls at once (default: %(default)s)")
     p.add_argument("--max-t", type=positive_int, default=512, help="largest map side accepted (default: %(default)s)")
@@ -28,7 +29,8 @@ def register(sub) -> None:
     p.add_argument("--max-body-mb", type=positive_int, default=256,
                    help="largest request body, in MiB; JSON bodies other than /predict's at most 16 MiB as well "
                         "(default: %(default)s)")
-    p.add_argument("--cors-origin", action="append", help="allow this browser origin (CORS is off by default)")
+    p.add_argument("--cors-origin", type=given, action="append",
+                   help="allow this browser origin (CORS is off by default)")
     p.add_argument("--shutdown-grace", type=float, default=1.0,
                    help="seconds running requests get to finish on SIGTERM; the rest are answered 503 (those "
                         "still sending their body are disconnected) "

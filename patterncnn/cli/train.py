@@ -7,6 +7,7 @@ from .common import (
     add_overwrite,
     cnn_config,
     fold_count,
+    in_path,
     non_negative_float,
     out_path,
     positive_float,
@@ -22,13 +23,13 @@ def register(sub) -> None:
                        description="Cross-validate (stratified, grouped by input example) the CNN and feature "
                                    "baselines on a labelled set, fit the final model, export ONNX with a parity "
                                    "check and write the model card.")
-    p.add_argument("--annotations", action="append", default=None,
+    p.add_argument("--annotations", type=in_path, action="append", default=None,
                    help="labelled set from `annotate pull`; repeat it to train on several sets at once (each keeps "
                         "its own resolved labels; e.g. the shipped annotations plus your own) (default: annotations)")
     p.add_argument("--out", type=out_path, default="models", help="output folder (default: %(default)s)")
     add_overwrite(p, "classifier")
     add_cnn_args(p)
-    p.add_argument("--init", default=None, metavar="CKPT",
+    p.add_argument("--init", type=in_path, default=None, metavar="CKPT",
                    help="start every fit (folds, leave one encoder out, the final fit) from a CNN pretrained on "
                         "synthetic maps by `patterncnn pretrain` (the shipped one: models/pretrained-synthetic.pt) "
                         "instead of a random initialisation (default: random)")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_classifier_args, add_overwrite, classifier, out_path, seed
+from .common import add_classifier_args, add_overwrite, classifier, in_path, out_path, seed
 
 
 def register(sub) -> None:
@@ -17,7 +17,7 @@ def register(sub) -> None:
                                    "against its hand labels (macro-F1, accuracy, kappa, per encoder; all maps, "
                                    "uniformly drawn or not).")
     add_classifier_args(p)
-    p.add_argument("--annotations", default=None,
+    p.add_argument("--annotations", type=in_path, default=None,
                    help="an independent labelled set whose maps never trained this classifier: its uniformly "
                         "drawn maps validate the share estimators, and all its maps score the classifier's labels "
                         "(default: cross-validated on the classifier's stored out-of-fold rows)")

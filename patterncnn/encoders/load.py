@@ -440,7 +440,7 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
     if getattr(config, "model_type", "") in _OFFSET_POSITIONS:
         cap -= 2
     if max_length > cap:
-        log.warning("max_length %d is over %s's limit; using %d", max_length, name, cap)
+        log.warning("%s", args.spelled(f"--max-length {max_length} is over {name}'s limit; using {cap}"))
         max_length = cap
     if max_length < args.MIN_TOKENS:  # the model's own limit, under the checked max_length
         raise EncoderError(f"{name!r} takes at most {max_length} tokens, fewer than the {args.MIN_TOKENS} an input needs")

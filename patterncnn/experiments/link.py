@@ -130,7 +130,8 @@ def check_inputs(census: dict, drift: dict | None, disable: dict, task: str) -> 
     if len(set(counts.values())) > 1:
         notes.append("the results were computed on different numbers of dev examples (" + ", ".join(
             f"{k} {v}" for k, v in counts.items()) + "): each head's pattern, drift and drop are estimated on "
-            "different inputs; give each command the same --limit and --seed to compare them on the same examples")
+            "different inputs; run census, drift and disable with the same number of examples and seed (--limit and "
+            "--seed; limit= and seed= from Python) to compare them on the same examples")
     return notes
 
 

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+import patterncnn
 from patterncnn.core.glue import Example
 from patterncnn.encoders.load import EncoderError, load_encoder
 
@@ -53,9 +54,15 @@ def test_streams_many_examples_in_bucketed_batches(tiny_bert):
     assert sorted(seen) == list(range(50))
 
 
-def test_max_length_capped_by_model(tiny_bert):
-    enc = load_encoder(str(tiny_bert), max_length=10_000)
+def test_max_length_capped_by_model(tiny_bert, caplog):
+    with caplog.at_level("WARNING"):
+        enc = load_encoder(str(tiny_bert), max_length=10_000)
     assert enc.max_length == 64
+    assert f"--max-length 10000 is over {tiny_bert}'s limit; using 64" in caplog.text  # as the command line has it
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert patterncnn.load_encoder(str(tiny_bert), max_length=10_000).max_length == 64
+    assert "max_length=10000 is over" in caplog.text and "--max-length" not in caplog.text  # a Python call's keyword
     assert enc.weights_note is None  # weights used as published (a converted E5 says what was done: test_e5s1.py)
 
 
