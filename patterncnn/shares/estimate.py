@@ -174,15 +174,18 @@ def unseen_family(unseen: dict | None, family: str, estimator: str = "count") ->
             f"unmeasured; label ~100 of its maps drawn with `patterncnn sample --design uniform` and check them with "
             f"`patterncnn validate --annotations`, or adapt the classifier to it (`patterncnn adapt`), before trusting "
             f"these intervals")}
-    band = unseen["bias_band"]
+    band, missing = unseen["bias_band"], unseen.get("not_held_out") or []
+    # a family loeo_plan could not hold out (too few maps to train without it) is not in the worst: say so
+    untested = (f"; {', '.join(missing)} could not be held out (too few maps of the others to train without it), so "
+                f"the band may understate" if missing else "")
     return {"encoder": f"not validated on the family {family}; the band is what holding a family out cost "
-                       f"({', '.join(unseen['families'])}, {unseen['seeds']} seeds each)",
+                       f"({', '.join(unseen['families'])}, {unseen['seeds']} seeds each{untested})",
             "mean_abs_error": unseen["mean_abs_error"], "abs_error": band, "bias_band": band, "coverage": None,
             "warning": (f"the encoder family {family} is none the classifier was validated on. Holding out each "
                         f"family it was trained on ({', '.join(unseen['families'])}; mean over {unseen['seeds']} "
-                        f"seeds), it labelled {100 * unseen['accuracy']:.0f}% of the maps right on the family it did "
-                        f"worst on, and misestimated a pattern's share by {100 * unseen['mean_abs_error']:.1f} points "
-                        f"on average (the worst family per pattern; up to {100 * max(band.values()):.1f}); "
+                        f"seeds{untested}), it labelled {100 * unseen['accuracy']:.0f}% of the maps right on the "
+                        f"family it did worst on, and misestimated a pattern's share by "
+                        f"{100 * unseen['mean_abs_error']:.1f} points on average (the worst family per pattern; up to {100 * max(band.values()):.1f}); "
                         + ("the intervals carry that band" if estimator == "count" else
                            f"{estimator}'s intervals do not carry that band (`--estimator count`'s do)")
                         + ". For a validated interval of its own, label ~100 of its maps and adapt the classifier to "

@@ -222,6 +222,14 @@ def test_the_shipped_classifier_is_calibrated_and_validated_per_encoder():
     plan = plan_for(meta, None, None, "roberta-0badcafe")
     assert plan.estimator == "count" and plan.validated["bias_band"] == unseen["bias_band"]
     assert f"labelled {unseen['accuracy']:.0%} of the maps right on the family it did worst on" in plan.validated["warning"]
+    assert "could not be held out" not in plan.validated["warning"]
+    # a family the classifier's training could not hold out: the warning says the band may understate
+    meta = {**meta, "validation": {**meta["validation"], "unseen_family": {
+        **unseen, "families": ["e5", "minilm"], "not_held_out": ["mpnet"]}}}  # a copy: the shipped metadata stays
+    short = plan_for(meta, None, None, "roberta-0badcafe").validated
+    assert "(e5, minilm; mean over 5 seeds; mpnet could not be held out (too few maps of the others to train " \
+           "without it), so the band may understate)" in short["warning"]
+    assert "mpnet could not be held out" in short["encoder"]
 
 
 def test_an_unvalidated_fine_tune_takes_its_pretrained_base_choice_not_another_fine_tunes():

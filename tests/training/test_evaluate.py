@@ -156,6 +156,10 @@ def test_leave_one_encoder_out_keeps_test_examples_out_of_training(two_encoders,
     assert unseen["bias_band"]["diagonal"] == max(p["cnn_over_seeds"]["abs_share_error"]["diagonal"]["mean"]
                                                   for p in pairs)
     assert unseen["accuracy"] == min(p["cnn_over_seeds"]["accuracy"]["mean"] for p in pairs)
+    assert "not_held_out" not in unseen
+    # a family loeo_plan could not hold out is recorded beside the worst, which is not taken over it
+    partial = ev.unseen_family(pairs[:1], [{"train": "minilm", "test": "mpnet", "reason": "fewer than the 20"}])
+    assert partial["families"] == ["minilm"] and partial["not_held_out"] == ["mpnet"]
 
 
 def test_leave_one_encoder_out_with_three_families_trains_on_the_other_two(tmp_path):
