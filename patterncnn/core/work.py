@@ -193,8 +193,8 @@ def work_dir(out: Path, task: str, params: dict, overwrite: bool = False, kept: 
                                f"({differences(old, params)}); run it with the earlier ones to resume it, or pass "
                                f"--overwrite to start over")
             else:
-                log.info("%s: --overwrite starts the unfinished run of %s with other arguments (%s) over", out, task,
-                         differences(old, params))
+                log.info("%s", args.spelled(f"{out}: --overwrite starts the unfinished run of {task} with other "
+                                            f"arguments ({differences(old, params)}) over"))
                 shutil.rmtree(work)
                 return work_dir(out, task, params, kept=kept, command=command)
     else:

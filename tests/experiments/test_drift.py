@@ -320,3 +320,28 @@ def test_a_rerun_leaving_out_a_task_with_finished_parts_is_refused_before_anythi
     prepare_out(out, "drift.json", False, "drift", ["sst2", "rte"])  # mrpc has nothing to keep
     prepare_out(out, "drift.json", True, "drift", ["rte"])
     assert not (out / ".work").exists()
+
+
+def test_overwrite_of_a_run_with_other_arguments_is_logged_in_its_callers_spelling(tmp_path, caplog):
+    """The note that --overwrite starts another run over names the flag on the command line and overwrite=True in a
+    Python call (core.args.spelled)."""
+    import logging
+
+    from patterncnn.core.args import python_errors
+    from patterncnn.core.work import work_dir
+
+    out = tmp_path / "o"
+    work_dir(out, "rte", {"task": "rte", "limit": 200}, command="drift")
+    (out / ".work" / "rte" / "window-00000.npz").write_bytes(b"a finished part")
+
+    def drift(limit: int = 3, overwrite: bool = False):  # a public function's signature, as python_errors wraps it
+        return work_dir(out, "rte", {"task": "rte", "limit": limit}, overwrite=overwrite, command="drift")
+
+    with caplog.at_level(logging.INFO):
+        drift(limit=3, overwrite=True)  # as the command line calls it
+    assert "--overwrite starts the unfinished run of rte with other arguments (--limit" in caplog.text
+    (out / ".work" / "rte" / "window-00000.npz").write_bytes(b"a finished part")
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        python_errors(drift)(limit=4, overwrite=True)
+    assert "overwrite=True starts the unfinished run of rte with other arguments (limit" in caplog.text, caplog.text
