@@ -359,6 +359,33 @@ def _quiet_transformers():
             hf_logging.enable_progress_bar()
 
 
+def _decoder_only(model_type: str) -> bool:
+    """Whether transformers knows ``model_type`` as a causal language model and not as a masked one (GPT-2, Llama,
+    Qwen, ...: their bare ``…Model`` is not marked as a decoder in its config). BERT, RoBERTa, ELECTRA are both:
+    encoders that may also be trained as decoders."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    return model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+
+def _sentence_transformers_model(folder: Path) -> Path | None:
+    """The subfolder holding the Hugging Face model of a sentence-transformers folder (its ``modules.json``'s
+    Transformer module, when that is a subfolder with a config.json), else None."""
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for module in modules if isinstance(modules, list) else []:
+        if (isinstance(module, dict) and str(module.get("type", "")).endswith(".Transformer")
+                and isinstance(module.get("path"), str) and module["path"]
+                and (folder / module["path"] / "config.json").is_file()):
+            return folder / module["path"]
+    return None
+
+
 def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str | None = None,
                  backend: str = "torch", threads: int = 2, device: str = "cpu") -> Encoder:
     """Load an encoder by hub id, local folder or the short name of an embedded one (``minilm``, ``mpnet``).
@@ -400,6 +427,9 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
     if local.is_dir() and not (local / "config.json").is_file():  # Hugging Face would ask for a model_type key
         unfinished = (" (it holds an unfinished `patterncnn finetune` run: run that command again to finish it)"
                       if (local / WORK).is_dir() else "")
+        if inner := _sentence_transformers_model(local):
+            raise EncoderError(f"the folder {name!r} is a sentence-transformers model whose Hugging Face model is in "
+                               f"its subfolder {inner.name}: pass {os.path.join(name, inner.name)!r}")
         raise EncoderError(f"the folder {name!r} has no config.json, so it is not a Hugging Face model folder"
                            f"{unfinished}. {fix}")
     try:
@@ -415,10 +445,12 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
     archs = config.architectures or []
     if config.is_encoder_decoder or getattr(config, "is_decoder", False) or any(
         a.endswith(_NOT_ENCODERS) for a in archs
-    ):
+    ) or _decoder_only(config.model_type):
+        what = (f": a decoder-only model (its model type {config.model_type} is a causal language model: each "
+                f"token attends only to those before it)" if _decoder_only(config.model_type) else "")
         raise EncoderError(
-            f"{name!r} is not a bidirectional encoder (architectures: {archs or config.model_type}); patterncnn "
-            f"classifies BERT-family encoder maps. Pass a BERT/RoBERTa/ELECTRA-style model"
+            f"{name!r} is not a bidirectional encoder{what} (architectures: {archs or config.model_type}); patterncnn "
+            f"classifies the maps of BERT-family bidirectional encoders. Pass a BERT/RoBERTa/ELECTRA-style model"
         )
     try:
         with _quiet_transformers():  # its load report lists a fine-tune's task head as unexpected: expected here
@@ -436,6 +468,13 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
         model.to(device)
     if tokenizer.sep_token_id is None:
         raise EncoderError(f"the tokenizer of {name!r} has no separator token; patterncnn needs a BERT-style one")
+    vocabulary = getattr(config, "vocab_size", None)
+    if isinstance(vocabulary, int) and len(tokenizer) < vocabulary // 2:  # its inputs would be [UNK] all through
+        raise EncoderError(f"the tokenizer of {name!r} knows {len(tokenizer)} tokens where the model embeds "
+                           f"{vocabulary}: its folder lacks its own tokenizer files (tokenizer.json, "
+                           f"tokenizer_config.json, vocab.txt or sentencepiece model), so every word would be an "
+                           f"unknown token. Copy the tokenizer files of the model it was trained from into it "
+                           f"(`AutoTokenizer.from_pretrained(BASE).save_pretrained(FOLDER)`)")
     cap = getattr(config, "max_position_embeddings", max_length)
     if getattr(config, "model_type", "") in _OFFSET_POSITIONS:
         cap -= 2

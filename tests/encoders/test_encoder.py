@@ -100,6 +100,45 @@ def test_not_an_encoder(tmp_path):
         load_encoder(str(tmp_path / "gpt"))
 
 
+def test_a_decoder_only_model_is_refused_though_its_config_does_not_say_decoder(tmp_path):
+    # a bare GPT2Model (no LM head in its architectures, is_decoder False) ran: causal maps, read as 100 % vertical
+    from transformers import GPT2Config
+
+    GPT2Config(n_layer=1, n_head=2, n_embd=8, architectures=["GPT2Model"]).save_pretrained(tmp_path / "gpt")
+    with pytest.raises(EncoderError, match=r"is not a bidirectional encoder: a decoder-only model \(its model type gpt2 is a causal language "
+                                           r"model: each token attends only to those before it\)"):
+        load_encoder(str(tmp_path / "gpt"))
+
+
+def test_a_model_folder_without_its_tokenizer_is_refused(tiny_bert, tmp_path):
+    # its weights and config without the tokenizer files: transformers made a 5-token tokenizer, every word [UNK]
+    import shutil
+
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(tiny_bert / name, bare / name)
+    with pytest.raises(EncoderError, match=r"knows \d+ tokens where the model embeds \d+: its folder lacks its own "
+                                           r"tokenizer files"):
+        load_encoder(str(bare))
+    assert load_encoder(str(tiny_bert)).num_layers == 3  # with them, it loads
+
+
+def test_a_sentence_transformers_folder_names_its_model_subfolder(tiny_bert, tmp_path):
+    import json
+    import shutil
+
+    st = tmp_path / "st"
+    shutil.copytree(tiny_bert, st / "0_Transformer")
+    (st / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "0_Transformer", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    with pytest.raises(EncoderError, match=r"is a sentence-transformers model whose Hugging Face model is in its "
+                                           r"subfolder 0_Transformer: pass '.*/st/0_Transformer'"):
+        load_encoder(str(st))
+    assert load_encoder(str(st / "0_Transformer")).num_layers == 3
+
+
 def test_embedded_minilm():
     enc = load_encoder("minilm")
     assert (enc.num_layers, enc.num_heads) == (6, 12)
