@@ -12,25 +12,43 @@ The rule for ``--out`` (every command): a path that exists and is not a regular 
 where a file is written, a FIFO, a device, a socket) is refused, never replaced; an existing
 output (a file, or a folder holding the command's result) needs ``--overwrite``; ``-`` means
 standard output where the command writes a stream.
+
+One writer at a time per output folder: a run (a command, :func:`patterncnn.cli.main`; a call of the Python API,
+:func:`patterncnn.core.args.python_errors`) is a :func:`writer_scope`, and every folder it takes through
+:func:`output_folder` is locked (``flock`` on ``FOLDER/.patterncnn-lock``, which records the run's command, pid and
+start) until the run ends. A second run there is refused at once (:class:`FolderBusy`, naming the first and the
+fix), before it reads or changes anything inside. No lock where the file system has no ``flock`` (a warning says so)
+or Python has no ``fcntl`` (Windows).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import hashlib
 import json
+import logging
 import os
 import re
 import secrets
 import shutil
+import socket
 import stat
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
 from .errors import DataError, PatternCNNError
+
+try:
+    import fcntl
+except ImportError:  # Windows: output folders are not locked (hold)
+    fcntl = None
+
+log = logging.getLogger(__name__)
 
 STDOUT = "-"
 
@@ -116,7 +134,8 @@ def output_folder(path: str | os.PathLike, results: Iterable[str], overwrite: bo
         instead: what else to do than ``--overwrite`` when it holds a result (default: choose another ``option``).
 
     Returns:
-        The folder (not created here).
+        The folder, locked for the current :func:`writer_scope` (:func:`hold`; made here for its lock file, and
+        removed when the scope ends if left holding nothing else); not created outside a scope.
 
     Raises:
         OutputError: ``path`` is not a folder, is one this user cannot write into, or holds a result without
@@ -128,13 +147,15 @@ def output_folder(path: str | os.PathLike, results: Iterable[str], overwrite: bo
     st = _stat(p)
     if st is None:
         _check_writable(p, option)  # the folder it will be made in
+        hold(p, option, instead)
         return p
     if not stat.S_ISDIR(st.st_mode):
         what = "a file" if stat.S_ISREG(st.st_mode) else _kind(st.st_mode)
         raise OutputError(f"{option} {p} is {what}, not a folder; give the path of a folder to write into".lstrip())
     _check_writable(p, option)
+    hold(p, option, instead)  # before its contents are judged: another run may be writing them
     results = tuple(results)
-    found = [r for r in results if os.path.lexists(p / r)] if results else [p.name]
+    found = [r for r in results if os.path.lexists(p / r)] if results else [p.name] * (not _made_for_lock(p))
     if found and not overwrite:
         held = f"already holds {found[0]}" if results else "already exists"
         raise OutputError(f"{option} {p} {held}; pass --overwrite to replace it, or "
@@ -145,6 +166,12 @@ def output_folder(path: str | os.PathLike, results: Iterable[str], overwrite: bo
             raise OutputError(f"{p / r} is {_kind(st.st_mode)}, not a regular file; patterncnn never replaces it: "
                               f"remove it, or {instead or f'choose another {option}'}")
     return p
+
+
+def _made_for_lock(p: Path) -> bool:
+    """Whether ``p`` is a folder this process made to hold its lock (:func:`hold`), holding nothing else yet."""
+    lock = _HELD.get(os.path.realpath(p))
+    return lock is not None and lock.made and os.listdir(p) == [LOCK]
 
 
 def _check_writable(p: Path, option: str) -> None:
@@ -199,8 +226,9 @@ def staged_outputs(folder: str | os.PathLike, names: Iterable[str]) -> Iterator[
     is removed before it: a stop or a failure (a full disk, an I/O error) during the renames leaves a mix of old and
     new files without a marker, never a finished-looking mix (a rerun replaces it; with ``--overwrite`` where the
     command's :func:`output_folder` names more files than the marker).
-    ``folder`` has one writer at a time: nothing locks it, and two runs renaming into it at once can interleave into
-    a marked mix."""
+    ``folder`` has one writer at a time: the run that took it through :func:`output_folder` holds its lock
+    (:func:`hold`); written outside a :func:`writer_scope`, nothing locks it, and two runs renaming into it at once
+    could interleave into a marked mix."""
     folder, names = Path(folder), list(names)
     stage = new_stage(folder, STAGED)
     try:
@@ -220,6 +248,189 @@ def staged_outputs(folder: str | os.PathLike, names: Iterable[str]) -> Iterator[
             move_into_place(stage / name, folder / name)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+# One writer at a time per output folder: an advisory lock (flock) on OUT/.patterncnn-lock, held by a run.
+LOCK = ".patterncnn-lock"
+_SCOPE: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("patterncnn_writer_scope", default=None)
+_HELD: dict[str, _Lock] = {}  # this process's locks, by the folder's real path: one open file each, counted
+_HELD_GUARD = threading.Lock()
+
+
+class FolderBusy(OutputError):
+    """An output folder another run is writing into (it holds the folder's lock); the message names that run."""
+
+
+class _Lock:
+    def __init__(self, folder: Path, fd: int | None, made: bool):
+        self.folder, self.fd, self.made, self.count = folder, fd, made, 0
+
+
+class _Scope:
+    def __init__(self, command: str):
+        self.command, self.started, self.held = command, time.time(), []
+
+
+@contextlib.contextmanager
+def writer_scope(command: str) -> Iterator[None]:
+    """The span of one run (a command, a call of the Python API): every output folder it takes (:func:`hold`, which
+    :func:`output_folder` calls) stays locked against other runs until the block ends, however it ends (a SIGKILL
+    releases the lock with the process). Nested scopes join the outermost, whose ``command`` the lock records."""
+    if _SCOPE.get() is not None:
+        yield
+        return
+    scope = _Scope(command)
+    token = _SCOPE.set(scope)
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+        for key in reversed(scope.held):
+            _release(key)
+
+
+def hold(folder: str | os.PathLike, option: str = "--out", instead: str | None = None) -> None:
+    """Lock the output folder ``folder`` (made if need be) for the current :func:`writer_scope`: another run writing
+    there refuses this one (:class:`FolderBusy`, naming it and the fix). Re-entrant: a folder this process holds is
+    counted, not locked again (flock locks belong to an open file, so a second open would refuse itself). Nothing
+    is locked outside a scope, where ``folder`` is not a folder (:func:`output_folder` refuses it), where the file
+    system has no flock or the lock file cannot be opened (a warning says so: nothing stops another run), or where
+    Python has no ``fcntl`` (Windows)."""
+    scope = _SCOPE.get()
+    if scope is None or str(folder) == STDOUT:
+        return
+    p = Path(folder)
+    st = _stat(p)
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        return
+    _check_writable(p, option)  # where it will be made: refused in words, not as the OS's PermissionError
+    key = os.path.realpath(p)
+    if key in scope.held:
+        return
+    with _HELD_GUARD:
+        lock = _HELD.get(key) or _acquire(p, scope, option, instead)
+        lock.count += 1
+        _HELD[key] = lock
+    scope.held.append(key)
+
+
+def _acquire(folder: Path, scope: _Scope, option: str, instead: str | None) -> _Lock:
+    """Take ``folder``'s lock without waiting; the holder's record is written into the lock file."""
+    made = not os.path.lexists(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:  # Windows: no flock; documented in the module docstring, not warned at every run
+        return _Lock(folder, None, made)
+    path = folder / LOCK
+    for _ in range(100):
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except PermissionError:  # a read-only lock file locks as well; only its record cannot be written
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError as e:
+                return _unlocked(folder, made, f"its lock file cannot be opened ({e.strerror})")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            record = _read_record(fd)
+            os.close(fd)
+            raise FolderBusy(_busy(folder, record, option, instead)) from None
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL):
+                return _unlocked(folder, made, f"its file system has no flock ({e.strerror})")
+            raise
+        with contextlib.suppress(FileNotFoundError):
+            if os.path.samestat(os.fstat(fd), os.stat(path)):
+                break
+        os.close(fd)  # its run removed it (the folder's last file) while this one opened it: lock the new one
+        folder.mkdir(parents=True, exist_ok=True)
+    else:
+        raise OutputError(f"{path}: its lock keeps being replaced; another program is removing it")
+    record = json.dumps({"command": scope.command, "pid": os.getpid(), "host": socket.gethostname(),
+                         "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(scope.started))})
+    with contextlib.suppress(OSError):  # one write of one line: a reader takes it only whole (_read_record)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (record + "\n").encode(), 0)
+    return _Lock(folder, fd, made)
+
+
+def _unlocked(folder: Path, made: bool, why: str) -> _Lock:
+    log.warning("%s: not locked against another run writing into it at once: %s", folder, why)
+    return _Lock(folder, None, made)
+
+
+def _read_record(fd: int) -> dict | None:
+    """The record of the run holding a lock, read from its lock file: a whole line of JSON or nothing (tried for a
+    moment while the holder writes it; a record of a run that has ended is the last holder's, not yet replaced)."""
+    for _ in range(20):
+        with contextlib.suppress(OSError, ValueError):
+            text = os.pread(fd, 4096, 0).decode()
+            if text.endswith("\n"):
+                record = json.loads(text.splitlines()[0])
+                if isinstance(record, dict) and not _ended(record):
+                    return record
+        time.sleep(0.02)
+    return None
+
+
+def _ended(record: dict) -> bool:
+    """Whether a lock record names a process of this machine that is gone."""
+    if record.get("host") != socket.gethostname() or not isinstance(record.get("pid"), int):
+        return False
+    try:
+        os.kill(record["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _busy(folder: Path, record: dict | None, option: str, instead: str | None) -> str:
+    if record is None:
+        who, stop = "another patterncnn run (its record cannot be read)", "stop it"
+    else:
+        host = "" if record.get("host") == socket.gethostname() else f" on {record.get('host')}"
+        who = (f"another patterncnn run, `{record.get('command')}` (pid {record.get('pid')}{host}, started "
+               f"{record.get('started')})")
+        stop = f"stop it (kill {record.get('pid')})" if not host else "stop it"
+    return (f"{option} {folder} is being written by {who}; wait for it to end, {stop}, or "
+            f"{instead or f'choose another {option}'}").lstrip()
+
+
+def _release(key: str) -> None:
+    with _HELD_GUARD:
+        lock = _HELD[key]
+        lock.count -= 1
+        if lock.count:
+            return
+        drop_lock_file(lock.folder)  # while this process still holds it
+        del _HELD[key]
+        if lock.made:
+            with contextlib.suppress(OSError):
+                os.rmdir(lock.folder)  # a folder this run made and left empty goes
+        if lock.fd is not None:
+            os.close(lock.fd)  # releases the lock
+
+
+def drop_lock_file(folder: str | os.PathLike) -> None:
+    """Remove ``folder``'s lock file when it is all the folder holds and no other run holds it (this process's own,
+    or one taken here without waiting): the lock leaves no folder behind. Safe against a run that opened it just
+    before: a lock taken on a removed file is dropped and taken again on the path (:func:`hold`)."""
+    path = Path(folder) / LOCK
+    with contextlib.suppress(OSError):
+        if os.listdir(folder) != [LOCK]:
+            return
+        if os.path.realpath(folder) in _HELD or fcntl is None:
+            os.unlink(path)
+            return
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.unlink(path)
+        finally:
+            os.close(fd)
 
 
 STAGED, PULLED = ".patterncnn-staged-", ".patterncnn-pull-"  # staged_outputs', and annotate pull's labelled set's

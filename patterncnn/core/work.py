@@ -16,7 +16,8 @@ whose stamp is damaged. Every result file records what produced it with :func:`p
 
 A work folder's stamp names the command that made it (census, drift, special-tokens, ...): several commands may
 write their finished results into one folder, but only one of them can have an unfinished run there at a time, and
-no command's ``overwrite`` drops another command's finished parts (:func:`prepare_out`).
+no command's ``overwrite`` drops another command's finished parts (:func:`prepare_out`). Two runs at once never
+share a folder: the first holds its lock (:func:`patterncnn.core.fileio.hold`) and the second is refused, naming it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import numpy as np
 from . import args
 from .arrayfile import PART_LIMITS, ArrayFileError, read_arrays
 from .errors import DataError, PatternCNNError
-from .fileio import output_folder, parse_json, staged_outputs, write_bytes, write_json, write_text
+from .fileio import hold, output_folder, parse_json, staged_outputs, write_bytes, write_json, write_text
 from .version import __version__
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,9 @@ def prepare_out(out: str | Path, result_name: str, overwrite: bool, command: str
     there needs ``overwrite`` (which drops it and this command's leftovers); an unfinished run there is resumed. An
     unfinished run of another command with finished parts is refused, ``overwrite`` or not (:func:`other_runs`), and
     so, without ``overwrite``, is a run whose ``tasks`` leave out a task this command's unfinished run has finished
-    parts of (:func:`finish` would drop them)."""
+    parts of (:func:`finish` would drop them). The folder is locked first (:func:`patterncnn.core.fileio.hold`): a
+    run writing there now refuses this one, rather than being taken for an unfinished run."""
+    hold(out)
     if command is not None:
         refuse_other_runs(Path(out), command)
         if tasks is not None and not overwrite:
