@@ -7,6 +7,9 @@ Each module here registers one command (or one group) beside its handler: ``regi
 the arguments, and the handler parses nothing and calls one library function. Run
 ``patterncnn COMMAND --help`` for each command's options.
 
+A command whose ``--out`` is a folder locks it for as long as it runs (:func:`patterncnn.core.fileio.hold`):
+a second command on the same folder is refused at once, naming the first.
+
 Exit codes: 0 done; 2 refused (bad arguments or input: one line on stderr that names the fix);
 130 interrupted; 70 an internal error (a bug: one line, and the traceback with ``-v``).
 """
@@ -17,11 +20,13 @@ import argparse
 import contextlib
 import logging
 import os
+import shlex
 import sys
 import traceback
 from pathlib import Path
 
 from ..core.errors import PatternCNNError
+from ..core.fileio import drop_lock_file, hold, writer_scope
 from ..core.version import __version__
 from ..core.work import drop_unstarted, saved_parts
 from . import (
@@ -88,7 +93,16 @@ def main(argv: list[str] | None = None) -> int:
     _quiet_libraries(args.verbose)
     out = getattr(args, "out", None)
     made = new_folder(out)
+    with writer_scope(shlex.join(["patterncnn", *(sys.argv[1:] if argv is None else argv)])):
+        return _run(args, made)
+
+
+def _run(args: argparse.Namespace, made: Path | None) -> int:
+    """Run the command, every output folder it takes locked (main's :func:`writer_scope`): its refusal,
+    interruption or failure said in one line, and the folder it made and left empty removed."""
     try:
+        if getattr(args, "out_folder", False) and args.out is not None:  # a command whose --out is a folder
+            hold(args.out)  # locked at once, before the encoder loads: another run there refuses this one now
         return args.func(args)
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
@@ -146,11 +160,12 @@ def new_folder(out: object) -> Path | None:
 
 def drop_empty(made: Path | None) -> None:
     """Remove the output folder a refused or interrupted command made (:func:`new_folder`, with the parents it made),
-    when it holds nothing but empty folders: the command says nothing was left behind. A folder that existed before
+    when it holds nothing but empty folders (and the command's lock files): the command says nothing was left behind. A folder that existed before
     the command is never touched."""
     if made is None or not made.is_dir() or made.is_symlink():
         return
     for folder, _, _ in sorted(os.walk(made), key=lambda w: len(w[0]), reverse=True):  # the deepest first
+        drop_lock_file(folder)  # the command's own lock, when it is all the folder holds
         with contextlib.suppress(OSError):
             os.rmdir(folder)  # only an empty one goes
 

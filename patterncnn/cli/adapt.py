@@ -48,7 +48,7 @@ def register(sub) -> None:
                         "the project has it, 1 for a new one; pushing OUT's maps again: as OUT/project.json records)")
     add_connection_args(q)
     add_glue_args(q)
-    q.set_defaults(func=run_start)
+    q.set_defaults(out_folder=True, func=run_start)
     q = asub.add_parser("finish", help="pull the labels, fine-tune on the shipped set plus them, validate, export")
     q.add_argument("--project", type=given,
                    help="Label Studio project title or id (default: the one `adapt start` pushed to, "
@@ -72,7 +72,7 @@ def register(sub) -> None:
                         "measured against each other in docs/pages/commands/adapt.md)")
     add_overwrite(q, "adapted classifier in OUT/classifier")
     add_connection_args(q)
-    q.set_defaults(func=run_finish)
+    q.set_defaults(out_folder=True, func=run_finish)
 
 
 def run_start(args) -> int:

@@ -55,7 +55,7 @@ def register(sub) -> None:
     q.add_argument("--per-sheet", type=positive_int, default=16, help="(default: %(default)s)")
     q.add_argument("--shuffle", type=seed, metavar="SEED", help="shuffle the maps with this seed first")
     add_overwrite(q, "sheets")
-    q.set_defaults(func=run_sheets)
+    q.set_defaults(out_folder=True, func=run_sheets)
     _register_annotators(asub)
     _register_pull(asub)
 
@@ -122,7 +122,7 @@ def _register_pull(asub) -> None:
                         "URL pulled from; with --from-file, name the server the export came from (default: none, "
                         "the origin of sets pulled before servers were recorded)")
     add_connection_args(q)
-    q.set_defaults(func=run_pull)
+    q.set_defaults(out_folder=True, func=run_pull)
 
 
 def run_config(args) -> int:

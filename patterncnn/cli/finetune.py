@@ -37,7 +37,7 @@ def register(sub) -> None:
                    help="score on at most this many dev examples")
     add_model_args(p)
     add_glue_args(p)
-    p.set_defaults(func=run, seed=42, resumable="checkpointed training steps",
+    p.set_defaults(out_folder=True, func=run, seed=42, resumable="checkpointed training steps",
                    saved=saved_checkpoints)
 
 

@@ -21,7 +21,7 @@ def register(sub) -> None:
     p.add_argument("--seed", type=seed, default=0, help="(default: %(default)s)")
     p.add_argument("--out", type=out_path, default="runs/link", help="output folder (default: %(default)s)")
     add_overwrite(p)
-    p.set_defaults(func=run)
+    p.set_defaults(out_folder=True, func=run)
 
 
 def run(args) -> int:

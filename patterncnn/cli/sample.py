@@ -40,7 +40,7 @@ def register(sub) -> None:
     add_labelled_args(p, "draw others in place of")
     add_model_args(p)
     add_glue_args(p)
-    p.set_defaults(func=run)
+    p.set_defaults(out_folder=True, func=run)
 
 
 def run(args) -> int:

@@ -61,7 +61,7 @@ def register(sub) -> None:
     p.add_argument("--loeo-seeds", type=positive_int, default=5,
                    help="CNN fits (seeds) per leave-one-encoder-out direction, reported as mean +- sd: one fit "
                         "moves by several points with its seed (default: %(default)s)")
-    p.set_defaults(func=run, resumable="folds and fits (in .work/train)")
+    p.set_defaults(out_folder=True, func=run, resumable="folds and fits (in .work/train)")
 
 
 def run(args) -> int:

@@ -24,7 +24,7 @@ def register(sub) -> None:
     p.add_argument("--out", type=out_path, default="runs/validate", help="output folder (default: %(default)s)")
     add_overwrite(p)
     p.add_argument("--seed", type=seed, default=0, help="bootstrap seed (default: %(default)s)")
-    p.set_defaults(func=run)
+    p.set_defaults(out_folder=True, func=run)
 
 
 def run(args) -> int:

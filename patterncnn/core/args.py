@@ -26,12 +26,14 @@ import inspect
 import operator
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from .errors import PatternCNNError
+from .fileio import writer_scope
 
 MIN_TOKENS = 4  # the shortest max_length an encoder runs at ([CLS] A [SEP] B [SEP] needs room)
 SEED_MAX = 2**32 - 1  # numpy's generators take seeds 0 to 2**32 - 1 (the command line's --seed, too)
@@ -266,7 +268,8 @@ def python_errors(func: Callable, aliases: dict[str, str] | None = None) -> Call
 
         token = _SPELLING.set(spell)
         try:
-            return func(*args, **kwargs)
+            with writer_scope(f"patterncnn.{func.__name__}() in {Path(sys.argv[0]).name or 'python'} (Python API)"):
+                return func(*args, **kwargs)  # the folders it writes are locked until it returns
         except PatternCNNError as e:
             if e.args and isinstance(e.args[0], str):
                 e.args = (spell(e.args[0]), *e.args[1:])

@@ -22,9 +22,11 @@ the work folder goes with it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -33,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..core.fileio import output_folder, write_json
+from ..core.fileio import LOCK, output_folder, write_json
 from ..core.glue import GlueTask, get_task, load_split
 from ..core.version import __version__
 from ..core.work import WORK, RunError, work_dir
@@ -152,7 +154,7 @@ def _check_out(out: Path, task: str, overwrite: bool) -> Path:
     its work folder is an unfinished fine-tune, resumed by a run of its task. An unfinished fine-tune of another task
     with a checkpoint is refused unless ``overwrite``: this run, once finished, would replace ``out``, its checkpoints
     with it. (One without a checkpoint left nothing to keep.)"""
-    if overwrite or not (out.is_dir() and (out / WORK).is_dir() and {p.name for p in out.iterdir()} == {WORK}):
+    if overwrite or not (out.is_dir() and (out / WORK).is_dir() and {p.name for p in out.iterdir()} - {LOCK} == {WORK}):
         out = output_folder(out, (), overwrite)
     others = sorted(p.name for p in (out / WORK).glob("*/") if p.name != task and last_checkpoint(p))
     if others and not overwrite:
@@ -164,6 +166,8 @@ def _check_out(out: Path, task: str, overwrite: bool) -> Path:
 def _replace(out: Path, model_dir: Path) -> None:
     """Put the finished ``model_dir`` (inside ``out``'s work folder) at ``out`` in place of what is there."""
     aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    with contextlib.suppress(OSError):  # the same lock file (one inode) in the new folder: out stays locked
+        os.link(out / LOCK, model_dir / LOCK)
     try:
         model_dir.rename(aside / "new")
         out.rename(aside / "old")
