@@ -1,0 +1,180 @@
+"""One writer at a time per output folder: a run holds the folder's lock (patterncnn.core.fileio.hold) for as long as
+it runs; a second run there is refused at once, naming the first, and nothing of the first is touched."""
+
+import errno
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from patterncnn.cli import drop_empty
+from patterncnn.core import fileio
+from patterncnn.core.args import python_errors
+from patterncnn.core.fileio import LOCK, output_folder, writer_scope
+from patterncnn.core.work import prepare_out
+
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "HF_HUB_OFFLINE": "1"}
+
+# The first run: takes OUT as a census does, saves a finished part, says "held", waits for a line, then finishes.
+FIRST = textwrap.dedent("""
+    import sys
+    from patterncnn.core.fileio import writer_scope
+    from patterncnn.core.work import finish, prepare_out, save_part, work_dir, write_result
+    import numpy as np
+    out = sys.argv[1]
+    with writer_scope("patterncnn census --task rte --out " + out):
+        out = prepare_out(out, "census.json", False, "census", ["rte"])
+        save_part(work_dir(out, "rte", {"limit": 8}, command="census") / "window-00000.npz", {"x": np.arange(3)})
+        print("held", flush=True)
+        sys.stdin.readline()
+        write_result(out, "census.json", {"done": True})
+        finish(out)
+""")
+
+# A run that takes FOLDER and writes nothing yet: says "held", waits for a line.
+HOLD = textwrap.dedent("""
+    import sys
+    from patterncnn.core.fileio import output_folder, writer_scope
+    with writer_scope("patterncnn sample --out " + sys.argv[1]):
+        output_folder(sys.argv[1], ("store.json",), False)
+        print("held", flush=True)
+        sys.stdin.readline()
+""")
+
+# Another process trying to take FOLDER: prints "free", or the refusal.
+TRY = textwrap.dedent("""
+    import sys
+    from patterncnn.core.fileio import FolderBusy, output_folder, writer_scope
+    try:
+        with writer_scope("probe"):
+            output_folder(sys.argv[1], ("probe.json",), False)
+        print("free")
+    except FolderBusy as e:
+        print(e)
+""")
+
+
+def taken(folder: Path) -> str:
+    """What another process gets trying to take ``folder``: "free", or the refusal's message."""
+    done = subprocess.run([sys.executable, "-c", TRY, str(folder)], env=ENV, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def contents(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_second_command_on_a_folder_being_written_is_refused_and_the_first_finishes(tiny_bert, glue_dir, tmp_path):
+    out = tmp_path / "runs" / "x"
+    first = subprocess.Popen([sys.executable, "-c", FIRST, str(out)], env=ENV, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline().strip() == "held"
+        before = contents(out)
+        drift = [sys.executable, "-c", "import sys; from patterncnn.cli import main; sys.exit(main())", "drift",
+                 str(tiny_bert), str(tiny_bert), "--task", "rte", "--limit", "4", "--glue-dir", str(glue_dir),
+                 "--max-length", "32", "--out", str(out)]
+        for extra in ([], ["--overwrite"]):  # --overwrite would have dropped the first run's work folder
+            second = subprocess.run(drift + extra, env=ENV, capture_output=True, text=True, timeout=120)
+            assert second.returncode == 2, second.stderr
+            err = second.stderr
+            assert err.count("\n") == 1 and f"--out {out} is being written by another patterncnn run" in err, err
+            assert f"`patterncnn census --task rte --out {out}` (pid {first.pid}, started " in err, err
+            assert f"wait for it to end, stop it (kill {first.pid}), or choose another --out" in err, err
+            assert contents(out) == before  # nothing of the first run touched
+        first.stdin.write("go\n")
+        first.stdin.flush()
+        assert first.wait(timeout=60) == 0
+    finally:
+        first.kill()
+        first.wait()
+    assert (out / "census.json").is_file() and not (out / ".work").exists()  # the first finished normally
+    again = subprocess.run(drift, env=ENV, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert (out / "drift.json").is_file() and (out / "census.json").is_file()
+    assert taken(out) == "free"  # released when the command ended
+
+
+def test_the_lock_is_reentrant_within_one_process_and_released_with_the_outermost_scope(tmp_path):
+    out = tmp_path / "o"
+    with writer_scope("patterncnn drift --out o"):
+        output_folder(out, ("a.json",), False)
+        prepare_out(out, "b.json", False, "drift")  # the same folder again: counted, not refused by itself
+        with writer_scope("an inner call"):  # a call made by the command: joins its scope
+            output_folder(out, ("c.json",), False)
+        assert "`patterncnn drift --out o` (pid" in taken(out)  # still held: the outer scope has not ended
+        (out / "a.json").write_text("{}")
+    assert taken(out) == "free"
+    assert sorted(os.listdir(out)) == [LOCK, "a.json"]  # never removed under a result: no unlink race
+
+
+@pytest.mark.parametrize("stop", [RuntimeError, KeyboardInterrupt])
+def test_the_lock_is_released_when_the_run_fails_or_is_interrupted(tmp_path, stop):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "kept.txt").write_text("x")
+    with pytest.raises(stop):
+        with writer_scope("patterncnn census"):
+            output_folder(out, ("census.json",), False)
+            assert taken(out).startswith(f"--out {out} is being written by another patterncnn run")
+            raise stop
+    assert taken(out) == "free"
+    with writer_scope("patterncnn census"):  # and this process takes it again
+        output_folder(out, ("census.json",), False)
+
+
+def test_a_python_api_call_holds_the_folder_until_it_returns(tmp_path):
+    out = tmp_path / "o"
+    seen = []
+
+    def run(out, overwrite=False):
+        out = prepare_out(out, "r.json", overwrite, "drift")
+        seen.append(taken(out))
+        (out / "r.json").write_text("{}")
+
+    api = python_errors(run)  # as patterncnn.drift and the other public functions are given
+    api(out)
+    assert seen[0].startswith(f"--out {out} is being written by another patterncnn run, `patterncnn.run() in ")
+    assert taken(out) == "free"
+    api(out, overwrite=True)  # the next call on the same folder
+    assert len(seen) == 2 and seen[1] != "free" and taken(out) == "free"
+
+
+def test_a_folder_the_run_made_is_removed_with_its_lock_when_left_empty(tmp_path):
+    made = tmp_path / "new" / "runs"
+    with writer_scope("patterncnn census"):
+        output_folder(made / "x", ("census.json",), False)
+        assert (made / "x" / LOCK).is_file()
+    assert not (made / "x").exists()  # nothing written: nothing left, not even the lock file
+    (made / "x").mkdir(parents=True)
+    (made / "x" / LOCK).write_text("")  # the lock file a killed run left, all the folder holds
+    drop_empty(tmp_path / "new")  # what the command line does with the folder it made, once refused
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_folder_holding_only_another_runs_lock_is_not_removed(tmp_path):
+    out = tmp_path / "new"
+    first = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], env=ENV, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline().strip() == "held"
+        drop_empty(out)  # a second command refused in a folder it believed it made
+        assert os.listdir(out) == [LOCK] and taken(out) != "free"
+    finally:
+        first.kill()
+        first.wait()
+
+
+def test_no_flock_on_the_file_system_warns_and_writes_unlocked(tmp_path, monkeypatch, caplog):
+    def unsupported(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fileio.fcntl, "flock", unsupported)
+    with writer_scope("patterncnn census"):
+        assert output_folder(tmp_path / "o", ("census.json",), False) == tmp_path / "o"
+    assert "not locked against another run writing into it at once: its file system has no flock" in caplog.text
