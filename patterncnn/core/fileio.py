@@ -16,9 +16,10 @@ standard output where the command writes a stream.
 One writer at a time per output folder: a run (a command, :func:`patterncnn.cli.main`; a call of the Python API,
 :func:`patterncnn.core.args.python_errors`) is a :func:`writer_scope`, and every folder it takes through
 :func:`output_folder` is locked (``flock`` on ``FOLDER/.patterncnn-lock``, which records the run's command, pid and
-start) until the run ends. A second run there is refused at once (:class:`FolderBusy`, naming the first and the
-fix), before it reads or changes anything inside. No lock where the file system has no ``flock`` (a warning says so)
-or Python has no ``fcntl`` (Windows).
+start) until the run ends, when the lock file goes (removed while still held: a run that opened it meanwhile takes
+a new one; one a killed run left is taken over). A second run there is refused at once (:class:`FolderBusy`, naming
+the first and the fix), before it reads or changes anything inside. No lock where the file system has no ``flock``
+(a warning says so) or Python has no ``fcntl`` (Windows).
 """
 
 from __future__ import annotations
@@ -405,7 +406,12 @@ def _release(key: str) -> None:
         lock.count -= 1
         if lock.count:
             return
-        drop_lock_file(lock.folder)  # while this process still holds it
+        path = lock.folder / LOCK
+        with contextlib.suppress(OSError):  # removed while still held: a run that opened it meanwhile locks anew
+            if lock.fd is not None and os.path.samestat(os.fstat(lock.fd), os.stat(path)):
+                os.unlink(path)  # the folder is left as the run left it, without the lock
+            elif lock.fd is None and os.listdir(lock.folder) == [LOCK]:
+                os.unlink(path)
         del _HELD[key]
         if lock.made:
             with contextlib.suppress(OSError):
@@ -416,8 +422,8 @@ def _release(key: str) -> None:
 
 def drop_lock_file(folder: str | os.PathLike) -> None:
     """Remove ``folder``'s lock file when it is all the folder holds and no other run holds it (this process's own,
-    or one taken here without waiting): the lock leaves no folder behind. Safe against a run that opened it just
-    before: a lock taken on a removed file is dropped and taken again on the path (:func:`hold`)."""
+    or one taken here without waiting, as a killed run's): the lock leaves no folder behind. Safe against a run that
+    opened it just before: a lock taken on a removed file is dropped and taken again on the path (:func:`hold`)."""
     path = Path(folder) / LOCK
     with contextlib.suppress(OSError):
         if os.listdir(folder) != [LOCK]:
