@@ -160,8 +160,8 @@ def new_folder(out: object) -> Path | None:
 
 def drop_empty(made: Path | None) -> None:
     """Remove the output folder a refused or interrupted command made (:func:`new_folder`, with the parents it made),
-    when it holds nothing but empty folders (and the command's lock files): the command says nothing was left behind. A folder that existed before
-    the command is never touched."""
+    when it holds nothing but empty folders (and the command's own lock files): the command says nothing was left
+    behind. A folder that existed before the command is never touched."""
     if made is None or not made.is_dir() or made.is_symlink():
         return
     for folder, _, _ in sorted(os.walk(made), key=lambda w: len(w[0]), reverse=True):  # the deepest first
