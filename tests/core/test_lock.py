@@ -178,3 +178,14 @@ def test_no_flock_on_the_file_system_warns_and_writes_unlocked(tmp_path, monkeyp
     with writer_scope("patterncnn census"):
         assert output_folder(tmp_path / "o", ("census.json",), False) == tmp_path / "o"
     assert "not locked against another run writing into it at once: its file system has no flock" in caplog.text
+
+
+def test_a_killed_runs_lock_file_is_no_lock_and_the_next_run_takes_it_over(tmp_path):
+    out = tmp_path / "o"
+    first = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], env=ENV, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    assert first.stdout.readline().strip() == "held"
+    first.kill()  # SIGKILL: its lock goes with the process, its file stays
+    first.wait()
+    assert os.listdir(out) == [LOCK]
+    assert taken(out) == "free" and os.listdir(out) == []  # taken, then removed as the probe ended
