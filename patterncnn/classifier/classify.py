@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import IO
+from typing import IO, Iterable, Iterator
 
 import numpy as np
 
@@ -49,6 +49,25 @@ def scorable(probs: np.ndarray) -> np.ndarray:
     """(N,) bool: the rows of (N, 5) probabilities the classifier could score (finite; a map near float32's limit
     overflows inside the preprocessing and comes out NaN)."""
     return np.isfinite(probs).all(axis=1)
+
+
+def batches(items: Iterable[tuple], most_maps: int = BATCH_MAPS) -> Iterator[list[tuple]]:
+    """Consecutive runs of ``items`` ``(key, float32 map or None, ...)``, each of at most ``most_maps`` items and
+    ``BATCH_BYTES`` map bytes (a bigger map alone), in order: the one batching of ``classify`` and the service.
+
+    Lazy: an item is taken only when its run is being filled, so a caller that makes each float32 map as it is
+    taken (and drops its source) holds one run of converted maps at a time, whatever the input holds.
+    """
+    batch, size = [], 0
+    for item in items:
+        nbytes = 0 if item[1] is None else item[1].size * 4
+        if batch and (len(batch) >= most_maps or size + nbytes > BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(item)
+        size += nbytes
+    if batch:
+        yield batch
 
 
 def classify_maps(maps, classifier, out: str | Path | IO[str]) -> dict:
@@ -95,18 +114,14 @@ def _classify_into(maps, classifier, f: IO[str]) -> dict:
             without_seps += m.get("seps") is None
             counts[rec["label"]] += 1
             write(rec)
-        batch.clear()
 
-    batch, size = [], 0
-    for m in maps.meta:
-        arr, errs, warns = maps.input_of(m)  # a member whose header declares no map: its own error line
-        nbytes = 0 if errs else arr.nbytes
-        if batch and (len(batch) >= BATCH_MAPS or size + nbytes > BATCH_BYTES):
-            flush(batch)
-            size = 0
-        # a rejected map stays in the batch (without its array), so its error line comes out where the map was
-        batch.append((m, None, errs[0]) if errs else (m, arr, warns[0] if warns else None))
-        size += nbytes
-    flush(batch)
+    def inputs():
+        for m in maps.meta:
+            arr, errs, warns = maps.input_of(m)  # a member whose header declares no map: its own error line
+            # a rejected map stays in the batch (without its array), so its error line comes out where the map was
+            yield (m, None, errs[0]) if errs else (m, arr, warns[0] if warns else None)
+
+    for batch in batches(inputs()):
+        flush(batch)
     return {"counts": {k: counts.get(k, 0) for k in LABELS}, "classified": sum(counts.values()),
             "rejected": rejected, "flagged": flagged, "without_seps": without_seps}

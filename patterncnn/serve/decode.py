@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+from typing import Iterator
 
 import numpy as np
 import pydantic_core
@@ -125,12 +126,12 @@ class JsonRoute(APIRoute):
 
 @dataclasses.dataclass
 class Batch:
-    """Checked maps of one request: ids, (T, T) float32 maps, their seps (or None) and warnings."""
+    """The maps of one request as decoded (any number type; :func:`inputs` converts and checks them): ids, maps,
+    their seps (or None)."""
 
     ids: list[str]
-    maps: list[np.ndarray]
+    maps: list[np.ndarray | None]
     seps: list | None
-    warnings: list[str | None]
 
 
 def classify_batch(media: str, body: bytes, s: ServeSettings) -> Batch:
@@ -149,7 +150,11 @@ def classify_batch(media: str, body: bytes, s: ServeSettings) -> Batch:
     else:
         ids, maps = _arrays(body, s)
         seps = None
-    return checked(ids, maps, seps, s)
+    if len(maps) > s.max_batch:
+        raise _too_many(len(maps), s)
+    if not maps:
+        raise BadInput("the request holds no maps; send at least one")
+    return Batch(ids, maps, seps)
 
 
 def task_map(task: Task, s: ServeSettings) -> np.ndarray:
@@ -171,23 +176,23 @@ def task_map(task: Task, s: ServeSettings) -> np.ndarray:
     return maps[0]
 
 
-def checked(ids: list[str], maps: list[np.ndarray], seps: list | None, s: ServeSettings) -> Batch:
-    """The maps as float32 after :func:`patterncnn.core.maps.check_map` (with their separators: each must fall
-    inside its map); a BadInput naming every unusable map."""
-    if len(maps) > s.max_batch:
-        raise _too_many(len(maps), s)
-    if not maps:
-        raise BadInput("the request holds no maps; send at least one")
-    problems, warnings, out = [], [], []
-    for i, (k, a) in enumerate(zip(ids, maps)):
-        a, errors, warns = classifier_input(a, max_t=s.max_t, seps=seps[i] if seps else None)
+def inputs(batch: Batch, s: ServeSettings, problems: list[str]) -> Iterator[tuple]:
+    """``(id, float32 map or None, seps, warning)`` of each map of ``batch``, made by
+    :func:`patterncnn.core.maps.classifier_input` as it is taken, the decoded map then dropped from ``batch.maps``:
+    a request holds its decoded maps or their float32 copies, not both. An unusable map's error goes to
+    ``problems``; from the first one on no map is given (the request will be refused), only checked."""
+    for i, k in enumerate(batch.ids):
+        sep = batch.seps[i] if batch.seps else None
+        a, errors, warns = classifier_input(batch.maps[i], max_t=s.max_t, seps=sep)
+        batch.maps[i] = None
         if errors:
             problems.append(f"map {k!r}: {errors[0]}")
-        warnings.append(warns[0] if warns else None)
-        out.append(a)
-    if problems:
-        raise BadInput("; ".join(problems[:10]) + (f"; and {len(problems) - 10} more" if len(problems) > 10 else ""))
-    return Batch(ids, out, seps, warnings)
+        yield k, None if problems else a, sep, warns[0] if warns else None
+
+
+def refusal(problems: list[str]) -> BadInput:
+    """The 422 naming a request's unusable maps (the first ten)."""
+    return BadInput("; ".join(problems[:10]) + (f"; and {len(problems) - 10} more" if len(problems) > 10 else ""))
 
 
 def _too_many(n: int, s: ServeSettings) -> BadInput:

@@ -21,8 +21,9 @@ from fastapi import APIRouter, Depends, Response
 from pydantic import TypeAdapter
 
 from ..classifier.classify import TOO_LARGE, scorable
+from ..core.maps import classifier_input
 from ..labelling.push import choice_names, prediction
-from .decode import JsonRoute, checked, task_map
+from .decode import JsonRoute, task_map
 from .errors import BadInput, error_responses
 from .middleware import shown
 from .schemas import (
@@ -124,32 +125,27 @@ async def train() -> Error:
 
 
 def _predict(parts: Parts, tasks: list[Task]) -> list[np.ndarray | None]:
-    """(5,) probabilities per task, or None for a task without a usable map; ``max_batch`` tasks at a time, so
-    at most one chunk's maps are decoded at once."""
+    """(5,) probabilities per task, or None for a task without a usable map; each map decoded as its batch fills
+    (:meth:`Parts.probabilities`), so at most one batch's maps are held at once."""
     s = parts.settings
-    out: list[np.ndarray | None] = []
     unusable: list[str] = []
-    for start in range(0, len(tasks), s.max_batch):
-        chunk = tasks[start:start + s.max_batch]
-        good, maps, seps = [], [], []
-        for k, task in enumerate(chunk):
+
+    def items():
+        for task in tasks:
             try:
-                batch = checked([str(task.id)], [task_map(task, s)], [task.data.seps], s)
+                a, errors, _ = classifier_input(task_map(task, s), max_t=s.max_t, seps=task.data.seps)
             except BadInput as e:
-                unusable.append(f"task {task.id}: {e.detail}")
-                continue
-            good.append(k)
-            maps += batch.maps
-            seps += batch.seps
-        probs = [None] * len(chunk)
-        if good:
-            chunk_probs = parts.probabilities(maps, seps)
-            for k, p, ok in zip(good, chunk_probs, scorable(chunk_probs)):
-                if ok:
-                    probs[k] = p
-                else:
-                    unusable.append(f"task {chunk[k].id}: {TOO_LARGE}")
-        out += probs
+                a, errors = None, [e.detail]
+            if errors:
+                unusable.append(f"task {task.id}: {errors[0]}")
+            yield task.id, None if errors else a, task.data.seps, None
+
+    out: list[np.ndarray | None] = []
+    for key, _, p in parts.probabilities(items()):
+        if p is not None and not scorable(p[None])[0]:
+            unusable.append(f"task {key}: {TOO_LARGE}")
+            p = None
+        out.append(p)
     if unusable:
         log.warning("POST /predict: %d of %d tasks got an empty prediction (no usable map): %s%s", len(unusable),
                     len(tasks), shown("; ".join(unusable[:SHOWN]), 1000),

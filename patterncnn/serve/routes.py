@@ -87,8 +87,8 @@ async def classify(request: Request, parts: Parts = Depends(get_parts)) -> Class
 
 def _classify(parts: Parts, media: str, body: bytes) -> list[dict]:
     batch = classify_batch(media, body, parts.settings)
-    probs = parts.predict(batch.ids, batch.maps, batch.seps)
-    return [result_record(k, p, w) for k, p, w in zip(batch.ids, probs, batch.warnings)]
+    probs, warnings = parts.predict(batch)
+    return [result_record(k, p, w) for k, p, w in zip(batch.ids, probs, warnings)]
 
 
 @router.post("/v1/analyze", response_model=AnalyzeResponse, responses={**POST_ERRORS, **error_responses(503)})

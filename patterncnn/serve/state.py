@@ -12,14 +12,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import anyio
 import numpy as np
 from fastapi import Request
 
-from ..classifier.classify import BATCH_BYTES, TOO_LARGE, scorable
+from ..classifier.classify import BATCH_MAPS, TOO_LARGE, batches, scorable
 from ..core.arrayfile import ReadLimits
+from .decode import Batch, inputs, refusal
 from .errors import BadInput
 from .settings import ServeSettings
 
@@ -99,20 +100,30 @@ class Parts:
         return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=self.limiter,
                                               abandon_on_cancel=True)
 
-    def probabilities(self, maps: list[np.ndarray], seps: list | None) -> np.ndarray:
-        """(N, 5) probabilities, the maps classified ``BATCH_BYTES`` (float32) at a time."""
-        if not maps:
-            return np.zeros((0, 5), dtype=np.float32)
-        return np.concatenate([self.classifier.predict(maps[i:j], seps[i:j] if seps else None)
-                               for i, j in chunks(maps, BATCH_BYTES)])
+    def probabilities(self, items: Iterable[tuple]) -> Iterator[tuple[Any, str | None, np.ndarray | None]]:
+        """``(key, warning, (5,) probabilities or None)`` of each item ``(key, float32 map or None, seps,
+        warning)``, classified a batch (:func:`patterncnn.classifier.classify.batches`, as ``classify`` does, of at
+        most ``max_batch`` maps) at a time: the items are taken as a batch fills, so one batch of float32 maps is
+        held at once."""
+        for batch in batches(items, min(BATCH_MAPS, self.settings.max_batch)):
+            valid = [item for item in batch if item[1] is not None]
+            probs = iter(self.classifier.predict([a for _, a, _, _ in valid], [sep for _, _, sep, _ in valid])
+                         if valid else ())
+            for key, a, _, warning in batch:
+                yield key, warning, None if a is None else next(probs)
 
-    def predict(self, ids: list[str], maps: list[np.ndarray], seps: list | None) -> np.ndarray:
-        """(N, 5) probabilities; 422 naming the maps the classifier cannot score (values near float32's limit)."""
-        probs = self.probabilities(maps, seps)
-        bad = [k for k, ok in zip(ids, scorable(probs)) if not ok]
+    def predict(self, batch: Batch) -> tuple[np.ndarray, list[str | None]]:
+        """(N, 5) probabilities and each map's warning; 422 naming every unusable map, or the maps the classifier
+        cannot score (values near float32's limit). ``batch.maps`` is emptied as its maps are converted."""
+        problems: list[str] = []
+        out = list(self.probabilities(inputs(batch, self.settings, problems)))
+        if problems:
+            raise refusal(problems)
+        probs = np.stack([p for _, _, p in out])
+        bad = [k for (k, _, _), ok in zip(out, scorable(probs)) if not ok]
         if bad:
             raise BadInput(f"map(s) {', '.join(map(repr, bad[:10]))}: {TOO_LARGE}")
-        return probs
+        return probs, [w for _, w, _ in out]
 
     def remember_project(self, project: str | int | None, names: tuple[str, str, tuple[str, ...]]) -> None:
         """Keep a Label Studio project's (from_name, to_name, choices); the oldest is forgotten past MAX_PROJECTS."""
@@ -120,19 +131,6 @@ class Parts:
         self.projects[str(project)] = names
         while len(self.projects) > MAX_PROJECTS:
             self.projects.pop(next(iter(self.projects)))
-
-
-def chunks(maps: list[np.ndarray], most: int) -> list[tuple[int, int]]:
-    """(start, stop) of consecutive runs of ``maps`` of at most ``most`` float32 bytes (a larger map alone): the
-    classifier's copies of a request's maps are then bounded by one run, as in the CLI's ``classify_maps``."""
-    runs, start, size = [], 0, 0
-    for i, m in enumerate(maps):
-        nbytes = m.size * 4
-        if i > start and size + nbytes > most:
-            runs.append((start, i))
-            start, size = i, 0
-        size += nbytes
-    return runs + [(start, len(maps))] if maps else runs
 
 
 def get_parts(request: Request) -> Parts:

@@ -684,11 +684,11 @@ def test_the_decoded_budget_counts_maps_as_float32(parts):
 
 
 def test_a_request_s_maps_are_classified_in_chunks(parts, monkeypatch):
-    import patterncnn.serve.state as state
+    import patterncnn.classifier.classify as classify
 
     clf = parts[0]
     client = TestClient(create_app(ServeSettings(), clf), raise_server_exceptions=False)
-    monkeypatch.setattr(state, "BATCH_BYTES", 2 * 64 * 64 * 4)  # two 64 x 64 maps per classifier call
+    monkeypatch.setattr(classify, "BATCH_BYTES", 2 * 64 * 64 * 4)  # two 64 x 64 maps per classifier call
     sizes, predict = [], clf.predict
     monkeypatch.setattr(clf, "predict", lambda maps, seps=None: sizes.append(len(maps)) or predict(maps, seps))
     buf = io.BytesIO()
@@ -724,3 +724,31 @@ def test_large_bodies_are_read_at_most_workers_at_once(parts):
             assert read_all(stalled, within=10).startswith(b"HTTP/1.1 408")
     assert r.status_code == 200 and small.status_code == 200, (r.text, small.text)
     assert waited > 1.0, waited
+
+
+def test_a_request_holds_about_its_decoded_budget_not_its_maps_and_their_float32_copies(parts, monkeypatch):
+    # Every map was converted to float32 before the first was classified, the decoded maps kept beside: a request
+    # of float16 maps peaked at 1.5x its budget (counted as float32), of float64 maps at 1.5x too. The maps are now
+    # converted as their batch is filled, each decoded map dropped as it is converted.
+    import tracemalloc
+
+    import patterncnn.classifier.classify as classify
+
+    n, t = 64, 128
+    budget = n * t * t * 4  # 4 MiB as float32
+    monkeypatch.setattr(classify, "BATCH_BYTES", budget // 8)
+    client = TestClient(create_app(ServeSettings(max_decoded_bytes=budget), parts[0]), raise_server_exceptions=False)
+    for dtype in (np.float16, np.float64):
+        buf, k = io.BytesIO(), n * 4 // max(np.dtype(dtype).itemsize, 4)  # the budget counts float64 as itself
+        maps = np.full((k, t, t), 1 / t, dtype=dtype)
+        np.savez_compressed(buf, **{f"m{i}": m for i, m in enumerate(maps)})
+        del maps
+        body = buf.getvalue()
+        tracemalloc.start()
+        try:
+            r = client.post("/v1/classify", content=body, headers=BINARY)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert r.status_code == 200 and len(r.json()["results"]) == k, r.text[:300]
+        assert peak < 1.25 * budget, (dtype, peak / budget)
