@@ -29,6 +29,9 @@ def register(sub) -> None:
     p.add_argument("--max-body-mb", type=positive_int, default=256,
                    help="largest request body, in MiB; JSON bodies other than /predict's at most 16 MiB as well "
                         "(default: %(default)s)")
+    p.add_argument("--max-inflight-mb", type=positive_int, default=1024,
+                   help="most MiB of request bodies held at once, all requests together (at least --max-body-mb); "
+                        "a body over it is refused, 503 with Retry-After (default: %(default)s)")
     p.add_argument("--cors-origin", type=given, action="append",
                    help="allow this browser origin (CORS is off by default)")
     p.add_argument("--shutdown-grace", type=float, default=1.0,
@@ -60,7 +63,8 @@ def run(args) -> int:
 
     # Checked before anything slow is loaded: a token no header can carry, a taken port: one line, at once.
     settings = ServeSettings(api_token=token, max_t=args.max_t, max_batch=args.max_batch,
-                             max_body_bytes=args.max_body_mb * 1024 * 1024, cors_origins=tuple(args.cors_origin or ()),
+                             max_body_bytes=args.max_body_mb * 1024 * 1024,
+                             max_inflight_bytes=args.max_inflight_mb * 1024 * 1024, cors_origins=tuple(args.cors_origin or ()),
                              workers=args.workers, shutdown_grace=args.shutdown_grace)
     sock = bind(args.host, args.port)
     import torch

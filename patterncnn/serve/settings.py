@@ -18,6 +18,10 @@ class ServeSettings:
             ``/predict`` takes up to ``max_body_bytes``, the JSON values in it bounded as in a body of this size.
         max_decoded_bytes: the most bytes the maps of one request may decode to, counted as float32 (an .npz
             is refused on its declared sizes before it is inflated).
+        max_inflight_bytes: the most request-body bytes the server holds at once, all requests together (each
+            counted at its Content-Length, or ``max_body_bytes`` if unknown, from before it is read until its answer);
+            a body that would pass it is refused, 503 with ``Retry-After``. At least ``max_body_bytes`` (a smaller
+            value is raised to it).
         header_timeout: a client must send a request's headers within this time.
         body_timeout: a client must send a request's body within this time.
         shutdown_grace: on SIGTERM, running requests get this long to finish; the rest are answered 503 (a
@@ -32,6 +36,7 @@ class ServeSettings:
     max_body_bytes: int = 256 * 1024 * 1024
     max_json_bytes: int = 16 * 1024 * 1024
     max_decoded_bytes: int = 512 * 1024 * 1024
+    max_inflight_bytes: int = 1024 * 1024 * 1024
     cors_origins: tuple[str, ...] = ()
     workers: int = 2  # inference (and decoding) calls running at once
     header_timeout: float = 10.0
@@ -39,12 +44,13 @@ class ServeSettings:
     shutdown_grace: float = 1.0
 
     def __post_init__(self):
-        for name in ("max_t", "max_batch", "max_body_bytes", "max_json_bytes", "max_decoded_bytes", "workers",
-                     "header_timeout", "body_timeout", "shutdown_grace"):
+        for name in ("max_t", "max_batch", "max_body_bytes", "max_json_bytes", "max_decoded_bytes",
+                     "max_inflight_bytes", "workers", "header_timeout", "body_timeout", "shutdown_grace"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"ServeSettings.{name} must be positive (got {getattr(self, name)!r})")
         # --max-body-mb bounds every body: a JSON body no more than the rest
         self.max_json_bytes = min(self.max_json_bytes, self.max_body_bytes)
+        self.max_inflight_bytes = max(self.max_inflight_bytes, self.max_body_bytes)  # the largest body always fits
         if self.api_token is not None:
             check_token(self.api_token)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterator
 
 import anyio
 import numpy as np
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..encoders.load import Encoder
 
 MAX_PROJECTS = 1000  # Label Studio projects whose label names /setup remembers
+RETRY_AFTER = "1"  # seconds a client refused for want of body memory is told to wait
 JSON_ESCAPE = 12  # the most JSON bytes one character can take (a surrogate pair as two \uXXXX escapes)
 
 
@@ -51,6 +52,7 @@ class Parts:
     limiter: anyio.CapacityLimiter = None
     projects: dict[str, tuple[str, str, tuple[str, ...]]] = dataclasses.field(default_factory=dict)
     large_bodies: anyio.CapacityLimiter = None  # bodies over the JSON limit read (and worked on) at once
+    inflight_bytes: int = 0  # body bytes held by requests now (body_slot), at most settings.max_inflight_bytes
 
     def __post_init__(self):
         if self.limiter is None:
@@ -82,14 +84,25 @@ class Parts:
             body = s.max_json_bytes
         return Budget(body_bytes=body, text_chars=self.text_chars, decoded=s.read_limits)
 
-    def body_slot(self, request: Request) -> contextlib.AbstractAsyncContextManager:
-        """What a request holds while its body is read and worked on: for a body over the JSON limit (or of unknown
-        length), one of ``workers`` slots, so that at most that many large bodies are in memory at once; a small
-        body needs none."""
+    @contextlib.asynccontextmanager
+    async def body_slot(self, request: Request) -> AsyncIterator[None]:
+        """What a request holds while its body is read and worked on. A body over the JSON limit (or of unknown
+        length) first waits for one of ``workers`` slots; then every body takes its length (``max_body_bytes`` if
+        unknown) from the server's ``max_inflight_bytes``: a body it does not fit is refused, 503 with
+        ``Retry-After``, before it is read, so the bodies in memory never pass that total."""
+        s = self.settings
         length = request.headers.get("content-length", "")
-        if length.isdigit() and int(length) <= self.settings.max_json_bytes:
-            return contextlib.nullcontext()
-        return self.large_bodies
+        size = min(int(length), s.max_body_bytes) if length.isdigit() else s.max_body_bytes
+        async with self.large_bodies if size > s.max_json_bytes else contextlib.nullcontext():
+            if self.inflight_bytes + size > s.max_inflight_bytes:  # checked and taken with no await between
+                raise BadInput(f"the server holds {self.inflight_bytes} bytes of request bodies and this one of "
+                               f"{size} would pass its limit of {s.max_inflight_bytes} (--max-inflight-mb); retry "
+                               f"in a moment, or send smaller requests", 503, headers={"Retry-After": RETRY_AFTER})
+            self.inflight_bytes += size
+            try:
+                yield
+            finally:
+                self.inflight_bytes -= size
 
     async def run(self, fn: Callable, *args) -> Any:
         """``fn(*args)`` off the event loop, at most ``settings.workers`` at once (decoding and inference).

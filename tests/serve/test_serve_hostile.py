@@ -752,3 +752,32 @@ def test_a_request_holds_about_its_decoded_budget_not_its_maps_and_their_float32
             tracemalloc.stop()
         assert r.status_code == 200 and len(r.json()["results"]) == k, r.text[:300]
         assert peak < 1.25 * budget, (dtype, peak / budget)
+
+
+def test_bodies_in_memory_never_pass_the_server_s_budget(parts):
+    # Bodies in flight were bounded only in number, and only those over the JSON limit (workers at once): smaller
+    # ones were not counted at all. Every body now takes its length from max_inflight_bytes before it is read; one
+    # that does not fit is refused at once, 503 with Retry-After, and one that fits is served.
+    settings = ServeSettings(workers=2, max_json_bytes=1000, max_body_bytes=20000, max_inflight_bytes=20000,
+                             header_timeout=5.0, body_timeout=2.0)
+    buf = io.BytesIO()
+    np.save(buf, pattern_map("diagonal", 40)[None])
+    npy = buf.getvalue()
+    assert 5000 < len(npy) <= settings.max_body_bytes
+    with live_server(create_app(settings, parts[0]), settings) as url:
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as stalled:
+            stalled.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+                            b"Content-Length: 15000\r\n\r\n" + npy[:100])
+            time.sleep(0.3)  # the stalled upload holds 15000 of the 20000 bytes
+            with httpx.Client(base_url=url, timeout=30) as c:
+                t0 = time.perf_counter()
+                busy = c.post("/v1/classify", content=npy, headers=BINARY)
+                waited = time.perf_counter() - t0
+                small = c.post("/v1/classify", json={"map": [[0.9, 0.1], [0.1, 0.9]]})  # fits beside it
+            assert read_all(stalled, within=10).startswith(b"HTTP/1.1 408")
+            with httpx.Client(base_url=url, timeout=30) as c:  # the stalled body's bytes are given back
+                after = c.post("/v1/classify", content=npy, headers=BINARY)
+    refused(busy, 503, "limit of 20000")
+    assert busy.headers["retry-after"] == "1" and waited < 1.0, (busy.headers, waited)
+    assert small.status_code == 200 and after.status_code == 200, (small.text, after.text)
