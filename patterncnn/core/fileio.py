@@ -263,8 +263,8 @@ class FolderBusy(OutputError):
 
 
 class _Lock:
-    def __init__(self, folder: Path, fd: int | None, made: bool):
-        self.folder, self.fd, self.made, self.count = folder, fd, made, 0
+    def __init__(self, folder: Path, fd: int | None, made: bool, scope: _Scope | None = None):
+        self.folder, self.fd, self.made, self.count, self.scope = folder, fd, made, 0, scope
 
 
 class _Scope:
@@ -309,10 +309,42 @@ def hold(folder: str | os.PathLike, option: str = "--out", instead: str | None =
     if key in scope.held:
         return
     with _HELD_GUARD:
-        lock = _HELD.get(key) or _acquire(p, scope, option, instead)
+        _refuse_enclosing(p, key, scope, option, instead)
+        lock = _HELD.get(key)
+        if lock is not None and lock.scope is not scope:  # another thread's run, or a call running in one
+            raise FolderBusy(_busy(p, None, option, instead, here=lock.scope))
+        lock = lock or _acquire(p, scope, option, instead)
         lock.count += 1
         _HELD[key] = lock
     scope.held.append(key)
+
+
+def _refuse_enclosing(folder: Path, key: str, scope: _Scope, option: str, instead: str | None) -> None:
+    """Refuse ``folder`` when a folder above it is another run's output folder (a run of this process in another
+    scope, or one whose lock file is locked now): a census into ``OUT/sub`` while another run writes ``OUT``. A run's
+    own folders nest freely (a census of two encoders holds ``OUT`` and ``OUT/<tag>``). Folders below ``folder``
+    are not looked at (a tree may be large): a run writing ``OUT/sub`` does not stop one taking ``OUT``."""
+    for parent in Path(key).parents:
+        held = _HELD.get(str(parent))
+        if held is not None:
+            if held.scope is not scope:
+                raise FolderBusy(_busy(folder, None, option, instead, here=held.scope, inside=parent))
+            continue
+        if fcntl is None:
+            continue
+        try:
+            fd = os.open(parent / LOCK, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:  # none there (the usual case), or unreadable: nothing to ask
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # a probe: free unless a run holds it
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError:
+            raise FolderBusy(_busy(folder, _read_record(fd), option, instead, inside=parent)) from None
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
 
 def _acquire(folder: Path, scope: _Scope, option: str, instead: str | None) -> _Lock:
@@ -320,7 +352,7 @@ def _acquire(folder: Path, scope: _Scope, option: str, instead: str | None) -> _
     made = not os.path.lexists(folder)
     folder.mkdir(parents=True, exist_ok=True)
     if fcntl is None:  # Windows: no flock; documented in the module docstring, not warned at every run
-        return _Lock(folder, None, made)
+        return _Lock(folder, None, made, scope)
     path = folder / LOCK
     for _ in range(100):
         try:
@@ -329,7 +361,7 @@ def _acquire(folder: Path, scope: _Scope, option: str, instead: str | None) -> _
             try:
                 fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
             except OSError as e:
-                return _unlocked(folder, made, f"its lock file cannot be opened ({e.strerror})")
+                return _unlocked(folder, made, scope, f"its lock file cannot be opened ({e.strerror})")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -339,7 +371,7 @@ def _acquire(folder: Path, scope: _Scope, option: str, instead: str | None) -> _
         except OSError as e:
             os.close(fd)
             if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL):
-                return _unlocked(folder, made, f"its file system has no flock ({e.strerror})")
+                return _unlocked(folder, made, scope, f"its file system has no flock ({e.strerror})")
             raise
         with contextlib.suppress(FileNotFoundError):
             if os.path.samestat(os.fstat(fd), os.stat(path)):
@@ -353,12 +385,12 @@ def _acquire(folder: Path, scope: _Scope, option: str, instead: str | None) -> _
     with contextlib.suppress(OSError):  # one write of one line: a reader takes it only whole (_read_record)
         os.ftruncate(fd, 0)
         os.pwrite(fd, (record + "\n").encode(), 0)
-    return _Lock(folder, fd, made)
+    return _Lock(folder, fd, made, scope)
 
 
-def _unlocked(folder: Path, made: bool, why: str) -> _Lock:
+def _unlocked(folder: Path, made: bool, scope: _Scope, why: str) -> _Lock:
     log.warning("%s: not locked against another run writing into it at once: %s", folder, why)
-    return _Lock(folder, None, made)
+    return _Lock(folder, None, made, scope)
 
 
 def _read_record(fd: int) -> dict | None:
@@ -388,15 +420,22 @@ def _ended(record: dict) -> bool:
     return False
 
 
-def _busy(folder: Path, record: dict | None, option: str, instead: str | None) -> str:
-    if record is None:
+def _busy(folder: Path, record: dict | None, option: str, instead: str | None, here: _Scope | None = None,
+          inside: Path | None = None) -> str:
+    """The refusal of ``folder``: held by the run of ``record`` (another process), or by ``here`` (a run of this
+    process in another thread or call); ``inside``: the held folder above ``folder``, when it is not ``folder``."""
+    if here is not None:
+        who, stop = (f"another run in this process, `{here.command}` (started "
+                     f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(here.started))})", "stop it")
+    elif record is None:
         who, stop = "another patterncnn run (its record cannot be read)", "stop it"
     else:
         host = "" if record.get("host") == socket.gethostname() else f" on {record.get('host')}"
         who = (f"another patterncnn run, `{record.get('command')}` (pid {record.get('pid')}{host}, started "
                f"{record.get('started')})")
         stop = f"stop it (kill {record.get('pid')})" if not host else "stop it"
-    return (f"{option} {folder} is being written by {who}; wait for it to end, {stop}, or "
+    where = f"is inside {inside}, which is being written by" if inside is not None else "is being written by"
+    return (f"{option} {folder} {where} {who}; wait for it to end, {stop}, or "
             f"{instead or f'choose another {option}'}").lstrip()
 
 

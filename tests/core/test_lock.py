@@ -113,6 +113,69 @@ def test_the_lock_is_reentrant_within_one_process_and_released_with_the_outermos
     assert sorted(os.listdir(out)) == ["a.json"]  # the lock file goes with the lock: the folder as the run left it
 
 
+def test_another_thread_of_the_same_process_is_refused_not_counted_in(tmp_path):
+    # the notebook case: a census running in a background thread, and another on the same folder; both went through
+    import threading
+
+    out, held, release, seen = tmp_path / "o", threading.Event(), threading.Event(), []
+
+    def first():
+        with writer_scope("patterncnn.census() in a background thread"):
+            output_folder(out, ("census.json",), False)
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    try:
+        assert held.wait(30)
+        with pytest.raises(fileio.FolderBusy, match=r"is being written by another run in this process, "
+                                                    r"`patterncnn.census\(\) in a background thread` \(started "):
+            with writer_scope("patterncnn.census() in the notebook"):
+                output_folder(out, ("census.json",), False)
+                seen.append("taken")
+    finally:
+        release.set()
+        thread.join(30)
+    assert seen == []
+    with writer_scope("after"):  # the first has ended: the folder is free again
+        output_folder(out, ("census.json",), False)
+
+
+def test_a_folder_inside_another_runs_output_folder_is_refused(tmp_path):
+    # a census into OUT/sub while another run writes OUT wrote its six files there (exit 0)
+    outer = tmp_path / "c"
+    first = subprocess.Popen([sys.executable, "-c", HOLD, str(outer)], env=ENV, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline().strip() == "held"
+        assert taken(outer / "sub").startswith(f"--out {outer / 'sub'} is inside {outer}, which is being written by "
+                                               f"another patterncnn run, `patterncnn sample --out {outer}` (pid ")
+        assert not (outer / "sub").exists()
+    finally:
+        first.communicate("\n", timeout=60)
+    assert taken(outer / "sub") == "free"
+    with writer_scope("a census of two encoders"):  # a run's own folders nest: OUT and OUT/<tag>
+        output_folder(outer, (), True)
+        output_folder(outer / "minilm-53aa5117", ("census.json",), False)
+        with pytest.raises(fileio.FolderBusy):  # the same in-process rule holds for another thread's run
+            import threading
+
+            errors = []
+
+            def other():
+                try:
+                    with writer_scope("another thread"):
+                        output_folder(outer / "x", ("census.json",), False)
+                except fileio.FolderBusy as e:
+                    errors.append(e)
+
+            t = threading.Thread(target=other)
+            t.start()
+            t.join(30)
+            raise errors[0]
+
+
 @pytest.mark.parametrize("stop", [RuntimeError, KeyboardInterrupt])
 def test_the_lock_is_released_when_the_run_fails_or_is_interrupted(tmp_path, stop):
     out = tmp_path / "o"
