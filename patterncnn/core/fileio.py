@@ -254,7 +254,7 @@ def staged_outputs(folder: str | os.PathLike, names: Iterable[str]) -> Iterator[
 # One writer at a time per output folder: an advisory lock (flock) on OUT/.patterncnn-lock, held by a run.
 LOCK = ".patterncnn-lock"
 _SCOPE: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("patterncnn_writer_scope", default=None)
-_HELD: dict[str, _Lock] = {}  # this process's locks, by the folder's real path: one open file each, counted
+_HELD: dict[str, _Lock] = {}  # this process's locks, by the folder's real path: one open file each, one scope each
 _HELD_GUARD = threading.Lock()
 
 
@@ -264,7 +264,7 @@ class FolderBusy(OutputError):
 
 class _Lock:
     def __init__(self, folder: Path, fd: int | None, made: bool, scope: _Scope | None = None):
-        self.folder, self.fd, self.made, self.count, self.scope = folder, fd, made, 0, scope
+        self.folder, self.fd, self.made, self.scope = folder, fd, made, scope
 
 
 class _Scope:
@@ -292,8 +292,9 @@ def writer_scope(command: str) -> Iterator[None]:
 
 def hold(folder: str | os.PathLike, option: str = "--out", instead: str | None = None) -> None:
     """Lock the output folder ``folder`` (made if need be) for the current :func:`writer_scope`: another run writing
-    there refuses this one (:class:`FolderBusy`, naming it and the fix). Re-entrant: a folder this process holds is
-    counted, not locked again (flock locks belong to an open file, so a second open would refuse itself). Nothing
+    there refuses this one (:class:`FolderBusy`, naming it and the fix), and so does a run of this process in another
+    scope (another thread). Re-entrant: a folder the scope holds is not locked again (flock locks belong to an open
+    file, so a second open would refuse itself). Nothing
     is locked outside a scope, where ``folder`` is not a folder (:func:`output_folder` refuses it), where the file
     system has no flock or the lock file cannot be opened (a warning says so: nothing stops another run), or where
     Python has no ``fcntl`` (Windows)."""
@@ -310,12 +311,9 @@ def hold(folder: str | os.PathLike, option: str = "--out", instead: str | None =
         return
     with _HELD_GUARD:
         _refuse_enclosing(p, key, scope, option, instead)
-        lock = _HELD.get(key)
-        if lock is not None and lock.scope is not scope:  # another thread's run, or a call running in one
-            raise FolderBusy(_busy(p, None, option, instead, here=lock.scope))
-        lock = lock or _acquire(p, scope, option, instead)
-        lock.count += 1
-        _HELD[key] = lock
+        if key in _HELD:  # held by another scope (this one's are returned above): another thread's run
+            raise FolderBusy(_busy(p, None, option, instead, here=_HELD[key].scope))
+        _HELD[key] = _acquire(p, scope, option, instead)
     scope.held.append(key)
 
 
@@ -441,17 +439,13 @@ def _busy(folder: Path, record: dict | None, option: str, instead: str | None, h
 
 def _release(key: str) -> None:
     with _HELD_GUARD:
-        lock = _HELD[key]
-        lock.count -= 1
-        if lock.count:
-            return
+        lock = _HELD.pop(key)
         path = lock.folder / LOCK
         with contextlib.suppress(OSError):  # removed while still held: a run that opened it meanwhile locks anew
             if lock.fd is not None and os.path.samestat(os.fstat(lock.fd), os.stat(path)):
                 os.unlink(path)  # the folder is left as the run left it, without the lock
             elif lock.fd is None and os.listdir(lock.folder) == [LOCK]:
                 os.unlink(path)
-        del _HELD[key]
         if lock.made:
             with contextlib.suppress(OSError):
                 os.rmdir(lock.folder)  # a folder this run made and left empty goes
