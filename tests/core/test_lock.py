@@ -1,11 +1,13 @@
 """One writer at a time per output folder: a run holds the folder's lock (patterncnn.core.fileio.hold) for as long as
 it runs; a second run there is refused at once, naming the first, and nothing of the first is touched."""
 
+import contextlib
 import errno
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -55,6 +57,35 @@ TRY = textwrap.dedent("""
     except FolderBusy as e:
         print(e)
 """)
+
+
+@contextlib.contextmanager
+def held_elsewhere(folder: Path):
+    """Another process holding ``folder`` as a run does (HOLD) until the block ends (then it is killed)."""
+    first = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], env=ENV, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline().strip() == "held"
+        yield first
+    finally:
+        first.kill()
+        first.wait()
+
+
+def in_another_thread(fn) -> BaseException | None:
+    """What ``fn()`` raises run in a thread of its own (a run of this process in another scope), or None."""
+    raised = []
+
+    def run():
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - handed back to the test
+            raised.append(e)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(30)
+    return raised[0] if raised else None
 
 
 def taken(folder: Path) -> str:
@@ -115,8 +146,6 @@ def test_the_lock_is_reentrant_within_one_process_and_released_with_the_outermos
 
 def test_another_thread_of_the_same_process_is_refused_not_counted_in(tmp_path):
     # the notebook case: a census running in a background thread, and another on the same folder; both went through
-    import threading
-
     out, held, release, seen = tmp_path / "o", threading.Event(), threading.Event(), []
 
     def first():
@@ -145,35 +174,21 @@ def test_another_thread_of_the_same_process_is_refused_not_counted_in(tmp_path):
 def test_a_folder_inside_another_runs_output_folder_is_refused(tmp_path):
     # a census into OUT/sub while another run writes OUT wrote its six files there (exit 0)
     outer = tmp_path / "c"
-    first = subprocess.Popen([sys.executable, "-c", HOLD, str(outer)], env=ENV, stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
-    try:
-        assert first.stdout.readline().strip() == "held"
+    with held_elsewhere(outer):
         assert taken(outer / "sub").startswith(f"--out {outer / 'sub'} is inside {outer}, which is being written by "
                                                f"another patterncnn run, `patterncnn sample --out {outer}` (pid ")
         assert not (outer / "sub").exists()
-    finally:
-        first.communicate("\n", timeout=60)
     assert taken(outer / "sub") == "free"
+
+    def other():
+        with writer_scope("another thread"):
+            output_folder(outer / "x", ("census.json",), False)
+
     with writer_scope("a census of two encoders"):  # a run's own folders nest: OUT and OUT/<tag>
         output_folder(outer, (), True)
         output_folder(outer / "minilm-53aa5117", ("census.json",), False)
-        with pytest.raises(fileio.FolderBusy):  # the same in-process rule holds for another thread's run
-            import threading
-
-            errors = []
-
-            def other():
-                try:
-                    with writer_scope("another thread"):
-                        output_folder(outer / "x", ("census.json",), False)
-                except fileio.FolderBusy as e:
-                    errors.append(e)
-
-            t = threading.Thread(target=other)
-            t.start()
-            t.join(30)
-            raise errors[0]
+        # the same in-process rule holds for another thread's run
+        assert isinstance(in_another_thread(other), fileio.FolderBusy)
 
 
 @pytest.mark.parametrize("stop", [RuntimeError, KeyboardInterrupt])
@@ -222,15 +237,9 @@ def test_a_folder_the_run_made_is_removed_with_its_lock_when_left_empty(tmp_path
 
 def test_a_folder_holding_only_another_runs_lock_is_not_removed(tmp_path):
     out = tmp_path / "new"
-    first = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], env=ENV, stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
-    try:
-        assert first.stdout.readline().strip() == "held"
+    with held_elsewhere(out):
         drop_empty(out)  # a second command refused in a folder it believed it made
         assert os.listdir(out) == [LOCK] and taken(out) != "free"
-    finally:
-        first.kill()
-        first.wait()
 
 
 def test_no_flock_on_the_file_system_warns_and_writes_unlocked(tmp_path, monkeypatch, caplog):
@@ -245,10 +254,7 @@ def test_no_flock_on_the_file_system_warns_and_writes_unlocked(tmp_path, monkeyp
 
 def test_a_killed_runs_lock_file_is_no_lock_and_the_next_run_takes_it_over(tmp_path):
     out = tmp_path / "o"
-    first = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], env=ENV, stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
-    assert first.stdout.readline().strip() == "held"
-    first.kill()  # SIGKILL: its lock goes with the process, its file stays
-    first.wait()
+    with held_elsewhere(out):
+        pass  # then SIGKILLed: its lock goes with the process, its file stays
     assert os.listdir(out) == [LOCK]
     assert taken(out) == "free" and os.listdir(out) == []  # taken, then removed as the probe ended

@@ -5,6 +5,7 @@ it), slow clients are cut off, and an unexpected error is a JSON 500 with one lo
 """
 
 import asyncio
+import contextlib
 import io
 import json
 import logging
@@ -702,6 +703,17 @@ def test_a_request_s_maps_are_classified_in_chunks(parts, monkeypatch):
     assert r.status_code == 200 and sizes == [3], sizes
 
 
+@contextlib.contextmanager
+def stalled_upload(url: str, length: int, first: bytes):
+    """A connection that sends a /v1/classify request's headers (Content-Length ``length``) and the body's ``first``
+    bytes, then stalls: it holds what a body in flight holds until its 408."""
+    with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as stalled:
+        stalled.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+                        b"Content-Length: %d\r\n\r\n" % length + first)
+        time.sleep(0.3)
+        yield stalled
+
+
 def test_large_bodies_are_read_at_most_workers_at_once(parts):
     # Every upload in flight kept its whole body in memory (x12 250 MB bodies: 5.5 GB). A body over the JSON limit
     # now waits for one of `workers` slots: here one, held by a stalled upload until its 408 (2 s).
@@ -711,11 +723,7 @@ def test_large_bodies_are_read_at_most_workers_at_once(parts):
     npy = buf.getvalue()
     assert len(npy) > settings.max_json_bytes
     with live_server(create_app(settings, parts[0]), settings) as url:
-        port = int(url.rsplit(":", 1)[1])
-        with socket.create_connection(("127.0.0.1", port)) as stalled:
-            stalled.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
-                            b"Content-Length: %d\r\n\r\n" % len(npy) + npy[:100])
-            time.sleep(0.3)  # the stalled upload holds the slot
+        with stalled_upload(url, len(npy), npy[:100]) as stalled:  # it holds the slot
             with httpx.Client(base_url=url, timeout=30) as c:
                 t0 = time.perf_counter()
                 r = c.post("/v1/classify", content=npy, headers=BINARY)
@@ -765,11 +773,7 @@ def test_bodies_in_memory_never_pass_the_server_s_budget(parts):
     npy = buf.getvalue()
     assert 5000 < len(npy) <= settings.max_body_bytes
     with live_server(create_app(settings, parts[0]), settings) as url:
-        port = int(url.rsplit(":", 1)[1])
-        with socket.create_connection(("127.0.0.1", port)) as stalled:
-            stalled.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
-                            b"Content-Length: 15000\r\n\r\n" + npy[:100])
-            time.sleep(0.3)  # the stalled upload holds 15000 of the 20000 bytes
+        with stalled_upload(url, 15000, npy[:100]) as stalled:  # it holds 15000 of the 20000 bytes
             with httpx.Client(base_url=url, timeout=30) as c:
                 t0 = time.perf_counter()
                 busy = c.post("/v1/classify", content=npy, headers=BINARY)
