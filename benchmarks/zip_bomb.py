@@ -109,7 +109,8 @@ def peak_of(kind: str, concurrency: int) -> None:
         server.wait(20)
     print(f"{kind} x{concurrency} ({len(body) / 2**20:.1f} MiB body): status {[s for s, _ in results]}, "
           f"{max(t for _, t in results):.1f} s; server VmHWM {peak / 2**20:.2f} GiB, "
-          f"+{(peak - base) / 2**20:.2f} GiB over {base / 2**20:.2f} GiB; polled VmRSS max +{(max(polled) - base) / 2**20:.2f} GiB")
+          f"+{(peak - base) / 2**20:.2f} GiB over {base / 2**20:.2f} GiB; "
+          f"polled VmRSS max +{(max(polled) - base) / 2**20:.2f} GiB")
 
 
 def main() -> None:

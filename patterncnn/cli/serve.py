@@ -64,7 +64,8 @@ def run(args) -> int:
     # Checked before anything slow is loaded: a token no header can carry, a taken port: one line, at once.
     settings = ServeSettings(api_token=token, max_t=args.max_t, max_batch=args.max_batch,
                              max_body_bytes=args.max_body_mb * 1024 * 1024,
-                             max_inflight_bytes=args.max_inflight_mb * 1024 * 1024, cors_origins=tuple(args.cors_origin or ()),
+                             max_inflight_bytes=args.max_inflight_mb * 1024 * 1024,
+                             cors_origins=tuple(args.cors_origin or ()),
                              workers=args.workers, shutdown_grace=args.shutdown_grace)
     sock = bind(args.host, args.port)
     import torch

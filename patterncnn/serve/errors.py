@@ -38,5 +38,6 @@ def error_responses(*statuses: int) -> dict:
     """The OpenAPI ``responses`` entry for these error statuses (all are :class:`schemas.Error`)."""
     what = {400: "malformed body", 401: "missing or wrong API token", 408: "body not sent in time",
             413: "body, batch or decoded maps over the limits", 415: "unsupported content type",
-            422: "the body is well-formed but unusable", 503: "this server has no encoder, or too many request bodies in memory (retry after Retry-After seconds)"}
+            422: "the body is well-formed but unusable",
+            503: "this server has no encoder, or too many request bodies in memory (retry after Retry-After seconds)"}
     return {s: {"model": Error, "description": what[s]} for s in statuses}

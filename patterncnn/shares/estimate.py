@@ -185,7 +185,8 @@ def unseen_family(unseen: dict | None, family: str, estimator: str = "count") ->
                         f"family it was trained on ({', '.join(unseen['families'])}; mean over {unseen['seeds']} "
                         f"seeds{untested}), it labelled {100 * unseen['accuracy']:.0f}% of the maps right on the "
                         f"family it did worst on, and misestimated a pattern's share by "
-                        f"{100 * unseen['mean_abs_error']:.1f} points on average (the worst family per pattern; up to {100 * max(band.values()):.1f}); "
+                        f"{100 * unseen['mean_abs_error']:.1f} points on average (the worst family per pattern; up to "
+                        f"{100 * max(band.values()):.1f}); "
                         + ("the intervals carry that band" if estimator == "count" else
                            f"{estimator}'s intervals do not carry that band (`--estimator count`'s do)")
                         + ". For a validated interval of its own, label ~100 of its maps and adapt the classifier to "

@@ -105,8 +105,9 @@ def test_a_decoder_only_model_is_refused_though_its_config_does_not_say_decoder(
     from transformers import GPT2Config
 
     GPT2Config(n_layer=1, n_head=2, n_embd=8, architectures=["GPT2Model"]).save_pretrained(tmp_path / "gpt")
-    with pytest.raises(EncoderError, match=r"is not a bidirectional encoder: a decoder-only model \(its model type gpt2 is a causal language "
-                                           r"model: each token attends only to those before it\)"):
+    with pytest.raises(EncoderError, match=r"is not a bidirectional encoder: a decoder-only model \(its model type "
+                                           r"gpt2 is a causal language model: each token attends only to those "
+                                           r"before it\)"):
         load_encoder(str(tmp_path / "gpt"))
 
 
