@@ -442,12 +442,12 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
                    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on") else "")
         raise EncoderError(f"cannot load {name!r} as a Hugging Face encoder ({str(e).splitlines()[0]}).{missing}"
                            f"{offline} {fix}") from None
-    archs = config.architectures or []
+    archs, decoder = config.architectures or [], _decoder_only(config.model_type)
     if config.is_encoder_decoder or getattr(config, "is_decoder", False) or any(
         a.endswith(_NOT_ENCODERS) for a in archs
-    ) or _decoder_only(config.model_type):
+    ) or decoder:
         what = (f": a decoder-only model (its model type {config.model_type} is a causal language model: each "
-                f"token attends only to those before it)" if _decoder_only(config.model_type) else "")
+                f"token attends only to those before it)" if decoder else "")
         raise EncoderError(
             f"{name!r} is not a bidirectional encoder{what} (architectures: {archs or config.model_type}); patterncnn "
             f"classifies the maps of BERT-family bidirectional encoders. Pass a BERT/RoBERTa/ELECTRA-style model"
