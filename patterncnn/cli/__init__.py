@@ -26,7 +26,7 @@ import traceback
 from pathlib import Path
 
 from ..core.errors import PatternCNNError
-from ..core.fileio import drop_lock_file, hold, writer_scope
+from ..core.fileio import drop_lock_file, hold, outermost_missing, writer_scope
 from ..core.version import __version__
 from ..core.work import drop_unstarted, saved_parts
 from . import (
@@ -150,12 +150,9 @@ def _run(args: argparse.Namespace, made: Path | None) -> int:
 
 def new_folder(out: object) -> Path | None:
     """The outermost folder of ``out`` (a command's ``--out``) that does not exist yet, else None."""
-    if not isinstance(out, str) or out in ("", "-") or os.path.lexists(out):
+    if not isinstance(out, str) or out in ("", "-"):
         return None
-    made = Path(out).absolute()
-    while not os.path.lexists(made.parent) and made.parent != made:
-        made = made.parent
-    return made
+    return outermost_missing(out)
 
 
 def drop_empty(made: Path | None) -> None:

@@ -172,7 +172,18 @@ def output_folder(path: str | os.PathLike, results: Iterable[str], overwrite: bo
 def _made_for_lock(p: Path) -> bool:
     """Whether ``p`` is a folder this process made to hold its lock (:func:`hold`), holding nothing else yet."""
     lock = _HELD.get(os.path.realpath(p))
-    return lock is not None and lock.made and os.listdir(p) == [LOCK]
+    return lock is not None and lock.made is not None and os.listdir(p) == [LOCK]
+
+
+def outermost_missing(path: str | os.PathLike) -> Path | None:
+    """The outermost folder of ``path`` that does not exist yet (``path`` itself or one of its parents, absolute),
+    else None: what making ``path`` makes, so that a run that leaves it empty can remove all of it."""
+    if os.path.lexists(path):
+        return None
+    made = Path(path).absolute()
+    while not os.path.lexists(made.parent) and made.parent != made:
+        made = made.parent
+    return made
 
 
 def _check_writable(p: Path, option: str) -> None:
@@ -263,7 +274,9 @@ class FolderBusy(OutputError):
 
 
 class _Lock:
-    def __init__(self, folder: Path, fd: int | None, made: bool, scope: _Scope | None = None):
+    """A held folder: ``made`` is the outermost folder its taking made (:func:`outermost_missing`), else None."""
+
+    def __init__(self, folder: Path, fd: int | None, made: Path | None, scope: _Scope | None = None):
         self.folder, self.fd, self.made, self.scope = folder, fd, made, scope
 
 
@@ -347,7 +360,7 @@ def _refuse_enclosing(folder: Path, key: str, scope: _Scope, option: str, instea
 
 def _acquire(folder: Path, scope: _Scope, option: str, instead: str | None) -> _Lock:
     """Take ``folder``'s lock without waiting; the holder's record is written into the lock file."""
-    made = not os.path.lexists(folder)
+    made = outermost_missing(folder)
     folder.mkdir(parents=True, exist_ok=True)
     if fcntl is None:  # Windows: no flock; documented in the module docstring, not warned at every run
         return _Lock(folder, None, made, scope)
@@ -386,7 +399,7 @@ def _acquire(folder: Path, scope: _Scope, option: str, instead: str | None) -> _
     return _Lock(folder, fd, made, scope)
 
 
-def _unlocked(folder: Path, made: bool, scope: _Scope, why: str) -> _Lock:
+def _unlocked(folder: Path, made: Path | None, scope: _Scope, why: str) -> _Lock:
     log.warning("%s: not locked against another run writing into it at once: %s", folder, why)
     return _Lock(folder, None, made, scope)
 
@@ -446,9 +459,14 @@ def _release(key: str) -> None:
                 os.unlink(path)  # the folder is left as the run left it, without the lock
             elif lock.fd is None and os.listdir(lock.folder) == [LOCK]:
                 os.unlink(path)
-        if lock.made:
-            with contextlib.suppress(OSError):
-                os.rmdir(lock.folder)  # a folder this run made and left empty goes
+        if lock.made is not None:  # the folders this run made and left empty go, the deepest first
+            for folder in (lock.folder.absolute(), *lock.folder.absolute().parents):
+                try:
+                    os.rmdir(folder)
+                except OSError:
+                    break
+                if folder == lock.made:
+                    break
         if lock.fd is not None:
             os.close(lock.fd)  # releases the lock
 

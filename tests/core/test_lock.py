@@ -228,7 +228,14 @@ def test_a_folder_the_run_made_is_removed_with_its_lock_when_left_empty(tmp_path
     with writer_scope("patterncnn census"):
         output_folder(made / "x", ("census.json",), False)
         assert (made / "x" / LOCK).is_file()
-    assert not (made / "x").exists()  # nothing written: nothing left, not even the lock file
+    assert not (tmp_path / "new").exists()  # nothing written: nothing left, not the lock file, not the parents made
+    with writer_scope("patterncnn census"):
+        output_folder(made / "x", ("census.json",), False)
+        (made / "notes.txt").write_text("kept")  # written beside it meanwhile: that parent stays, with it
+    assert not (made / "x").exists() and (made / "notes.txt").read_text() == "kept"
+    (made / "notes.txt").unlink()
+    made.rmdir()
+    (tmp_path / "new").rmdir()
     (made / "x").mkdir(parents=True)
     (made / "x" / LOCK).write_text("")  # the lock file a killed run left, all the folder holds
     drop_empty(tmp_path / "new")  # what the command line does with the folder it made, once refused
