@@ -265,3 +265,22 @@ def test_a_killed_runs_lock_file_is_no_lock_and_the_next_run_takes_it_over(tmp_p
         pass  # then SIGKILLed: its lock goes with the process, its file stays
     assert os.listdir(out) == [LOCK]
     assert taken(out) == "free" and os.listdir(out) == []  # taken, then removed as the probe ended
+
+
+def test_a_lock_file_this_user_cannot_write_still_locks(tmp_path, monkeypatch):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / LOCK).write_text("")  # left read-only by another user's run: its record cannot be written, it still locks
+    real_open = os.open
+
+    def read_only(path, flags, *args, **kwargs):  # as a file of another user opens for this one (the tests run as root)
+        if str(path).endswith(LOCK) and flags & (os.O_RDWR | os.O_WRONLY):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(fileio.os, "open", read_only)
+    with writer_scope("patterncnn census"):
+        output_folder(out, ("census.json",), False)
+        assert taken(out) == f"--out {out} is being written by another patterncnn run (its record cannot be read); " \
+                             f"wait for it to end, stop it, or choose another --out"
+    assert taken(out) == "free" and not (out / LOCK).exists()
