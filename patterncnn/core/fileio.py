@@ -299,8 +299,15 @@ def writer_scope(command: str) -> Iterator[None]:
         yield
     finally:
         _SCOPE.reset(token)
-        for key in reversed(scope.held):
-            _release(key)
+        interrupted = None
+        for key in reversed(scope.held):  # every one, even past a Ctrl-C: a lock left open would refuse the next run
+            try:
+                _release(key)
+            except KeyboardInterrupt as e:
+                interrupted = e
+                _release(key)  # the lock's file closes however its release ended; again, to drop what is left
+        if interrupted is not None:
+            raise interrupted
 
 
 def hold(folder: str | os.PathLike, option: str = "--out", instead: str | None = None) -> None:
@@ -451,24 +458,35 @@ def _busy(folder: Path, record: dict | None, option: str, instead: str | None, h
 
 
 def _release(key: str) -> None:
+    """Release this process's lock on the folder ``key`` (a second call does nothing); its file is closed, and so
+    the lock released, however the clean-up before ends."""
     with _HELD_GUARD:
-        lock = _HELD.pop(key)
-        path = lock.folder / LOCK
-        with contextlib.suppress(OSError):  # removed while still held: a run that opened it meanwhile locks anew
-            if lock.fd is not None and os.path.samestat(os.fstat(lock.fd), os.stat(path)):
-                os.unlink(path)  # the folder is left as the run left it, without the lock
-            elif lock.fd is None and os.listdir(lock.folder) == [LOCK]:
-                os.unlink(path)
-        if lock.made is not None:  # the folders this run made and left empty go, the deepest first
-            for folder in (lock.folder.absolute(), *lock.folder.absolute().parents):
-                try:
-                    os.rmdir(folder)
-                except OSError:
-                    break
-                if folder == lock.made:
-                    break
-        if lock.fd is not None:
-            os.close(lock.fd)  # releases the lock
+        lock = _HELD.pop(key, None)
+        if lock is None:
+            return
+        try:
+            _leave(lock)
+        finally:
+            if lock.fd is not None:
+                os.close(lock.fd)  # releases the lock
+
+
+def _leave(lock: _Lock) -> None:
+    """Remove what the lock added to its folder: the lock file, and the folders its taking made, when left empty."""
+    path = lock.folder / LOCK
+    with contextlib.suppress(OSError):  # removed while still held: a run that opened it meanwhile locks anew
+        if lock.fd is not None and os.path.samestat(os.fstat(lock.fd), os.stat(path)):
+            os.unlink(path)  # the folder is left as the run left it, without the lock
+        elif lock.fd is None and os.listdir(lock.folder) == [LOCK]:
+            os.unlink(path)
+    if lock.made is not None:  # the folders this run made and left empty go, the deepest first
+        for folder in (lock.folder.absolute(), *lock.folder.absolute().parents):
+            try:
+                os.rmdir(folder)
+            except OSError:
+                break
+            if folder == lock.made:
+                break
 
 
 def drop_lock_file(folder: str | os.PathLike) -> None:

@@ -284,3 +284,25 @@ def test_a_lock_file_this_user_cannot_write_still_locks(tmp_path, monkeypatch):
         assert taken(out) == f"--out {out} is being written by another patterncnn run (its record cannot be read); " \
                              f"wait for it to end, stop it, or choose another --out"
     assert taken(out) == "free" and not (out / LOCK).exists()
+
+
+def test_a_ctrl_c_while_the_locks_are_released_still_releases_every_one(tmp_path, monkeypatch):
+    first, second = tmp_path / "a", tmp_path / "b"
+    real_samestat, calls = os.path.samestat, []
+
+    def interrupted_once(*args):  # the Ctrl-C lands in the middle of releasing the first lock
+        calls.append(args)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real_samestat(*args)
+
+    with pytest.raises(KeyboardInterrupt):
+        with writer_scope("patterncnn census"):
+            output_folder(first, ("census.json",), False)
+            output_folder(second, ("census.json",), False)
+            monkeypatch.setattr(fileio.os.path, "samestat", interrupted_once)
+    monkeypatch.undo()
+    assert taken(first) == "free" and taken(second) == "free"  # neither left locked until the process ends
+    with writer_scope("patterncnn census"):  # and this process takes both again
+        output_folder(first, ("census.json",), False)
+        output_folder(second, ("census.json",), False)
