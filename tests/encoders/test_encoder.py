@@ -194,3 +194,68 @@ def test_a_fine_tune_loads_quietly_and_missing_encoder_weights_are_said(tiny_ber
         load_encoder(str(ft), max_length=64)
     assert any("start random" in r.getMessage() and "layer.1.attention.self.query" in r.getMessage()
                for r in caplog.records)
+
+
+def _tiny_family(tiny_bert, folder, config_class, **kw):
+    """A 2-layer random model of another family with tiny_bert's tokenizer (its vocabulary sized to it)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert)
+    base = dict(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                max_position_embeddings=128)
+    config = config_class(**{k: v for k, v in {**base, **kw}.items() if v is not None})  # None: a key left out
+    AutoModel.from_config(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.mark.parametrize("family, kw, refusal", [
+    # transformers' SqueezeBERT returns its raw scores as attentions: the census said 100 % vertical, special-tokens
+    # gave negative shares
+    ("SqueezeBertConfig", dict(embedding_size=32, q_groups=1, k_groups=1, v_groups=1, post_attention_groups=1,
+                               intermediate_groups=1, output_groups=1),
+     r"\(squeezebert\) returns attention maps whose rows over the real tokens do not sum to 1: they are not softmax "
+     r"weights"),
+    # ConvBERT's head_ratio halves the attention heads its config names: the census failed in a reshape
+    ("ConvBertConfig", dict(head_ratio=2, embedding_size=32),
+     r"\(convbert\) returns 2 attention maps of shape \(2, 2, (\d+), \1\) where its config's 2 layers of 4 heads"),
+    # Longformer's maps are windows, (B, H, T, window): onnxruntime failed in a Reshape
+    ("LongformerConfig", dict(attention_window=[8, 8], pad_token_id=0),
+     r"\(longformer\) returns 2 attention maps of shape .* its attention is pooled, windowed, sparse"),
+    # MRA returns no maps at all: the census failed stacking None
+    ("MraConfig", dict(max_position_embeddings=514), r"\(mra\) returns no attention maps"),
+])
+def test_a_model_whose_attentions_are_not_full_softmax_maps_is_refused_on_loading(tiny_bert, tmp_path, family, kw,
+                                                                                   refusal):
+    import transformers
+
+    folder = _tiny_family(tiny_bert, tmp_path / family, getattr(transformers, family), **kw)
+    with pytest.raises(EncoderError, match=refusal):
+        load_encoder(folder)
+
+
+def test_a_model_without_attention_heads_is_refused_and_a_bert_of_the_same_shape_loads(tiny_bert, tmp_path):
+    from transformers import BertConfig, FNetConfig
+
+    fnet = _tiny_family(tiny_bert, tmp_path / "fnet", FNetConfig, num_attention_heads=None)  # a Fourier transform
+    with pytest.raises(EncoderError, match=r"\(fnet\) has no attention heads .* it draws no attention maps"):
+        load_encoder(fnet)
+    bert = load_encoder(_tiny_family(tiny_bert, tmp_path / "bert", BertConfig))  # the probe passes a true encoder
+    assert (bert.num_layers, bert.num_heads) == (2, 4)
+
+
+def test_a_layout_model_loads_with_a_warning_that_it_gets_no_layout(tiny_bert, tmp_path, caplog):
+    from transformers import LayoutLMConfig
+
+    enc = load_encoder(_tiny_family(tiny_bert, tmp_path / "layoutlm", LayoutLMConfig))
+    assert enc.num_heads == 4
+    assert "its model reads bbox beside the text; patterncnn gives only the text" in caplog.text
+
+
+def test_xlnet_is_refused_as_what_it_is(tmp_path):
+    from transformers import XLNetConfig
+
+    XLNetConfig(vocab_size=50, d_model=16, n_layer=1, n_head=2, d_inner=32).save_pretrained(tmp_path / "xlnet")
+    with pytest.raises(EncoderError, match=r"XLNet is a permutation language model, whose special tokens come last "
+                                           r"and padding first, not a BERT-style masked encoder"):
+        load_encoder(str(tmp_path / "xlnet"))
