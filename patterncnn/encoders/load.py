@@ -544,7 +544,8 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
         log.warning("%s", args.spelled(f"--max-length {max_length} is over {name}'s limit; using {cap}"))
         max_length = cap
     if max_length < args.MIN_TOKENS:  # the model's own limit, under the checked max_length
-        raise EncoderError(f"{name!r} takes at most {max_length} tokens, fewer than the {args.MIN_TOKENS} an input needs")
+        raise EncoderError(f"{name!r} takes at most {max_length} tokens, fewer than the {args.MIN_TOKENS} an input "
+                           f"needs")
     fingerprint = _fingerprint(name, path, model, revision)
     entry = lookup(name)
     if entry and entry.sha256 and fingerprint["sha256"] != entry.sha256:
