@@ -393,7 +393,8 @@ def _check_attentions(enc: Encoder) -> None:
     batch = [enc.tokenize(texts)[0] for texts in _PROBE]
     kwargs = {k: v.to(enc.device) for k, v in enc.inputs(batch).items()}
     kind = f"{enc.name!r} ({enc.model.config.model_type})"
-    full = "patterncnn classifies full softmax maps of every head over the tokens, as BERT-family encoders draw them"
+    full = ("patterncnn classifies full softmax maps of every head over the tokens, as BERT-family encoders draw "
+            "them: pass such an encoder (BERT, RoBERTa, DeBERTa, ELECTRA, ...; the docs' install page lists which run)")
     try:
         with torch.inference_mode():
             maps = enc.model(**kwargs, output_attentions=True).attentions
