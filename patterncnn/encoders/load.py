@@ -40,7 +40,7 @@ from ..core.device import resolve_device
 from ..core.errors import PatternCNNError
 from ..core.fileio import sha256_file
 from ..core.glue import TASKS, Example
-from ..core.maps import encoder_family
+from ..core.maps import check_map, encoder_family
 from ..core.segments import segment_ids, separators
 from ..core.work import WORK
 from .backends import BACKENDS, BackendError, make_backend
@@ -412,19 +412,20 @@ def _check_attentions(enc: Encoder) -> None:
                            f"config's {enc.num_layers} layers of {enc.num_heads} heads over these {width} tokens give "
                            f"{want}: its attention is pooled, windowed, sparse or split differently than its config "
                            f"says (as Funnel, CANINE, Longformer, BigBird, ConvBERT); {full}")
-    att = torch.stack([m.float().cpu() for m in maps], 1)  # (B, L, H, T, T)
+    att = torch.stack([m.float().cpu() for m in maps], 1).numpy()  # (B, L, H, T, T)
     for b, ids in enumerate(batch):
         n = len(ids)
-        real = att[b, :, :, :n, :n]
-        if not torch.isfinite(real).all() or real.min() < -1e-5 or (real.sum(-1) - 1).abs().max() > 1e-2:
-            padded = " of a padded input" if n < width and torch.isfinite(att[b]).all() and bool(
-                (att[b, :, :, :n, :].sum(-1) - 1).abs().max() <= 1e-2) else ""
-            what = ("it gives weight to padding tokens, which patterncnn cuts away" if padded else
-                    f"they are not softmax weights (smallest {real.nan_to_num(0).min():.3g}, rows summing from "
-                    f"{real.nan_to_num(0).sum(-1).min():.3g} to {real.nan_to_num(0).sum(-1).max():.3g}): raw "
-                    f"scores or an approximation (as SqueezeBERT's), not the maps the patterns describe")
-            raise EncoderError(f"{kind} returns attention maps{padded} whose rows over the real tokens do not "
-                               f"sum to 1: {what}; {full}")
+        for layer, head in itertools.product(range(enc.num_layers), range(enc.num_heads)):
+            errors, warnings = check_map(att[b, layer, head, :n, :n])  # the one check every map passes
+            if not (errors or warnings):
+                continue
+            where = f"layer {layer + 1}, head {head + 1}: {(errors + warnings)[0]}"
+            if n < width and np.isfinite(att[b]).all() and np.abs(att[b, :, :, :n, :].sum(-1) - 1).max() <= 1e-2:
+                raise EncoderError(f"{kind} returns attention maps of a padded input that give weight to its padding "
+                                   f"tokens, which patterncnn cuts away ({where}); {full}")
+            raise EncoderError(f"{kind} returns attention maps that are not softmax weights over the real tokens "
+                               f"({where}): raw scores or an approximation (as SqueezeBERT's), not the maps the "
+                               f"patterns describe; {full}")
 
 
 def _sentence_transformers_model(folder: Path) -> Path | None:

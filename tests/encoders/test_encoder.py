@@ -214,8 +214,8 @@ def _tiny_family(tiny_bert, folder, config_class, **kw):
     # gave negative shares
     ("SqueezeBertConfig", dict(embedding_size=32, q_groups=1, k_groups=1, v_groups=1, post_attention_groups=1,
                                intermediate_groups=1, output_groups=1),
-     r"\(squeezebert\) returns attention maps whose rows over the real tokens do not sum to 1: they are not softmax "
-     r"weights"),
+     r"\(squeezebert\) returns attention maps that are not softmax weights over the real tokens \(layer \d, head \d: "
+     r"(map holds negative values|rows do not sum to 1)"),
     # ConvBERT's head_ratio halves the attention heads its config names: the census failed in a reshape
     ("ConvBertConfig", dict(head_ratio=2, embedding_size=32),
      r"\(convbert\) returns 2 attention maps of shape \(2, 2, (\d+), \1\) where its config's 2 layers of 4 heads"),
@@ -242,6 +242,19 @@ def test_a_model_without_attention_heads_is_refused_and_a_bert_of_the_same_shape
         load_encoder(fnet)
     bert = load_encoder(_tiny_family(tiny_bert, tmp_path / "bert", BertConfig))  # the probe passes a true encoder
     assert (bert.num_layers, bert.num_heads) == (2, 4)
+
+
+def test_a_model_whose_maps_weigh_padding_is_refused_as_that(tiny_bert, tmp_path, monkeypatch):
+    from transformers import BertConfig
+    from transformers.models.bert import modeling_bert
+
+    folder = _tiny_family(tiny_bert, tmp_path / "bert", BertConfig)
+    eager = modeling_bert.eager_attention_forward  # a softmax over every token of the batch, padding included
+    monkeypatch.setattr(modeling_bert, "eager_attention_forward",
+                        lambda module, q, k, v, attention_mask, **kw: eager(module, q, k, v, None, **kw))
+    with pytest.raises(EncoderError, match=r"\(bert\) returns attention maps of a padded input that give weight to "
+                                           r"its padding tokens, which patterncnn cuts away \(layer 1, head 1: rows"):
+        load_encoder(folder)
 
 
 def test_a_layout_model_loads_with_a_warning_that_it_gets_no_layout(tiny_bert, tmp_path, caplog):
