@@ -305,7 +305,9 @@ def writer_scope(command: str) -> Iterator[None]:
                 _release(key)
             except KeyboardInterrupt as e:
                 interrupted = e
-                _release(key)  # the lock's file closes however its release ended; again, to drop what is left
+                # The lock's file is closed already (_release's finally) unless the interrupt came before the
+                # key left _HELD; then this second call, a no-op otherwise, releases it.
+                _release(key)
         if interrupted is not None:
             raise interrupted
 
