@@ -168,11 +168,49 @@ def _read_array(fp: IO[bytes], what: str, budget: _Budget, stacked: bool, room: 
                              f"with np.save")
     buf = bytearray(nbytes)
     got = fp.readinto(buf)
-    if got != nbytes:
-        raise ArrayFileError(f"{what} is truncated: {got} of the {nbytes} bytes its header declares")
-    if fp.read(1):  # for a zip member this also reaches the end of the stream, where its CRC is checked
-        raise ArrayFileError(f"{what} holds more data than its header declares; save it with np.save")
+    if got == nbytes:  # one byte more; for a zip member, this reaches the end of the stream, where its CRC is checked
+        got += len(fp.read(1))
+    _check_size(what, got, nbytes)
     return np.frombuffer(buf, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+
+
+def _check_size(what: str, held: int, nbytes: int) -> None:
+    """Refuse an array whose data is not the ``nbytes`` its header declares (``held``: what there is)."""
+    if held < nbytes:
+        raise ArrayFileError(f"{what} is truncated: {held} of the {nbytes} bytes its header declares")
+    if held > nbytes:
+        raise ArrayFileError(f"{what} holds more data than its header declares; save it with np.save")
+
+
+class BufferReader(io.RawIOBase):
+    """A seekable binary stream over bytes or a bytearray that does not copy it (``io.BytesIO`` copies a bytearray;
+    a request body of 256 MiB would be held twice)."""
+
+    def __init__(self, data: bytes | bytearray):
+        super().__init__()
+        self._view, self._pos = memoryview(data), 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        n = max(0, min(len(b), len(self._view) - self._pos))
+        b[:n] = self._view[self._pos:self._pos + n]
+        self._pos += n
+        return n
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_SET and offset < 0:
+            raise ValueError(f"negative seek value {offset}")
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._view)}[whence]
+        self._pos = max(0, base + offset)  # as io.BytesIO: before the start is the start
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
 
 
 # What a corrupt .npy header (numpy parses it as a Python literal) or zip stream can raise.
@@ -180,19 +218,24 @@ _DECODE_ERRORS = (ValueError, TypeError, SyntaxError, tokenize.TokenError, EOFEr
                   zipfile.BadZipFile, RuntimeError, NotImplementedError)
 
 
-def read_npy(data: bytes, limits: ReadLimits, name: str = "the .npy") -> list[np.ndarray]:
-    """The maps of one ``.npy`` body: one (T, T) array, or the N maps of an (N, T, T) array."""
-    fp = io.BytesIO(data)
+def read_npy(data: bytes | bytearray, limits: ReadLimits, name: str = "the .npy") -> list[np.ndarray]:
+    """The maps of one ``.npy`` body: one (T, T) array, or the N maps of an (N, T, T) array.
+
+    They are views of ``data`` when it is a bytearray (the service's bodies, :func:`patterncnn.serve.decode.read_body`):
+    a body is held once, not beside a decoded copy. Immutable bytes are copied, so the maps are always writable."""
+    fp = BufferReader(data)
     try:
-        shape, _, _ = _read_header(fp, name)
+        shape, fortran, dtype = _read_header(fp, name)
         if len(shape) not in (2, 3):
             raise ArrayFileError(f"{name}: .npy array has shape {shape}; send (T, T) or (N, T, T)", "invalid")
-        fp.seek(0)
-        arr = _read_array(fp, name, _Budget(limits), stacked=len(shape) == 3)
+        nbytes = _Budget(limits).take(shape, dtype, name, stacked=len(shape) == 3)
+        _check_size(name, len(data) - fp.tell(), nbytes)
+        arr = np.frombuffer(data, dtype=dtype, count=math.prod(shape), offset=fp.tell())
     except ArrayFileError:
         raise
     except _DECODE_ERRORS as e:
         raise ArrayFileError(f"{name}: unreadable .npy ({e}); send arrays saved with np.save") from None
+    arr = (arr if isinstance(data, bytearray) else arr.copy()).reshape(shape, order="F" if fortran else "C")
     return [arr] if arr.ndim == 2 else list(arr)
 
 
@@ -202,7 +245,7 @@ def read_npz(data: bytes, limits: ReadLimits) -> tuple[list[str], list[np.ndarra
     if limits.max_maps is not None and data.count(b"PK\x01\x02") > limits.max_maps:
         raise ArrayFileError(f"more than {limits.max_maps} maps in one request; the limit is {limits.max_maps}: split "
                              f"the batch", "too_large")
-    npz = NpzMaps(io.BytesIO(data), limits, name="the request body")
+    npz = NpzMaps(BufferReader(data), limits, name="the request body")
     return npz.keys, [npz.get(k) for k in npz.keys]
 
 

@@ -45,7 +45,7 @@ def require_json(request: Request) -> None:
                        f"JSON, with 'Content-Type: application/json'", 415)
 
 
-def parse_json(body: bytes, max_bytes: int, max_values: int | None = None):
+def parse_json(body: bytes | bytearray, max_bytes: int, max_values: int | None = None):
     """The JSON value of ``body``; 413 over ``max_bytes`` or (for a body larger than ``max_values`` bytes) over
     ``max_values`` objects, arrays and items, counted before parsing; 400 if malformed or nested too deep.
 
@@ -84,6 +84,27 @@ def parse_model(model: type[BaseModel], body: bytes, limit: int, max_values: int
     return validated(model, parse_json(body, limit, max_values))
 
 
+async def read_body(request: Request) -> bytearray:
+    """The request's body, read into one buffer: of its ``Content-Length``, allocated once (Starlette's ``body()``
+    keeps the chunks and joins them, holding the body twice for a moment), or grown chunk by chunk without one.
+    A bytearray, so that an ``.npy``'s maps are views of it (:func:`patterncnn.core.arrayfile.read_npy`)."""
+    length = request.headers.get("content-length", "")
+    buf = bytearray(int(length)) if length.isdigit() else bytearray()  # BodyGuard refused a length over the budget
+    size = 0
+    async for chunk in request.stream():
+        if length.isdigit():
+            if size + len(chunk) > len(buf):
+                raise BadInput(f"the body is longer than its Content-Length of {len(buf)} bytes; send its length", 400)
+            buf[size:size + len(chunk)] = chunk
+        else:
+            buf += chunk
+        size += len(chunk)
+    if size < len(buf):
+        raise BadInput(f"the body ended after {size} of the {len(buf)} bytes its Content-Length declares; send it "
+                       f"whole", 400)
+    return buf
+
+
 class BoundedRequest(Request):
     """A request whose ``json()`` is :func:`parse_json` under its route's body budget, then validated as the
     route's body model (``body_model``), all in a worker thread: nothing proportional to the body runs on the
@@ -91,16 +112,20 @@ class BoundedRequest(Request):
 
     body_model: type[BaseModel] | None = None
 
+    async def body(self) -> bytearray:
+        if not hasattr(self, "_body"):
+            self._body = await read_body(self)
+        return self._body
+
     async def json(self):
         if not hasattr(self, "_json"):
             parts = self.app.state.parts
             limit = parts.budget(self.scope.get("path", ""), JSON).body_bytes
             max_values = parts.settings.max_json_bytes // 4
-            async with parts.body_slot(self):  # /predict's bodies may be larger than the JSON limit
-                if self.body_model is None:
-                    self._json = await parts.run(parse_json, await self.body(), limit, max_values)
-                else:
-                    self._json = await parts.run(parse_model, self.body_model, await self.body(), limit, max_values)
+            if self.body_model is None:
+                self._json = await parts.run(parse_json, await self.body(), limit, max_values)
+            else:
+                self._json = await parts.run(parse_model, self.body_model, await self.body(), limit, max_values)
         return self._json
 
 
@@ -119,7 +144,10 @@ class JsonRoute(APIRoute):
             require_json(request)
             bounded_request = BoundedRequest(request.scope, request.receive)
             bounded_request.body_model = model
-            return await handler(bounded_request)
+            # FastAPI reads the body before the route parses it: its bytes (and a large body's slot: /predict's may
+            # be up to --max-body-mb) are taken before that, and held until the answer
+            async with request.app.state.parts.body_slot(request):
+                return await handler(bounded_request)
 
         return bounded
 
@@ -134,7 +162,7 @@ class Batch:
     seps: list | None
 
 
-def classify_batch(media: str, body: bytes, s: ServeSettings) -> Batch:
+def classify_batch(media: str, body: bytes | bytearray, s: ServeSettings) -> Batch:
     """The checked maps of a /v1/classify body (JSON, or an .npy/.npz for ``BINARY`` media types)."""
     if media == JSON:
         data = parse_json(body, s.max_json_bytes)
@@ -207,7 +235,7 @@ def _rows_to_array(i: int, rows: list[list[float]]) -> np.ndarray:
             raise BadInput(f"map {i} is not a rectangular list of numbers") from None
 
 
-def _arrays(body: bytes, s: ServeSettings) -> tuple[list[str], list[np.ndarray]]:
+def _arrays(body: bytes | bytearray, s: ServeSettings) -> tuple[list[str], list[np.ndarray]]:
     try:
         if body[:6] == NPY_MAGIC:
             maps = read_npy(body, s.read_limits)

@@ -10,7 +10,7 @@ from ..core.labels import LABELS
 from ..core.version import __version__
 from ..encoders.load import CHARS_PER_TOKEN, EncoderError
 from ..experiments import analyze as analysis
-from .decode import BINARY, JSON, JsonRoute, classify_batch, media_type
+from .decode import BINARY, JSON, JsonRoute, classify_batch, media_type, read_body
 from .errors import BadInput, error_responses
 from .schemas import (
     AnalyzeRequest,
@@ -68,7 +68,8 @@ async def model(full: bool = False, parts: Parts = Depends(get_parts)) -> ModelI
         encoder_shape=EncoderShape(layers=enc.num_layers, heads=enc.num_heads, max_length=enc.max_length)
         if enc else None,
         limits=Limits(max_t=s.max_t, max_batch=s.max_batch, max_body_bytes=s.max_body_bytes,
-                      max_json_bytes=s.max_json_bytes, max_decoded_bytes=s.max_decoded_bytes))
+                      max_json_bytes=s.max_json_bytes, max_decoded_bytes=s.max_decoded_bytes,
+                      max_inflight_bytes=s.max_inflight_bytes))
 
 
 @router.post("/v1/classify", response_model=ClassifyResponse, response_model_exclude_none=True,
@@ -80,12 +81,12 @@ async def classify(request: Request, parts: Parts = Depends(get_parts)) -> Class
         raise BadInput(f"unsupported content type {request.headers.get('content-type', '')!r}: send "
                        f"application/json or application/octet-stream (.npy/.npz)", 415)
     async with parts.body_slot(request):
-        body = await request.body()
+        body = await read_body(request)
         results = await parts.run(_classify, parts, media, body)
     return ClassifyResponse(results=results, model_version=parts.classifier.model_version)
 
 
-def _classify(parts: Parts, media: str, body: bytes) -> list[dict]:
+def _classify(parts: Parts, media: str, body: bytearray) -> list[dict]:
     batch = classify_batch(media, body, parts.settings)
     probs, warnings = parts.predict(batch)
     return [result_record(k, p, w) for k, p, w in zip(batch.ids, probs, warnings)]

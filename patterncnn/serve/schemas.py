@@ -181,6 +181,7 @@ class Limits(BaseModel):
     max_body_bytes: int
     max_json_bytes: int
     max_decoded_bytes: int
+    max_inflight_bytes: int
 
 
 class ModelInfo(BaseModel):

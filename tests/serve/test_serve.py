@@ -36,7 +36,10 @@ def test_health_labels_model(client):
     assert client.get("/health").json()["status"] == "UP"
     assert client.get("/v1/labels").json() == {"labels": list(LABELS)}
     m = client.get("/v1/model").json()
-    assert m["encoder_shape"] == {"layers": 3, "heads": 4, "max_length": 32} and m["limits"]["max_t"] == 64
+    assert m["encoder_shape"] == {"layers": 3, "heads": 4, "max_length": 32}
+    assert m["limits"] == {"max_t": 64, "max_batch": 8, "max_body_bytes": 200_000, "max_json_bytes": 100_000,
+                           "max_decoded_bytes": ServeSettings().max_decoded_bytes,
+                           "max_inflight_bytes": ServeSettings().max_inflight_bytes}
     spec = client.get("/openapi.json").json()
     assert {"/v1/classify", "/v1/analyze", "/predict", "/setup", "/health"} <= set(spec["paths"])
 
