@@ -150,8 +150,16 @@ def _onnx(model, tag: str = "model", threads: int = 2, cache: Path | None = None
             session = None
     if session is None:
         log.info("exporting %s to %s", tag, path)
-        export_encoder(model.cpu(), path, names)  # exported from the CPU: one file for every device
-        model.to(device)
+        try:
+            export_encoder(model.cpu(), path, names)  # exported from the CPU: one file for every device
+        except OSError:  # the disk's, not the model's
+            raise
+        except Exception as e:  # noqa: BLE001 - the exporter's failure on an operator of this model, said so
+            raise BackendError(f"{tag} cannot be exported to ONNX ({type(e).__name__}: "
+                               f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else 'no message'}); run it "
+                               f"with --backend torch") from None
+        finally:
+            model.to(device)
         session = ort.InferenceSession(str(path), opts, providers=onnx_providers(device))
 
     def run(inputs: dict) -> torch.Tensor:
@@ -166,7 +174,7 @@ def _parity(ref: Runner, run: Runner, names: tuple[str, ...], path: Path, vocab:
     """Compare the exported graph with torch on a padded two-example batch (as timm does after every export)."""
     import torch
 
-    ids = torch.randint(5, vocab, (2, 11), generator=torch.Generator().manual_seed(0))
+    ids = torch.randint(min(5, vocab - 1), vocab, (2, 11), generator=torch.Generator().manual_seed(0))
     mask = torch.ones_like(ids)
     mask[1, 6:] = 0
     inputs = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}

@@ -504,6 +504,10 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
         raise EncoderError(f"{name!r} ({config.model_type}) has no attention heads (its config has no "
                            f"num_attention_heads; FNet, for one, mixes tokens by a Fourier transform): it draws no "
                            f"attention maps to classify. Pass a BERT/RoBERTa/ELECTRA-style model")
+    if config.model_type == "reformer":  # on a short input one chunk holds every token: the probe cannot see it
+        raise EncoderError(f"{name!r} (reformer) attends within chunks of tokens (local attention) or hash buckets "
+                           f"(LSH attention), not over all of a text's tokens: its maps are not the full maps the "
+                           f"patterns describe. Pass a BERT/RoBERTa/ELECTRA-style model")
     archs, decoder = config.architectures or [], _decoder_only(config.model_type)
     if config.is_encoder_decoder or getattr(config, "is_decoder", False) or any(
         a.endswith(_NOT_ENCODERS) for a in archs
@@ -556,9 +560,9 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
         raise EncoderError(f"the weights in {path} do not match {name!r} (SHA-256 {fingerprint['sha256']}); {fix}")
     taken = sorted(p for p in _LAYOUT_INPUTS if p in inspect.signature(model.forward).parameters)
     if taken:
-        log.warning("%s: its model reads %s beside the text; patterncnn gives only the text, so those inputs take "
-                    "the model's defaults (zeros) and its maps are those of text without a layout", name,
-                    " and ".join(taken))
+        log.warning("%s: its model reads %s beside the text; patterncnn gives only the text, so those inputs are "
+                    "left out (the model's defaults where it has them, else it fails) and its maps are those of the "
+                    "text alone", name, " and ".join(taken))
     enc = Encoder(name, model, tokenizer, max_length, fingerprint, backend, threads, device)
     _check_attentions(enc)
     return enc
