@@ -384,9 +384,10 @@ def _acquire(folder: Path, scope: _Scope, option: str, instead: str | None) -> _
                 return _unlocked(folder, made, scope, f"its lock file cannot be opened ({e.strerror})")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            locked = True
         except BlockingIOError:
-            locked = False
+            record = _read_record(fd)
+            os.close(fd)
+            raise FolderBusy(_busy(folder, record, option, instead)) from None
         except OSError as e:
             os.close(fd)
             if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL):
@@ -394,14 +395,8 @@ def _acquire(folder: Path, scope: _Scope, option: str, instead: str | None) -> _
             raise
         with contextlib.suppress(FileNotFoundError):
             if os.path.samestat(os.fstat(fd), os.stat(path)):
-                if locked:
-                    break
-                record = _read_record(fd)
-                os.close(fd)
-                raise FolderBusy(_busy(folder, record, option, instead))
-        # Its run removed the file while this one opened it: it has ended, or is ending and still holds the lock
-        # for a moment (_leave removes the file, then closes it). Either way, lock a new file.
-        os.close(fd)
+                break
+        os.close(fd)  # its run removed it (the folder's last file) while this one opened it: lock the new one
         folder.mkdir(parents=True, exist_ok=True)
     else:
         raise OutputError(f"{path}: its lock keeps being replaced; another program is removing it")

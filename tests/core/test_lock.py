@@ -306,29 +306,3 @@ def test_a_ctrl_c_while_the_locks_are_released_still_releases_every_one(tmp_path
     with writer_scope("patterncnn census"):  # and this process takes both again
         output_folder(first, ("census.json",), False)
         output_folder(second, ("census.json",), False)
-
-
-def test_a_run_starting_as_another_releases_the_folder_takes_it(tmp_path, monkeypatch):
-    # A releasing run removes its lock file, then closes it. A run that opened the file just before the removal
-    # found it still locked and was refused, though the holder was ending; it now sees the file gone and locks anew.
-    import fcntl
-
-    out = tmp_path / "o"
-    out.mkdir()
-    holder = os.open(out / LOCK, os.O_RDWR | os.O_CREAT)
-    fcntl.flock(holder, fcntl.LOCK_EX)
-    real_flock, removed = fcntl.flock, []
-
-    def released_meanwhile(fd, op):  # the holder's release, between the newcomer's open and its flock
-        if not removed:
-            removed.append(os.unlink(out / LOCK))
-        return real_flock(fd, op)
-
-    monkeypatch.setattr(fileio.fcntl, "flock", released_meanwhile)
-    try:
-        with writer_scope("patterncnn census"):
-            assert output_folder(out, ("census.json",), False) == out
-            assert removed and (out / LOCK).exists()  # a new lock file, held by this run
-            assert taken(out) != "free"
-    finally:
-        os.close(holder)
