@@ -85,23 +85,20 @@ def parse_model(model: type[BaseModel], body: bytes, limit: int, max_values: int
 
 
 async def read_body(request: Request) -> bytearray:
-    """The request's body, read into one buffer: of its ``Content-Length``, allocated once (Starlette's ``body()``
-    keeps the chunks and joins them, holding the body twice for a moment), or grown chunk by chunk without one.
-    A bytearray, so that an ``.npy``'s maps are views of it (:func:`patterncnn.core.arrayfile.read_npy`)."""
+    """The request's body in one buffer, grown as its chunks arrive (Starlette's ``body()`` keeps the chunks and
+    joins them, holding the body twice for a moment; a buffer of the declared length made up front would take that
+    memory before a byte arrives). A bytearray, so that an ``.npy``'s maps are views of it
+    (:func:`patterncnn.core.arrayfile.read_npy`)."""
     length = request.headers.get("content-length", "")
-    buf = bytearray(int(length)) if length.isdigit() else bytearray()  # BodyGuard refused a length over the budget
-    size = 0
+    declared = int(length) if length.isdigit() else None  # BodyGuard refused a length over the budget
+    buf = bytearray()
     async for chunk in request.stream():
-        if length.isdigit():
-            if size + len(chunk) > len(buf):
-                raise BadInput(f"the body is longer than its Content-Length of {len(buf)} bytes; send its length", 400)
-            buf[size:size + len(chunk)] = chunk
-        else:
-            buf += chunk
-        size += len(chunk)
-    if size < len(buf):
-        raise BadInput(f"the body ended after {size} of the {len(buf)} bytes its Content-Length declares; send it "
-                       f"whole", 400)
+        buf += chunk  # a large buffer grows in place (glibc's realloc remaps its pages: nothing is copied)
+        if declared is not None and len(buf) > declared:
+            raise BadInput(f"the body is longer than its Content-Length of {declared} bytes; send its length", 400)
+    if declared is not None and len(buf) < declared:
+        raise BadInput(f"the body ended after {len(buf)} of the {declared} bytes its Content-Length declares; send "
+                       f"it whole", 400)
     return buf
 
 

@@ -20,7 +20,7 @@ from fastapi import Request
 
 from ..classifier.classify import BATCH_MAPS, TOO_LARGE, batches, scorable
 from ..core.arrayfile import ReadLimits
-from .decode import Batch, inputs, refusal
+from .decode import Batch, inputs, media_type, refusal
 from .errors import BadInput
 from .settings import ServeSettings
 
@@ -86,13 +86,14 @@ class Parts:
 
     @contextlib.asynccontextmanager
     async def body_slot(self, request: Request) -> AsyncIterator[None]:
-        """What a request holds while its body is read and worked on. A body over the JSON limit (or of unknown
-        length) first waits for one of ``workers`` slots; then every body takes its length (``max_body_bytes`` if
-        unknown) from the server's ``max_inflight_bytes``: a body it does not fit is refused, 503 with
+        """What a request holds while its body is read and worked on. A body over the JSON limit (one of unknown
+        length counts as its route's limit, :meth:`budget`) first waits for one of ``workers`` slots; then every body
+        takes its length from the server's ``max_inflight_bytes``: a body it does not fit is refused, 503 with
         ``Retry-After``, before it is read, so the bodies in memory never pass that total."""
         s = self.settings
         length = request.headers.get("content-length", "")
-        size = min(int(length), s.max_body_bytes) if length.isdigit() else s.max_body_bytes
+        size = (min(int(length), s.max_body_bytes) if length.isdigit() else  # unknown: its route's most
+                self.budget(request.scope.get("path", ""), media_type(request)).body_bytes)
         async with self.large_bodies if size > s.max_json_bytes else contextlib.nullcontext():
             if self.inflight_bytes + size > s.max_inflight_bytes:  # checked and taken with no await between
                 raise BadInput(f"the server holds {self.inflight_bytes} bytes of request bodies and this one of "
