@@ -7,6 +7,7 @@ Usage::
     with atomic_open(out, "w") as f: ...                          # never replaces what is not a regular file
     with staged_outputs(out, ("model.pt", "done.json")) as stage: ...  # several files: all land, or none
     move_into_place(stage / "labels.csv", out / "labels.csv")     # one staged file onto its target
+    swap_into_place(tmp_folder, out_folder)                       # a finished folder onto its target
 
 The rule for ``--out`` (every command): a path that exists and is not a regular file (a folder
 where a file is written, a FIFO, a device, a socket) is refused, never replaced; an existing
@@ -26,7 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import ctypes
 import errno
+import functools
 import hashlib
 import json
 import logging
@@ -36,6 +39,7 @@ import secrets
 import shutil
 import socket
 import stat
+import sys
 import tempfile
 import threading
 import time
@@ -544,6 +548,71 @@ def move_into_place(src: str | os.PathLike, path: str | os.PathLike) -> None:
             raise
         with open(src, "rb") as f, atomic_open(target, "wb") as g:
             shutil.copyfileobj(f, g)
+
+
+def swap_into_place(new: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Put the finished folder ``new`` at ``target``; what was at ``target`` ends at ``new`` (the caller removes it),
+    and nothing was there when ``new`` is gone. On Linux one atomic exchange (``renameat2`` with ``RENAME_EXCHANGE``):
+    ``target`` is never missing, so a run starting meanwhile finds it and its lock (:func:`hold`) and is refused.
+    Elsewhere two renames, by way of a hidden sibling of ``target``; a failure or Ctrl-C between them moves
+    ``target``'s contents back.
+
+    Raises:
+        OSError: nothing moved (``new`` and ``target`` are as they were).
+        OutputError: the two renames could neither finish nor be undone (a folder was made at ``target`` between
+            them): ``new`` stays where it is, and the message says where ``target``'s contents are.
+    """
+    new, target = Path(new), Path(target)
+    if not os.path.lexists(target):
+        os.rename(new, target)  # fails on a non-empty folder made there meanwhile; an empty one is replaced
+        return
+    if _exchange(new, target):
+        return
+    old = target.with_name(f".{target.name}.{secrets.token_hex(4)}.old")
+    os.rename(target, old)
+    try:
+        os.rename(new, target)
+    except BaseException as e:
+        try:
+            os.rename(old, target)
+        except OSError:
+            raise OutputError(f"{target} could not be replaced ({e}), nor put back, as {target} was made again "
+                              f"meanwhile: what was there is kept in {old}; move it back by hand") from e
+        raise
+    try:
+        os.rename(old, new)
+    except OSError as e:  # the swap is done: what was there is only not where the caller removes it
+        log.warning("%s was replaced; what was there is left in %s (%s): remove it", target, old, e.strerror)
+
+
+_RENAME_EXCHANGE, _AT_FDCWD = 2, -100  # <linux/fs.h>, <fcntl.h>
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the paths ``a`` and ``b`` in one atomic step; False where the system or file system has no such step."""
+    renameat2 = _renameat2()
+    if renameat2 is None:
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):  # a kernel or file system without it
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+
+@functools.cache
+def _renameat2():
+    """glibc's ``renameat2`` (2.28 and later), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
 
 
 def _create_temp(path: Path) -> tuple[int, str]:

@@ -31,6 +31,7 @@ from safetensors.numpy import save_file
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 from ..core.errors import PatternCNNError
+from ..core.fileio import swap_into_place
 
 SOURCE_RECORD = "e5s1_source.json"  # beside the converted weights: the source file's hash and what was done to it
 
@@ -241,7 +242,6 @@ def convert(src_bin: Path, out_dir: Path) -> Path:
               "zero_filled": ["pooler.dense.weight", "pooler.dense.bias"], "pieces": len(pieces), "dims": d}
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
-    old = tmp.with_name(tmp.name + ".old")
     try:
         save_file(_state_dict(m, data), str(tmp / "model.safetensors"), metadata={"format": "pt"})
         build_tokenizer(m).save(str(tmp / "tokenizer.json"))
@@ -251,14 +251,8 @@ def convert(src_bin: Path, out_dir: Path) -> Path:
         for f in tmp.iterdir():
             f.chmod(0o644)
         tmp.chmod(0o755)
-        if out_dir.exists():
-            out_dir.rename(old)
-        tmp.rename(out_dir)
-    except BaseException:
-        if old.exists() and not out_dir.exists():
-            old.rename(out_dir)  # put the previous folder back
+        swap_into_place(tmp, out_dir)  # the previous folder, if any, ends at tmp
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
     return out_dir
 

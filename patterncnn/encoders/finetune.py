@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..core.fileio import LOCK, output_folder, write_json
+from ..core.fileio import LOCK, OutputError, output_folder, swap_into_place, write_json
 from ..core.glue import GlueTask, get_task, load_split
 from ..core.version import __version__
 from ..core.work import WORK, RunError, work_dir
@@ -164,18 +164,29 @@ def _check_out(out: Path, task: str, overwrite: bool) -> Path:
 
 
 def _replace(out: Path, model_dir: Path) -> None:
-    """Put the finished ``model_dir`` (inside ``out``'s work folder) at ``out`` in place of what is there."""
+    """Put the finished ``model_dir`` (inside ``out``'s work folder) at ``out`` in place of what is there, in one
+    atomic exchange where the system has one (:func:`swap_into_place`): ``out`` is never missing, so a run starting
+    meanwhile is refused by its lock. If the model cannot be moved, it is put back in the work folder, where the same
+    command run again finds it finished (its last checkpoint) and only scores and saves it again."""
     aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    moved = aside / "model"
     with contextlib.suppress(OSError):  # the same lock file (one inode) in the new folder: out stays locked
         os.link(out / LOCK, model_dir / LOCK)
     try:
-        model_dir.rename(aside / "new")
-        out.rename(aside / "old")
-        (aside / "new").rename(out)
-    finally:
-        if not out.exists() and (aside / "old").exists():  # interrupted between the two renames: put it back
-            (aside / "old").rename(out)
-        shutil.rmtree(aside, ignore_errors=True)
+        model_dir.rename(moved)
+        swap_into_place(moved, out)
+    except OutputError as e:  # neither done nor undone (no atomic exchange here): nothing is removed
+        raise OutputError(f"{e}; the fine-tuned model is in {moved}") from None
+    except BaseException as e:  # nothing swapped (or Ctrl-C): the model goes back where it was saved
+        for undo in (lambda: moved.rename(model_dir), (model_dir / LOCK).unlink, aside.rmdir):
+            with contextlib.suppress(OSError):
+                undo()
+        if not isinstance(e, OSError):
+            raise
+        kept = model_dir if model_dir.is_dir() else moved
+        raise OutputError(f"the fine-tuned model could not be moved to {out} ({e}); it is kept in {kept}: run the "
+                          f"same command again to finish, it resumes from its last checkpoint") from None
+    shutil.rmtree(aside, ignore_errors=True)  # what was at out, moved there by the swap
 
 
 def _data_record(split) -> dict:
@@ -240,7 +251,8 @@ def finetune(model: str, task: str, glue_dir: str | None, out: str | Path, cfg: 
               **{k: v for k, v in dataclasses.asdict(cfg).items() if k != "max_dev_examples"}}  # dev: only scored
     if torch.cuda.is_available():
         params["device"] = "cuda"  # a CPU run never resumes from a GPU's checkpoint
-    work = work_dir(out, t.name, params, overwrite, command="finetune")  # resumed when its stamp is these arguments, even with overwrite
+    # resumed when its stamp is these arguments, even with overwrite
+    work = work_dir(out, t.name, params, overwrite, command="finetune")
     for partial in {p for p in work.glob(f"{CHECKPOINT}*")} - {last_checkpoint(work)}:
         shutil.rmtree(partial)  # cut short while being written (or an older one the Trainer had not removed)
     resume = last_checkpoint(work)

@@ -55,6 +55,7 @@ from ..core.fileio import (
     new_stage,
     public_path,
     replaceable,
+    swap_into_place,
     write_bytes,
     write_json,
     write_text,
@@ -370,9 +371,7 @@ def _stage_files(out: Path, stage: Path, tables: Tables, export, report, log_ent
 
 
 def _swap_maps(out: Path, stage: Path) -> None:
-    if (out / "maps").exists():
-        (out / "maps").rename(stage / "old-maps")
-    (stage / "maps").rename(out / "maps")
+    swap_into_place(stage / "maps", out / "maps")  # the old maps, if any, go with the stage
 
 
 @dataclasses.dataclass

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from patterncnn.core import fileio
 from patterncnn.core.fileio import (
     PULLED,
     STAGED,
@@ -16,6 +17,7 @@ from patterncnn.core.fileio import (
     OutputError,
     output_folder,
     staged_outputs,
+    swap_into_place,
     write_bytes,
     write_json,
 )
@@ -219,3 +221,46 @@ def test_a_missing_output_under_a_folder_this_user_cannot_write_into_is_refused_
     (tmp_path / "afile").write_text("x")  # a file above: refused as before, for what it is
     with pytest.raises(OutputError, match="a parent of it is a file, not a folder"):
         output_folder(tmp_path / "afile" / "a", ("done.json",), overwrite=False)
+
+
+def _folder(path: Path, **files: str) -> Path:
+    path.mkdir()
+    for name, text in files.items():
+        (path / name).write_text(text)
+    return path
+
+
+def _files(path: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in path.iterdir()}
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["atomic-exchange", "two-renames"])
+def test_swap_into_place_puts_the_new_folder_there_and_hands_back_the_old(tmp_path, monkeypatch, exchange):
+    if not exchange:
+        monkeypatch.setattr(fileio, "_exchange", lambda a, b: False)
+    new, target = _folder(tmp_path / "new", a="new"), _folder(tmp_path / "out", a="old", b="old")
+    swap_into_place(new, target)
+    assert _files(target) == {"a": "new"} and _files(new) == {"a": "old", "b": "old"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "out"]  # no hidden folder left
+    swap_into_place(_folder(tmp_path / "newer", a="newer"), tmp_path / "missing")  # nothing there: a rename
+    assert _files(tmp_path / "missing") == {"a": "newer"} and not (tmp_path / "newer").exists()
+
+
+@pytest.mark.parametrize("stop", [OSError(errno.EIO, "Input/output error"), KeyboardInterrupt()])
+def test_two_renames_that_fail_between_them_are_undone(tmp_path, monkeypatch, stop):
+    # where there is no atomic exchange: the target's contents go back, the new folder stays where it was
+    monkeypatch.setattr(fileio, "_exchange", lambda a, b: False)
+    new, target = _folder(tmp_path / "new", a="new"), _folder(tmp_path / "out", a="old")
+    real = os.rename
+
+    def failing_into_target(src, dst):
+        if Path(dst) == target and Path(src) == new:
+            raise stop
+        real(src, dst)
+
+    monkeypatch.setattr(os, "rename", failing_into_target)
+    with pytest.raises(type(stop)):
+        swap_into_place(new, target)
+    monkeypatch.undo()
+    assert _files(target) == {"a": "old"} and _files(new) == {"a": "new"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "out"]

@@ -306,3 +306,77 @@ def test_a_ctrl_c_while_the_locks_are_released_still_releases_every_one(tmp_path
     with writer_scope("patterncnn census"):  # and this process takes both again
         output_folder(first, ("census.json",), False)
         output_folder(second, ("census.json",), False)
+
+
+# Another run arriving while a fine-tune swaps its model into OUT: on each "take" line it tries to take OUT (as a
+# fine-tune with --overwrite does) and says "busy", or "took" and keeps it until its input ends.
+ARRIVING = textwrap.dedent("""
+    import sys
+    from patterncnn.core.fileio import FolderBusy, output_folder, writer_scope
+    for line in sys.stdin:
+        with writer_scope("patterncnn finetune --out " + sys.argv[1]):
+            try:
+                output_folder(sys.argv[1], (), True)
+            except FolderBusy:
+                print("busy", flush=True)
+                continue
+            print("took", flush=True)
+            sys.stdin.read()
+""")
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["atomic-exchange", "two-renames"])
+def test_a_run_arriving_while_a_fine_tune_swaps_its_model_in_loses_nothing(tmp_path, monkeypatch, exchange):
+    # Before each rename of the swap another process tries to take OUT. With the atomic exchange OUT is never
+    # missing, so it is refused every time and the model lands. Without it, it takes OUT between the two renames;
+    # the swap can then neither finish nor be undone, and must keep both the old folder and the new model (it once
+    # deleted both).
+    from patterncnn.encoders.finetune import _replace
+
+    out = tmp_path / "out"
+    other = subprocess.Popen([sys.executable, "-c", ARRIVING, str(out)], env=ENV, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    answers = []
+
+    def arriving(fn):
+        def call(*args, **kwargs):
+            if "took" not in answers:
+                other.stdin.write("take\n")
+                other.stdin.flush()
+                answers.append(other.stdout.readline().strip())
+            return fn(*args, **kwargs)
+        return call
+
+    if not exchange:
+        monkeypatch.setattr(fileio, "_exchange", lambda a, b: False)
+    try:
+        with writer_scope("patterncnn finetune --overwrite --out " + str(out)):
+            output_folder(out, (), True)
+            (out / "config.json").write_text("old")
+            model = out / ".work" / "sst2" / "model"
+            model.mkdir(parents=True)
+            (model / "config.json").write_text("new")
+            (model / "model.safetensors").write_text("new weights")
+            monkeypatch.setattr(fileio, "_exchange", arriving(fileio._exchange))
+            monkeypatch.setattr(os, "rename", arriving(os.rename))
+            if exchange:
+                _replace(out, model)
+            else:
+                with pytest.raises(fileio.OutputError) as refused:
+                    _replace(out, model)
+            monkeypatch.undo()
+    finally:
+        other.stdin.close()
+        other.wait(30)
+    if exchange:
+        assert set(answers) == {"busy"} and len(answers) == 2  # before the model's move aside, and the exchange
+        assert contents(out) == {"config.json": b"new", "model.safetensors": b"new weights"}
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # the old folder is gone, and nothing else
+    else:
+        assert answers == ["busy"] * 3 + ["took"]  # refused before the model's move, the exchange and OUT's move
+        said = str(refused.value)
+        kept_old = Path(said.split("what was there is kept in ")[1].split(";")[0])
+        kept_new = Path(said.split("the fine-tuned model is in ")[1])
+        assert {k: v for k, v in contents(kept_old).items() if k != LOCK} == {"config.json": b"old"}
+        assert {k: v for k, v in contents(kept_new).items() if k != LOCK} == {"config.json": b"new",
+                                                                             "model.safetensors": b"new weights"}

@@ -103,6 +103,17 @@ def test_converted_weights_are_the_dequantised_file(tiny):
     assert (config["hidden_size"], config["num_hidden_layers"], config["num_attention_heads"]) == (H, LAYERS, HEADS)
 
 
+def test_converting_again_replaces_the_folder_whole(tiny):
+    root, _, _ = tiny
+    out = root / "again"
+    out.mkdir()
+    (out / "stale.bin").write_bytes(b"from an earlier conversion")
+    first = sorted(p.name for p in root.iterdir())
+    assert convert(root / "tiny.bin", out) == out
+    assert "stale.bin" not in {p.name for p in out.iterdir()} and (out / "model.safetensors").is_file()
+    assert sorted(p.name for p in root.iterdir()) == first  # no temporary or old folder left beside it
+
+
 def test_converted_folder_loads_in_transformers_with_attention_maps(tiny):
     from transformers import AutoModel, AutoTokenizer
 

@@ -1,6 +1,8 @@
 """`patterncnn finetune` on the tiny BERT: Trainer runs, metrics are GLUE's, the folder loads as --model."""
 
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -122,6 +124,41 @@ def test_an_interrupted_overwrite_resumes_with_the_same_command(tiny_bert, glue_
     wa, wb = _weights(whole), _weights(out)
     assert wa.keys() == wb.keys() and all(np.array_equal(wa[k], wb[k]) for k in wa)
     assert not (out / ".work").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_model_that_cannot_be_moved_into_out_is_kept_and_the_same_command_finishes(tiny_bert, glue_dir, tmp_path,
+                                                                                   monkeypatch, capsys):
+    import errno
+
+    from patterncnn.core import fileio
+    from patterncnn.encoders import finetune as ft
+
+    monkeypatch.setattr(ft, "SAVE_STEPS", 2)
+    out = tmp_path / "out"
+    assert main([*tiny_finetune(tiny_bert, glue_dir, epochs=1), "--out", str(out)]) == 0  # the old model
+    old = _weights(out)
+    again = [*tiny_finetune(tiny_bert, glue_dir), "--out", str(out), "--overwrite"]
+
+    def failing(a, b):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(fileio, "_exchange", failing)  # the swap fails (on Linux; elsewhere its first rename)
+    rename = os.rename
+    monkeypatch.setattr(fileio.os, "rename", lambda a, b: failing(a, b) if Path(b) == out else rename(a, b))
+    capsys.readouterr()
+    assert main(again) == 2
+    err = capsys.readouterr().err
+    model = out / ".work" / "rte" / "model"
+    assert f"could not be moved to {out} ([Errno 5] Input/output error); it is kept in {model}: run the same " \
+           f"command again to finish" in err, err
+    assert (model / "model.safetensors").is_file() and not (model / fileio.LOCK).exists()
+    assert all(np.array_equal(old[k], v) for k, v in _weights(out).items())  # the old model is still there
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # nothing left beside out
+    monkeypatch.undo()
+    monkeypatch.setattr(ft, "SAVE_STEPS", 2)
+    assert main(again) == 0, capsys.readouterr().err
+    assert json.loads((out / MANIFEST).read_text())["train"]["resumed_at_step"] == 6  # only scored and saved
+    assert not (out / ".work").exists()
 
 
 def test_an_unfinished_finetune_of_another_task_is_kept(tiny_bert, glue_dir, tmp_path, monkeypatch, capsys, caplog):
