@@ -389,7 +389,8 @@ def _check_attentions(enc: Encoder) -> None:
     """Refuse, before any work, a model whose ``output_attentions`` are not what patterncnn reads: one full map of
     softmax weights per layer and head, (B, H, T, T) over the batch's T tokens, each row of a real token summing
     to 1 over the real tokens. Found otherwise on real families: none at all (MRA), pooled or windowed maps (Funnel,
-    CANINE, Longformer, BigBird), fewer heads than the config says (ConvBERT), raw scores (SqueezeBERT)."""
+    CANINE, Longformer, BigBird), fewer heads than the config says (ConvBERT), raw scores (SqueezeBERT), causal maps
+    of a decoder that transformers does not list as a causal language model (Mistral 4)."""
     batch = [enc.tokenize(texts)[0] for texts in _PROBE]
     kwargs = {k: v.to(enc.device) for k, v in enc.inputs(batch).items()}
     kind = f"{enc.name!r} ({enc.model.config.model_type})"
@@ -413,6 +414,11 @@ def _check_attentions(enc: Encoder) -> None:
                            f"{want}: its attention is pooled, windowed, sparse or split differently than its config "
                            f"says (as Funnel, CANINE, Longformer, BigBird, ConvBERT); {full}")
     att = torch.stack([m.float().cpu() for m in maps], 1).numpy()  # (B, L, H, T, T)
+    if all(np.triu(att[b, :, :, :len(ids), :len(ids)], 1).max() <= 1e-6 for b, ids in enumerate(batch)):
+        raise EncoderError(f"{kind} is not a bidirectional encoder: its attention is causal, each token attends only "
+                           f"to those before it, in every layer and head (a decoder whose model type is not known as "
+                           f"one); patterncnn classifies the maps of BERT-family bidirectional encoders. Pass a "
+                           f"BERT/RoBERTa/ELECTRA-style model")
     for b, ids in enumerate(batch):
         n = len(ids)
         for layer, head in itertools.product(range(enc.num_layers), range(enc.num_heads)):

@@ -111,6 +111,25 @@ def test_a_decoder_only_model_is_refused_though_its_config_does_not_say_decoder(
         load_encoder(str(tmp_path / "gpt"))
 
 
+def test_a_decoder_of_a_model_type_not_known_as_one_is_refused_by_its_causal_maps(tiny_bert, tmp_path, monkeypatch):
+    # Mistral 4 (transformers 5.24) is a decoder that MODEL_FOR_CAUSAL_LM_MAPPING_NAMES does not list: it loaded and
+    # its census ran on causal maps. The load probe sees them: here a GPT-2 whose model type is taken as unknown.
+    import shutil
+
+    from transformers import AutoTokenizer, GPT2Config, GPT2Model
+
+    from patterncnn.encoders import load
+
+    shutil.copytree(tiny_bert, tmp_path / "gpt", ignore=shutil.ignore_patterns("*.safetensors", "config.json"))
+    vocab = len(AutoTokenizer.from_pretrained(tiny_bert))
+    GPT2Model(GPT2Config(n_layer=2, n_head=2, n_embd=8, vocab_size=vocab, architectures=["GPT2Model"])).save_pretrained(
+        tmp_path / "gpt")
+    monkeypatch.setattr(load, "_decoder_only", lambda model_type: False)
+    with pytest.raises(EncoderError, match=r"\(gpt2\) is not a bidirectional encoder: its attention is causal, each "
+                                           r"token attends only to those before it, in every layer and head"):
+        load_encoder(str(tmp_path / "gpt"))
+
+
 def test_a_model_folder_without_its_tokenizer_is_refused(tiny_bert, tmp_path):
     # its weights and config without the tokenizer files: transformers made a 5-token tokenizer, every word [UNK]
     import shutil
