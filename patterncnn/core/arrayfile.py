@@ -30,6 +30,7 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import math
@@ -197,20 +198,31 @@ class BufferReader(io.RawIOBase):
         return True
 
     def readinto(self, b) -> int:
+        self._checkClosed()
         n = max(0, min(len(b), len(self._view) - self._pos))
         b[:n] = self._view[self._pos:self._pos + n]
         self._pos += n
         return n
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._checkClosed()
+        if whence not in (io.SEEK_SET, io.SEEK_CUR, io.SEEK_END):
+            raise ValueError(f"invalid whence ({whence}, should be 0, 1 or 2)")
         if whence == io.SEEK_SET and offset < 0:
             raise ValueError(f"negative seek value {offset}")
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._view)}[whence]
+        base = (0, self._pos, len(self._view))[whence]
         self._pos = max(0, base + offset)  # as io.BytesIO: before the start is the start
         return self._pos
 
     def tell(self) -> int:
+        self._checkClosed()
         return self._pos
+
+    def close(self) -> None:
+        if not self.closed:
+            with contextlib.suppress(BufferError):  # a slice still held elsewhere: released with it
+                self._view.release()  # the buffer may be resized again (a bytearray under a view cannot)
+        super().close()
 
 
 # What a corrupt .npy header (numpy parses it as a Python literal) or zip stream can raise.
@@ -235,7 +247,9 @@ def read_npy(data: bytes | bytearray, limits: ReadLimits, name: str = "the .npy"
         raise
     except _DECODE_ERRORS as e:
         raise ArrayFileError(f"{name}: unreadable .npy ({e}); send arrays saved with np.save") from None
-    arr = (arr if isinstance(data, bytearray) else arr.copy()).reshape(shape, order="F" if fortran else "C")
+    # a view when it can be: held once, and aligned (np.save pads the header to 64 bytes; a hand-made one may not)
+    view = isinstance(data, bytearray) and arr.flags.aligned
+    arr = (arr if view else arr.copy()).reshape(shape, order="F" if fortran else "C")
     return [arr] if arr.ndim == 2 else list(arr)
 
 

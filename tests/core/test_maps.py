@@ -138,6 +138,39 @@ def test_append_checks_the_metadata_contract(tmp_path):
         store.append([({"id": "a"}, np.full((3, 3), 1e39))])
 
 
+def test_a_request_npy_is_read_as_views_of_its_body_and_aligned_when_its_header_is_not_padded():
+    import io
+
+    from patterncnn.core.arrayfile import ReadLimits, read_npy
+
+    maps = np.stack([softmax_map(6, i) for i in range(2)])
+    buf = io.BytesIO()
+    np.save(buf, maps)
+    body = bytearray(buf.getvalue())
+    got = read_npy(body, ReadLimits())
+    assert all(np.shares_memory(m, np.frombuffer(body, np.uint8)) for m in got)  # held once
+    header_end = body.index(b"\n") + 1  # np.save pads the header so that the data starts at a multiple of 64
+    unpadded = bytearray(body[:header_end - 2] + b"\n" + body[header_end:])  # a hand-made header, one byte short
+    unpadded[8:10] = (int.from_bytes(body[8:10], "little") - 1).to_bytes(2, "little")  # its declared length too
+    got = read_npy(unpadded, ReadLimits())
+    assert all(m.flags.aligned and m.flags.writeable for m in got)  # copied rather than left unaligned
+    np.testing.assert_array_equal(np.stack(got), maps)
+
+
+def test_buffer_reader_refuses_what_bytesio_refuses():
+    import io
+
+    from patterncnn.core.arrayfile import BufferReader
+
+    for reader in (BufferReader(bytearray(b"abcdef")), io.BytesIO(b"abcdef")):
+        assert reader.seek(-2, io.SEEK_END) == 4 and reader.read(5) == b"ef"
+        with pytest.raises(ValueError, match="invalid whence"):
+            reader.seek(0, 7)
+        reader.close()
+        with pytest.raises(ValueError, match="closed file"):
+            reader.read(1)
+
+
 def test_plain_npy_is_read_one_map_at_a_time(tmp_path):
     from patterncnn.core.arrayfile import ArrayFileError
 
