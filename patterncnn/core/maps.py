@@ -153,7 +153,10 @@ def check_seps(seps, t: int) -> str | None:
     return None
 
 
-def check_map(a: np.ndarray, row_tol: float = 1e-2, max_t: int | None = None,
+ROW_TOL = 1e-2  # how far a row of a map may sum from 1 (float16 maps, averaged or rescaled ones) before a warning
+
+
+def check_map(a: np.ndarray, row_tol: float = ROW_TOL, max_t: int | None = None,
               seps=None) -> tuple[list[str], list[str]]:
     """Check one attention map: the one validation every map passes, from JSON, .npy, .npz or a store.
 

@@ -40,7 +40,7 @@ from ..core.device import resolve_device
 from ..core.errors import PatternCNNError
 from ..core.fileio import sha256_file
 from ..core.glue import TASKS, Example
-from ..core.maps import check_map, encoder_family
+from ..core.maps import ROW_TOL, check_map, encoder_family
 from ..core.segments import segment_ids, separators
 from ..core.work import WORK
 from .backends import BACKENDS, BackendError, make_backend
@@ -426,7 +426,7 @@ def _check_attentions(enc: Encoder) -> None:
             if not (errors or warnings):
                 continue
             where = f"layer {layer + 1}, head {head + 1}: {(errors + warnings)[0]}"
-            if n < width and np.isfinite(att[b]).all() and np.abs(att[b, :, :, :n, :].sum(-1) - 1).max() <= 1e-2:
+            if n < width and np.isfinite(att[b]).all() and np.abs(att[b, :, :, :n, :].sum(-1) - 1).max() <= ROW_TOL:
                 raise EncoderError(f"{kind} returns attention maps of a padded input that give weight to its padding "
                                    f"tokens, which patterncnn cuts away ({where}); {full}")
             raise EncoderError(f"{kind} returns attention maps that are not softmax weights over the real tokens "
