@@ -37,6 +37,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import stat
 import sys
@@ -554,35 +555,65 @@ def swap_into_place(new: str | os.PathLike, target: str | os.PathLike) -> None:
     """Put the finished folder ``new`` at ``target``; what was at ``target`` ends at ``new`` (the caller removes it),
     and nothing was there when ``new`` is gone. On Linux one atomic exchange (``renameat2`` with ``RENAME_EXCHANGE``):
     ``target`` is never missing, so a run starting meanwhile finds it and its lock (:func:`hold`) and is refused.
-    Elsewhere two renames, by way of a hidden sibling of ``target``; a failure or Ctrl-C between them moves
-    ``target``'s contents back.
+    Elsewhere two renames, by way of a hidden sibling of ``target``, undone if the second fails. A Ctrl-C (or a
+    SIGTERM) lands after the renames (:func:`interrupts_held`): the swap is then done. A symlink at ``target`` is
+    itself replaced (resolve it first to replace its target's folder).
 
     Raises:
         OSError: nothing moved (``new`` and ``target`` are as they were).
         OutputError: the two renames could neither finish nor be undone (a folder was made at ``target`` between
-            them): ``new`` stays where it is, and the message says where ``target``'s contents are.
+            them): ``new`` is left as it is, and the message says where ``target``'s contents are.
     """
     new, target = Path(new), Path(target)
-    if not os.path.lexists(target):
-        os.rename(new, target)  # fails on a non-empty folder made there meanwhile; an empty one is replaced
-        return
-    if _exchange(new, target):
-        return
-    old = target.with_name(f".{target.name}.{secrets.token_hex(4)}.old")
-    os.rename(target, old)
-    try:
-        os.rename(new, target)
-    except BaseException as e:
+    with interrupts_held():
+        if not os.path.lexists(target):
+            os.rename(new, target)  # fails on a non-empty folder made there meanwhile; an empty one is replaced
+            return
+        if _exchange(new, target):
+            return
+        old = target.with_name(f".{target.name}.{secrets.token_hex(4)}.old")
+        os.rename(target, old)
         try:
-            os.rename(old, target)
-        except OSError:
-            raise OutputError(f"{target} could not be replaced ({e}), nor put back, as {target} was made again "
-                              f"meanwhile: what was there is kept in {old}; move it back by hand") from e
-        raise
+            os.rename(new, target)
+        except OSError as e:
+            try:
+                os.rename(old, target)
+            except OSError as undo:
+                raise OutputError(f"{target} could not be replaced ({e}), nor put back ({undo}): what was there is "
+                                  f"kept in {old}; move it back by hand") from e
+            raise
+        try:
+            os.rename(old, new)
+        except OSError as e:  # the swap is done: what was there is only not where the caller removes it
+            log.warning("%s was replaced; what was there is left in %s (%s): remove it", target, old, e.strerror)
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold back Ctrl-C and SIGTERM until the block ends, so that its few renames all happen or none does; the
+    signal then acts as it would have (a KeyboardInterrupt, the command's SIGTERM handler, the default action). A
+    block that ends by an exception drops the held signal: the run is ending anyway, with its own message. Only in
+    the main thread, where Python runs signal handlers; a signal whose handler Python did not set is left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[tuple[int, Any]] = []
+    before = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not None:
+            before[signum] = signal.signal(signum, lambda n, frame: held.append((n, frame)))
     try:
-        os.rename(old, new)
-    except OSError as e:  # the swap is done: what was there is only not where the caller removes it
-        log.warning("%s was replaced; what was there is left in %s (%s): remove it", target, old, e.strerror)
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+    if held:  # only when the block ended normally: delivered as it arrived
+        signum, frame = held[0]
+        handler = before[signum]
+        if callable(handler):
+            handler(signum, frame)
+        elif handler == signal.SIG_DFL:
+            os.kill(os.getpid(), signum)
 
 
 _RENAME_EXCHANGE, _AT_FDCWD = 2, -100  # <linux/fs.h>, <fcntl.h>

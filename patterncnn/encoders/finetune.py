@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..core.fileio import LOCK, OutputError, output_folder, swap_into_place, write_json
+from ..core.fileio import LOCK, OutputError, interrupts_held, output_folder, swap_into_place, write_json
 from ..core.glue import GlueTask, get_task, load_split
 from ..core.version import __version__
 from ..core.work import WORK, RunError, work_dir
@@ -156,6 +156,9 @@ def _check_out(out: Path, task: str, overwrite: bool) -> Path:
     with it. (One without a checkpoint left nothing to keep.)"""
     if overwrite or not (out.is_dir() and (out / WORK).is_dir() and {p.name for p in out.iterdir()} - {LOCK} == {WORK}):
         out = output_folder(out, (), overwrite)
+    if os.path.ismount(os.path.realpath(out)):  # its model lands by renaming a folder of the same file system into its place
+        raise OutputError(f"--out {out} is a mount point: the fine-tuned model is put in place by a rename, which "
+                          f"cannot replace a mount point; give a folder inside it, such as {out / 'model'}")
     others = sorted(p.name for p in (out / WORK).glob("*/") if p.name != task and last_checkpoint(p))
     if others and not overwrite:
         raise RunError(f"{out} holds an unfinished fine-tune of {' and '.join(others)}; run it with its earlier "
@@ -166,27 +169,29 @@ def _check_out(out: Path, task: str, overwrite: bool) -> Path:
 def _replace(out: Path, model_dir: Path) -> None:
     """Put the finished ``model_dir`` (inside ``out``'s work folder) at ``out`` in place of what is there, in one
     atomic exchange where the system has one (:func:`swap_into_place`): ``out`` is never missing, so a run starting
-    meanwhile is refused by its lock. If the model cannot be moved, it is put back in the work folder, where the same
-    command run again finds it finished (its last checkpoint) and only scores and saves it again."""
-    aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    moved = aside / "model"
-    with contextlib.suppress(OSError):  # the same lock file (one inode) in the new folder: out stays locked
-        os.link(out / LOCK, model_dir / LOCK)
-    try:
-        model_dir.rename(moved)
-        swap_into_place(moved, out)
-    except OutputError as e:  # neither done nor undone (no atomic exchange here): nothing is removed
-        raise OutputError(f"{e}; the fine-tuned model is in {moved}") from None
-    except BaseException as e:  # nothing swapped (or Ctrl-C): the model goes back where it was saved
-        for undo in (lambda: moved.rename(model_dir), (model_dir / LOCK).unlink, aside.rmdir):
-            with contextlib.suppress(OSError):
-                undo()
-        if not isinstance(e, OSError):
-            raise
-        kept = model_dir if model_dir.is_dir() else moved
-        raise OutputError(f"the fine-tuned model could not be moved to {out} ({e}); it is kept in {kept}: run the "
-                          f"same command again to finish, it resumes from its last checkpoint") from None
-    shutil.rmtree(aside, ignore_errors=True)  # what was at out, moved there by the swap
+    meanwhile is refused by its lock. A Ctrl-C lands once that is done (:func:`interrupts_held`). If the
+    model cannot be moved, it is put back in the work folder, where the same command run again finds it finished
+    (its last checkpoint) and only scores and saves it again. A symlinked ``out`` keeps its link: the folder it
+    points to is replaced."""
+    out = Path(os.path.realpath(out))
+    with interrupts_held():  # a Ctrl-C lands once the model is in place and what it replaced is gone
+        aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        moved = aside / "model"
+        with contextlib.suppress(OSError):  # the same lock file (one inode) in the new folder: out stays locked
+            os.link(out / LOCK, model_dir / LOCK)
+        try:
+            model_dir.rename(moved)
+            swap_into_place(moved, out)
+        except OutputError as e:  # neither done nor undone (no atomic exchange here): nothing is removed
+            raise OutputError(f"{e}; the fine-tuned model is in {moved}") from None
+        except OSError as e:  # nothing swapped: the model goes back where it was saved
+            for undo in (lambda: moved.rename(model_dir), (model_dir / LOCK).unlink, aside.rmdir):
+                with contextlib.suppress(OSError):
+                    undo()
+            kept = model_dir if model_dir.is_dir() else moved
+            raise OutputError(f"the fine-tuned model could not be moved to {out} ({e}); it is kept in {kept}: run "
+                              f"the same command again to finish, it resumes from its last checkpoint") from None
+        shutil.rmtree(aside, ignore_errors=True)  # what was at out, moved there by the swap
 
 
 def _data_record(split) -> dict:

@@ -380,3 +380,70 @@ def test_a_run_arriving_while_a_fine_tune_swaps_its_model_in_loses_nothing(tmp_p
         assert {k: v for k, v in contents(kept_old).items() if k != LOCK} == {"config.json": b"old"}
         assert {k: v for k, v in contents(kept_new).items() if k != LOCK} == {"config.json": b"new",
                                                                              "model.safetensors": b"new weights"}
+
+
+def _fine_tune_out(out: Path) -> Path:
+    """OUT as a fine-tune with --overwrite leaves it before its swap: the old model, and the new one in .work."""
+    (out / "config.json").write_text("old")
+    model = out / ".work" / "sst2" / "model"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("new")
+    return model
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["atomic-exchange", "two-renames"])
+def test_a_ctrl_c_during_a_fine_tune_s_swap_lands_once_the_model_is_in_place(tmp_path, monkeypatch, exchange):
+    # it once left OUT missing, or the old folder hidden beside OUT, or a false "move it back by hand"
+    import signal
+
+    from patterncnn.encoders.finetune import _replace
+
+    out = tmp_path / "out"
+    if not exchange:
+        monkeypatch.setattr(fileio, "_exchange", lambda a, b: False)
+    step = fileio._exchange if exchange else os.rename
+
+    def interrupted(*args):
+        done = step(*args)
+        os.kill(os.getpid(), signal.SIGINT)  # right after the model's move aside, the exchange, each rename
+        return done
+
+    with pytest.raises(KeyboardInterrupt):
+        with writer_scope("patterncnn finetune --overwrite"):
+            output_folder(out, (), True)
+            model = _fine_tune_out(out)
+            monkeypatch.setattr(fileio, "_exchange", interrupted) if exchange else \
+                monkeypatch.setattr(os, "rename", interrupted)
+            _replace(out, model)
+    monkeypatch.undo()
+    assert contents(out) == {"config.json": b"new"}  # the lock went with the run
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # the old folder removed, nothing hidden left
+
+
+def test_a_fine_tune_into_a_symlinked_out_replaces_the_folder_it_points_to(tmp_path):
+    # it once replaced the link by a folder, and left the old model, its checkpoints and a lock file at the target
+    from patterncnn.encoders.finetune import _replace
+
+    real, link = tmp_path / "disk" / "model", tmp_path / "out"
+    real.mkdir(parents=True)
+    link.symlink_to(real)
+    with writer_scope("patterncnn finetune --overwrite"):
+        output_folder(link, (), True)
+        _replace(link, _fine_tune_out(link))
+    assert link.is_symlink() and contents(real) == {"config.json": b"new"}
+    assert sorted(p.name for p in real.parent.iterdir()) == ["model"]
+
+
+def test_a_fine_tune_into_a_mount_point_is_refused_before_any_work(tmp_path, monkeypatch):
+    # its model could never be renamed into place (EXDEV, EBUSY): refused before training, naming a folder inside
+    from patterncnn.encoders import finetune
+
+    out = tmp_path / "volume"
+    out.mkdir()
+    real = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda p: os.fspath(p) == str(out) or real(p))
+    with writer_scope("patterncnn finetune"):
+        with pytest.raises(fileio.OutputError, match=rf"--out {out} is a mount point: the fine-tuned model is put in "
+                                                     rf"place by a rename, which cannot replace a mount point; give a "
+                                                     rf"folder inside it, such as {out / 'model'}"):
+            finetune._check_out(out, "sst2", overwrite=True)
