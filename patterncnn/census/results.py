@@ -129,7 +129,7 @@ def _points(d: float, marks: str) -> str:
     if marks and round(x, 1) == 0 and x != 0:
         decimals = 1 - math.floor(math.log10(abs(x)))
         return f"{x:+6.{decimals}f}" if decimals <= 4 else f"{x:+6.1e}"
-    return f"{x:+6.1f}"
+    return f"{round(x, 1) + 0.0:+6.1f}"  # + 0.0: a small fall prints +0.0, not -0.0
 
 
 def compare(a: dict, b: dict) -> tuple[str, dict]:

@@ -119,7 +119,7 @@ def _run(args: argparse.Namespace, made: Path | None) -> int:
         if resumable and out:
             saved = getattr(args, "saved", saved_parts)  # a command that keeps its parts elsewhere says where
             kept = saved(out)
-            if not kept and saved is saved_parts:
+            if not kept:
                 drop_unstarted(out)  # the stamp of a run stopped before its first part: nothing is left behind
             finished = getattr(args, "finished", [])  # whole results of a command of several, kept when run again
             if kept:

@@ -52,7 +52,7 @@ def register(sub) -> None:
                                     "map captioned with a running number; index.json maps numbers to map ids.")
     q.add_argument("maps", type=in_path, nargs="+", help="map store folder(s) or .npz file(s)")
     q.add_argument("--out", type=out_path, required=True, help="folder for sheet-NNN.png and index.json")
-    q.add_argument("--per-sheet", type=positive_int, default=16, help="(default: %(default)s)")
+    q.add_argument("--per-sheet", type=positive_int, default=16, help="maps per contact sheet (default: %(default)s)")
     q.add_argument("--shuffle", type=seed, metavar="SEED", help="shuffle the maps with this seed first")
     add_overwrite(q, "sheets")
     q.set_defaults(out_folder=True, func=run_sheets)

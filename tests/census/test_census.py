@@ -239,6 +239,10 @@ def test_a_marked_difference_that_rounds_to_zero_shows_its_digits():
     text, _ = compare(res(0.0), res(0.0))
     assert "+0.0  " in text and "+0.000" not in text  # no difference, no mark: as before
     assert "+4.0e-06*" in compare(res(0.0), res(4e-8))[0]  # however small: two significant digits
+    unmarked = {"encoder": {"model": "m"}, "estimator": {"name": "count"}, "tasks": {"rte": {
+        "shares": {k: 0.2 for k in LABELS}, "ci95": {k: [0.1, 0.3] for k in LABELS}}}}
+    fallen = {**unmarked, "tasks": {"rte": {**unmarked["tasks"]["rte"], "shares": {k: 0.2 - 6e-5 for k in LABELS}}}}
+    assert "-0.0" not in compare(unmarked, fallen)[0]  # an unmarked fall that rounds to nothing (walkthrough 59)
 
 
 def test_analyze_cli(tiny_bert, tiny_classifier, tmp_path, capsys):

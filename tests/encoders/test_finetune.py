@@ -100,6 +100,28 @@ def test_an_interrupted_finetune_resumes_to_the_same_model(tiny_bert, glue_dir, 
     assert not (parted / ".work").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
+def test_a_finetune_interrupted_before_its_first_checkpoint_leaves_nothing(tiny_bert, glue_dir, tmp_path, monkeypatch,
+                                                                         capsys):
+    # it said "nothing is saved" but left OUT/.work/<task>/run.json (walkthrough 59)
+    import transformers
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    args = tiny_finetune(tiny_bert, glue_dir)
+    old = tmp_path / "old"
+    assert main([*tiny_finetune(tiny_bert, glue_dir, epochs=1), "--out", str(old)]) == 0
+    before = sorted(p.name for p in old.iterdir())
+    monkeypatch.setattr(transformers.Trainer, "train", interrupted)
+    capsys.readouterr()
+    for out, extra in ((tmp_path / "new", []), (old, ["--overwrite"])):
+        assert main([*args, "--out", str(out), *extra]) == 130
+        err = capsys.readouterr().err
+        assert f"nothing is saved under {out}; the same command starts from the beginning" in err, err
+    assert not (tmp_path / "new").exists()  # the folder it made goes
+    assert sorted(p.name for p in old.iterdir()) == before  # the old model is left as it was, without a .work
+
+
 def test_an_interrupted_overwrite_resumes_with_the_same_command(tiny_bert, glue_dir, tmp_path, monkeypatch, capsys):
     from patterncnn.encoders import finetune as ft
 
