@@ -468,6 +468,40 @@ def test_sigterm_during_a_request_answers_503_and_exits(tmp_path):
     assert "503 on POST /v1/classify: the server stopped before the request finished" in log
 
 
+@pytest.mark.parametrize("signum,status,said", [("SIGINT", 130, "patterncnn serve: interrupted\n"),
+                                                ("SIGTERM", -15, "")], ids=["sigint", "sigterm"])
+def test_the_serve_command_s_exit_status_after_a_signal_is_the_one_serve_md_gives(signum, status, said):
+    # serve.md said 0 after SIGINT; it is 130 with one line, and SIGTERM ends the process by the signal (143 in a shell)
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from labelstudio_server import free_port
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(  # SIGINT as a terminal's Ctrl-C gives it (a background job's shell would ignore it)
+        [sys.executable, "-m", "patterncnn.cli", "serve", "--no-encoder", "--port", str(port)], env=env,
+        stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        proc.send_signal(getattr(signal, signum))
+        assert proc.wait(30) == status
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    log = proc.stderr.read()
+    assert "Traceback" not in log, log
+    assert log.endswith(said) if said else "interrupted" not in log, log
+
+
 def test_each_refused_request_is_one_log_line_without_the_token_or_body(parts, caplog):
     # Label Studio tells its user to "check the ML backend server console logs" when serve answers 401
     c = TestClient(create_app(ServeSettings(api_token="s3cret", max_t=64, max_batch=8), *parts),
