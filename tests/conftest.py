@@ -28,6 +28,17 @@ def shared_glue() -> Path:
     return path
 
 
+@pytest.fixture
+def ctrl_c():
+    """SIGINT raising KeyboardInterrupt, as under a terminal, for a test that sends it: a job started in the
+    background by a shell (as CI may be) begins with SIGINT ignored, and Python then keeps it ignored."""
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 @pytest.fixture(scope="session")
 def glue_dir() -> Path:
     """Excerpts of the real GLUE files (first rows, tests/fixtures/glue/SOURCES.md): always there."""

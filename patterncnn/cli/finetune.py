@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from .common import (
     add_glue_args,
@@ -49,14 +50,21 @@ def saved_checkpoints(out: str) -> bool:
 
 
 def run(args) -> int:
-    from ..encoders.finetune import FinetuneConfig, finetune
+    from ..encoders.finetune import MANIFEST, FinetuneConfig, finetune
 
     cfg = FinetuneConfig(batch_size=args.batch_size, epochs=args.epochs, learning_rate=args.learning_rate,
                          max_length=args.max_length, max_train_examples=args.max_train_examples,
                          max_dev_examples=args.max_dev_examples, seed=args.seed)
     t0 = time.time()
-    with sigterm_as_interrupt():  # a time limit keeps the checkpoints as Ctrl-C does, and it says so
-        manifest = finetune(args.model, args.task, glue_dir(args), args.out, cfg, overwrite=args.overwrite)
+    try:
+        with sigterm_as_interrupt():  # a time limit keeps the checkpoints as Ctrl-C does, and it says so
+            manifest = finetune(args.model, args.task, glue_dir(args), args.out, cfg, overwrite=args.overwrite)
+    except KeyboardInterrupt:  # held while the model is put in place (fileio.interrupts_held): it may be there
+        landed = Path(args.out) / MANIFEST
+        if landed.is_file() and landed.stat().st_mtime >= t0:  # written by this run, not an old model's
+            args.interrupt_note = (f"the fine-tuned model was already in place: saved to {args.out} (use it as "
+                                   f"--model {args.out})")
+        raise
     dev = ", ".join(f"{k} {v:.4f}" for k, v in manifest["dev"].items())
     train = manifest["train"]
     resumed = (f", resumed from its checkpoint at step {train['resumed_at_step']} (the Trainer's train_loss above "

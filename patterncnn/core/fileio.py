@@ -572,15 +572,19 @@ def swap_into_place(new: str | os.PathLike, target: str | os.PathLike) -> None:
         if _exchange(new, target):
             return
         old = target.with_name(f".{target.name}.{secrets.token_hex(4)}.old")
-        os.rename(target, old)
         try:
+            os.rename(target, old)
             os.rename(new, target)
-        except OSError as e:
-            try:
-                os.rename(old, target)
-            except OSError as undo:
-                raise OutputError(f"{target} could not be replaced ({e}), nor put back ({undo}): what was there is "
-                                  f"kept in {old}; move it back by hand") from e
+        except BaseException as e:  # an error, or an interrupt by another signal than those held
+            if os.path.lexists(old) and os.path.lexists(new):  # the first rename happened, not the second: undone
+                try:
+                    os.rename(old, target)
+                except OSError as undo:
+                    raise OutputError(f"{target} could not be replaced ({e}), nor put back ({undo}): what was there "
+                                      f"is kept in {old}; move it back by hand") from e
+            elif os.path.lexists(old):  # both happened: the swap is whole, what was there is handed back
+                with contextlib.suppress(OSError):
+                    os.rename(old, new)
             raise
         try:
             os.rename(old, new)
@@ -593,27 +597,42 @@ def interrupts_held() -> Iterator[None]:
     """Hold back Ctrl-C and SIGTERM until the block ends, so that its few renames all happen or none does; the
     signal then acts as it would have (a KeyboardInterrupt, the command's SIGTERM handler, the default action). A
     block that ends by an exception drops the held signal: the run is ending anyway, with its own message. Only in
-    the main thread, where Python runs signal handlers; a signal whose handler Python did not set is left alone."""
+    the main thread, where Python runs signal handlers; a signal whose handler Python did not set is left alone. A
+    signal that comes while the handlers are being put back acts at once (the holding handler passes it on), so
+    none is lost and none stays held."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     held: list[tuple[int, Any]] = []
-    before = {}
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(signum) is not None:
-            before[signum] = signal.signal(signum, lambda n, frame: held.append((n, frame)))
+    before: dict[int, Any] = {}
+    holding = [True]
+
+    def hold(signum, frame):
+        if holding[0]:
+            held.append((signum, frame))
+        else:
+            _deliver(before.get(signum, signal.SIG_DFL), signum, frame)
+
     try:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(signum) is not None:
+                before[signum] = signal.signal(signum, hold)
         yield
     finally:
+        holding[0] = False
         for signum, handler in before.items():
             signal.signal(signum, handler)
     if held:  # only when the block ended normally: delivered as it arrived
-        signum, frame = held[0]
-        handler = before[signum]
-        if callable(handler):
-            handler(signum, frame)
-        elif handler == signal.SIG_DFL:
-            os.kill(os.getpid(), signum)
+        _deliver(before[held[0][0]], *held[0])
+
+
+def _deliver(handler: Any, signum: int, frame: Any) -> None:
+    """Act on a signal as ``handler`` (what :func:`signal.signal` returned) would have."""
+    if callable(handler):
+        handler(signum, frame)
+    elif handler == signal.SIG_DFL:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
 
 
 _RENAME_EXCHANGE, _AT_FDCWD = 2, -100  # <linux/fs.h>, <fcntl.h>

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 import logging
 import os
@@ -156,9 +157,14 @@ def _check_out(out: Path, task: str, overwrite: bool) -> Path:
     with it. (One without a checkpoint left nothing to keep.)"""
     if overwrite or not (out.is_dir() and (out / WORK).is_dir() and {p.name for p in out.iterdir()} - {LOCK} == {WORK}):
         out = output_folder(out, (), overwrite)
-    if os.path.ismount(os.path.realpath(out)):  # its model lands by renaming a folder of the same file system into its place
+    real = Path(os.path.realpath(out))  # the model lands by renaming a folder into its place, beside it
+    if os.path.ismount(real):
         raise OutputError(f"--out {out} is a mount point: the fine-tuned model is put in place by a rename, which "
                           f"cannot replace a mount point; give a folder inside it, such as {out / 'model'}")
+    if not os.access(real.parent, os.W_OK | os.X_OK):
+        raise OutputError(f"--out {out} is the folder {real}, and this user cannot write into {real.parent}, where "
+                          f"the fine-tuned model is put in place by a rename; make it writable, or choose another "
+                          f"--out")
     others = sorted(p.name for p in (out / WORK).glob("*/") if p.name != task and last_checkpoint(p))
     if others and not overwrite:
         raise RunError(f"{out} holds an unfinished fine-tune of {' and '.join(others)}; run it with its earlier "
@@ -189,8 +195,11 @@ def _replace(out: Path, model_dir: Path) -> None:
                 with contextlib.suppress(OSError):
                     undo()
             kept = model_dir if model_dir.is_dir() else moved
-            raise OutputError(f"the fine-tuned model could not be moved to {out} ({e}); it is kept in {kept}: run "
-                              f"the same command again to finish, it resumes from its last checkpoint") from None
+            fix = (f"give --out a folder inside {out}, which is a mount point or on another file system than its "
+                   f"folder; the same command with that --out trains again" if e.errno in (errno.EXDEV, errno.EBUSY)
+                   else "run the same command again to finish, it resumes from its last checkpoint")
+            raise OutputError(f"the fine-tuned model could not be moved to {out} ({e}); it is kept in {kept}: "
+                              f"{fix}") from None
         shutil.rmtree(aside, ignore_errors=True)  # what was at out, moved there by the swap
 
 

@@ -247,19 +247,22 @@ def test_swap_into_place_puts_the_new_folder_there_and_hands_back_the_old(tmp_pa
     assert _files(tmp_path / "missing") == {"a": "newer"} and not (tmp_path / "newer").exists()
 
 
-def test_two_renames_that_fail_between_them_are_undone(tmp_path, monkeypatch):
-    # where there is no atomic exchange: the target's contents go back, the new folder stays where it was
+@pytest.mark.parametrize("stop", [OSError(errno.EIO, "Input/output error"), KeyboardInterrupt()],
+                         ids=["error", "interrupt-not-held"])
+def test_two_renames_that_fail_between_them_are_undone(tmp_path, monkeypatch, stop):
+    # where there is no atomic exchange: the target's contents go back, the new folder stays where it was; also for
+    # a KeyboardInterrupt that no held signal raised (a SIGALRM handler's, say)
     monkeypatch.setattr(fileio, "_exchange", lambda a, b: False)
     new, target = _folder(tmp_path / "new", a="new"), _folder(tmp_path / "out", a="old")
     real = os.rename
 
     def failing_into_target(src, dst):
         if Path(dst) == target and Path(src) == new:
-            raise OSError(errno.EIO, "Input/output error")
+            raise stop
         real(src, dst)
 
     monkeypatch.setattr(os, "rename", failing_into_target)
-    with pytest.raises(OSError, match="Input/output error"):
+    with pytest.raises(type(stop)):
         swap_into_place(new, target)
     monkeypatch.undo()
     assert _files(target) == {"a": "old"} and _files(new) == {"a": "new"}
@@ -268,7 +271,7 @@ def test_two_renames_that_fail_between_them_are_undone(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 @pytest.mark.parametrize("after", [0, 1, 2], ids=["first-rename", "second-rename", "hand-back"])
-def test_a_signal_during_two_renames_lands_after_them(tmp_path, monkeypatch, signum, after):
+def test_a_signal_during_two_renames_lands_after_them(tmp_path, monkeypatch, ctrl_c, signum, after):
     # a Ctrl-C once left the target missing (after the first rename), or gave a false "could not be replaced nor
     # put back" (after the second); now the signal acts once the swap is whole. SIGTERM: as the commands take it.
     from patterncnn.cli.common import sigterm_as_interrupt
@@ -293,8 +296,18 @@ def test_a_signal_during_two_renames_lands_after_them(tmp_path, monkeypatch, sig
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers are back
 
 
-def test_a_block_ending_in_an_error_drops_the_held_signal(tmp_path):
+def test_a_block_ending_in_an_error_drops_the_held_signal(tmp_path, ctrl_c):
     with pytest.raises(OSError, match="the block's own error"):
         with fileio.interrupts_held():
             os.kill(os.getpid(), signal.SIGINT)
             raise OSError("the block's own error")
+
+
+def test_a_holding_handler_left_installed_passes_the_signal_on(ctrl_c):
+    # a signal that comes while the handlers are put back can leave the holding one installed: it must then act as
+    # the handler it replaced, not hold the signal for ever (Ctrl-C did nothing for the rest of the session)
+    with fileio.interrupts_held():
+        holding = signal.getsignal(signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+        holding(signal.SIGINT, None)

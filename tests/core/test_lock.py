@@ -392,7 +392,7 @@ def _fine_tune_out(out: Path) -> Path:
 
 
 @pytest.mark.parametrize("exchange", [True, False], ids=["atomic-exchange", "two-renames"])
-def test_a_ctrl_c_during_a_fine_tune_s_swap_lands_once_the_model_is_in_place(tmp_path, monkeypatch, exchange):
+def test_a_ctrl_c_during_a_fine_tune_s_swap_lands_once_the_model_is_in_place(tmp_path, monkeypatch, ctrl_c, exchange):
     # it once left OUT missing, or the old folder hidden beside OUT, or a false "move it back by hand"
     import signal
 

@@ -100,6 +100,31 @@ def test_an_interrupted_finetune_resumes_to_the_same_model(tiny_bert, glue_dir, 
     assert not (parted / ".work").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
+def test_a_ctrl_c_while_the_model_is_put_in_place_says_it_is_there(tiny_bert, glue_dir, tmp_path, monkeypatch,
+                                                                      capsys, ctrl_c):
+    # held until the model was in place, it was then reported as "nothing is saved ... starts from the beginning"
+    import signal
+
+    from patterncnn.core import fileio
+
+    out = tmp_path / "out"
+    assert main([*tiny_finetune(tiny_bert, glue_dir, epochs=1), "--out", str(out)]) == 0  # an old model
+    exchange = fileio._exchange
+
+    def interrupted(a, b):
+        done = exchange(a, b)
+        os.kill(os.getpid(), signal.SIGINT)
+        return done
+
+    monkeypatch.setattr(fileio, "_exchange", interrupted)
+    capsys.readouterr()
+    assert main([*tiny_finetune(tiny_bert, glue_dir), "--out", str(out), "--overwrite"]) == 130
+    err = capsys.readouterr().err
+    assert f"interrupted: the fine-tuned model was already in place: saved to {out} (use it as --model {out})" in err
+    assert json.loads((out / MANIFEST).read_text())["settings"]["epochs"] == 2  # the new one
+    assert not (out / ".work").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
 def test_a_finetune_interrupted_before_its_first_checkpoint_leaves_nothing(tiny_bert, glue_dir, tmp_path, monkeypatch,
                                                                          capsys):
     # it said "nothing is saved" but left OUT/.work/<task>/run.json (walkthrough 59)
