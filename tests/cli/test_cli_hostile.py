@@ -8,11 +8,11 @@ import subprocess
 import sys
 import time
 
-import httpx
 import numpy as np
 import pytest
 from hostile import corrupt_deflate_npz, declared_npz, npy_header, truncated, zip_of
 from labelstudio_server import free_port
+from live import wait_healthy
 from synthetic import pattern_map
 
 from patterncnn.cli import build_parser, main
@@ -162,12 +162,7 @@ def test_serve_process_stops_on_sigterm_with_a_stalled_client(tiny_classifier):
                              "--classifier", str(tiny_classifier[1])], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_healthy(f"http://127.0.0.1:{port}", proc)
         with socket.create_connection(("127.0.0.1", port)) as stalled:  # half a body, then nothing
             stalled.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                             b"Content-Length: 100\r\n\r\n{")

@@ -8,6 +8,7 @@ import zipfile
 import httpx
 import numpy as np
 from labelstudio_server import free_port
+from live import wait_healthy
 from repo import REPO
 from synthetic import pattern_map
 from wheelvenv import build_wheel, wheel_names, wheel_venv
@@ -53,14 +54,7 @@ def test_wheel_installs_into_a_fresh_venv_and_classifies_censuses_and_serves(tmp
     server = subprocess.Popen([venv / "bin" / "patterncnn", "serve", "--no-encoder", "--port", str(port)], cwd=work,
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert server.poll() is None, server.stdout.read()
-            subprocess.run(["sleep", "0.1"])
+        wait_healthy(f"http://127.0.0.1:{port}", server, seconds=120)
         model = httpx.get(f"http://127.0.0.1:{port}/v1/model", timeout=10).json()
         assert model["classifier"]["model_version"] == result["classifier"]["version"]
     finally:

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from hostile import corrupt_deflate_npz, npy_header, truncated, unparsable_header_npy, zip_bomb, zip_of
-from live import live_server
+from live import live_server, wait_healthy
 from synthetic import pattern_map
 
 from patterncnn.classifier.onnx import OnnxClassifier
@@ -443,12 +443,7 @@ def test_sigterm_during_a_request_answers_503_and_exits(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", SLOW_SERVER, str(port)], env=env, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_healthy(url, proc)
         answer = {}
         request = threading.Thread(target=lambda: answer.update(
             r=httpx.post(f"{url}/v1/classify", json={"map": [[1.0]]}, timeout=90)))
@@ -485,12 +480,7 @@ def test_the_serve_command_s_exit_status_after_a_signal_is_the_one_serve_md_give
         [sys.executable, "-m", "patterncnn.cli", "serve", "--no-encoder", "--port", str(port)], env=env,
         stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_healthy(f"http://127.0.0.1:{port}", proc)
         proc.send_signal(getattr(signal, signum))
         assert proc.wait(30) == status
     finally:

@@ -11,6 +11,23 @@ from labelstudio_server import free_port
 from patterncnn.serve.server import server_config
 
 
+def wait_healthy(url: str, proc=None, seconds: float = 60) -> None:
+    """Wait until ``url``/health answers 200; fail at once, with what it printed, if ``proc`` (the server's process,
+    when it has one) has ended, and after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if proc is not None and proc.poll() is not None:
+            said = proc.stdout.read() if proc.stdout else proc.stderr.read() if proc.stderr else ""
+            raise AssertionError(f"the server ended ({proc.returncode}) before {url}/health answered: {said}")
+        time.sleep(0.1)
+    raise AssertionError(f"{url}/health did not answer within {seconds} s")
+
+
 @contextlib.contextmanager
 def live_server(app, settings):
     """Serve ``app`` (made with ``settings``) until the block ends; yields its URL."""
@@ -18,12 +35,7 @@ def live_server(app, settings):
     server = uvicorn.Server(server_config(app, "127.0.0.1", port, settings))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    for _ in range(100):
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.1)
+    wait_healthy(f"http://127.0.0.1:{port}", seconds=30)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
