@@ -161,7 +161,7 @@ def _check_out(out: Path, task: str, overwrite: bool) -> Path:
     if os.path.ismount(real):
         raise OutputError(f"--out {out} is a mount point: the fine-tuned model is put in place by a rename, which "
                           f"cannot replace a mount point; give a folder inside it, such as {out / 'model'}")
-    if not os.access(real.parent, os.W_OK | os.X_OK):
+    if real.parent.is_dir() and not os.access(real.parent, os.W_OK | os.X_OK):  # else made by this run
         raise OutputError(f"--out {out} is the folder {real}, and this user cannot write into {real.parent}, where "
                           f"the fine-tuned model is put in place by a rename; make it writable, or choose another "
                           f"--out")

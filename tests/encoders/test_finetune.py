@@ -125,6 +125,14 @@ def test_a_ctrl_c_while_the_model_is_put_in_place_says_it_is_there(tiny_bert, gl
     assert not (out / ".work").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
+def test_the_library_call_takes_an_out_whose_parents_it_will_make(tmp_path):
+    # outside a run's scope the folder is not made before the work: the check of its parent must not refuse it
+    from patterncnn.encoders.finetune import _check_out
+
+    out = tmp_path / "a" / "b" / "model"
+    assert _check_out(out, "rte", overwrite=False) == out and not (tmp_path / "a").exists()
+
+
 def test_a_finetune_interrupted_before_its_first_checkpoint_leaves_nothing(tiny_bert, glue_dir, tmp_path, monkeypatch,
                                                                          capsys):
     # it said "nothing is saved" but left OUT/.work/<task>/run.json (walkthrough 59)
