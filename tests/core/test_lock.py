@@ -325,6 +325,15 @@ ARRIVING = textwrap.dedent("""
 """)
 
 
+def _fine_tune_out(out: Path) -> Path:
+    """OUT as a fine-tune with --overwrite leaves it before its swap: the old model, and the new one in .work."""
+    (out / "config.json").write_text("old")
+    model = out / ".work" / "sst2" / "model"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("new")
+    return model
+
+
 @pytest.mark.parametrize("exchange", [True, False], ids=["atomic-exchange", "two-renames"])
 def test_a_run_arriving_while_a_fine_tune_swaps_its_model_in_loses_nothing(tmp_path, monkeypatch, exchange):
     # Before each rename of the swap another process tries to take OUT. With the atomic exchange OUT is never
@@ -352,10 +361,7 @@ def test_a_run_arriving_while_a_fine_tune_swaps_its_model_in_loses_nothing(tmp_p
     try:
         with writer_scope("patterncnn finetune --overwrite --out " + str(out)):
             output_folder(out, (), True)
-            (out / "config.json").write_text("old")
-            model = out / ".work" / "sst2" / "model"
-            model.mkdir(parents=True)
-            (model / "config.json").write_text("new")
+            model = _fine_tune_out(out)
             (model / "model.safetensors").write_text("new weights")
             monkeypatch.setattr(fileio, "_exchange", arriving(fileio._exchange))
             monkeypatch.setattr(os, "rename", arriving(os.rename))
@@ -380,15 +386,6 @@ def test_a_run_arriving_while_a_fine_tune_swaps_its_model_in_loses_nothing(tmp_p
         assert {k: v for k, v in contents(kept_old).items() if k != LOCK} == {"config.json": b"old"}
         assert {k: v for k, v in contents(kept_new).items() if k != LOCK} == {"config.json": b"new",
                                                                              "model.safetensors": b"new weights"}
-
-
-def _fine_tune_out(out: Path) -> Path:
-    """OUT as a fine-tune with --overwrite leaves it before its swap: the old model, and the new one in .work."""
-    (out / "config.json").write_text("old")
-    model = out / ".work" / "sst2" / "model"
-    model.mkdir(parents=True)
-    (model / "config.json").write_text("new")
-    return model
 
 
 @pytest.mark.parametrize("exchange", [True, False], ids=["atomic-exchange", "two-renames"])
