@@ -605,10 +605,10 @@ def interrupts_held() -> Iterator[None]:
         return
     held: list[tuple[int, Any]] = []
     before: dict[int, Any] = {}
-    holding = [True]
+    holding = True  # read by hold() when called: False once the block is over
 
     def hold(signum, frame):
-        if holding[0]:
+        if holding:
             held.append((signum, frame))
         else:
             _deliver(before.get(signum, signal.SIG_DFL), signum, frame)
@@ -619,7 +619,7 @@ def interrupts_held() -> Iterator[None]:
                 before[signum] = signal.signal(signum, hold)
         yield
     finally:
-        holding[0] = False
+        holding = False
         for signum, handler in before.items():
             signal.signal(signum, handler)
     if held:  # only when the block ended normally: delivered as it arrived
