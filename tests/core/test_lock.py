@@ -444,3 +444,38 @@ def test_a_fine_tune_into_a_mount_point_is_refused_before_any_work(tmp_path, mon
                                                      rf"place by a rename, which cannot replace a mount point; give a "
                                                      rf"folder inside it, such as {out / 'model'}"):
             finetune._check_out(out, "sst2", overwrite=True)
+
+
+@contextlib.contextmanager
+def _unwritable(folder: Path):
+    """``folder`` made one this user cannot write into: by its mode, or for root (whom modes do not stop) by the
+    immutable attribute; skipped where neither holds."""
+    folder.chmod(0o555)
+    immutable = False
+    try:
+        if os.access(folder, os.W_OK):
+            immutable = subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode == 0
+        if os.access(folder, os.W_OK):
+            pytest.skip("this user can write into a folder of mode 555, and chattr +i is not available here")
+        yield folder
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(folder)], check=True)
+        folder.chmod(0o755)
+
+
+def test_a_fine_tune_into_a_folder_this_user_cannot_write_is_refused_before_any_work(tmp_path):
+    # its model is renamed into place beside OUT, which would fail only after training
+    # (an OUT not yet made there is refused by output_folder, as for any command)
+    from patterncnn.encoders import finetune
+
+    real, link = tmp_path / "shared" / "model", tmp_path / "out"
+    real.mkdir(parents=True)
+    link.symlink_to(real)
+    for out in real, link:
+        with _unwritable(real.parent), writer_scope("patterncnn finetune"):
+            with pytest.raises(fileio.OutputError, match=rf"--out {out} is the folder {real}, and this user cannot "
+                                                         rf"write into {real.parent}, where the fine-tuned model is put "
+                                                         rf"in place by a rename; make it writable, or choose another "
+                                                         rf"--out"):
+                finetune._check_out(out, "sst2", overwrite=True)
