@@ -100,6 +100,16 @@ def head_grid(ax, majority: np.ndarray, strength: np.ndarray, title: str, annota
             a = 0.25 + 0.75 * float(strength[l, h])
             img[l, h] = 1 - a * (1 - c)
     ax.imshow(img, aspect="equal", interpolation="nearest")
+    _layer_head_axes(ax, layers, heads, title)
+    if annotate and heads <= 16:
+        for l in range(layers):
+            for h in range(heads):
+                mark = "*" if tied is not None and tied[l, h] else ""
+                ax.text(h, l, SHORT[LABELS[majority[l, h]]] + mark, ha="center", va="center", fontsize=6)
+
+
+def _layer_head_axes(ax, layers: int, heads: int, title: str) -> None:
+    """Label a layer × head grid's axes: a tick per head and per layer."""
     ax.set_xticks(range(heads))
     ax.set_xticklabels([str(h) for h in range(heads)], fontsize=7)
     ax.set_yticks(range(layers))
@@ -107,11 +117,6 @@ def head_grid(ax, majority: np.ndarray, strength: np.ndarray, title: str, annota
     ax.set_xlabel("head", fontsize=8)
     ax.set_ylabel("layer", fontsize=8)
     ax.set_title(title, fontsize=9)
-    if annotate and heads <= 16:
-        for l in range(layers):
-            for h in range(heads):
-                mark = "*" if tied is not None and tied[l, h] else ""
-                ax.text(h, l, SHORT[LABELS[majority[l, h]]] + mark, ha="center", va="center", fontsize=6)
 
 
 def _legend(fig, y: float = -0.02) -> None:
@@ -167,13 +172,7 @@ def value_grid(ax, values: np.ndarray, title: str, cmap: str = "viridis", vmin=N
     """
     layers, heads = values.shape
     im = ax.imshow(values, cmap=cmap, vmin=vmin, vmax=vmax, aspect="equal", interpolation="nearest")
-    ax.set_xticks(range(heads))
-    ax.set_xticklabels([str(h) for h in range(heads)], fontsize=7)
-    ax.set_yticks(range(layers))
-    ax.set_yticklabels([str(l) for l in range(layers)], fontsize=7)
-    ax.set_xlabel("head", fontsize=8)
-    ax.set_ylabel("layer", fontsize=8)
-    ax.set_title(title, fontsize=9)
+    _layer_head_axes(ax, layers, heads, title)
     if heads <= 16:
         lo = np.nanmin(values) if vmin is None else vmin
         hi = np.nanmax(values) if vmax is None else vmax
