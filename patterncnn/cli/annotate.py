@@ -261,6 +261,16 @@ def run_pull(args) -> int:
     if r["unknown_annotators"]:
         print(f"warning: the export names Label Studio user(s) {', '.join(r['unknown_annotators'])} by id only; "
               f"they are recorded as 'user <id>': pass --annotator ID=EMAIL, or pull from the server")
+    copied, changed = r["copied_from_predictions"], r["changed_by_another"]
+    if copied:
+        print(f"warning: {len(copied)} annotation(s) were copied from predictions by Label Studio (\"Create "
+              f"Annotations From Predictions\") and never submitted by a person, e.g. annotation {copied[0]}: they "
+              f"are not votes and decide nothing; have annotators label those tasks, or delete the copies")
+    if changed:
+        c = changed[0]
+        print(f"warning: {len(changed)} annotation(s) were last changed by another member than the one who made "
+              f"them, and are recorded as the changer's votes, e.g. annotation {c['ls_annotation_id']} of "
+              f"{c['map_id']}: made by {c['made_by']}, changed by {c['changed_by']} (pull-report.json lists all)")
     if r["predictions_without_content"]:
         print(f"warning: {r['predictions_without_content']} prediction(s) are listed by id only (a quick export): "
               f"pull from the server to record them")

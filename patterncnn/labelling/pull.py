@@ -116,6 +116,7 @@ def check_export(export) -> None:
         for j, ann in enumerate(task.get("annotations") or []):
             _check_result(ann, f"{where}.annotations[{j}]")
             _expect(ann, "completed_by", (int, str, dict, type(None)), f"{where}.annotations[{j}]", "a user")
+            _expect(ann, "updated_by", (int, str, dict, type(None)), f"{where}.annotations[{j}]", "a user")
             _expect(ann, "id", (int, type(None)), f"{where}.annotations[{j}]", "a number")
             who = ann.get("completed_by")
             if isinstance(who, dict):
@@ -155,6 +156,10 @@ def _label_of(ann: dict) -> tuple[str | None, bool]:
     for r in ann.get("result") or []:
         choices = (r.get("value") or {}).get("choices") or []
         if r.get("from_name") == FROM_NAME and choices:
+            if len(choices) > 1:
+                raise AnnotateError(f"annotation {ann.get('id')} has {len(choices)} patterns ({', '.join(choices)}); "
+                                    f"a map has one: have its annotator choose one in Label Studio (was the project's "
+                                    f"labeling config edited to allow several?)")
             label = choices[0]
         if r.get("from_name") == UNCERTAIN and "uncertain" in choices:
             uncertain = True
@@ -171,7 +176,8 @@ class Flat:
     annotations: list[dict]
     predictions: list[dict]
     info: dict[str, dict]  # map_id -> the task's map metadata and its origin (server, ls_project, ls_task_id)
-    report: dict  # tasks, cancelled, unlabelled, unknown_annotators, predictions_without_content
+    report: dict  # tasks, cancelled, unlabelled, unknown_annotators, predictions_without_content,
+    #               copied_from_predictions (annotation ids), changed_by_another (annotation id, map, made_by, changed_by)
 
 
 def _who(completed_by, names: dict[int, str]) -> tuple[str, str]:
@@ -180,6 +186,25 @@ def _who(completed_by, names: dict[int, str]) -> tuple[str, str]:
         uid = completed_by.get("id")
         return completed_by.get("email") or names.get(uid) or f"user {uid}", text(uid)
     return names.get(completed_by) or f"user {completed_by}", text(completed_by)
+
+
+def _user_id(user):
+    return user.get("id") if isinstance(user, dict) else user
+
+
+def _copied_prediction(ann: dict) -> bool:
+    """An annotation that Label Studio copied from a prediction (its Data Manager action "Create Annotations From
+    Predictions": ``parent_prediction`` set, ``updated_by`` null) and no person has submitted since (submitting
+    sets ``updated_by``): no one looked at that map, so it is not a vote."""
+    return ann.get("parent_prediction") is not None and "updated_by" in ann and ann["updated_by"] is None
+
+
+def _decider(ann: dict):
+    """Who gave an annotation its result: ``updated_by`` where the export has one (the member who last submitted
+    it; any member can change another's annotation, and the admin can post one in another's name), else
+    ``completed_by`` (exports of Label Studio versions without it)."""
+    updated = ann.get("updated_by")
+    return ann.get("completed_by") if updated is None or updated == _user_id(ann.get("completed_by")) else updated
 
 
 def _prediction_rows(task: dict, backends: dict[str, str], export_file: str, server: str = ""
@@ -227,7 +252,10 @@ def flatten(export: list[dict], names: dict[int, str] | None = None, backends: d
     names, backends = names or {}, backends or {}
     anns, preds, info = [], [], {}
     report = {"tasks": len(export), "cancelled": 0, "unlabelled": 0, "unknown_annotators": set(),
-              "predictions_without_content": 0}
+              "predictions_without_content": 0, "copied_from_predictions": [], "changed_by_another": []}
+    names = {**names, **{_user_id(a["completed_by"]): a["completed_by"]["email"] for t in export
+                         for a in t.get("annotations") or [] if isinstance(a.get("completed_by"), dict)
+                         and a["completed_by"].get("email")}}  # the export's own e-mails name its bare ids too
     for task in export:
         data = task.get("data") or {}
         map_id = data.get("map_id")
@@ -238,10 +266,18 @@ def flatten(export: list[dict], names: dict[int, str] | None = None, backends: d
                         "ls_task_id": text(task.get("id"))}
         labelled = cancelled = False
         for ann in task.get("annotations") or []:
+            if _copied_prediction(ann):
+                report["copied_from_predictions"].append(text(ann.get("id")))
+                continue
             label, uncertain = _label_of(ann)
-            who, uid = _who(ann.get("completed_by"), names)
+            decider = _decider(ann)
+            who, uid = _who(decider, names)
             if who.startswith("user "):
                 report["unknown_annotators"].add(uid)
+            if decider is not ann.get("completed_by"):
+                report["changed_by_another"].append({"ls_annotation_id": text(ann.get("id")), "map_id": map_id,
+                                                     "made_by": _who(ann.get("completed_by"), names)[0],
+                                                     "changed_by": who})
             labelled |= label is not None and not ann.get("was_cancelled")
             cancelled |= bool(ann.get("was_cancelled"))
             anns.append({"map_id": map_id, "annotator": who, "annotator_id": uid, "label": label,
@@ -260,13 +296,16 @@ def flatten(export: list[dict], names: dict[int, str] | None = None, backends: d
     return Flat(anns, preds, info, report)
 
 
-def learn_names(export: list[dict], tables: Tables) -> dict[int, str]:
-    """User id -> e-mail as far as an existing labelled set tells: its annotation rows, and (for sets
-    written before the votes were kept) its label rows' annotation ids matched to the export."""
-    names = {int(r["annotator_id"]): r["annotator"] for r in tables.annotations.values()
+def learn_names(export: list[dict], tables: Tables, server: str = "") -> dict[int, str]:
+    """User id -> e-mail as far as an existing labelled set tells of the Label Studio ``server`` the export came
+    from (user ids count from 1 on every server): its annotation rows, and (for sets written before the votes were
+    kept) its label rows' annotation ids matched to the export."""
+    ours = [r for r in tables.annotations.values() if (r.get("server") or "") == server]
+    names = {int(r["annotator_id"]): r["annotator"] for r in ours
              if r.get("annotator_id", "").isdigit() and not r["annotator"].startswith("user ")}
     by_annotation = {r["ls_annotation_id"]: r["annotator"] for r in tables.labels.values()
-                     if r.get("ls_annotation_id") and r.get("annotator") and not r["annotator"].isdigit()}
+                     if (r.get("server") or "") == server and r.get("ls_annotation_id") and r.get("annotator")
+                     and not r["annotator"].isdigit()}
     for task in export:
         for ann in task.get("annotations") or []:
             who = ann.get("completed_by")
@@ -505,7 +544,7 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
     backends = {**{p["model_version"]: p.get("backend", "") for p in old.predictions.values()
                    if p.get("source") == "ml-backend"}, **backends}
     name = export_name(export, raw, out)
-    flat = flatten(export, {**learn_names(export, old), **server_names, **(names or {})}, backends, name, server)
+    flat = flatten(export, {**learn_names(export, old, server), **server_names, **(names or {})}, backends, name, server)
     _check_origins(old, flat)
     new = Tables.of(annotations=flat.annotations, predictions=flat.predictions)
     annotations, a_changes = merge_rows(old.annotations, new.annotations, replace, version="updated_at")
@@ -514,7 +553,9 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
     _check_contents(export, source_maps)
     if not any(a["label"] and not a["skipped"] for a in flat.annotations):
         raise AnnotateError(f"no labelled maps in the export ({flat.report['tasks']} task(s), "
-                            f"{flat.report['cancelled']} skipped, {flat.report['unlabelled']} unlabelled); "
+                            f"{flat.report['cancelled']} skipped, {flat.report['unlabelled']} unlabelled"
+                            + (f", {len(flat.report['copied_from_predictions'])} annotation(s) copied from predictions, "
+                               f"which are not votes" if flat.report["copied_from_predictions"] else "") + "); "
                             f"nothing written to {out}: label the maps first (the project's Label All Tasks in "
                             f"Label Studio), then run this again")
     labels, l_changes = merge_rows(old.labels, label_rows(annotations, predictions, _map_info(old, flat, source_maps),

@@ -51,6 +51,7 @@ import numpy as np
 from ..core.errors import DataError
 from ..core.fileio import (
     PULLED,
+    interrupts_held,
     move_into_place,
     new_stage,
     public_path,
@@ -312,17 +313,18 @@ def write_labelled_set(out, tables: Tables, maps=None, export: tuple[str, bytes]
         for filename in staged:  # refuse a FIFO or device in the set before anything is moved
             replaceable(out / filename)
         grows = old_ids is None or old_ids <= set(ids)
-        if write_maps and grows:
-            _swap_maps(out, stage)
-        for filename in sorted(staged, key=lambda f: f != "labels.csv" or grows):  # labels.csv first if shrinking
-            if _same_bytes(stage / filename, out / filename):
-                continue  # an unchanged file is left as it is (its time stamp too)
-            (out / filename).parent.mkdir(parents=True, exist_ok=True)
-            move_into_place(stage / filename, out / filename)
-        if write_maps and not grows:
-            _swap_maps(out, stage)
-        for filename in LEGACY.values():  # its rows are in the new file now
-            (out / filename).unlink(missing_ok=True)
+        with interrupts_held():  # a Ctrl-C lands once every file is in place: labels.csv never names a lost vote
+            if write_maps and grows:
+                _swap_maps(out, stage)
+            for filename in sorted(staged, key=lambda f: f != "labels.csv" or grows):  # labels.csv first if shrinking
+                if _same_bytes(stage / filename, out / filename):
+                    continue  # an unchanged file is left as it is (its time stamp too)
+                (out / filename).parent.mkdir(parents=True, exist_ok=True)
+                move_into_place(stage / filename, out / filename)
+            if write_maps and not grows:
+                _swap_maps(out, stage)
+            for filename in LEGACY.values():  # its rows are in the new file now
+                (out / filename).unlink(missing_ok=True)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 

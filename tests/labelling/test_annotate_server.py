@@ -251,3 +251,40 @@ def test_push_says_which_maps_are_labelled_and_leaves_them_out(label_studio, con
     assert sorted(d["map_id"] for d in data) == store.ids[1:]
     assert all(d["guide"] == "1.1" and d["ref"].startswith("map ") and not {"model", "task", "layer", "head"} & set(d)
                for d in data)
+
+
+def test_annotations_copied_from_predictions_count_only_once_a_person_submits_them(label_studio, conn, tmp_path,
+                                                                                  capsys):
+    # Label Studio's Data Manager action "Create Annotations From Predictions" copies every task's prediction into
+    # an annotation of whoever clicked; the pull once took those as that member's votes on maps nobody looked at
+    import httpx
+
+    store = pattern_store(tmp_path / "maps", KINDS[:3], t=16)
+    name = "copied predictions"
+    assert main(["annotate", "push", str(tmp_path / "maps"), "--project", name, *conn]) == 0
+    ls = connect(label_studio.url, label_studio.token)
+    project = ls.find_project(name)
+    by_map = {t.data["map_id"]: t for t in ls.client.tasks.list(project=project.id, fields="all")}
+    looked = store.ids[0]
+    ls.client.annotations.create(id=by_map[looked].id, result=choice(truth(looked)), lead_time=3.0)
+    with httpx.Client(base_url=label_studio.url, headers={"Authorization": f"Token {label_studio.token}"},
+                      timeout=60) as c:
+        c.post("/api/dm/actions", params={"id": "predictions_to_annotations", "project": project.id},
+               json={"selectedItems": {"all": True, "excluded": []}}).raise_for_status()
+        copies = [a for t in ls.client.tasks.list(project=project.id, fields="all") for a in t.annotations
+                  if a["parent_prediction"] is not None]
+        assert len(copies) == 3  # one per task, the labelled one's too
+        out = tmp_path / "annotations"
+        pull = ["annotate", "pull", "--project", name, "--maps", str(tmp_path / "maps"), "--out", str(out), *conn]
+        assert main(pull) == 0
+        said = capsys.readouterr().out
+        assert "warning: 3 annotation(s) were copied from predictions by Label Studio" in said
+        assert "1 labelled map(s)" in said and "2 unlabelled task(s)" in said
+        assert [(r["map_id"], r["label"]) for r in read_tables(out).annotations.values()] == [(looked, truth(looked))]
+        # A member opens one copy and submits it (the labelling screen's Update): now it is their vote.
+        mine = next(a for a in copies if a["task"] == by_map[store.ids[1]].id)
+        c.patch(f"/api/annotations/{mine['id']}/", json={"result": mine["result"]}).raise_for_status()
+    assert main(pull) == 0
+    said = capsys.readouterr().out
+    assert "warning: 2 annotation(s) were copied" in said and "2 labelled map(s)" in said
+    assert read_tables(out).labels[store.ids[1]]["annotator"] == label_studio.email

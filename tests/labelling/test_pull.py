@@ -404,3 +404,136 @@ def test_an_export_whose_parent_prediction_is_not_an_id_is_refused(tmp_path, cap
     (tmp_path / "e.json").write_text(json.dumps(export))
     assert main(["annotate", "pull", "--from-file", str(tmp_path / "e.json"), "--out", str(tmp_path / "out")]) == 2
     assert "parent_prediction" in capsys.readouterr().err
+
+
+def _copy_of_prediction(t, who=(1, "admin@e"), submitted_by=None):
+    """Label Studio's "Create Annotations From Predictions" on task ``t``: its prediction copied into an annotation of
+    the member who clicked (``updated_by`` null), or one that ``submitted_by`` (a user id) submitted since."""
+    p = t["predictions"][0]
+    t["annotations"].append({"id": 900 + t["id"], "result": copy.deepcopy(p["result"]), "was_cancelled": False,
+                             "created_at": WHEN, "updated_at": WHEN, "lead_time": None, "parent_prediction": p["id"],
+                             "completed_by": {"id": who[0], "email": who[1]}, "updated_by": submitted_by,
+                             "project": t["project"], "task": t["id"]})
+
+
+def test_annotations_copied_from_predictions_are_not_votes_until_a_person_submits_them(tmp_path, capsys):
+    # they once labelled maps nobody looked at and settled ties, under the name of whoever clicked the action
+    store = pattern_store(tmp_path / "maps", ["vertical", "diagonal", "block"])
+    a, b, c = store.ids
+    export = [task(1, a, {}), task(2, b, {"x@e": "diagonal", "y@e": "block"}), task(3, c, {"x@e": "block"})]
+    for t in export:
+        _copy_of_prediction(t)  # the pre-annotation, vertical, on all three
+    export[2]["annotations"][-1]["updated_by"] = 1  # the admin opened c's copy and submitted it: the admin's vote
+    (tmp_path / "e.json").write_text(json.dumps(export))
+    out = tmp_path / "set"
+    assert main(["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out), "--from-file",
+                 str(tmp_path / "e.json")]) == 0
+    said = capsys.readouterr().out
+    assert ("warning: 2 annotation(s) were copied from predictions by Label Studio (\"Create Annotations From "
+            "Predictions\") and never submitted by a person, e.g. annotation 901: they are not votes") in said
+    rows = labels(out)
+    assert a not in rows  # no person labelled it
+    assert (rows[b]["label"], rows[b]["resolution"], rows[b]["n_annotators"]) == ("", "unresolved", "2")
+    assert (rows[c]["n_annotators"], rows[c]["tie"]) == ("2", "True")  # x's block and the admin's vertical
+    votes = sorted((r["map_id"], r["annotator"], r["label"]) for r in read_tables(out).annotations.values())
+    assert votes == sorted([(b, "x@e", "diagonal"), (b, "y@e", "block"), (c, "x@e", "block"),
+                            (c, "admin@e", "vertical")])
+    # An export of nothing but copies is refused, and says why.
+    (tmp_path / "copies.json").write_text(json.dumps([export[0]]))
+    assert main(["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(tmp_path / "set2"),
+                 "--from-file", str(tmp_path / "copies.json")]) == 2
+    assert "1 annotation(s) copied from predictions, which are not votes" in capsys.readouterr().err
+
+
+def test_an_annotation_changed_by_another_member_is_the_changers_vote_and_said(tmp_path, capsys):
+    # any member can change another's annotation (and the admin can post one in another's name); it was recorded as
+    # the vote of the one who made it
+    store = pattern_store(tmp_path / "maps", ["vertical", "diagonal"])
+    a, b = store.ids
+    export = [task(1, a, {"x@e": "vertical", "y@e": "vertical"}), task(2, b, {"x@e": "diagonal", "y@e": "block"})]
+    for t in export:
+        for ann in t["annotations"]:
+            ann["updated_by"] = ann["completed_by"]["id"]  # as Label Studio 1.23 exports its own submissions
+    export[1]["annotations"][1]["updated_by"] = 2  # x (user 2) changed y's (user 3) annotation of b to diagonal
+    export[1]["annotations"][1]["result"] = choice("diagonal")
+    (tmp_path / "e.json").write_text(json.dumps(export))
+    out = tmp_path / "set"
+    assert main(["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out), "--from-file",
+                 str(tmp_path / "e.json")]) == 0
+    said = capsys.readouterr().out
+    assert (f"warning: 1 annotation(s) were last changed by another member than the one who made them, and are "
+            f"recorded as the changer's votes, e.g. annotation 201 of {b}: made by y@e, changed by x@e") in said
+    votes = sorted((r["map_id"], r["annotator"], r["label"]) for r in read_tables(out).annotations.values())
+    assert votes == sorted([(a, "x@e", "vertical"), (a, "y@e", "vertical"), (b, "x@e", "diagonal"),
+                            (b, "x@e", "diagonal")])
+    row = labels(out)[b]
+    assert (row["label"], row["n_annotators"]) == ("diagonal", "1")  # one person's vote, not two
+    report = json.loads((out / "pull-report.json").read_text())
+    assert report["changed_by_another"] == [{"ls_annotation_id": "201", "map_id": b, "made_by": "y@e",
+                                             "changed_by": "x@e"}]
+
+
+def test_user_ids_of_another_server_are_not_named_after_this_servers_users(tmp_path, capsys):
+    # user ids count from 1 on every server: another server's users 2 and 3 were recorded as this one's x and y, and
+    # their votes merged with x's and y's
+    store = pattern_store(tmp_path / "maps", ["vertical", "diagonal"])
+    a, b = store.ids
+    out = tmp_path / "set"
+    pull = ["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out), "--from-file"]
+    first = [task(1, a, {"x@e": "vertical", "y@e": "vertical"}), task(2, b, {"x@e": "diagonal", "y@e": "diagonal"})]
+    (tmp_path / "first.json").write_text(json.dumps(first))
+    assert main([*pull, str(tmp_path / "first.json"), "--server", "http://first:8080"]) == 0
+    bare = copy.deepcopy(first)  # a UI export names its annotators by id only
+    for t in bare:
+        for ann in t["annotations"]:
+            ann["completed_by"] = ann["completed_by"]["id"]
+            ann["unique_id"] = f"second-{ann['unique_id']}"  # a UUID of that server's
+            ann["result"] = choice("block")
+            ann["updated_at"] = "2026-12-02T10:00:00.000000Z"
+    (tmp_path / "second.json").write_text(json.dumps(bare))
+    assert main([*pull, str(tmp_path / "second.json"), "--server", "http://second:8080"]) == 0
+    said = capsys.readouterr().out
+    assert "warning: the export names Label Studio user(s) 2, 3 by id only" in said
+    rows = labels(out)
+    assert [(rows[m]["label"], rows[m]["n_annotators"]) for m in (a, b)] == [("", "4"), ("", "4")]  # 2 to 2 ties
+    # The same server's bare ids are named from the set, as before.
+    assert main([*pull, str(tmp_path / "second.json"), "--server", "http://first:8080", "--dry-run"]) == 0
+    assert "by id only" not in capsys.readouterr().out
+
+
+def test_a_ctrl_c_while_a_pull_moves_its_files_lands_once_the_set_is_whole(tmp_path, capsys, monkeypatch, ctrl_c):
+    # it once left labels.csv naming a vote that votes.csv lacked, and the pull run again never reported the label
+    import signal
+
+    from patterncnn.labelling import sets
+
+    store = pattern_store(tmp_path / "maps", ["vertical", "diagonal"])
+    a, b = store.ids
+    out = tmp_path / "set"
+    pull = ["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out), "--from-file"]
+    (tmp_path / "e1.json").write_text(json.dumps([task(1, a, {"x@e": "vertical"})]))
+    assert main([*pull, str(tmp_path / "e1.json")]) == 0
+    (tmp_path / "e2.json").write_text(json.dumps([task(1, a, {"x@e": "vertical"}), task(2, b, {"x@e": "diagonal"})]))
+    real = sets.move_into_place
+
+    def interrupted(src, dst):
+        real(src, dst)
+        if Path(dst).name == "labels.csv":
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(sets, "move_into_place", interrupted)
+    assert main([*pull, str(tmp_path / "e2.json")]) == 130
+    tables = read_tables(out)
+    assert set(tables.labels) == {a, b} and {r["map_id"] for r in tables.annotations.values()} == {a, b}
+    assert json.loads((out / "pull-report.json").read_text())["changes"]["labels"]["added"] == [b]
+
+
+def test_an_annotation_with_two_patterns_is_refused_not_read_as_its_first(tmp_path, capsys):
+    store = pattern_store(tmp_path / "maps", ["vertical"])
+    export = [task(1, store.ids[0], {"x@e": "block"})]
+    export[0]["annotations"][0]["result"][0]["value"]["choices"] = ["block", "vertical"]
+    (tmp_path / "e.json").write_text(json.dumps(export))
+    assert main(["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(tmp_path / "set"),
+                 "--from-file", str(tmp_path / "e.json")]) == 2
+    assert "annotation 100 has 2 patterns (block, vertical); a map has one" in capsys.readouterr().err
+    assert not (tmp_path / "set").exists()
