@@ -93,8 +93,23 @@ def main(argv: list[str] | None = None) -> int:
     _quiet_libraries(args.verbose)
     out = getattr(args, "out", None)
     made = new_folder(out)
-    with writer_scope(shlex.join(["patterncnn", *(sys.argv[1:] if argv is None else argv)])):
+    with writer_scope(shlex.join(["patterncnn", *_without_secrets(sys.argv[1:] if argv is None else argv)])):
         return _run(args, made)
+
+
+SECRETS = ("--api-key", "--api-token")  # options whose value is a credential
+
+
+def _without_secrets(argv: list[str]) -> list[str]:
+    """The command line with credentials replaced by ``***``: the lock records it, and another run's refusal
+    prints it."""
+    shown, hide = [], False
+    for arg in argv:
+        option = arg.split("=", 1)[0]
+        secret = len(option) >= 4 and any(s.startswith(option) for s in SECRETS)  # argparse takes "--api-k" too
+        shown.append("***" if hide else f"{option}=***" if secret and "=" in arg else arg)
+        hide = secret and "=" not in arg
+    return shown
 
 
 def _run(args: argparse.Namespace, made: Path | None) -> int:

@@ -479,3 +479,21 @@ def test_a_fine_tune_into_a_folder_this_user_cannot_write_is_refused_before_any_
                                                          rf"in place by a rename; make it writable, or choose another "
                                                          rf"--out"):
                 finetune._check_out(out, "sst2", overwrite=True)
+
+
+@pytest.mark.parametrize("given", [["--api-key", "s3cret"], ["--api-key=s3cret"], ["--api-k", "s3cret"]])
+def test_the_lock_records_a_command_without_its_credentials(tmp_path, monkeypatch, given):
+    # another run's refusal prints the command holding the folder: it once printed the pull's Label Studio token
+    import patterncnn.labelling.pull
+    from patterncnn.cli import main
+
+    records = []
+
+    def pull(*args, **kwargs):
+        records.append((tmp_path / "set" / LOCK).read_text())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(patterncnn.labelling.pull, "pull", pull)
+    assert main(["annotate", "pull", "--from-file", str(tmp_path / "e.json"), *given, "--out",
+                 str(tmp_path / "set")]) == 130
+    assert "s3cret" not in records[0] and "--api-k" in records[0] and "***" in records[0]
