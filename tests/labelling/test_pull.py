@@ -93,7 +93,9 @@ def test_the_same_export_pulled_twice_minutes_apart_changes_nothing_but_the_pull
     assert labels(out)[c]["label"] == "block" and len(list((out / "exports").iterdir())) == 2
 
 
-def test_a_second_servers_labels_keep_the_first_servers_provenance(tmp_path, capsys):
+def _pulled_from_first_server(tmp_path):
+    """Maps a and b, each labelled by x and y on server http://first:8080, pulled into a set: (a, b, the set, the
+    pull command but its export file, the export)."""
     store = pattern_store(tmp_path / "maps", ["vertical", "diagonal"])
     a, b = store.ids
     out = tmp_path / "set"
@@ -101,6 +103,11 @@ def test_a_second_servers_labels_keep_the_first_servers_provenance(tmp_path, cap
     first = [task(1, a, {"x@e": "vertical", "y@e": "vertical"}), task(2, b, {"x@e": "diagonal", "y@e": "diagonal"})]
     (tmp_path / "first.json").write_text(json.dumps(first))
     assert main([*pull, str(tmp_path / "first.json"), "--server", "http://first:8080"]) == 0
+    return a, b, out, pull, first
+
+
+def test_a_second_servers_labels_keep_the_first_servers_provenance(tmp_path, capsys):
+    a, b, out, pull, first = _pulled_from_first_server(tmp_path)
     row_before = labels(out)[a]
     preds_before = {k: r for k, r in read_tables(out).predictions.items() if r["map_id"] == a}
     assert (row_before["server"], row_before["ls_project"], row_before["ls_task_id"]) == ("http://first:8080", "1",
@@ -476,13 +483,7 @@ def test_an_annotation_changed_by_another_member_is_the_changers_vote_and_said(t
 def test_user_ids_of_another_server_are_not_named_after_this_servers_users(tmp_path, capsys):
     # user ids count from 1 on every server: another server's users 2 and 3 were recorded as this one's x and y, and
     # their votes merged with x's and y's
-    store = pattern_store(tmp_path / "maps", ["vertical", "diagonal"])
-    a, b = store.ids
-    out = tmp_path / "set"
-    pull = ["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out), "--from-file"]
-    first = [task(1, a, {"x@e": "vertical", "y@e": "vertical"}), task(2, b, {"x@e": "diagonal", "y@e": "diagonal"})]
-    (tmp_path / "first.json").write_text(json.dumps(first))
-    assert main([*pull, str(tmp_path / "first.json"), "--server", "http://first:8080"]) == 0
+    a, b, out, pull, first = _pulled_from_first_server(tmp_path)
     bare = copy.deepcopy(first)  # a UI export names its annotators by id only
     for t in bare:
         for ann in t["annotations"]:
