@@ -271,6 +271,12 @@ def run_pull(args) -> int:
         print(f"warning: {len(changed)} annotation(s) were last changed by another member than the one who made "
               f"them, and are recorded as the changer's votes, e.g. annotation {c['ls_annotation_id']} of "
               f"{c['map_id']}: made by {c['made_by']}, changed by {c['changed_by']} (pull-report.json lists all)")
+    if r["votes_not_in_export"]:
+        g = r["votes_not_in_export"][0]
+        print(f"warning: {len(r['votes_not_in_export'])} vote(s) that earlier pulls of this project brought are not "
+              f"in this export (deleted in Label Studio?) and still count, e.g. annotation {g['ls_annotation_id']} "
+              f"of {g['map_id']} by {g['annotator']} (pull-report.json lists all); `--replace` makes the set exactly "
+              f"this export, dropping every row not in it")
     if r["predictions_without_content"]:
         print(f"warning: {r['predictions_without_content']} prediction(s) are listed by id only (a quick export): "
               f"pull from the server to record them")

@@ -548,6 +548,9 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
     _check_origins(old, flat)
     new = Tables.of(annotations=flat.annotations, predictions=flat.predictions)
     annotations, a_changes = merge_rows(old.annotations, new.annotations, replace, version="updated_at")
+    projects = {(i["server"], i["ls_project"]) for i in flat.info.values()}
+    gone = [r for k, r in sorted(old.annotations.items()) if k not in new.annotations and r.get("label")
+            and r.get("skipped") != "True" and (r.get("server") or "", text(r.get("ls_project"))) in projects]
     predictions, p_changes = merge_rows(old.predictions, new.predictions, replace, version="created_at")
     source_maps = _maps_source(out, maps)
     _check_contents(export, source_maps)
@@ -575,7 +578,10 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
                        "resolved": {m: labels[m]["resolution"] for m in ties if labels[m]["resolution"] != UNRESOLVED},
                        "most_annotators": max((int(labels[m]["n_annotators"]) for m in ties
                                                if labels[m]["resolution"] == UNRESOLVED), default=0)},
-              "guides": dict(Counter(r.get("guide", "") for r in annotations.values() if r.get("label")))}
+              "guides": dict(Counter(r.get("guide", "") for r in annotations.values() if r.get("label"))),
+              "votes_not_in_export": [] if replace else [{k: r.get(k, "") for k in ("map_id", "annotator",
+                                                                                     "ls_annotation_id")}
+                                                         for r in gone]}
     check_maps(out, labels, source_maps)
     if dry_run:
         return report

@@ -538,3 +538,27 @@ def test_an_annotation_with_two_patterns_is_refused_not_read_as_its_first(tmp_pa
                  "--from-file", str(tmp_path / "e.json")]) == 2
     assert "annotation 100 has 2 patterns (block, vertical); a map has one" in capsys.readouterr().err
     assert not (tmp_path / "set").exists()
+
+
+def test_a_vote_deleted_in_label_studio_is_said_to_still_count(tmp_path, capsys):
+    # it kept deciding its map, and the summary said only "1 kept from earlier pulls"
+    store = pattern_store(tmp_path / "maps", ["vertical", "block"])
+    a, b = store.ids
+    out = tmp_path / "set"
+    pull = ["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out), "--from-file"]
+    export = [task(1, a, {"x@e": "vertical"}), task(2, b, {"x@e": "block"})]
+    (tmp_path / "e1.json").write_text(json.dumps(export))
+    assert main([*pull, str(tmp_path / "e1.json")]) == 0
+    export[1]["annotations"] = []  # x deleted their vote on b
+    (tmp_path / "e2.json").write_text(json.dumps(export))
+    assert main([*pull, str(tmp_path / "e2.json")]) == 0
+    said = capsys.readouterr().out
+    assert (f"warning: 1 vote(s) that earlier pulls of this project brought are not in this export (deleted in Label "
+            f"Studio?) and still count, e.g. annotation 200 of {b} by x@e") in said
+    assert labels(out)[b]["label"] == "block"  # kept, as the docs promise: nothing is dropped without --replace
+    # Another project's votes are not this export's to miss.
+    (tmp_path / "other.json").write_text(json.dumps([task(7, a, {"y@e": "vertical"}, project=2)]))
+    assert main([*pull, str(tmp_path / "other.json")]) == 0
+    assert "still count" not in capsys.readouterr().out
+    assert main([*pull, str(tmp_path / "e2.json"), "--replace"]) == 0
+    assert "still count" not in capsys.readouterr().out and b not in labels(out)
