@@ -64,10 +64,11 @@ def warning(result: dict) -> str | None:
 
 
 def provenance_html(result: dict) -> str:
-    """The provenance lines as an HTML table, and the unvalidated-family warning when there is one."""
+    """The provenance lines as an HTML table, the unvalidated-family warning when there is one, and each task's
+    (too few examples for its intervals)."""
     rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in provenance(result).items())
-    w = warning(result)
-    note = f'<p class="warning"><b>warning:</b> {escape(w)}</p>' if w else ""
+    warnings = [warning(result)] + [s.get("warning") for s in result["tasks"].values()]
+    note = "".join(f'<p class="warning"><b>warning:</b> {escape(w)}</p>' for w in warnings if w)
     return f'<table class="provenance">{rows}</table>{note}'
 
 

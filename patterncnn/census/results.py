@@ -85,13 +85,15 @@ def result_problem(r) -> str | None:
 def census_text(result: dict, name: str | None = None) -> str:
     """What ``patterncnn census`` prints of one census (``CensusResult.table()`` gives the same): the encoder (``name``
     as the command was given it, else census.json's), its tag and backend, a note when its maps come from converted
-    weights, the estimator and its interval, the table, and each task's stopping reason under ``--precision``."""
+    weights, the estimator and its interval, the table, each task's stopping reason under ``--precision`` and each
+    task's warning (too few examples for its intervals)."""
     name, tag = name or result["encoder"].get("model"), result.get("encoder_tag")
     lines = [f"{name} ({f'{tag}, ' if tag else ''}backend {result.get('backend')}): share of (example, layer, head) maps"]
     if result.get("encoder_weights"):
         lines.append(f"note: the maps of {name} come from converted weights: {result['encoder_weights']}")
     lines += [describe(result["estimator"]), table(result)]
     lines += [f"{task}: {s['precision']['reason']}" for task, s in result["tasks"].items() if s.get("precision")]
+    lines += [f"warning: {s['warning']}" for s in result["tasks"].values() if s.get("warning")]
     return "\n".join(lines)
 
 

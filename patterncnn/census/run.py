@@ -38,7 +38,7 @@ from ..core.plots import census_figure, heads_figure
 from ..core.version import __version__
 from ..core.work import RunError, finish, prepare_out, progress_bar, work_dir, write_result
 from ..encoders.load import Encoder, load_encoder
-from ..shares.estimate import default_estimator, plan_for
+from ..shares.estimate import default_estimator, few_examples_warning, plan_for
 from ..shares.precision import Precision, PrecisionError
 from .results import FILE, CensusError, compare, has_classifier_part, load_result, result_problem, table  # noqa: F401
 from .thumbnails import FILE as THUMBNAILS
@@ -262,6 +262,9 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
                         "mean_probability": {name: float(v) for name, v in zip(LABELS, raw["probs"].mean((0, 1)))}})
         if precision is not None:
             summary["precision"] = _stop_record(precision, record, len(split.examples))
+        few = few_examples_warning(split.task.name, summary["examples"], split.total)
+        if few:  # census_text prints it under the table
+            summary["warning"] = few
         result["tasks"][split.task.name] = summary
         thumbs[split.task.name] = raw["thumbnails"]
     result["seconds"] = round(time.time() - t0, 1)

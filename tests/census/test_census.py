@@ -34,6 +34,7 @@ def test_census_outputs(setup, tmp_path):
         assert sum(s["shares"].values()) == pytest.approx(1.0)
         assert all(lo <= s["shares"][k] <= hi for k, (lo, hi) in s["ci95"].items())
         assert len(s["heads"]) == 3 and len(s["heads"][0]) == 4
+        assert "warning" not in s  # MIN_EXAMPLES (20) examples or more: enough for the bootstrap over examples
     assert res["tasks"]["sst2"]["shares"]["block"] == 0.0  # single sentences never get block
     for f in ("census.json", "census.csv", "heads.csv", "census.png", "heads.png"):
         assert (tmp_path / "c" / f).stat().st_size > 0
@@ -43,6 +44,21 @@ def test_census_outputs(setup, tmp_path):
     assert {t: s["skipped_rows"] for t, s in saved["tasks"].items()} == {"rte": 0, "sst2": 0, "qqp": 2}
     with pytest.raises(OutputError, match="already holds census.json; pass --overwrite"):
         run_census(enc, clf, splits, tmp_path / "c", limit=30, seed=1)
+
+
+def test_a_task_with_too_few_examples_for_its_intervals_is_warned_about(setup, tmp_path):
+    # Found by the statistician's review (F3): with --limit 1 the interval over examples had zero width and nothing
+    # said so; below MIN_EXAMPLES examples the bootstrap over examples holds the share far less often than 95%.
+    from patterncnn.census.result import provenance_html
+    from patterncnn.census.results import census_text
+
+    enc, clf, glue = setup
+    res = run_census(enc, clf, [load_split("rte", "dev", glue, limit=3, seed=1)], tmp_path / "c", limit=3, seed=1)
+    saved = json.loads((tmp_path / "c" / "census.json").read_text())["tasks"]["rte"]["warning"]
+    assert saved == res["tasks"]["rte"]["warning"]
+    assert saved.startswith("rte has only 3 examples, fewer than the 20") and "larger --limit" in saved
+    assert f"warning: {saved}" in census_text(res).splitlines()  # on screen, under the table
+    assert "rte has only 3 examples" in provenance_html(res)  # and in the HTML report
 
 
 def test_save_maps(setup, tmp_path):

@@ -21,6 +21,7 @@ from patterncnn.shares.estimate import (
     best_result,
     describe,
     example_sums,
+    few_examples_warning,
     plan_for,
     shares_with_intervals,
 )
@@ -299,3 +300,13 @@ def test_an_encoder_validated_on_few_maps_of_its_own_defaults_to_count_with_its_
             assert f"its {maps} maps are too few to validate a calibrated estimator's intervals" in plan.chosen_by
     assert plan_for(meta, "probs", None, "enc-aaaa1111").estimator == "probs"  # given: as asked
 
+
+
+def test_too_few_examples_for_the_bootstrap_over_examples_are_warned_about_with_the_fix():
+    # the statistician's review (F3): coverage 0% at 1 example (zero width), 88% at 10, 92% at 20 (MIN_EXAMPLES)
+    assert few_examples_warning("rte", 20, 277) is None
+    one = few_examples_warning("rte", 1, 277)
+    assert one.startswith("rte has only 1 example, fewer than the 20") and "zero width at 1" in one
+    assert "give a larger --limit" in one
+    whole = few_examples_warning("tiny", 12, 12)  # the whole split: a larger --limit cannot help, and it says so
+    assert "tiny has only 12 examples" in whole and "a larger --limit cannot help" in whole
