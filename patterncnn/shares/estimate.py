@@ -221,13 +221,15 @@ def validated_error(validation: dict | None, estimator: str, scope: str | None, 
     for res in validation["results"]:
         if res["estimator"] == estimator and res["scope"] in (scope, None):
             if encoder in res["encoders"]:
-                return _coverage_warning({"encoder": encoder, **res["encoders"][encoder]})
+                return _coverage_warning({"encoder": encoder, **res["encoders"][encoder],
+                                          **_cell_maps(res.get("cells"), [encoder])})
 
             encs = list(res["encoders"].values())
             family = encoder_family(encoder)
             worst = {"encoder": f"not validated on {encoder}; worst of the validated encoders "
                                 f"({', '.join(res['encoders'])})",
-                     "mean_abs_error": res["worst_encoder_mean_abs_error"], "coverage": res["coverage"]}
+                     "mean_abs_error": res["worst_encoder_mean_abs_error"], "coverage": res["coverage"],
+                     **_cell_maps(res.get("cells"), list(res["encoders"]))}
             for key in ("abs_error", "bias_band"):  # per pattern, the worst encoder's
                 if all(key in e for e in encs):
                     worst[key] = {n: max(e[key][n] for e in encs) for n in LABELS}
@@ -243,6 +245,15 @@ def validated_error(validation: dict | None, estimator: str, scope: str | None, 
                                     f"classifier to it (`patterncnn adapt`)")
             return _coverage_warning(worst)
     return None
+
+
+def _cell_maps(cells: dict | None, encoders: list[str]) -> dict:
+    """``{"cell_maps": [fewest, most]}``: the hand-labelled maps per validation cell (one half of one task's maps of
+    one encoder) over ``encoders``' cells, which is what the validated coverage was measured on; {} when the
+    validation does not hold its cells."""
+    sizes = [c["maps"] for enc in encoders for half in (cells or {}).get(enc, {}).values() for c in half.values()
+             if isinstance(c, dict) and "maps" in c]
+    return {"cell_maps": [min(sizes), max(sizes)]} if sizes else {}
 
 
 def _coverage_warning(v: dict) -> dict:
@@ -302,9 +313,22 @@ def describe(e: dict) -> str:
     on = f"{v['encoder']}, {v['maps']} hand-labelled maps" if "maps" in v else v["encoder"]
     return (f"{how}\nvalidated share error ({on}): mean {100 * v['mean_abs_error']:.1f} points per pattern"
             + (f", worst {v['worst']['label']} {100 * v['worst']['abs_error']:.1f}" if "worst" in v else "")
-            + (f"; 95% intervals held the hand-labelled share in {100 * v['coverage']:.0f}% of cells"
+            + (f"\n{_cells(v)}: their 95% intervals held the hand-labelled share in {100 * v['coverage']:.0f}% (not "
+               f"the coverage of this census's intervals)"
                if v.get("coverage") is not None else "; how often its intervals hold the true share is unmeasured")
             + (f"\nwarning: {v['warning']}" if "warning" in v else ""))
+
+
+def _cells(v: dict) -> str:
+    """What a validated coverage was measured on: validation cells, and how many maps each held (the examples' part
+    of their intervals, wide on so few maps, makes most of that coverage; a census's intervals over far more maps
+    are mostly the classifier's part, and hold less often: docs/pages/commands/census.md, 'How far the intervals
+    hold')."""
+    if v.get("cell_maps"):
+        return f"validation cells of {v['cell_maps'][0]}-{v['cell_maps'][1]} maps each"
+    if all(isinstance(v.get(k), int) and v[k] for k in ("maps", "tasks", "halves")):  # a census.json of before
+        return f"validation cells of about {v['maps'] / (v['tasks'] * v['halves']):.0f} maps each"
+    return "validation cells of a few dozen maps each at most"
 
 
 def pattern_errors(e: dict) -> dict | None:

@@ -310,3 +310,23 @@ def test_too_few_examples_for_the_bootstrap_over_examples_are_warned_about_with_
     assert "give a larger --limit" in one
     whole = few_examples_warning("tiny", 12, 12)  # the whole split: a larger --limit cannot help, and it says so
     assert "tiny has only 12 examples" in whole and "a larger --limit cannot help" in whole
+
+
+def test_the_validated_coverage_says_it_was_measured_on_small_validation_cells():
+    # the statistician's review (F2): "held the hand-labelled share in 90% of cells" was printed with a census's
+    # intervals as if it were theirs; it was measured on cells of 8-22 maps, where the examples' part makes it
+    half = lambda *n: {t: {"maps": m} for t, m in zip(("rte", "sst2"), n)}  # noqa: E731
+    res = {"estimator": "count", "scope": None, "worst_encoder_mean_abs_error": 0.03, "coverage": 0.9,
+           "encoders": {"enc-aaaa1111": {"mean_abs_error": 0.02, "coverage": 0.9, "maps": 60},
+                        "enc-bbbb2222": {"mean_abs_error": 0.03, "coverage": 0.9, "maps": 40}},
+           "cells": {"enc-aaaa1111": {"0": half(8, 22), "1": half(12, 18)}, "enc-bbbb2222": {"0": half(5, 38)}}}
+    own = plan_for({"validation": {"results": [res]}}, "count", None, "enc-aaaa1111")
+    assert own.validated["cell_maps"] == [8, 22]
+    assert ("\nvalidation cells of 8-22 maps each: their 95% intervals held the hand-labelled share in 90% (not the "
+            "coverage of this census's intervals)") in describe(own.describe())
+    kin = plan_for({"validation": {"results": [res]}}, "count", None, "enc-cccc3333")  # pooled: all cells
+    assert kin.validated["cell_maps"] == [5, 38] and "validation cells of 5-38 maps each" in describe(kin.describe())
+    del res["cells"]  # a validation (or a census.json) of before: the mean size, from the maps per task and half
+    old = {**plan_for({"validation": {"results": [res]}}, "count", None, "enc-aaaa1111").describe()}
+    old["validated_share_error"].update(tasks=2, halves=2)
+    assert "validation cells of about 15 maps each: their 95% intervals" in describe(old)
