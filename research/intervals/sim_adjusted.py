@@ -1,0 +1,124 @@
+"""Does `adjusted`'s census interval hold the true share 95 % of the time when its assumption holds exactly?
+
+Truth: a known confusion matrix R per segment kind (the shipped classifier's OOF confusion on its 900 uniform rows),
+the SAME for the calibration rows and the census maps (the correction's assumption met exactly); true task shares
+p_t = MiniLM's hand shares per task. Each replicate:
+  1. calibration rows: the 900 stored uniform rows' hand labels, segment kinds and example groups, with predictions
+     redrawn ~ R[label]; fit_calibration(rows, CAL_BOOTSTRAP=200) exactly as the census does (uniform scope);
+  2. a census of each task (dev size capped at 1000, 144 maps per example, per-example Dirichlet mixes);
+  3. the code's example_sums("adjusted", ...) and shares_with_intervals; is p_t inside ci95?
+Usage: python research/intervals/sim_adjusted.py [reps] [maps-per-example] [encoder tag: its own confusion as the truth]
+"""
+import json
+import sys
+
+import numpy as np
+
+sys.path.insert(0, ".")
+from patterncnn.shares.calibrate import CAL_BOOTSTRAP, Rows, fit_calibration, stored_rows  # noqa: E402
+from patterncnn.shares.estimate import example_sums, shares_with_intervals  # noqa: E402
+
+LABELS = ["vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous"]
+REPS = int(sys.argv[1]) if len(sys.argv) > 1 else 100
+M = int(sys.argv[2]) if len(sys.argv) > 2 else 144
+# optional: truth = one encoder's OWN confusion and hand shares; calibration = the real stored uniform rows as they are
+# (what a census with the uniform scope does), instead of rows redrawn from the truth
+ENC = sys.argv[3] if len(sys.argv) > 3 else None
+ALPHA = 30.0
+DEV = {"cola": 1000, "sst2": 872, "rte": 277, "mrpc": 408, "qnli": 1000, "stsb": 1000}
+
+meta = json.load(open("models/metrics.json"))
+rows = stored_rows(meta)
+u = rows.subset(rows.uniform)
+src = rows.subset(rows.uniform & (rows.encoder == ENC)) if ENC else u
+pred0 = src.probs.argmax(1)
+R = {}
+for kind in (True, False):
+    s = src.single == kind
+    C = np.zeros((5, 5))
+    np.add.at(C, (src.y[s], pred0[s]), 1)
+    C += 0.5 * np.eye(5)
+    if kind:
+        C[3] = 0
+        C[:, 3] = 0
+        C[3, 3] = 1
+    R[kind] = C / C.sum(1, keepdims=True)
+
+mini = rows.subset(rows.uniform & (rows.encoder == (ENC or "minilm-53aa5117")))
+tasks = sorted(set(mini.task.tolist()))
+single = {t: bool(mini.single[mini.task == t][0]) for t in tasks}
+p_true = {}
+for t in tasks:
+    p = np.bincount(mini.y[mini.task == t], minlength=5) / (mini.task == t).sum()
+    if not single[t]:
+        p = 0.99 * p + 0.01 * np.eye(5)[3]
+    p_true[t] = p
+
+rng = np.random.default_rng(777)
+
+
+def draw_pred(y, kinds):
+    out = np.empty(len(y), dtype=int)
+    for kind in (True, False):
+        s = kinds == kind
+        cum = R[kind][y[s]].cumsum(1)
+        out[s] = (rng.random(s.sum())[:, None] > cum).sum(1).clip(0, 4)
+    return out
+
+
+def calibration(seed):
+    if ENC:
+        return fit_calibration(u, CAL_BOOTSTRAP, seed)  # the real rows, as the census's uniform scope fits them
+    q = draw_pred(u.y, u.single)
+    probs = np.full((len(q), 5), 0.01)
+    probs[np.arange(len(q)), q] = 0.96
+    probs[u.single, 3] = 0.0
+    probs /= probs.sum(1, keepdims=True)
+    r = Rows(u.ids, u.y, probs, u.fold, u.encoder, u.task, u.group, u.uniform, u.single)
+    return fit_calibration(r, CAL_BOOTSTRAP, seed)
+
+
+def census(t):
+    n = DEV[t]
+    theta = rng.dirichlet(ALPHA * p_true[t] + 1e-6, size=n)
+    y_counts = np.array([rng.multinomial(M, th) for th in theta])
+    pc = np.zeros((n, 5), dtype=int)
+    for k in range(5):
+        pc += np.array([rng.multinomial(c, R[single[t]][k]) for c in y_counts[:, k]])
+    labels = np.stack([np.repeat(np.arange(5), row) for row in pc])  # (n, M) argmax labels
+    return labels
+
+
+hits = {t: np.zeros(5) for t in tasks}
+hits_clf = {t: np.zeros(5) for t in tasks}
+err = {t: [] for t in tasks}
+width = {t: [] for t in tasks}
+for rep in range(REPS):
+    cal = calibration(rep)
+    for t in tasks:
+        labels = census(t)
+        sing = np.full(len(labels), single[t])
+        probs = np.zeros(labels.shape + (5,))  # unused by adjusted
+        out = shares_with_intervals(example_sums("adjusted", probs, labels, sing, cal), seed=rep)
+        pt = np.array([out["shares"][k] for k in LABELS])
+        err[t].append(pt - p_true[t])
+        for i, k in enumerate(LABELS):
+            lo, hi = out["ci95"][k]
+            hits[t][i] += lo - 1e-12 <= p_true[t][i] <= hi + 1e-12
+            width[t].append(hi - lo)
+            lo, hi = out["ci95_parts"]["classifier"][k]
+            hits_clf[t][i] += lo - 1e-12 <= p_true[t][i] <= hi + 1e-12
+
+print(f"{REPS} replicates, {M} maps per example; " + (f"truth = {ENC}'s own confusion and hand shares, calibration = the "
+      f"900 real uniform rows (uniform scope)" if ENC else "confusion the same in calibration and census (assumption met)"))
+print(f"{'task':6} " + " ".join(f"{k[:10]:>10}" for k in LABELS) + "   coverage of ci95 %  | mean error of the point, points")
+allc = []
+for t in tasks:
+    c = 100 * hits[t] / REPS
+    allc.append(c)
+    e = 100 * np.mean(err[t], 0)
+    print(f"{t:6} " + " ".join(f"{x:10.0f}" for x in c) + "   | " + " ".join(f"{x:+.1f}" for x in e))
+allc = np.array(allc)
+mask = np.array([[not (single[t] and i == 3) for i in range(5)] for t in tasks])
+print(f"overall ci95 coverage {allc[mask].mean():.1f} % over {mask.sum()} cells; under 90 %: {(allc[mask] < 90).sum()}; "
+      f"mean width {100*np.mean([w for t in tasks for w in width[t]]):.1f} points")
