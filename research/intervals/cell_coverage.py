@@ -4,7 +4,9 @@ lies in (a) the printed total interval (what the census quotes: "held the hand-l
 bootstrap) - (c) is what is left of a census interval at census scale, where the examples' part is +-0.3-1 point.
 Also the maps per cell. Usage: python research/intervals/cell_coverage.py"""
 import json
+
 import numpy as np
+
 m = json.load(open("models/metrics.json"))
 L = ["vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous"]
 print(f"{'estimator':9} {'scope':8} {'encoder':22} maps/cell  total  examples  classifier-part  (coverage %, cells)")

@@ -2,10 +2,14 @@
 default census of MiniLM (research/census/minilm-r5d652c, `adjusted`, uniform scope) and its `count` column.
 Pair tasks pooled (MRPC, QNLI, RTE, STS-B) with equal weight, hand shares with a binomial SE.
 Usage: python research/intervals/minilm_hand_vs_census.py"""
-import json, sys
+import json
+import sys
+
 import numpy as np
+
 sys.path.insert(0, ".")
 from patterncnn.shares.calibrate import stored_rows
+
 L = ["vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous"]
 rows = stored_rows(json.load(open("models/metrics.json")))
 mini = rows.subset(rows.uniform & (rows.encoder == "minilm-53aa5117"))

@@ -2,11 +2,15 @@
 on the shipped classifier's confusion counts (uniform scope, 900 rows), applied to the exact argmax shares q = R'p of
 true shares p. Also the singular values of R (how near-singular the inverted matrix is).
 Usage: python research/intervals/ridge_bias.py"""
-import json, sys
+import json
+import sys
+
 import numpy as np
+
 sys.path.insert(0, ".")
-from patterncnn.shares.calibrate import adjust_matrices, stored_rows, fit_calibration
+from patterncnn.shares.calibrate import adjust_matrices, fit_calibration, stored_rows
 from patterncnn.shares.estimate import finish
+
 m = json.load(open("models/metrics.json"))
 rows = stored_rows(m)
 u = rows.subset(rows.uniform)
