@@ -58,7 +58,7 @@ from .fit import (
     smallest_class,
     torch_threads,
 )
-from .validate import validate_rows
+from .validate import refuse_seen, seen_ids, validate_rows
 
 log = logging.getLogger(__name__)
 
@@ -323,7 +323,11 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
     start = prepare(checkpoint, base_sets, out, acfg, overwrite)
     ckpt, cfg, base_rows, named, base_sets, out = (start.ckpt, start.cfg, start.base_rows, start.named,
                                                    start.base_sets, start.out)
-    base, new = load_labelled(base_sets), load_labelled(new_set)
+    new = load_labelled(new_set)
+    # maps it was trained or calibrated on would be scored in sample, yet called out of fold, and set its band
+    refuse_seen(seen_ids(ckpt), new.ids, "adapt it on maps it never saw (`patterncnn adapt start` with another "
+                                         "--seed draws others); its validation already covers its own maps")
+    base = load_labelled(base_sets)
     if ckpt.get("data_hash") and base.data_hash != ckpt["data_hash"] and "adapted" not in ckpt:
         same = named is not None and [str(x) for x in base_sets] == named
         log.warning("%s was trained on labelled data %s; %s hold%s other data (%s)%s. Adapting fine-tunes on the sets "

@@ -238,18 +238,33 @@ def validate_rows(rows: Rows, seed: int = 0) -> dict:
     return _validate(rows, test, "cross-validated", seed)
 
 
-def refuse_seen(pool: Rows, test: Rows) -> None:
-    """An "independent" set must hold no map the classifier trained and was calibrated on."""
-    seen = set(pool.ids.tolist()) & set(test.ids.tolist())
-    if seen:
-        raise ValueError(f"{len(seen)} of these maps (e.g. {sorted(seen)[0]}) trained and calibrated this classifier; "
-                         f"validate them cross-validated (`patterncnn validate` without --annotations)")
+VALIDATE_SEEN = ("validate it on maps it never saw, or cross-validated on its stored rows (`patterncnn validate` "
+                 "without --annotations)")
 
 
-def validate_independent(pool: Rows, test: Rows, seed: int = 0, stored: dict | None = None) -> dict:
+def seen_ids(metadata: dict) -> set[str]:
+    """The ids of every map a classifier (its ONNX metadata or checkpoint) was trained or calibrated on: its stored
+    calibration rows."""
+    rows = stored_rows(metadata)
+    return set(() if rows is None else rows.ids.tolist())
+
+
+def refuse_seen(seen, test_ids, fix: str = VALIDATE_SEEN) -> None:
+    """Maps scored as ones the classifier never saw (``test_ids``) must hold none of ``seen`` (:func:`seen_ids`).
+
+    Raises:
+        ValueError: one line, how many and one of them, then ``fix``."""
+    both = set(seen) & set(np.asarray(test_ids).tolist())
+    if both:
+        raise ValueError(f"{len(both)} of these maps (e.g. {sorted(both)[0]}) trained or calibrated this classifier, "
+                         f"so its scores of them are not out of sample; {fix}")
+
+
+def validate_independent(pool: Rows, test: Rows, seed: int = 0, stored: dict | None = None, seen=None) -> dict:
     """Validation on maps the classifier was neither trained nor calibrated on (all of ``pool`` calibrates);
-    ``stored``: the classifier's cross-validated validation (its bands widen count's intervals, as in a census)."""
-    refuse_seen(pool, test)
+    ``stored``: the classifier's cross-validated validation (its bands widen count's intervals, as in a census);
+    ``seen``: the ids of the maps it was trained or calibrated on (:func:`seen_ids`; default: ``pool``'s)."""
+    refuse_seen(pool.ids.tolist() if seen is None else seen, test.ids)
     test = test.subset(test.uniform)
     if not len(test):
         raise ValueError(f"no map of that labelled set was drawn uniformly at random; {UNIFORM_HELP}")
@@ -409,10 +424,11 @@ def run_validation(classifier, out: str | Path, annotations: str | Path | None =
     else:
         data, probs = predict_labelled(classifier, annotations)
         test = labelled_rows(data, probs)
+        seen = seen_ids(classifier.metadata)
         if test.uniform.any():
-            v = validate_independent(rows, test, seed, classifier.metadata.get("validation"))
+            v = validate_independent(rows, test, seed, classifier.metadata.get("validation"), seen)
         else:
-            refuse_seen(rows, test)
+            refuse_seen(seen, test.ids)
             v = {"mode": "independent", "maps": 0, "seed": seed,
                  "shares_skipped": f"no map of {annotations} was drawn uniformly at random; {UNIFORM_HELP}"}
         v["labels"] = label_scores(data, probs, annotations)

@@ -316,7 +316,7 @@ def test_round7_a_second_triad_relabels_240_training_maps_and_agrees_on_84_perce
     assert fig(cnn["vs_reference"]) == (0.754, 0.629, 0.578) and fig(cnn["vs_second"]) == (0.796, 0.684, 0.742)
     # in-sample for the shipped classifier: validate refuses it as an independent test set
     assert main(["validate", "--annotations", str(held), "--out", str(tmp_path / "v")]) == 2
-    assert "trained and calibrated this classifier" in capsys.readouterr().err
+    assert "trained or calibrated this classifier" in capsys.readouterr().err
 
 
 def write_set(root: Path, labels: dict[str, str]) -> Path:

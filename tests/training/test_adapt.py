@@ -75,6 +75,21 @@ def test_adapt_refuses_maps_that_were_not_drawn_uniformly(trained, tmp_path):
             part.write_text("".join(json.dumps(m) + "\n" for m in meta_lines if m["id"] in ids))
 
 
+@pytest.mark.parametrize("epochs", [0, 1])
+def test_adapt_refuses_new_maps_the_classifier_was_trained_on_before_any_fit(trained, tmp_path, monkeypatch, epochs):
+    """Maps among its calibration rows (here its whole training set, with another set as the base) would be scored in
+    sample yet called out of fold, and would set the encoder's band: refused in one line, before any fit."""
+    import patterncnn.training.adapt as adapt_module
+
+    base, new, models = trained
+    monkeypatch.setattr(adapt_module, "_fit", lambda *a, **k: pytest.fail("fitted before refusing"))
+    with pytest.raises(ValueError, match="trained or calibrated this classifier") as e:
+        adapt(models / "patterncnn.pt", [new], base, tmp_path / "out", AdaptConfig(epochs=epochs, folds=3))
+    assert "\n" not in str(e.value) and "adapt start" in str(e.value) and str(len(stored_rows(
+        OnnxClassifier(models / "patterncnn.onnx").metadata))) in str(e.value)
+    assert not (tmp_path / "out" / "patterncnn.pt").exists()
+
+
 def test_the_new_maps_make_up_the_asked_share_of_each_epoch():
     rng = np.random.default_rng(0)
     base, new = np.arange(300), np.arange(300, 330)
