@@ -58,7 +58,7 @@ from .fit import (
     smallest_class,
     torch_threads,
 )
-from .validate import refuse_seen, seen_ids, validate_rows
+from .validate import TRAINED_IDS, refuse_seen, seen_ids, validate_rows
 
 log = logging.getLogger(__name__)
 
@@ -311,7 +311,8 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
     on (another data hash) are used, with a warning: its stored calibration rows are of its own training maps.
 
     Writes ``patterncnn.pt``, ``patterncnn.onnx`` (its metadata: the calibration rows of the base and the new maps,
-    the merged validation) and ``adapt.json`` (what is returned) into ``out``, each atomically; an adapted classifier
+    the merged validation, the ids of the maps it was fitted on besides those rows, which
+    :func:`patterncnn.training.validate.seen_ids` reads) and ``adapt.json`` (what is returned) into ``out``, each atomically; an adapted classifier
     already there needs ``overwrite`` (:func:`patterncnn.core.fileio.output_folder`).
 
     Returns:
@@ -325,8 +326,9 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
                                                    start.base_sets, start.out)
     new = load_labelled(new_set)
     # maps it was trained or calibrated on would be scored in sample, yet called out of fold, and set its band
-    refuse_seen(seen_ids(ckpt), new.ids, "adapt it on maps it never saw (`patterncnn adapt start` with another "
-                                         "--seed draws others); its validation already covers its own maps")
+    seen = seen_ids(ckpt)
+    refuse_seen(seen, new.ids, "adapt it on maps it never saw (`patterncnn adapt start` with another --seed draws "
+                               "others); its validation already covers its own maps")
     base = load_labelled(base_sets)
     if ckpt.get("data_hash") and base.data_hash != ckpt["data_hash"] and "adapted" not in ckpt:
         same = named is not None and [str(x) for x in base_sets] == named
@@ -385,6 +387,9 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
     rows = Rows(*(np.concatenate([getattr(base_rows, f), getattr(new_rows, f)]) for f in
                   ("ids", "y", "probs", "fold", "encoder", "task", "group", "uniform", "single")))
     calibration = calibration_record(rows)
+    # the maps its weights were fitted on that its rows lack (the extra base sets'), which validate --annotations
+    # must refuse too; with no epochs the weights, and so what they saw, are the classifier's
+    also = sorted(((seen | {str(i) for i in data.ids}) if acfg.epochs else seen) - set(rows.ids.tolist()))
     out.mkdir(parents=True, exist_ok=True)
     encoders = sorted({tag_of(data.ids[i]) for i in new_idx})
     started = sha256_file(checkpoint)  # the classifier it started from, by content
@@ -407,7 +412,7 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
     buf = io.BytesIO()
     torch.save({"state_dict": final.state_dict(), "model_config": model_config_dict(cfg), "labels": list(LABELS),
                 "data_hash": data.data_hash, "patterncnn_version": __version__, "calibration": calibration,
-                "validation": validation, "adapted": result,
+                "validation": validation, "adapted": result, TRAINED_IDS: also,
                 **({"bias_correction": shift_record(kept, "the classifier it was adapted from")}
                    if kept is not None else {})}, buf)
     with staged_outputs(out, ("patterncnn.pt", "patterncnn.onnx", "adapt.json")) as stage:
@@ -415,7 +420,8 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
         export_onnx(final, stage / "patterncnn.onnx", {"data_hash": data.data_hash,
                                                         "trained_on": len(data.y) if acfg.epochs else len(base.y),
                                                         "calibration": calibration, "validation": validation,
-                                                        "adapted_to": encoders, "recipe": result["recipe"]})
+                                                        "adapted_to": encoders, "recipe": result["recipe"],
+                                                        TRAINED_IDS: also})
         result["onnx_parity_max_abs_diff"] = parity_check(final, stage / "patterncnn.onnx",
                                                           [data.maps[i] for i in new_idx], seps)
         result["classifier_version"] = OnnxClassifier(stage / "patterncnn.onnx").model_version

@@ -238,15 +238,17 @@ def validate_rows(rows: Rows, seed: int = 0) -> dict:
     return _validate(rows, test, "cross-validated", seed)
 
 
+TRAINED_IDS = "also_trained_on"  # an adapted classifier's maps that trained it besides its calibration rows
 VALIDATE_SEEN = ("validate it on maps it never saw, or cross-validated on its stored rows (`patterncnn validate` "
                  "without --annotations)")
 
 
 def seen_ids(metadata: dict) -> set[str]:
     """The ids of every map a classifier (its ONNX metadata or checkpoint) was trained or calibrated on: its stored
-    calibration rows."""
+    calibration rows, and the maps an adapted classifier was fine-tuned on besides them, as the extra sets of
+    ``adapt --annotations`` (recorded since 2026-11-29; a classifier adapted before records none)."""
     rows = stored_rows(metadata)
-    return set(() if rows is None else rows.ids.tolist())
+    return set(() if rows is None else rows.ids.tolist()) | set(metadata.get(TRAINED_IDS) or ())
 
 
 def refuse_seen(seen, test_ids, fix: str = VALIDATE_SEEN) -> None:

@@ -90,6 +90,35 @@ def test_adapt_refuses_new_maps_the_classifier_was_trained_on_before_any_fit(tra
     assert not (tmp_path / "out" / "patterncnn.pt").exists()
 
 
+def test_validate_refuses_the_extra_base_maps_an_adapted_classifier_was_fine_tuned_on(trained, tmp_path):
+    """An extra set given to adapt (--annotations) that the classifier was not trained on is fine-tuned on, but is
+    not among the calibration rows: the adapted classifier records its maps, so that `validate --annotations` (and
+    adapting it again on them) refuses them as maps it never saw; with no epochs its weights never saw them."""
+    from synthetic import pattern_map, write_labelled_set
+
+    from patterncnn.core.labels import LABELS
+    from patterncnn.training.validate import run_validation
+
+    base, new, models = trained
+    recs, rows = [], []
+    for k, kind in enumerate(LABELS):
+        for i in range(3):
+            mid = f"{E5}_rte_dev_{5000 + 10 * k + i:05d}_L00_H00"
+            recs.append(({"id": mid, "task": "rte", "split": "dev", "example": 5000 + 10 * k + i, "layer": 0,
+                          "head": 0, "T": 14, "seps": [6, 13], "sampling": "uniform"}, pattern_map(kind, 14, 6, seed=k)))
+            rows.append({"map_id": mid, "label": kind, "uncertain": "False"})
+    extra = write_labelled_set(tmp_path / "extra", recs, rows)
+
+    adapt(models / "patterncnn.pt", [base, extra], new, tmp_path / "a", AdaptConfig(epochs=1, folds=2))
+    with pytest.raises(ValueError, match="trained or calibrated this classifier"):
+        run_validation(OnnxClassifier(tmp_path / "a" / "patterncnn.onnx"), tmp_path / "v", extra)
+    with pytest.raises(ValueError, match="trained or calibrated this classifier"):
+        adapt(tmp_path / "a" / "patterncnn.pt", [base], extra, tmp_path / "again", AdaptConfig(epochs=0, folds=2))
+    adapt(models / "patterncnn.pt", [base, extra], new, tmp_path / "kept", AdaptConfig(epochs=0, folds=2))
+    v = run_validation(OnnxClassifier(tmp_path / "kept" / "patterncnn.onnx"), tmp_path / "v", extra)
+    assert v["mode"] == "independent" and v["maps"] == 15
+
+
 def test_the_new_maps_make_up_the_asked_share_of_each_epoch():
     rng = np.random.default_rng(0)
     base, new = np.arange(300), np.arange(300, 330)
