@@ -12,7 +12,8 @@ The new maps must be drawn with ``patterncnn sample --design uniform`` (``patter
 their hand-labelled shares estimate the census's. Every fit starts from the classifier's weights and runs a fixed
 number of epochs over the base set plus the new maps, the new maps repeated so that they make up a quarter of each
 epoch. Cross-fitting: the new maps are split into folds grouped by input example; each fold is scored by a fit
-that saw the base set and the other folds only, and those out-of-fold scores validate the share estimators on the
+that saw the other folds and the base set only, less the base maps of the fold's input examples (other encoders'
+maps of the same sentence: the example is one group, as in train's CV and leave one encoder out), and those out-of-fold scores validate the share estimators on the
 new encoder (:func:`patterncnn.training.validate.validate_rows`) and join the calibration rows. The final
 classifier is one more fit on everything. The base set's rows and validation are the classifier's own (from its
 training, where no map scored itself), carried over unchanged.
@@ -48,6 +49,7 @@ from ..core.version import __version__
 from ..core.work import progress_bar, run_key
 from ..labelling.sets import Labelled, check_labelled_set, join_labelled, load_labelled
 from ..shares.calibrate import Rows, calibration_record, map_rows, stored_rows
+from .evaluate import shared_examples
 from .fit import (
     TrainConfig,
     fit,
@@ -353,14 +355,19 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
         probs_before = predict_proba(before.eval(), data, new_idx, cfg)
         oof = np.zeros((len(new_idx), len(LABELS)))
         fold_of = np.full(len(new_idx), -1)
+        dropped = []  # per fold: the base maps its fit leaves out, as sharing an input example with the fold
         parts = _folds(data, new_idx, acfg.folds, acfg.seed)
         with progress_bar(progress if acfg.epochs else None, len(parts) + 1, "adapt", "fit") as bar:
             for k, test in enumerate(parts):
                 at = np.searchsorted(new_idx, test)
                 if acfg.epochs:
                     train_new = np.setdiff1d(new_idx, test)
-                    model = _fit(data, _train_index(base_idx, train_new, acfg.new_share, rng), cfg, start, acfg,
-                                 acfg.seed + k, shift)
+                    scored = np.zeros(len(data.y), dtype=bool)
+                    scored[test] = True
+                    shared = shared_examples(data.groups, scored)[base_idx]  # other encoders' maps of its inputs
+                    dropped.append(int(shared.sum()))
+                    model = _fit(data, _train_index(base_idx[~shared], train_new, acfg.new_share, rng), cfg, start,
+                                 acfg, acfg.seed + k, shift)
                     oof[at] = predict_proba(model, data, test, cfg)
                 else:  # the classifier as it is never saw the new maps: its own scores are out of fold
                     oof[at] = probs_before[at]
@@ -399,7 +406,7 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
                          "data_hash": ckpt.get("data_hash")},
         "base_sets": [str(s) for s in base_sets], "new_set": str(new_set), "encoders": encoders,
         "families": sorted(set(families([data.ids[i] for i in new_idx]).tolist())), "config": dataclasses.asdict(acfg),
-        "folds": len(parts), "new": _scores(data, new_idx, oof.argmax(1)),
+        "folds": len(parts), "dropped_shared_examples": dropped, "new": _scores(data, new_idx, oof.argmax(1)),
         # the shift in the adapted classifier's head; None: none, or (--no-reapply-shift) fine-tuned into it
         "bias_shift": None if kept is None else dict(zip(LABELS, kept.tolist())),
         "before": _scores(data, new_idx, rule_out_block(probs_before.astype(np.float64), seps).argmax(1)),

@@ -297,6 +297,12 @@ def _pool_problems(y: np.ndarray, groups: np.ndarray) -> list[str]:
     return problems
 
 
+def shared_examples(groups: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """Which maps outside ``test`` (a mask) share an input example (``groups``) with a map in it: a fit that scores
+    ``test`` drops them (the example is one group, as in the CV)."""
+    return ~test & np.isin(groups, groups[test])
+
+
 def loeo_directions(data, fams: np.ndarray) -> list[Direction]:
     """Each family held out in turn (in name order): its training pool, and why it cannot be fitted, if so.
 
@@ -308,7 +314,7 @@ def loeo_directions(data, fams: np.ndarray) -> list[Direction]:
     out = []
     for b in names:
         test = fams == b
-        shared = ~test & np.isin(data.groups, data.groups[test])
+        shared = shared_examples(data.groups, test)
         pool = np.flatnonzero(~test & ~shared)
         problems = _pool_problems(data.y[pool], data.groups[pool])
         reason = (f"{len(pool)} training map{'' if len(pool) == 1 else 's'} after dropping the {int(shared.sum())} "

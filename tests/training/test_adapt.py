@@ -119,6 +119,34 @@ def test_validate_refuses_the_extra_base_maps_an_adapted_classifier_was_fine_tun
     assert v["mode"] == "independent" and v["maps"] == 15
 
 
+def test_adapt_fold_fits_leave_out_base_maps_of_the_input_examples_they_score(trained, tmp_path, monkeypatch):
+    """A fold's fit trains on no base map whose input example (another encoder's map of the same sentence) is among
+    the maps it scores, as train's leave one encoder out drops them; the other base maps it keeps; the final fit
+    keeps them all. Here the first two examples of each class have MiniLM and MPNet maps in the base set."""
+    import patterncnn.training.adapt as adapt_module
+
+    base, new, models = trained
+    fits, real = [], adapt_module._fit
+    monkeypatch.setattr(adapt_module, "_fit", lambda data, train, *a, **k: fits.append((data, train)) or real(
+        data, train, *a, **k))
+    res = adapt(models / "patterncnn.pt", [base], new, tmp_path / "a", AdaptConfig(epochs=1, folds=3))
+    data = fits[0][0]
+    is_new = np.array([i.startswith(E5) for i in data.ids])
+    base_idx, new_idx = np.flatnonzero(~is_new), np.flatnonzero(is_new)
+    shared = np.isin(data.groups[base_idx], data.groups[new_idx])
+    assert shared.sum() == 20  # 10 examples, each with a MiniLM and an MPNet map
+    dropped = []
+    for k, (_, train) in enumerate(fits):
+        kept = np.intersect1d(train, base_idx)
+        if k == len(fits) - 1:  # the final fit
+            assert len(kept) == len(base_idx)
+            continue
+        scored = np.setdiff1d(new_idx, train)
+        assert np.array_equal(kept, base_idx[~np.isin(data.groups[base_idx], data.groups[scored])])
+        dropped.append(len(base_idx) - len(kept))
+    assert res["dropped_shared_examples"] == dropped and sum(dropped) == 20
+
+
 def test_the_new_maps_make_up_the_asked_share_of_each_epoch():
     rng = np.random.default_rng(0)
     base, new = np.arange(300), np.arange(300, 330)
