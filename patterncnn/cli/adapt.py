@@ -210,7 +210,13 @@ def run_finish(args) -> int:
     from ..core.maps import open_maps
     from ..labelling.labelstudio import AnnotateError
     from ..labelling.pull import pull
-    from ..shares.estimate import MIN_CALIBRATED_MAPS, TARGET_COVERAGE, TARGET_ERROR, few_maps_reason
+    from ..shares.estimate import (
+        MIN_CALIBRATED_MAPS,
+        TARGET_COVERAGE,
+        TARGET_ERROR,
+        cells_measured_on,
+        few_maps_reason,
+    )
     from ..training.adapt import AdaptConfig, adapt, prepare
 
     out = Path(args.out)
@@ -263,7 +269,7 @@ def run_finish(args) -> int:
     for enc, v in res["validation_on_new"].items():
         print(f"census of {enc}: estimator {v['estimator']}{'/' + v['scope'] if v['scope'] else ''}, validated share "
               f"error {100 * v['mean_abs_error']:.1f} points per pattern, intervals held the hand share in "
-              f"{100 * v['coverage']:.0f}% of cells (targets {100 * TARGET_ERROR:.0f} points and "
+              f"{100 * v['coverage']:.0f}% of {cells_measured_on(v)} (targets {100 * TARGET_ERROR:.0f} points and "
               f"{100 * TARGET_COVERAGE:.0f}%: "
               f"{'met' if v['meets_targets'] else 'not met'})")
         if v.get("few_maps"):

@@ -313,13 +313,13 @@ def describe(e: dict) -> str:
     on = f"{v['encoder']}, {v['maps']} hand-labelled maps" if "maps" in v else v["encoder"]
     return (f"{how}\nvalidated share error ({on}): mean {100 * v['mean_abs_error']:.1f} points per pattern"
             + (f", worst {v['worst']['label']} {100 * v['worst']['abs_error']:.1f}" if "worst" in v else "")
-            + (f"\n{_cells(v)}: their 95% intervals held the hand-labelled share in {100 * v['coverage']:.0f}% (not "
+            + (f"\n{cells_measured_on(v)}: their 95% intervals held the hand-labelled share in {100 * v['coverage']:.0f}% (not "
                f"the coverage of this census's intervals)"
                if v.get("coverage") is not None else "; how often its intervals hold the true share is unmeasured")
             + (f"\nwarning: {v['warning']}" if "warning" in v else ""))
 
 
-def _cells(v: dict) -> str:
+def cells_measured_on(v: dict) -> str:
     """What a validated coverage was measured on: validation cells, and how many maps each held (the examples' part
     of their intervals, wide on so few maps, makes most of that coverage; a census's intervals over far more maps
     are mostly the classifier's part, and hold less often: docs/pages/commands/census.md, 'How far the intervals
@@ -452,7 +452,8 @@ def best_by_encoder(results: list[dict]) -> dict[str, dict]:
     when none does); ``count`` for an encoder validated on fewer than MIN_CALIBRATED_MAPS maps (``few_maps``).
 
     Returns:
-        {encoder: {"estimator", "scope", "mean_abs_error", "coverage", "meets_targets"}}.
+        {encoder: {"estimator", "scope", "mean_abs_error", "coverage", "meets_targets", "cell_maps" (the fewest and
+        most maps of its validation cells, when the results hold them)}}.
     """
     out = {}
     for enc in sorted({e for r in results for e in r["encoders"]}):
@@ -464,5 +465,5 @@ def best_by_encoder(results: list[dict]) -> dict[str, dict]:
         out[enc] = {"estimator": r["estimator"], "scope": r["scope"], "mean_abs_error": e["mean_abs_error"],
                     "coverage": e["coverage"], "meets_targets": bool(
                         e["mean_abs_error"] <= TARGET_ERROR and e["coverage"] >= TARGET_COVERAGE),
-                    **({"few_maps": maps} if few else {})}
+                    **_cell_maps(r.get("cells"), [enc]), **({"few_maps": maps} if few else {})}
     return out
