@@ -176,8 +176,9 @@ class Flat:
     annotations: list[dict]
     predictions: list[dict]
     info: dict[str, dict]  # map_id -> the task's map metadata and its origin (server, ls_project, ls_task_id)
-    report: dict  # tasks, cancelled, unlabelled, unknown_annotators, predictions_without_content,
-    #               copied_from_predictions (annotation ids), changed_by_another (annotation id, map, made_by, changed_by)
+    # tasks, cancelled, unlabelled, unknown_annotators, predictions_without_content, copied_from_predictions
+    # (annotation ids), changed_by_another (annotation id, map, made_by, changed_by)
+    report: dict
 
 
 def _who(completed_by, names: dict[int, str]) -> tuple[str, str]:
@@ -203,8 +204,8 @@ def _decider(ann: dict):
     """Who gave an annotation its result: ``updated_by`` where the export has one (the member who last submitted
     it; any member can change another's annotation, and the admin can post one in another's name), else
     ``completed_by`` (exports of Label Studio versions without it)."""
-    updated = ann.get("updated_by")
-    return ann.get("completed_by") if updated is None or updated == _user_id(ann.get("completed_by")) else updated
+    made, updated = ann.get("completed_by"), ann.get("updated_by")
+    return made if updated is None or _user_id(updated) == _user_id(made) else updated
 
 
 def _prediction_rows(task: dict, backends: dict[str, str], export_file: str, server: str = ""
@@ -544,21 +545,24 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
     backends = {**{p["model_version"]: p.get("backend", "") for p in old.predictions.values()
                    if p.get("source") == "ml-backend"}, **backends}
     name = export_name(export, raw, out)
-    flat = flatten(export, {**learn_names(export, old, server), **server_names, **(names or {})}, backends, name, server)
+    names = {**learn_names(export, old, server), **server_names, **(names or {})}
+    flat = flatten(export, names, backends, name, server)
     _check_origins(old, flat)
     new = Tables.of(annotations=flat.annotations, predictions=flat.predictions)
     annotations, a_changes = merge_rows(old.annotations, new.annotations, replace, version="updated_at")
-    projects = {(i["server"], i["ls_project"]) for i in flat.info.values()}
-    gone = [r for k, r in sorted(old.annotations.items()) if k not in new.annotations and r.get("label")
-            and r.get("skipped") != "True" and (r.get("server") or "", text(r.get("ls_project"))) in projects]
+    projects = {(i["server"], i["ls_project"]) for i in flat.info.values()}  # votes of these it lacks were deleted
+    gone = [] if replace else [r for k, r in sorted(old.annotations.items()) if k not in new.annotations
+                               and r.get("label") and r.get("skipped") != "True"
+                               and (r.get("server") or "", text(r.get("ls_project"))) in projects]
     predictions, p_changes = merge_rows(old.predictions, new.predictions, replace, version="created_at")
     source_maps = _maps_source(out, maps)
     _check_contents(export, source_maps)
     if not any(a["label"] and not a["skipped"] for a in flat.annotations):
         raise AnnotateError(f"no labelled maps in the export ({flat.report['tasks']} task(s), "
                             f"{flat.report['cancelled']} skipped, {flat.report['unlabelled']} unlabelled"
-                            + (f", {len(flat.report['copied_from_predictions'])} annotation(s) copied from predictions, "
-                               f"which are not votes" if flat.report["copied_from_predictions"] else "") + "); "
+                            + (f", {len(flat.report['copied_from_predictions'])} annotation(s) copied from "
+                               f"predictions, which are not votes" if flat.report["copied_from_predictions"] else "")
+                            + "); "
                             f"nothing written to {out}: label the maps first (the project's Label All Tasks in "
                             f"Label Studio), then run this again")
     labels, l_changes = merge_rows(old.labels, label_rows(annotations, predictions, _map_info(old, flat, source_maps),
@@ -579,9 +583,8 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
                        "most_annotators": max((int(labels[m]["n_annotators"]) for m in ties
                                                if labels[m]["resolution"] == UNRESOLVED), default=0)},
               "guides": dict(Counter(r.get("guide", "") for r in annotations.values() if r.get("label"))),
-              "votes_not_in_export": [] if replace else [{k: r.get(k, "") for k in ("map_id", "annotator",
-                                                                                     "ls_annotation_id")}
-                                                         for r in gone]}
+              "votes_not_in_export": [{k: r.get(k, "") for k in ("map_id", "annotator", "ls_annotation_id")}
+                                      for r in gone]}
     check_maps(out, labels, source_maps)
     if dry_run:
         return report

@@ -72,9 +72,9 @@ def few_examples_warning(task: str, n: int, of: int) -> str | None:
         return None
     fix = (f"give a larger --limit (limit= in Python; at least {MIN_EXAMPLES}, the paper's census takes 1000)" if n < of
            else "its split holds no more (a larger --limit cannot help)")
-    return (f"{task} has only {n} example{'' if n == 1 else 's'}, fewer than the {MIN_EXAMPLES} that the bootstrap over "
-            f"examples needs: in simulation its 95% interval held a common pattern's true share in 88% of cases at "
-            f"10 examples and 47% at 2, and it has zero width at 1, so {task}'s intervals are narrower than they "
+    return (f"{task} has only {n} example{'' if n == 1 else 's'}, fewer than the {MIN_EXAMPLES} that the bootstrap "
+            f"over examples needs: in simulation its 95% interval held a common pattern's true share in 88% of cases "
+            f"at 10 examples and 47% at 2, and it has zero width at 1, so {task}'s intervals are narrower than they "
             f"claim; {fix}")
 
 
@@ -313,8 +313,8 @@ def describe(e: dict) -> str:
     on = f"{v['encoder']}, {v['maps']} hand-labelled maps" if "maps" in v else v["encoder"]
     return (f"{how}\nvalidated share error ({on}): mean {100 * v['mean_abs_error']:.1f} points per pattern"
             + (f", worst {v['worst']['label']} {100 * v['worst']['abs_error']:.1f}" if "worst" in v else "")
-            + (f"\n{cells_measured_on(v)}: their 95% intervals held the hand-labelled share in {100 * v['coverage']:.0f}% (not "
-               f"the coverage of this census's intervals)"
+            + (f"\n{cells_measured_on(v)}: their 95% intervals held the hand-labelled share in "
+               f"{100 * v['coverage']:.0f}% (not the coverage of this census's intervals)"
                if v.get("coverage") is not None else "; how often its intervals hold the true share is unmeasured")
             + (f"\nwarning: {v['warning']}" if "warning" in v else ""))
 

@@ -13,9 +13,10 @@ their hand-labelled shares estimate the census's. Every fit starts from the clas
 number of epochs over the base set plus the new maps, the new maps repeated so that they make up a quarter of each
 epoch. Cross-fitting: the new maps are split into folds grouped by input example; each fold is scored by a fit
 that saw the other folds and the base set only, less the base maps of the fold's input examples (other encoders'
-maps of the same sentence: the example is one group, as in train's CV and leave one encoder out), and those out-of-fold scores validate the share estimators on the
-new encoder (:func:`patterncnn.training.validate.validate_rows`) and join the calibration rows. The final
-classifier is one more fit on everything. The base set's rows and validation are the classifier's own (from its
+maps of the same sentence: the example is one group, as in train's CV and leave one encoder out), and those
+out-of-fold scores validate the share estimators on the new encoder
+(:func:`patterncnn.training.validate.validate_rows`) and join the calibration rows. The final classifier is one
+more fit on everything. The base set's rows and validation are the classifier's own (from its
 training, where no map scored itself), carried over unchanged.
 
 A classifier of ``train --bias-correction`` carries a logit shift in its head (:func:`carried_shift`): every fit
@@ -314,8 +315,8 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
 
     Writes ``patterncnn.pt``, ``patterncnn.onnx`` (its metadata: the calibration rows of the base and the new maps,
     the merged validation, the ids of the maps it was fitted on besides those rows, which
-    :func:`patterncnn.training.validate.seen_ids` reads) and ``adapt.json`` (what is returned) into ``out``, each atomically; an adapted classifier
-    already there needs ``overwrite`` (:func:`patterncnn.core.fileio.output_folder`).
+    :func:`patterncnn.training.validate.seen_ids` reads) and ``adapt.json`` (what is returned) into ``out``, each
+    atomically; an adapted classifier already there needs ``overwrite`` (:func:`patterncnn.core.fileio.output_folder`).
 
     Returns:
         {"new": out-of-fold scores on the new maps, "before": the starting classifier's on them, "encoders",

@@ -474,10 +474,10 @@ def test_a_fine_tune_into_a_folder_this_user_cannot_write_is_refused_before_any_
     link.symlink_to(real)
     for out in real, link:
         with _unwritable(real.parent), writer_scope("patterncnn finetune"):
-            with pytest.raises(fileio.OutputError, match=rf"--out {out} is the folder {real}, and this user cannot "
-                                                         rf"write into {real.parent}, where the fine-tuned model is put "
-                                                         rf"in place by a rename; make it writable, or choose another "
-                                                         rf"--out"):
+            with pytest.raises(fileio.OutputError, match=rf"--out {out} is the folder {real}, and this user "
+                                                         rf"cannot write into {real.parent}, where the fine-tuned "
+                                                         rf"model is put in place by a rename; make it writable, or "
+                                                         rf"choose another --out"):
                 finetune._check_out(out, "sst2", overwrite=True)
 
 

@@ -104,8 +104,9 @@ def test_validate_refuses_the_extra_base_maps_an_adapted_classifier_was_fine_tun
     for k, kind in enumerate(LABELS):
         for i in range(3):
             mid = f"{E5}_rte_dev_{5000 + 10 * k + i:05d}_L00_H00"
-            recs.append(({"id": mid, "task": "rte", "split": "dev", "example": 5000 + 10 * k + i, "layer": 0,
-                          "head": 0, "T": 14, "seps": [6, 13], "sampling": "uniform"}, pattern_map(kind, 14, 6, seed=k)))
+            meta = {"id": mid, "task": "rte", "split": "dev", "example": 5000 + 10 * k + i, "layer": 0, "head": 0,
+                    "T": 14, "seps": [6, 13], "sampling": "uniform"}
+            recs.append((meta, pattern_map(kind, 14, 6, seed=k)))
             rows.append({"map_id": mid, "label": kind, "uncertain": "False"})
     extra = write_labelled_set(tmp_path / "extra", recs, rows)
 
