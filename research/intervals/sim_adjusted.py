@@ -15,6 +15,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, ".")
+from truth import confusion_by_kind, true_shares  # noqa: E402
+
 from patterncnn.shares.calibrate import CAL_BOOTSTRAP, Rows, fit_calibration, stored_rows  # noqa: E402
 from patterncnn.shares.estimate import example_sums, shares_with_intervals  # noqa: E402
 
@@ -31,28 +33,10 @@ meta = json.load(open("models/metrics.json"))
 rows = stored_rows(meta)
 u = rows.subset(rows.uniform)
 src = rows.subset(rows.uniform & (rows.encoder == ENC)) if ENC else u
-pred0 = src.probs.argmax(1)
-R = {}
-for kind in (True, False):
-    s = src.single == kind
-    C = np.zeros((5, 5))
-    np.add.at(C, (src.y[s], pred0[s]), 1)
-    C += 0.5 * np.eye(5)
-    if kind:
-        C[3] = 0
-        C[:, 3] = 0
-        C[3, 3] = 1
-    R[kind] = C / C.sum(1, keepdims=True)
+R = confusion_by_kind(src)
 
 mini = rows.subset(rows.uniform & (rows.encoder == (ENC or "minilm-53aa5117")))
-tasks = sorted(set(mini.task.tolist()))
-single = {t: bool(mini.single[mini.task == t][0]) for t in tasks}
-p_true = {}
-for t in tasks:
-    p = np.bincount(mini.y[mini.task == t], minlength=5) / (mini.task == t).sum()
-    if not single[t]:
-        p = 0.99 * p + 0.01 * np.eye(5)[3]
-    p_true[t] = p
+tasks, single, p_true = true_shares(mini)
 
 rng = np.random.default_rng(777)
 

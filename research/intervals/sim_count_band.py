@@ -17,6 +17,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, ".")
+from truth import confusion_by_kind, true_shares  # noqa: E402
+
 from patterncnn.shares.calibrate import stored_rows  # noqa: E402
 from patterncnn.shares.estimate import segment_band, shares_with_intervals  # noqa: E402
 
@@ -32,28 +34,10 @@ DEV = {"cola": 1000, "sst2": 872, "rte": 277, "mrpc": 408, "qnli": 1000, "stsb":
 meta = json.load(open("models/metrics.json"))
 rows = stored_rows(meta)
 u = rows.subset(rows.uniform & (rows.encoder == ENC)) if OWN else rows.subset(rows.uniform)
-pred = u.probs.argmax(1)
-R = {}
-for kind in (True, False):
-    s = u.single == kind
-    C = np.zeros((5, 5))
-    np.add.at(C, (u.y[s], pred[s]), 1)
-    C += 0.5 * np.eye(5)
-    if kind:
-        C[3] = 0
-        C[:, 3] = 0
-        C[3, 3] = 1  # block never occurs / never predicted on single-segment inputs
-    R[kind] = C / C.sum(1, keepdims=True)
+R = confusion_by_kind(u)
 
 mini = rows.subset(rows.uniform & (rows.encoder == ENC))
-tasks = sorted(set(mini.task.tolist()))
-single = {t: bool(mini.single[mini.task == t][0]) for t in tasks}
-p_true = {}
-for t in tasks:
-    p = np.bincount(mini.y[mini.task == t], minlength=5) / (mini.task == t).sum()
-    if not single[t]:
-        p = 0.99 * p + 0.01 * np.eye(5)[3]  # a little block on pair tasks
-    p_true[t] = p
+tasks, single, p_true = true_shares(mini)
 half_of = (mini.fold >= 3).astype(int)
 n_half = {(h, t): int(((half_of == h) & (mini.task == t)).sum()) for h in (0, 1) for t in tasks}
 n_val = len(mini)
