@@ -271,7 +271,8 @@ def run_finish(args) -> int:
               f"error {100 * v['mean_abs_error']:.1f} points per pattern, intervals held the hand share in "
               f"{100 * v['coverage']:.0f}% of {cells_measured_on(v)} (targets {100 * TARGET_ERROR:.0f} points and "
               f"{100 * TARGET_COVERAGE:.0f}%: "
-              f"{'met' if v['meets_targets'] else 'not met'})")
+              f"{'met' if v['meets_targets'] else 'not met'}"
+              + (f", as {v['few_maps']} maps are too few to judge them" if v.get("few_maps") else "") + ")")
         if v.get("few_maps"):
             print(f"{few_maps_reason(v['few_maps'])} (under {MIN_CALIBRATED_MAPS}): its census counts, with the band "
                   f"of share errors measured on them")

@@ -449,7 +449,8 @@ def best_result(results: list[dict]) -> dict | None:
 def best_by_encoder(results: list[dict]) -> dict[str, dict]:
     """Per validated encoder tag, the (estimator, scope) to use by default: its smallest mean share error among
     those whose 95% intervals hold the hand shares in at least TARGET_COVERAGE of its cells (the highest coverage
-    when none does); ``count`` for an encoder validated on fewer than MIN_CALIBRATED_MAPS maps (``few_maps``).
+    when none does); ``count`` for an encoder validated on fewer than MIN_CALIBRATED_MAPS maps (``few_maps``), whose
+    targets are never met (too few maps to judge them).
 
     Returns:
         {encoder: {"estimator", "scope", "mean_abs_error", "coverage", "meets_targets", "cell_maps" (the fewest and
@@ -462,8 +463,11 @@ def best_by_encoder(results: list[dict]) -> dict[str, dict]:
         few = maps is not None and maps < MIN_CALIBRATED_MAPS and any(r["estimator"] == "count" for r, _ in found)
         r, e = _best([re for re in found if re[0]["estimator"] == "count"] if few else found,
                      lambda re: re[1]["coverage"], lambda re: re[1]["mean_abs_error"])
+        # Too few maps to judge: their errors and coverage are measured on cells of a few maps each (6 maps of one
+        # class would show no error and full coverage).
+        judged = maps is None or maps >= MIN_CALIBRATED_MAPS
         out[enc] = {"estimator": r["estimator"], "scope": r["scope"], "mean_abs_error": e["mean_abs_error"],
                     "coverage": e["coverage"], "meets_targets": bool(
-                        e["mean_abs_error"] <= TARGET_ERROR and e["coverage"] >= TARGET_COVERAGE),
+                        judged and e["mean_abs_error"] <= TARGET_ERROR and e["coverage"] >= TARGET_COVERAGE),
                     **_cell_maps(r.get("cells"), [enc]), **({"few_maps": maps} if few else {})}
     return out

@@ -330,3 +330,16 @@ def test_the_validated_coverage_says_it_was_measured_on_small_validation_cells()
     old = {**plan_for({"validation": {"results": [res]}}, "count", None, "enc-aaaa1111").describe()}
     old["validated_share_error"].update(tasks=2, halves=2)
     assert "validation cells of about 15 maps each: their 95% intervals" in describe(old)
+
+
+def test_an_encoder_validated_on_too_few_maps_never_meets_the_targets():
+    # Found by helper 87's review: 6 new maps, all vertical, showed no error and full coverage, and `adapt finish`
+    # printed "targets ... met".
+    def results(maps, err, cov):
+        return [{"estimator": "count", "scope": None, "worst_encoder_mean_abs_error": err, "coverage": cov,
+                 "encoders": {"enc-aaaa1111": {"mean_abs_error": err, "coverage": cov, "maps": maps}}}]
+
+    assert best_by_encoder(results(6, 0.0, 1.0))["enc-aaaa1111"]["meets_targets"] is False
+    assert best_by_encoder(results(99, 0.0, 1.0))["enc-aaaa1111"]["meets_targets"] is False
+    assert best_by_encoder(results(100, 0.02, 0.95))["enc-aaaa1111"]["meets_targets"] is True
+    assert best_by_encoder(results(100, 0.04, 0.95))["enc-aaaa1111"]["meets_targets"] is False
