@@ -85,6 +85,14 @@ def finish(x: np.ndarray) -> np.ndarray:
     return np.divide(x, s, out=np.full(x.shape, 1 / x.shape[-1]), where=s > 0)
 
 
+def clipped_at_zero(x: np.ndarray) -> dict:
+    """{pattern: its share before :func:`finish` clipped it} for the patterns whose summed per-map vector ``x`` (5,)
+    is negative ({} when none is): ``adjusted`` goes below zero where the argmax mix lies outside what the
+    calibration's confusion can produce, and its other shares are renormalised over what is left."""
+    total = float(x.sum())
+    return {name: float(v / total) for name, v in zip(LABELS, x) if v < 0} if total > 0 else {}
+
+
 def example_sums(estimator: str, probs: np.ndarray, labels: np.ndarray, single: np.ndarray,
                  cal: Calibration | None) -> np.ndarray:
     """Each example's summed per-map vectors, per calibration replicate.
@@ -282,7 +290,11 @@ class Plan:
     def estimate(self, probs: np.ndarray, labels: np.ndarray, single: np.ndarray, seed: int = 0) -> dict:
         """Shares and intervals of one task, plus the point shares of every estimator available."""
         band = segment_band(bias_band(self.validated), single) if self.estimator == "count" else None
-        out = shares_with_intervals(example_sums(self.estimator, probs, labels, single, self.calibration), seed, band)
+        sums = example_sums(self.estimator, probs, labels, single, self.calibration)
+        out = shares_with_intervals(sums, seed, band)
+        clipped = clipped_at_zero(sums[0].sum(0))
+        if clipped:
+            out["clipped_at_zero"] = clipped
         names = ESTIMATORS if self.calibration is not None else ("count",)
         point = self.calibration.first() if self.calibration is not None else None
         out["shares_by_estimator"] = {e: dict(zip(LABELS, finish(

@@ -343,3 +343,22 @@ def test_an_encoder_validated_on_too_few_maps_never_meets_the_targets():
     assert best_by_encoder(results(99, 0.0, 1.0))["enc-aaaa1111"]["meets_targets"] is False
     assert best_by_encoder(results(100, 0.02, 0.95))["enc-aaaa1111"]["meets_targets"] is True
     assert best_by_encoder(results(100, 0.04, 0.95))["enc-aaaa1111"]["meets_targets"] is False
+
+
+def test_a_share_that_adjusted_takes_below_zero_is_recorded_before_it_is_clipped():
+    # From helper 85's review (F5): an argmax mix outside what the calibration's confusion can produce drives adjusted
+    # below zero, and the clipped share looked like any other in census.json.
+    rng = np.random.default_rng(4)
+    meta = {"calibration": calibration_record(simulate(np.full(5, 0.2), 3000, rng))}
+    n, m = 40, 72
+    labels = np.zeros((n, m), dtype=int)  # every map called vertical: more than any true mix yields
+    probs = np.eye(5)[labels]
+    single = np.zeros(n, dtype=bool)
+    out = plan_for(meta, "adjusted", "all", "enc-aaaa1111").estimate(probs, labels, single)
+    assert out["clipped_at_zero"] and all(v < 0 for v in out["clipped_at_zero"].values())
+    assert all(out["shares"][k] == 0.0 for k in out["clipped_at_zero"])
+    assert sum(out["shares"].values()) == pytest.approx(1.0)
+    assert "clipped_at_zero" not in plan_for(meta, "count", None, "enc-aaaa1111").estimate(probs, labels, single)
+    labels = rng.integers(0, 5, size=(n, m))  # a mix inside what it produces: nothing clipped
+    out = plan_for(meta, "adjusted", "all", "enc-aaaa1111").estimate(np.eye(5)[labels], labels, single)
+    assert "clipped_at_zero" not in out
