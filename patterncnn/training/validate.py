@@ -262,6 +262,21 @@ def refuse_seen(seen, test_ids, fix: str = VALIDATE_SEEN) -> None:
                          f"so its scores of them are not out of sample; {fix}")
 
 
+def shared_inputs(pool: Rows, test: Rows) -> dict:
+    """``{"shared_inputs": {...}, "warning": ...}`` when maps of an independent set ``test`` share an input example
+    (other layers or heads of one sentence) with ``pool`` (the classifier's stored rows), else {}: refused by id they
+    are not, but the CV keeps such maps in one fold, as they are not independent of each other."""
+    shared = np.isin(test.group, pool.group)
+    if not shared.any():
+        return {}
+    same = shared & np.isin(np.char.add(test.encoder, test.group), np.char.add(pool.encoder, pool.group))
+    return {"shared_inputs": {"maps": int(shared.sum()), "same_encoder": int(same.sum()), "of": len(test)},
+            "warning": f"{int(shared.sum())} of these {len(test)} maps ({int(same.sum())} of the same encoder) share "
+                       f"an input example with maps that trained or calibrated this classifier (other layers or heads "
+                       f"of the same sentence), so their figures are less out of sample than maps of new sentences; "
+                       f"`patterncnn sample` with another --seed or --split draws others"}
+
+
 def validate_independent(pool: Rows, test: Rows, seed: int = 0, stored: dict | None = None, seen=None) -> dict:
     """Validation on maps the classifier was neither trained nor calibrated on (all of ``pool`` calibrates);
     ``stored``: the classifier's cross-validated validation (its bands widen count's intervals, as in a census);
@@ -393,6 +408,8 @@ def markdown_report(v: dict) -> str:
     """What ``patterncnn validate`` prints and writes to ``validation.md``: the share estimators' table, and
     with an independent labelled set the classifier's labels against the hand labels."""
     parts = [markdown_table(v)] if v.get("results") else [f"Share estimates not validated: {v['shares_skipped']}"]
+    if v.get("warning"):
+        parts.insert(0, f"**Warning:** {v['warning']}.")
     if v.get("best_per_encoder"):
         best = "; ".join(f"{enc} **{d['estimator']}**{' (' + d['scope'] + ' rows)' if d['scope'] else ''}"
                          for enc, d in v["best_per_encoder"].items())
@@ -434,6 +451,7 @@ def run_validation(classifier, out: str | Path, annotations: str | Path | None =
             v = {"mode": "independent", "maps": 0, "seed": seed,
                  "shares_skipped": f"no map of {annotations} was drawn uniformly at random; {UNIFORM_HELP}"}
         v["labels"] = label_scores(data, probs, annotations)
+        v.update(shared_inputs(rows, test))
     v = {"created_by": f"patterncnn {__version__}", "classifier": {
         "path": public_path(classifier.path), "sha256": sha256_file(classifier.path), "version": classifier.model_version},
         "annotations": None if annotations is None else str(annotations), **v}

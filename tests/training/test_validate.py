@@ -10,6 +10,7 @@ from synthetic import concat_rows, pattern_map, simulated_rows, write_labelled_s
 import patterncnn.training.validate as validate_mod
 from patterncnn.cli import main
 from patterncnn.core.labels import LABELS
+from patterncnn.shares.calibrate import Rows
 from patterncnn.training.validate import markdown_table, validate_independent, validate_rows
 
 # Mostly vertical, as in real censuses: counting with CONFUSION under-counts vertical by about 10 points.
@@ -197,6 +198,7 @@ def test_train_validate_census_end_to_end(tmp_path, tiny_bert, tiny_classifier, 
     assert main(clf + ["--annotations", str(fresh), "--out", str(tmp_path / "v3")]) == 0
     v3 = json.loads((tmp_path / "v3" / "validation.json").read_text())
     assert v3["mode"] == "independent" and v3["maps"] == n * 2 // 3 and v3["annotations"] == str(fresh)
+    assert "shared_inputs" not in v3 and "warning" not in v3  # new examples: nothing shared with training
     # ... and the classifier's labels are scored on every map of the set, uniformly drawn or not
     from sklearn.metrics import f1_score
 
@@ -303,3 +305,22 @@ def test_label_scores_put_the_classifier_beside_one_annotator(tmp_path):
     table = validate_mod.labels_table(lab)  # the annotator's macro-F1: vertical 6/7, diagonal 0
     assert "| all (2 maps) | 0.429 / 0.750 (4) | 1.000 / 1.000 (4) |" in table
     json.dumps(lab, allow_nan=False)
+
+
+def test_an_independent_set_sharing_input_examples_with_training_is_flagged():
+    # From helper 87's review (RISK 5): validate --annotations refused maps by id only, so other heads of a training
+    # sentence passed as unseen without a word.
+    def rows(ids, encoders, groups):
+        n = len(ids)
+        return Rows(np.array(ids), np.zeros(n, dtype=int), np.full((n, 5), 0.2), np.zeros(n, dtype=int),
+                    np.array(encoders), np.full(n, "rte"), np.array(groups), np.ones(n, dtype=bool),
+                    np.zeros(n, dtype=bool))
+
+    pool = rows(["a_1_H0", "b_2_H0"], ["a", "b"], ["rte/dev/1", "rte/dev/2"])
+    test = rows(["a_1_H1", "a_2_H1", "a_3_H1"], ["a", "a", "a"], ["rte/dev/1", "rte/dev/2", "rte/dev/3"])
+    got = validate_mod.shared_inputs(pool, test)
+    assert got["shared_inputs"] == {"maps": 2, "same_encoder": 1, "of": 3}
+    assert got["warning"].startswith("2 of these 3 maps (1 of the same encoder) share an input example")
+    assert validate_mod.shared_inputs(pool, test.subset(np.array([False, False, True]))) == {}
+    md = validate_mod.markdown_report({"shares_skipped": "none drawn uniformly", **got})
+    assert md.startswith("**Warning:** 2 of these 3 maps")
