@@ -7,7 +7,8 @@ Each replicate:
      fit_calibration(rows, CAL_BOOTSTRAP) as the census's encoder scope does;
   2. a census of each task (dev size capped at 1000, 72 maps per example, per-example Dirichlet mixes);
   3. the code's example_sums("adjusted", ...) and shares_with_intervals; is p_t inside ci95?
-Usage: python research/intervals/sim_adjusted_own.py REPS ENCODER
+Usage: python research/intervals/sim_adjusted_own.py REPS ENCODER [noridge]
+  (noridge: TASK_BAND.md's third candidate, the calibration's RIDGE set to 0)
 """
 import json
 import sys
@@ -17,11 +18,15 @@ import numpy as np
 sys.path.insert(0, "research/intervals")
 from truth import confusion_by_kind, true_shares  # noqa: E402
 
+import patterncnn.shares.calibrate as calibrate  # noqa: E402
 from patterncnn.shares.calibrate import CAL_BOOTSTRAP, Rows, fit_calibration, stored_rows  # noqa: E402
 from patterncnn.shares.estimate import example_sums, shares_with_intervals  # noqa: E402
 
 LABELS = ["vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous"]
 REPS, ENC = int(sys.argv[1]), sys.argv[2]
+NORIDGE = len(sys.argv) > 3 and sys.argv[3] == "noridge"
+if NORIDGE:
+    calibrate.RIDGE = 0.0  # adjust_matrices reads the module's RIDGE when it runs
 ALPHA, M = 30.0, 72
 DEV = {"cola": 1000, "sst2": 872, "rte": 277, "mrpc": 408, "qnli": 1000, "stsb": 1000}
 
@@ -69,7 +74,8 @@ for rep in range(REPS):
     for t in tasks:
         labels = census(t)
         sing = np.full(len(labels), single[t])
-        out = shares_with_intervals(example_sums("adjusted", np.zeros(labels.shape + (5,)), labels, sing, cal), seed=rep)
+        sums = example_sums("adjusted", np.zeros(labels.shape + (5,)), labels, sing, cal)
+        out = shares_with_intervals(sums, seed=rep)
         err[t].append(np.array([out["shares"][k] for k in LABELS]) - p_true[t])
         for i, k in enumerate(LABELS):
             lo, hi = out["ci95"][k]
@@ -77,9 +83,11 @@ for rep in range(REPS):
             if not (single[t] and i == 3):
                 widths.append(hi - lo)
 
-print(f"adjusted, encoder scope: {REPS} replicates, {M} maps per example; truth: {ENC}'s own confusion and hand shares; "
+print(f"adjusted, encoder scope{', RIDGE 0' if NORIDGE else ''}: {REPS} replicates, {M} maps per example; truth: "
+      f"{ENC}'s own confusion and hand shares; "
       f"calibration: its {len(mine)} uniform rows with predictions redrawn from the truth")
-print(f"{'task':6} " + " ".join(f"{k[:10]:>10}" for k in LABELS) + "   coverage of ci95 %  | mean error of the point, points")
+print(f"{'task':6} " + " ".join(f"{k[:10]:>10}" for k in LABELS)
+      + "   coverage of ci95 %  | mean error of the point, points")
 mask = np.array([[not (single[t] and i == 3) for i in range(5)] for t in tasks])
 cov = np.array([100 * hits[t] / REPS for t in tasks])
 for j, t in enumerate(tasks):

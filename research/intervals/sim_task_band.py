@@ -117,7 +117,8 @@ new_c = np.array([100 * hits[t] / REPS for t in tasks])
 old_c = np.array([100 * hits_old[t] / REPS for t in tasks])
 for j, t in enumerate(tasks):
     print(f"{t:6} " + " ".join(f"{a:4.0f} ({b:3.0f})" for a, b in zip(new_c[j], old_c[j])))
-print(f"mean coverage {new_c[mask].mean():.1f} % (without the band {old_c[mask].mean():.1f} %) over {mask.sum()} cells; "
+print(f"mean coverage {new_c[mask].mean():.1f} % (without the band {old_c[mask].mean():.1f} %) over {mask.sum()} "
+      f"cells; "
       f"cells under 90 %: {(new_c[mask] < 90).sum()}, under 50 %: {(new_c[mask] < 50).sum()}; lowest cell "
       f"{new_c[mask].min():.0f} %; mean width {100 * np.mean(widths):.1f} points")
 ok = new_c[mask].mean() >= 90 and new_c[mask].min() >= 50
