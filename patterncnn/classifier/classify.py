@@ -70,6 +70,13 @@ def batches(items: Iterable[tuple], most_maps: int = BATCH_MAPS) -> Iterator[lis
         yield batch
 
 
+def without_seps_note(n: int, fix: str) -> str:
+    """What ``classify`` and the service say of ``n`` maps classified without separator positions, then ``fix``."""
+    return (f"{n} map(s) carry no separator positions: the classifier reads them without their segments and [SEP] "
+            f"columns, so their labels can differ from those the same maps get with them, and not only on block; "
+            f"{fix}")
+
+
 def classify_maps(maps, classifier, out: str | Path | IO[str]) -> dict:
     """Classify every map of ``maps`` into JSON lines: a file ``out`` (written atomically) or an open text stream.
 

@@ -22,7 +22,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..classifier.classify import classify_maps
+    from ..classifier.classify import classify_maps, without_seps_note
+    from ..core.arrayfile import SEPS_KEY
     from ..core.fileio import output_file
     from ..core.maps import MapFormatError, open_maps, require_maps
 
@@ -36,10 +37,9 @@ def run(args) -> int:
     for map_id, why in s["rejected"]:
         print(f"{map_id}: skipped: {why}", file=sys.stderr)
     if s["without_seps"]:
-        print(f"note: {s['without_seps']} map(s) carry no separator positions: the classifier reads them without "
-              f"their segments and [SEP] columns, so their labels can differ from those the same maps get with them, "
-              f"and not only on block; give their separators (a map store from `patterncnn sample` records them) for "
-              f"the labels the census gives", file=sys.stderr)
+        print("note: " + without_seps_note(s["without_seps"], (
+            f"give their separators (a map store from `patterncnn sample` records them; a plain .npz takes them as "
+            f"a member {SEPS_KEY}) for the labels the census gives")), file=sys.stderr)
     counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items())
     print(f"classified {s['classified']} map(s) -> {args.out} ({counts}); {len(s['rejected'])} rejected, "
           f"{s['flagged']} flagged (rows not summing to 1)", file=sys.stderr if out is None else sys.stdout)

@@ -21,7 +21,7 @@ classifies (:mod:`patterncnn.classifier.classify`).
 Usage::
 
     maps = read_npy(body, ReadLimits(max_t=512, max_maps=1024, max_bytes=512 << 20))  # (T, T) or (N, T, T)
-    keys, maps = read_npz(body, limits)
+    keys, maps, seps = read_npz(body, limits)    # seps: from a SEPS_KEY member, else None
     npz = NpzMaps("maps.npz", FILE_LIMITS)      # lazy: one member per get()
     arr = npz.get(npz.keys[0])                  # (T, T) array, as stored
     npy = NpyMaps("maps.npy")                   # (T, T) or (N, T, T) file, keys "0", "1", ...
@@ -253,14 +253,20 @@ def read_npy(data: bytes | bytearray, limits: ReadLimits, name: str = "the .npy"
     return [arr] if arr.ndim == 2 else list(arr)
 
 
-def read_npz(data: bytes, limits: ReadLimits) -> tuple[list[str], list[np.ndarray]]:
-    """The (keys, maps) of one ``.npz`` request body, every member checked against ``limits``."""
-    # Refuse a central directory with too many entries before zipfile builds an object for each.
-    if limits.max_maps is not None and data.count(b"PK\x01\x02") > limits.max_maps:
+def read_npz(data: bytes, limits: ReadLimits) -> tuple[list[str], list[np.ndarray], list | None]:
+    """The (keys, maps, separator positions or None) of one ``.npz`` request body, every member checked against
+    ``limits`` (:meth:`NpzMaps.seps`)."""
+    # Refuse a central directory with too many entries before zipfile builds an object for each (one more: SEPS_KEY).
+    if limits.max_maps is not None and data.count(b"PK\x01\x02") > limits.max_maps + 1:
         raise ArrayFileError(f"more than {limits.max_maps} maps in one request; the limit is {limits.max_maps}: split "
                              f"the batch", "too_large")
     npz = NpzMaps(BufferReader(data), limits, name="the request body")
-    return npz.keys, [npz.get(k) for k in npz.keys]
+    return npz.keys, [npz.get(k) for k in npz.keys], npz.seps()
+
+
+# The member of an .npz of maps that holds their separator positions instead of a map: an (N, S) integer array, one
+# row per map in the order of the maps' members (np.savez's keyword order), -1 where a map has fewer than S.
+SEPS_KEY = "__seps__"
 
 
 class NpzMaps:
@@ -286,7 +292,7 @@ class NpzMaps:
         if odd:
             raise ArrayFileError(f"{self.name} holds {odd[0]!r}, which is not an .npy array; save maps with np.savez, "
                                  f"one array per key", "invalid")
-        if limits.max_maps is not None and len(infos) > limits.max_maps:
+        if limits.max_maps is not None and sum(i.filename != f"{SEPS_KEY}.npy" for i in infos) > limits.max_maps:
             raise ArrayFileError(f"{len(infos)} maps in one request; the limit is {limits.max_maps}: split the batch",
                                  "too_large")
         declared = sum(i.file_size for i in infos)
@@ -294,7 +300,7 @@ class NpzMaps:
             raise ArrayFileError(f"{self.name} declares {declared} bytes uncompressed, over the limit of "
                                  f"{limits.max_bytes}; split the batch", "too_large")
         self._members = {i.filename[:-4]: i for i in infos}
-        self.keys = list(self._members)
+        self.keys = [k for k in self._members if k != SEPS_KEY]
 
     def __contains__(self, key: str) -> bool:
         return key in self._members
@@ -317,6 +323,31 @@ class NpzMaps:
             raise
         except _DECODE_ERRORS as e:
             raise ArrayFileError(f"{what} is unreadable ({e}); save maps with np.savez") from None
+
+
+    def seps(self) -> list[list[int] | None] | None:
+        """The maps' separator positions in :data:`SEPS_KEY` (one list per map of :attr:`keys`, in order; None for a
+        row of -1 only), or None when the file has no such member.
+
+        Raises:
+            ArrayFileError: the member is not an (N, S) integer array with one row per map.
+        """
+        if SEPS_KEY not in self._members:
+            return None
+        info, what = self._members[SEPS_KEY], f"{SEPS_KEY!r} of {self.name}"
+        fix = (f"save the separators as np.savez(..., {SEPS_KEY}=np.array(rows)): an (N, S) integer array, one row per "
+               f"map ({len(self.keys)}) in the maps' order, -1 where a map has fewer than S")
+        try:
+            with self._zip.open(info) as fp:
+                a = _read_array(fp, what, _Budget(dataclasses.replace(self.limits, maps=False)), stacked=False,
+                                room=info.file_size)
+        except ArrayFileError:
+            raise
+        except _DECODE_ERRORS as e:
+            raise ArrayFileError(f"{what} is unreadable ({e}); {fix}") from None
+        if a.dtype.kind not in "iu" or a.ndim != 2 or len(a) != len(self.keys):
+            raise ArrayFileError(f"{what} is a {a.dtype} array of shape {a.shape}; {fix}", "invalid")
+        return [[int(x) for x in row if x >= 0] or None for row in a]  # a row of -1 only: none given
 
 
 class NpyMaps:

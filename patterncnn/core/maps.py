@@ -430,12 +430,16 @@ def require_maps(maps: MapSource) -> MapSource:
 
 
 class PlainNpz(MapSource):
-    """A plain .npz (or .npy) of maps, read as a store with metadata ``{"id": key}`` (``"0"``, ``"1"``, ... for .npy)."""
+    """A plain .npz (or .npy) of maps, read as a store with metadata ``{"id": key}`` (``"0"``, ``"1"``, ... for .npy),
+    and ``"seps"`` where the .npz stores them (:data:`patterncnn.core.arrayfile.SEPS_KEY`)."""
 
     def __init__(self, path: str | os.PathLike):
         self.root = Path(path)
         self._npz = NpyMaps(self.root) if self.root.suffix == ".npy" else NpzMaps(self.root, FILE_LIMITS)
-        self.meta = [{"id": k} for k in self._npz.keys]
+        seps = None if isinstance(self._npz, NpyMaps) else self._npz.seps()
+        self.meta = [{"id": k} if seps is None or seps[i] is None else {"id": k, "seps": seps[i]}
+                     for i, k in enumerate(self._npz.keys)]
+        self._meta = {m["id"]: m for m in self.meta}
         if not self.meta and self.root.suffix == ".npy":
             raise MapFormatError(f"{self.root} holds no maps (an (N, T, T) array with N = 0); save one (T, T) map, "
                                  f"or N >= 1 of them as (N, T, T)")
@@ -454,7 +458,7 @@ class PlainNpz(MapSource):
         return self._npz.get(map_id)
 
     def metadata(self, map_id: str) -> dict:
-        return {"id": map_id}
+        return self._meta[map_id]
 
 
 class MultiStore(MapSource):

@@ -173,8 +173,7 @@ def classify_batch(media: str, body: bytes | bytearray, s: ServeSettings) -> Bat
             raise _too_many(len(ids), s)
         maps = [_rows_to_array(i, rows) for i, rows in enumerate(req.map_list)]
     else:
-        ids, maps = _arrays(body, s)
-        seps = None
+        ids, maps, seps = _arrays(body, s)
     if len(maps) > s.max_batch:
         raise _too_many(len(maps), s)
     if not maps:
@@ -232,11 +231,12 @@ def _rows_to_array(i: int, rows: list[list[float]]) -> np.ndarray:
             raise BadInput(f"map {i} is not a rectangular list of numbers") from None
 
 
-def _arrays(body: bytes | bytearray, s: ServeSettings) -> tuple[list[str], list[np.ndarray]]:
+def _arrays(body: bytes | bytearray, s: ServeSettings) -> tuple[list[str], list[np.ndarray], list | None]:
+    """(ids, maps, seps or None) of an .npy or .npz body; only an .npz carries separators (its SEPS_KEY member)."""
     try:
         if body[:6] == NPY_MAGIC:
             maps = read_npy(body, s.read_limits)
-            return [str(i) for i in range(len(maps))], maps
+            return [str(i) for i in range(len(maps))], maps, None
         if body[:2] == ZIP_MAGIC:
             return read_npz(body, s.read_limits)
     except ArrayFileError as e:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 from fastapi import APIRouter, Depends, Request
 
-from ..classifier.classify import result_record
+from ..classifier.classify import result_record, without_seps_note
+from ..core.arrayfile import SEPS_KEY
 from ..core.labels import LABELS
 from ..core.version import __version__
 from ..encoders.load import CHARS_PER_TOKEN, EncoderError
@@ -82,14 +83,19 @@ async def classify(request: Request, parts: Parts = Depends(get_parts)) -> Class
                        f"application/json or application/octet-stream (.npy/.npz)", 415)
     async with parts.body_slot(request):
         body = await read_body(request)
-        results = await parts.run(_classify, parts, media, body)
-    return ClassifyResponse(results=results, model_version=parts.classifier.model_version)
+        results, note = await parts.run(_classify, parts, media, body)
+    return ClassifyResponse(results=results, model_version=parts.classifier.model_version, note=note)
 
 
-def _classify(parts: Parts, media: str, body: bytearray) -> list[dict]:
+def _classify(parts: Parts, media: str, body: bytearray) -> tuple[list[dict], str | None]:
+    """The results of a /v1/classify body, and a note when maps came without their separator positions."""
     batch = classify_batch(media, body, parts.settings)
+    without = len(batch.ids) if batch.seps is None else sum(x is None for x in batch.seps)
+    note = without_seps_note(without, f"send them as \"seps\" in JSON, or in an .npz as a member {SEPS_KEY} (an "
+                                      f"(N, S) integer array, -1 padding), for the labels `classify` gives a map "
+                                      f"store") if without else None
     probs, warnings = parts.predict(batch)
-    return [result_record(k, p, w) for k, p, w in zip(batch.ids, probs, warnings)]
+    return [result_record(k, p, w) for k, p, w in zip(batch.ids, probs, warnings)], note
 
 
 @router.post("/v1/analyze", response_model=AnalyzeResponse, responses={**POST_ERRORS, **error_responses(503)})

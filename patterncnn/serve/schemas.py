@@ -202,6 +202,8 @@ class MapResult(BaseModel):
 class ClassifyResponse(BaseModel):
     results: list[MapResult]
     model_version: str
+    note: Optional[str] = Field(None, description="when maps came without separator positions: what that changes, "
+                                                   "and how to send them")
 
 
 class AnalyzeResponse(BaseModel):

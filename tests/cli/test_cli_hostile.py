@@ -325,6 +325,21 @@ def test_classify_reads_a_plain_npy(tiny_classifier, tmp_path, capsys):
     assert [r["id"] for r in strict_json_lines((tmp_path / "p.jsonl").read_text())] == ["0", "1"]
 
 
+def test_classify_reads_separators_from_a_plain_npz(tiny_classifier, tmp_path, capsys):
+    from patterncnn.core.maps import MapStore
+
+    maps = [pattern_map("block", 12, 5), pattern_map("diagonal", 10)]
+    seps = [[5, 11], [9]]
+    MapStore.create(tmp_path / "store").append([({"id": k, "T": len(m), "seps": s}, m)
+                                                 for k, m, s in zip("ab", maps, seps)])
+    assert main(classify_args(tiny_classifier, tmp_path / "store", tmp_path / "s.jsonl")) == 0
+    np.savez(tmp_path / "m.npz", a=maps[0], b=maps[1], __seps__=np.array([[5, 11], [9, -1]]))
+    assert main(classify_args(tiny_classifier, tmp_path / "m.npz", tmp_path / "p.jsonl")) == 0
+    assert "carry no separator" not in capsys.readouterr().err
+    want = strict_json_lines((tmp_path / "s.jsonl").read_text())
+    assert strict_json_lines((tmp_path / "p.jsonl").read_text()) == want  # as the store with its separators
+
+
 def test_text_that_is_not_utf8_is_one_line(capsys):
     bad = b"\xff\xfe abc".decode("utf-8", "surrogateescape")  # what Python makes of such an argv
     with pytest.raises(SystemExit) as exit_:

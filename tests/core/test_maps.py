@@ -100,6 +100,15 @@ def test_plain_npz(tmp_path):
         open_maps(tmp_path / "missing.npz")
 
 
+def test_plain_npz_takes_separators_from_its_seps_member(tmp_path):
+    np.savez(tmp_path / "m.npz", x=softmax_map(6), y=softmax_map(9, 1), __seps__=np.array([[2, 5], [8, -1]]))
+    src = open_maps(tmp_path / "m.npz")
+    assert src.ids == ["x", "y"]  # the member is not a map
+    assert [src.metadata(i) for i in src.ids] == [{"id": "x", "seps": [2, 5]}, {"id": "y", "seps": [8]}]
+    np.savez(tmp_path / "n.npz", x=softmax_map(6), __seps__=np.array([[-1, -1]]))
+    assert open_maps(tmp_path / "n.npz").metadata("x") == {"id": "x"}  # a row of -1 only: none given
+
+
 @pytest.mark.parametrize("arr,error", [
     (np.ones((3, 4)), "square"), (np.ones((2, 2, 2)), "square"), (np.zeros((0, 0)), "empty"),
     (np.array([[np.nan, 1.0], [0.5, 0.5]]), "NaN"), (np.array([[-0.1, 1.1], [0.5, 0.5]]), "negative"),
