@@ -39,7 +39,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..core.glue import get_task
-    from ..experiments.disable import disable
+    from ..experiments.disable import ALPHA, TOLD_FROM_NOISE, disable
 
     out = args.out = args.out or f"runs/disable-{get_task(args.task).name}"  # main() names it when interrupted
     res = disable(args.model, args.task, args.limit, glue_dir(args), out, seed=args.seed, max_length=args.max_length,
@@ -50,8 +50,9 @@ def run(args) -> int:
     print(f"{res['tag']} on {res['task']} ({res['examples']} dev examples): baseline {res['metric']} "
           f"{b['metric']:.4f} [{b['ci95'][0]:.4f}, {b['ci95'][1]:.4f}] (brackets: 95% bootstrap intervals over the "
           f"examples)")
-    print(f"heads whose change's 95% interval excludes 0: {sum(c['outside'] for c in cells)} of {len(cells)}; "
-          f"best change {max(c['change'] for c in cells):+.4f}, worst {min(c['change'] for c in cells):+.4f}")
+    print(f"heads whose change is {TOLD_FROM_NOISE}: {sum(c['outside'] for c in cells)} of {len(cells)} (at most "
+          f"about {ALPHA * len(cells):.1f} by chance if no head mattered); best change "
+          f"{max(c['change'] for c in cells):+.4f}, worst {min(c['change'] for c in cells):+.4f}")
     for l, c in enumerate(res["layers"]):
         print(f"  layer {l} off: {c['metric']:.4f} ({c['change']:+.4f} [{c['ci95'][0]:+.4f}, {c['ci95'][1]:+.4f}])")
     print(f"wrote {out}/disable.json, disable.csv, disable.png")

@@ -4,7 +4,7 @@ Usage (what ``patterncnn disable`` runs)::
 
     res = disable("models-ft/minilm-rte", task="rte", glue_dir="glue_data")      # the Python API
     result = run_disable("models-ft/minilm-rte", split, out="runs/disable-rte", progress=tqdm)
-    result["heads"][4][2]   # {"metric": 0.58, "change": -0.011, "ci95": [-0.036, 0.014], "outside": False}
+    result["heads"][4][2]   # {"metric": 0.58, "change": -0.011, "ci95": [-0.036, 0.014], "outside": False, ...}
     result["layers"][4]     # the same for all heads of layer 4 at once
 
 Disabling is the paper's (:mod:`patterncnn.encoders.uniform_heads`): the head attends with 1/L to each
@@ -17,13 +17,18 @@ Any sequence classifier of a family ``UniformHeads`` supports (BERT, RoBERTa, XL
 DistilBERT, MPNet, DeBERTa, ...) runs; one whose replay differs from its own logits is refused at start, not
 mis-scored. Each unit's predictions are saved as they finish, so an interrupted run resumes. The change
 of the task's own metric against the undisabled model gets a paired bootstrap 95% interval over examples
-(the same resamples for every unit), so a 0.3-point gain on 277 examples is not read as real:
-``outside`` marks intervals that exclude 0.
+(the same resamples for every unit), so a 0.3-point gain on 277 examples is not read as real. ``outside``
+marks a change told from noise: its interval excludes 0 and, on a classification task, the exact paired test of
+the examples whose correctness the unit changed (McNemar's exact test: its gains against its losses) gives p < 0.05.
+The bootstrap alone is not enough where single heads live: a head that changes 4 of 200 predictions, all one way,
+has an interval that excludes 0 (the resamples that miss all four are 1.8%), while the exact test gives p = 0.125
+(helper 91's review, 2026-11-29).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Callable
@@ -231,9 +236,73 @@ def change_interval(task: GlueTask, base: np.ndarray, off: np.ndarray, labels: n
     return float(lo), float(hi)
 
 
-def _predictions(task: GlueTask, logits) -> np.ndarray:
+ALPHA = 0.05  # the exact paired test's level for ``outside``
+TOLD_FROM_NOISE = ("told from noise (its 95% interval excludes 0 and, on a classification task, the exact paired test "
+                   "of the predictions it changed gives p < 0.05)")
+
+
+def paired_test(task: GlueTask, base: np.ndarray, off: np.ndarray, labels: np.ndarray) -> dict:
+    """McNemar's exact test of a unit's change on a classification task: ``gains`` (examples the undisabled model got
+    wrong and the unit right), ``losses`` (the reverse) and the two-sided ``paired_p`` of a fair coin giving that
+    split ({} for a regression task, whose every prediction moves)."""
+    if task.is_regression:
+        return {}
+    right, right_off = base == labels, off == labels
+    gains, losses = int((right_off & ~right).sum()), int((right & ~right_off).sum())
+    return {"gains": gains, "losses": losses, "paired_p": exact_paired_p(gains, losses)}
+
+
+def exact_paired_p(gains: int, losses: int) -> float:
+    """Two-sided exact sign test (McNemar's exact test): the chance that a fair coin splits ``gains + losses`` changes
+    at least as unevenly, rounded to 5 decimals."""
+    n = gains + losses
+    tail = sum(math.comb(n, i) for i in range(min(gains, losses) + 1)) / 2**n
+    return round(min(1.0, 2 * tail), 5)
+
+
+def told_from_noise(ci95, test: dict) -> bool:
+    """``outside``: the interval ``ci95`` excludes 0 and, when ``test`` holds one (:func:`paired_test`), its
+    ``paired_p`` is under ALPHA."""
+    return bool((ci95[0] > 0 or ci95[1] < 0) and test.get("paired_p", 0.0) < ALPHA)
+
+
+def _predictions(task: GlueTask, logits, order: list[int] | None = None) -> np.ndarray:
+    """Predictions in the task's label indices: ``order`` (:func:`label_order`) puts a head's outputs in them."""
     x = logits.float().numpy()
-    return x[:, 0] if task.is_regression else x.argmax(1)
+    return x[:, 0] if task.is_regression else x[:, order or slice(None)].argmax(1)
+
+
+def _label_key(name) -> str:
+    return str(name).strip().lower().replace("-", "_").replace(" ", "_")
+
+
+def label_order(task: GlueTask, config, name: str) -> tuple[list[int] | None, str]:
+    """(the head's output for each of ``task``'s labels, or None when they are in the task's order or cannot be
+    checked; what the result records of it), from the head's label names (``config.id2label``).
+
+    Hub classifiers do not all use GLUE's label order (``roberta-large-mnli`` puts contradiction first): names that
+    match the task's label names (case, ``-`` and spaces aside) are mapped to them. Names of another vocabulary
+    (``LABEL_0``, ``negative``/``positive`` for SST-2's ``0``/``1``) cannot be checked, and the outputs are taken in
+    the task's order, as ``patterncnn finetune`` writes them.
+
+    Raises:
+        EncoderError: names that match some of the task's labels but not all (another task's head).
+    """
+    if task.is_regression or task.label_names is None:
+        return None, "regression" if task.is_regression else "by position"
+    names = [_label_key((getattr(config, "id2label", None) or {}).get(i, f"label_{i}")) for i in range(task.num_labels)]
+    want = [_label_key(n) for n in task.label_names]
+    if names == want:
+        return None, "by name, the task's order"
+    if sorted(names) == sorted(want):
+        order = [names.index(w) for w in want]
+        return order, f"by name: the head's outputs {', '.join(names)} read as the task's {', '.join(want)}"
+    if set(names) & set(want):
+        raise EncoderError(f"{name!r}'s head names its outputs {', '.join(names)} (config.id2label), which are not "
+                           f"{task.name}'s labels {', '.join(want)}: it was fine-tuned on another task; pass the task "
+                           f"it was fine-tuned on")
+    return None, (f"by position: the head's names ({', '.join(names)}) are not the task's ({', '.join(want)}), so "
+                  f"its outputs are taken in the task's order")
 
 
 def load_task_model(name: str, max_length: int = 128, device: str = "cpu", task: GlueTask | None = None):
@@ -292,8 +361,9 @@ def _summarize(task: GlueTask, parts: dict, base: np.ndarray, labels: np.ndarray
         off = parts[name]["preds"]
         m = metric(task, off, labels)
         lo, hi = change_interval(task, base, off, labels, idx)
+        test = paired_test(task, base, off, labels)
         return {"metric": round(m, 5), "change": round(m - base_metric, 5), "ci95": [round(lo, 5), round(hi, 5)],
-                "outside": bool(lo > 0 or hi < 0), "changed_predictions": int((off != base).sum())}
+                "outside": told_from_noise((lo, hi), test), "changed_predictions": int((off != base).sum()), **test}
 
     heads = [[cell(f"L{l}H{h}") for h in range(num_heads)] for l in range(num_layers)]
     layers = [cell(f"L{l}") for l in range(num_layers) if f"L{l}" in parts]
@@ -312,22 +382,23 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
     out = prepare_out(out, RESULT, overwrite, "disable", [split.task.name])
     task = split.task
     enc, clf, tok = load_task_model(model, max_length, device, task)
+    order, order_note = label_order(task, clf.config, model)
     labels = np.array([ex.label for ex in split.examples], dtype=float if task.is_regression else int)
     params = {"task": task.name, "model": enc.fingerprint, "examples": [ex.index for ex in split.examples],
-              "max_length": enc.max_length, "layers": layers}
+              "max_length": enc.max_length, "layers": layers, **({"label_order": order} if order else {})}
     if enc.device != "cpu":
         params["device"] = enc.device  # numerics differ in the last bits: units of two devices never mix
     work = work_dir(out, task.name, params, command="disable")
     t0 = time.time()
     runner = CachedClassifier(clf, tok, [ex.texts for ex in split.examples], enc.max_length, batch_size)
-    base = _predictions(task, runner.baseline)
+    base = _predictions(task, runner.baseline, order)
     t_base = time.time() - t0
     names = units(enc.num_layers, enc.num_heads, layers)
 
     def compute(name):
         layer, hs = parse_unit(name, enc.num_heads)
         with UniformHeads(clf, {layer: hs}):
-            return {"preds": _predictions(task, runner.run(layer))}
+            return {"preds": _predictions(task, runner.run(layer), order)}
 
     t1 = time.time()
     with progress_bar(progress, len(names), f"disable {task.name}", "unit") as bar:
@@ -340,7 +411,8 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
         experiment="disable", model=public_fingerprint(enc.fingerprint), tag=enc.tag, task=task.name,
         split=split.split, examples=len(labels), of=split.total, seed=seed, max_length=enc.max_length,
         device=enc.device,
-        metric=primary_metric(task), bootstrap=boot, layers_count=enc.num_layers, heads_count=enc.num_heads,
+        metric=primary_metric(task), label_order=order_note, bootstrap=boot, layers_count=enc.num_layers,
+        heads_count=enc.num_heads,
         baseline={"metric": round(metric(task, base, labels), 5), "ci95": [round(base_lo, 5), round(base_hi, 5)],
                   "chance": round(chance, 5), "at_chance": bool(base_lo <= chance)},
         heads=heads, layers=layer_cells, seconds={"baseline": round(t_base, 1), "units": round(time.time() - t1, 1)})
@@ -389,9 +461,10 @@ def rows(result: dict) -> tuple[list[str], list[list]]:
     units = [(l, h, c) for l, row in enumerate(result["heads"]) for h, c in enumerate(row)]
     units += [(l, "all", c) for l, c in enumerate(result["layers"])]
     return ["task", "unit", "layer", "head", "metric", "change", "ci95_low", "ci95_high", "outside",
-            "changed_predictions", "baseline"], [
+            "changed_predictions", "gains", "losses", "paired_p", "baseline"], [
         [result["task"], f"L{l}H{h}" if h != "all" else f"L{l}", l, h, c["metric"], c["change"], *c["ci95"],
-         int(c["outside"]), c["changed_predictions"], result["baseline"]["metric"]] for l, h, c in units]
+         int(c["outside"]), c["changed_predictions"], *(c.get(k, "") for k in ("gains", "losses", "paired_p")),
+         result["baseline"]["metric"]] for l, h, c in units]
 
 
 def write_outputs(out: Path, result: dict) -> None:

@@ -71,7 +71,7 @@ def _extras(run: Run, layers: int, heads: int) -> list[dict]:
         if (len(d["heads"]), len(d["heads"][0])) == (layers, heads):
             out.append({"label": f"disabled in {d['tag']} on {d['task']}: change of {d['metric']}, points",
                         "values": [[f"{100 * c['change']:+.1f} [{100 * c['ci95'][0]:+.1f}, {100 * c['ci95'][1]:+.1f}]"
-                                    + (" (interval excludes 0)" if c["outside"] else "") for c in row]
+                                    + (" (told from noise)" if c["outside"] else "") for c in row]
                                    for row in d["heads"]]})
     return out
 
@@ -104,8 +104,9 @@ def _experiments_html(run: Run) -> str:
         parts.append(f"<section id='disable'><h2>Disabling heads: {escape(d['tag'])} on {escape(d['task'])}</h2>"
                      f"<p class='note'>From <code>{escape(folder.name)}</code>: {d['examples']} dev examples, baseline "
                      f"{escape(d['metric'])} {b['metric']:.3f} [{b['ci95'][0]:.3f}, {b['ci95'][1]:.3f}]; "
-                     f"{sum(c['outside'] for c in cells)} of {len(cells)} heads change it by more than their paired "
-                     f"bootstrap interval allows (paper Fig. 8, 9).</p>{_warning(disable_experiment.chance_warning(d))}"
+                     f"{sum(c['outside'] for c in cells)} of {len(cells)} heads' changes are "
+                     f"{escape(disable_experiment.TOLD_FROM_NOISE)} (paper Fig. 8, 9).</p>"
+                     f"{_warning(disable_experiment.chance_warning(d))}"
                      f"{_figure(disable_plot(d), 'disable')}</section>")
     for folder, d in run.experiments["link"]:
         t = d["test"]

@@ -15,11 +15,15 @@ from patterncnn.core.glue import get_task, load_split
 from patterncnn.encoders.uniform_heads import DisableError, UniformHeads
 from patterncnn.experiments.disable import (
     CachedClassifier,
+    _predictions,
     chance_level,
     change_interval,
+    label_order,
     metric,
+    paired_test,
     parse_unit,
     resampled_metric,
+    told_from_noise,
     units,
 )
 
@@ -149,6 +153,54 @@ def test_bootstrap_interval_covers_a_null_change_and_excludes_a_big_one():
     assert hi < 0
 
 
+def test_a_head_that_changed_a_few_predictions_one_way_is_not_told_from_noise():
+    # From helper 91's review: with 4 of 200 predictions changed, all gains, the bootstrap interval excludes 0 (the
+    # resamples missing all four are 1.8%) while McNemar's exact test gives p = 0.125; 14 MPNet heads were flagged so.
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 2, 200)
+    base = np.where(rng.random(200) < 0.8, y, 1 - y)
+    idx = rng.integers(0, 200, (1000, 200))
+    task = get_task("sst2")
+    for k, p, told in ((4, 0.125, False), (5, 0.0625, False), (6, 0.03125, True)):
+        off = base.copy()
+        wrong = np.flatnonzero(base != y)[:k]
+        off[wrong] = y[wrong]  # k gains, no loss
+        ci = change_interval(task, base, off, y, idx)
+        test = paired_test(task, base, off, y)
+        assert ci[0] > 0, k  # the bootstrap alone would flag each
+        assert test == {"gains": k, "losses": 0, "paired_p": p}
+        assert told_from_noise(ci, test) is told
+    off = base.copy()
+    right, wrong = np.flatnonzero(base == y)[:3], np.flatnonzero(base != y)[:5]
+    off[right], off[wrong] = 1 - off[right], y[wrong]  # 5 gains, 3 losses: p = 2 * P(X <= 3 | 8, 1/2)
+    assert paired_test(task, base, off, y) == {"gains": 5, "losses": 3, "paired_p": round(2 * 93 / 256, 5)}
+    assert paired_test(get_task("stsb"), base * 1.0, off * 1.0, y * 1.0) == {}  # regression: the interval alone
+    assert told_from_noise((0.01, 0.02), {}) and not told_from_noise((-0.01, 0.02), {})
+
+
+def test_a_head_whose_label_names_are_in_another_order_is_read_in_the_tasks():
+    # From helper 91's review: disable read a head's outputs by position, so a hub NLI classifier that puts
+    # contradiction first (roberta-large-mnli) was scored with entailment and contradiction swapped.
+    from types import SimpleNamespace
+
+    from patterncnn.encoders.load import EncoderError
+
+    mnli = get_task("mnli")
+    hub = SimpleNamespace(id2label={0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"})
+    order, note = label_order(mnli, hub, "hub-model")
+    assert order == [2, 1, 0] and note.startswith("by name")
+    logits = torch.tensor([[5.0, 0.0, 1.0], [0.0, 1.0, 5.0]])  # the hub head says contradiction, then entailment
+    assert _predictions(mnli, logits, order).tolist() == [2, 0]  # the task's indices: contradiction 2, entailment 0
+    assert _predictions(mnli, logits).tolist() == [0, 2]  # by position: swapped
+    assert label_order(mnli, SimpleNamespace(id2label={0: "entailment", 1: "neutral", 2: "contradiction"}), "m")[0] \
+        is None
+    generic = label_order(get_task("rte"), SimpleNamespace(id2label={0: "LABEL_0", 1: "LABEL_1"}), "m")
+    assert generic[0] is None and generic[1].startswith("by position: the head's names (label_0, label_1)")
+    with pytest.raises(EncoderError, match="which are not rte's labels entailment, not_entailment"):
+        label_order(get_task("rte"), SimpleNamespace(id2label={0: "entailment", 1: "neutral"}), "m")
+    assert label_order(get_task("stsb"), SimpleNamespace(id2label={0: "LABEL_0"}), "m") == (None, "regression")
+
+
 def test_chance_is_the_best_constant_prediction():
     y = np.array([0] * 30 + [1] * 70)
     assert chance_level(get_task("rte"), y) == pytest.approx(0.7)  # always the commonest class
@@ -174,6 +226,7 @@ def test_disable_cli_runs_and_resumes(family, request, glue_dir, tmp_path, capsy
     assert main(args) == 0
     res = json.loads((out / "disable.json").read_text())
     assert res["examples"] == 12 and res["metric"] == "accuracy" and len(res["heads"]) == layers
+    assert res["label_order"].startswith("by ")
     b = res["baseline"]  # a tiny random classifier has learned nothing: its baseline is at chance, and it is said
     assert b["at_chance"] is (b["ci95"][0] <= b["chance"]) and b["at_chance"]
     # said by the library (patterncnn.disable, which the command runs) in its log, so every caller sees it
@@ -188,6 +241,9 @@ def test_disable_cli_runs_and_resumes(family, request, glue_dir, tmp_path, capsy
             preds = runner.full().argmax(1).numpy()
         assert cell["metric"] == pytest.approx(metric(get_task("rte"), preds, labels), abs=1e-5)
         assert cell["changed_predictions"] == int((preds != runner.baseline.argmax(1).numpy()).sum())
+        assert cell["gains"] - cell["losses"] == int((preds == labels).sum() - (runner.baseline.argmax(1).numpy()
+                                                                                  == labels).sum())
+        assert 0 < cell["paired_p"] <= 1
     rows = (out / "disable.csv").read_text().splitlines()
     assert len(rows) == 1 + layers * heads + layers
     assert (out / "disable.png").stat().st_size > 1000 and not (out / ".work").exists()
