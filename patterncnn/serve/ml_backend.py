@@ -15,6 +15,7 @@ push`` creates: their data carries the map as a base64 ``.npy``. Predictions are
 from __future__ import annotations
 
 import logging
+from typing import Union
 
 import numpy as np
 from fastapi import APIRouter, Depends, Response
@@ -40,7 +41,8 @@ from .schemas import (
 from .state import Parts, get_parts
 
 MAX_NAME = 256
-PREDICTIONS, PREDICTIONS_VERSION = TypeAdapter(list[Prediction]), TypeAdapter(str)  # PredictResponse, in parts
+PREDICTIONS = TypeAdapter(list[Union[Prediction, list[Prediction]]])  # PredictResponse's results, in parts
+PREDICTIONS_VERSION = TypeAdapter(str)
 SHOWN = 5  # unusable tasks named in the log line of one /predict
 log = logging.getLogger("patterncnn.serve")
 router = APIRouter(route_class=JsonRoute, tags=["Label Studio ML backend"],
@@ -71,8 +73,10 @@ async def predict(req: PredictRequest, parts: Parts = Depends(get_parts)) -> Pre
     """Pre-annotations for map tasks: the top label and its probability, one prediction per task.
 
     Label Studio sends every selected task in one request and stores nothing if the answer is an error, so the
-    tasks are classified ``max_batch`` at a time, and a task without a usable map gets an empty prediction
-    (``"result": []``, score 0; the server log names it) instead of refusing the others.
+    tasks are classified ``max_batch`` at a time, and a task without a usable map gets none: an empty list in its
+    place (the server log names it), which Label Studio reads as no prediction for that task. It stores nothing for
+    it, and asks again at the next *Retrieve Predictions* (an empty prediction under the model's version made it
+    skip that task for as long as the version served, even after a restart with a larger ``--max-t``).
     """
     if req.label_config:
         names = await parts.run(project_names, req.label_config)
@@ -85,17 +89,12 @@ def _answer(parts: Parts, tasks: list[Task], from_name: str, to_name: str, choic
     # Serialized here, in the worker: one prediction per task, which Label Studio may send by the ten thousand.
     # A thousand predictions per call: a serializer call holds the GIL, and with it the event loop, until it returns.
     version = parts.classifier.model_version
-    results = [prediction(p, version, from_name, to_name, choices) if p is not None else empty_prediction(version)
+    results = [prediction(p, version, from_name, to_name, choices) if p is not None else []
                for p in _predict(parts, tasks)]
     chunks = [PREDICTIONS.dump_json(PREDICTIONS.validate_python(results[i:i + 1000]))[1:-1]
               for i in range(0, len(results), 1000)]
     return Response(b'{"results":[' + b",".join(chunks) + b'],"model_version":' +
                     PREDICTIONS_VERSION.dump_json(version) + b"}", media_type="application/json")
-
-
-def empty_prediction(model_version: str) -> dict:
-    """The prediction of a task without a usable map: no choice, score 0 (Label Studio needs one per task)."""
-    return {"model_version": model_version, "score": 0.0, "result": []}
 
 
 @router.get("/versions", response_model=Versions)
@@ -147,7 +146,7 @@ def _predict(parts: Parts, tasks: list[Task]) -> list[np.ndarray | None]:
             p = None
         out.append(p)
     if unusable:
-        log.warning("POST /predict: %d of %d tasks got an empty prediction (no usable map): %s%s", len(unusable),
+        log.warning("POST /predict: %d of %d tasks got no prediction (no usable map): %s%s", len(unusable),
                     len(tasks), shown("; ".join(unusable[:SHOWN]), 1000),
                     f"; and {len(unusable) - SHOWN} more" if len(unusable) > SHOWN else "")
     return out

@@ -10,7 +10,7 @@ more than they read (``params``, ``model_version``, each task's annotations and 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Optional
+from typing import Annotated, Any, ClassVar, Optional, Union
 
 from pydantic import (
     BaseModel,
@@ -248,5 +248,7 @@ class Prediction(BaseModel):
 
 
 class PredictResponse(BaseModel):
-    results: list[Prediction]
+    results: list[Union[Prediction, list[Prediction]]] = Field(
+        description="one per task, in order: its prediction, or an empty list for a task without a usable map (Label "
+                    "Studio then stores none for it, and asks again next time)")
     model_version: str

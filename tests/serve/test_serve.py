@@ -199,9 +199,8 @@ def test_label_studio_protocol(client):
     bad = client.post("/setup", json={"project": "2", "schema": "<View><Choices name='x' toName='y'>"
                                                                 "<Choice value='cat'/></Choices></View>"})
     assert bad.status_code == 422 and "five pattern labels" in bad.json()["detail"]
-    r = client.post("/predict", json={"tasks": [{"id": 1, "data": {"image": "x"}}]})  # answered with no choice
-    assert r.status_code == 200 and r.json()["results"] == [{"model_version": r.json()["model_version"], "score": 0.0,
-                                                             "result": []}], r.text
+    r = client.post("/predict", json={"tasks": [{"id": 1, "data": {"image": "x"}}]})  # answered with no prediction
+    assert r.status_code == 200 and r.json()["results"] == [[]], r.text
 
 
 def test_label_studio_events_are_ignored_and_training_is_refused_saying_what_trains(client):
