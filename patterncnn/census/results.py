@@ -94,7 +94,21 @@ def census_text(result: dict, name: str | None = None) -> str:
     lines += [describe(result["estimator"]), table(result)]
     lines += [f"{task}: {s['precision']['reason']}" for task, s in result["tasks"].items() if s.get("precision")]
     lines += [f"warning: {s['warning']}" for s in result["tasks"].values() if s.get("warning")]
+    if note := clipped_note(result):
+        lines.append(note)
     return "\n".join(lines)
+
+
+def clipped_note(result: dict) -> str | None:
+    """One line naming the shares the estimator took below zero, which the table shows as 0.0% (census.json's
+    ``clipped_at_zero``), or None when there are none."""
+    clipped = [f"{name} on {task} ({100 * v:+.1f}%)" for task, s in result["tasks"].items()
+               for name, v in (s.get("clipped_at_zero") or {}).items()]
+    if not clipped:
+        return None
+    return (f"note: {result['estimator']['name']} took {', '.join(clipped)} below zero, shown as 0.0%: an "
+            f"extrapolation, not an estimate (the argmax mix lies outside what its calibration produces; "
+            f"census.json's shares_by_estimator.count has count's share)")
 
 
 def table(result: dict) -> str:

@@ -217,10 +217,13 @@ def chance_level(task: GlueTask, labels: np.ndarray) -> float:
 
 
 def chance_warning(result: dict) -> str | None:
-    """What a disable result's baseline at chance means (``baseline.at_chance``), or None when it is above chance:
-    the one wording the library's log, ``link``'s notes and the report use."""
+    """What a disable result's baseline at chance means (``baseline.at_chance``; a result without it did not check),
+    or None when it is above chance: the one wording the library's log, ``link``'s notes and the report use."""
     b = result.get("baseline") or {}
-    if not b.get("at_chance"):
+    if "at_chance" not in b:  # a run from before 2026-11-27 did not check: unknown, not above chance
+        return ("this run predates the check of whether the undisabled model is above chance (2026-11-27), so "
+                "whether disabling a head can show anything on it is unchecked; run it again")
+    if not b["at_chance"]:
         return None
     return (f"the undisabled model's {result['metric']} is within its 95% interval of chance ({b['chance']:.4f}, "
             f"always predicting one label): disabling a head cannot show what it does. Check that the model was "

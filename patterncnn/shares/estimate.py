@@ -58,6 +58,13 @@ MIN_CALIBRATED_MAPS = 100
 MIN_EXAMPLES = 20
 
 
+def too_few_to_judge(maps: int | None) -> bool:
+    """Whether an encoder validated on ``maps`` maps of its own (None: not recorded) is too few to judge the targets
+    on: its errors and coverage come from cells of a few maps each (6 maps of one class show no error and full
+    coverage), so its targets are never met."""
+    return maps is not None and maps < MIN_CALIBRATED_MAPS
+
+
 def few_maps_reason(maps: int) -> str:
     """Why an encoder validated on ``maps`` (< MIN_CALIBRATED_MAPS) maps of its own counts: the census and ``adapt``
     say it in these words."""
@@ -475,11 +482,9 @@ def best_by_encoder(results: list[dict]) -> dict[str, dict]:
         few = maps is not None and maps < MIN_CALIBRATED_MAPS and any(r["estimator"] == "count" for r, _ in found)
         r, e = _best([re for re in found if re[0]["estimator"] == "count"] if few else found,
                      lambda re: re[1]["coverage"], lambda re: re[1]["mean_abs_error"])
-        # Too few maps to judge: their errors and coverage are measured on cells of a few maps each (6 maps of one
-        # class would show no error and full coverage).
-        judged = maps is None or maps >= MIN_CALIBRATED_MAPS
         out[enc] = {"estimator": r["estimator"], "scope": r["scope"], "mean_abs_error": e["mean_abs_error"],
                     "coverage": e["coverage"], "meets_targets": bool(
-                        judged and e["mean_abs_error"] <= TARGET_ERROR and e["coverage"] >= TARGET_COVERAGE),
+                        not too_few_to_judge(maps) and e["mean_abs_error"] <= TARGET_ERROR
+                        and e["coverage"] >= TARGET_COVERAGE),
                     **_cell_maps(r.get("cells"), [enc]), **({"few_maps": maps} if few else {})}
     return out

@@ -52,6 +52,7 @@ from ..labelling.sets import load_labelled
 from ..shares.calibrate import CAL_BOOTSTRAP, SCOPES, Rows, fit_calibration, map_rows, scope_mask, stored_rows
 from ..shares.estimate import (
     ESTIMATORS,
+    MIN_CALIBRATED_MAPS,
     RETRAIN,
     TARGET_COVERAGE,
     TARGET_ERROR,
@@ -61,6 +62,7 @@ from ..shares.estimate import (
     example_sums,
     segment_band,
     shares_with_intervals,
+    too_few_to_judge,
     validated_error,
 )
 from .evaluate import annotator_yardstick, load_votes
@@ -191,7 +193,8 @@ def summarize_scores(test: Rows, half: np.ndarray, vectors: dict, seed: int,
         results.append({"estimator": est, "scope": scope, "encoders": encs, "worst_encoder_mean_abs_error": worst,
                         "coverage": covered / total, "coverage_examples_only": float(np.mean(
                             [e["coverage_examples_only"] for e in encs.values()])),
-                        "meets_targets": bool(worst <= TARGET_ERROR and covered / total >= TARGET_COVERAGE),
+                        "meets_targets": bool(worst <= TARGET_ERROR and covered / total >= TARGET_COVERAGE and not any(
+                            too_few_to_judge(e["maps"]) for e in encs.values())),
                         "cells": cells})
     return results
 
@@ -274,7 +277,8 @@ def shared_inputs(pool: Rows, test: Rows) -> dict:
             "warning": f"{int(shared.sum())} of these {len(test)} maps ({int(same.sum())} of the same encoder) share "
                        f"an input example with maps that trained or calibrated this classifier (other layers or heads "
                        f"of the same sentence), so their figures are less out of sample than maps of new sentences; "
-                       f"`patterncnn sample` with another --seed or --split draws others"}
+                       f"label maps of sentences the classifier was not trained on (`patterncnn sample` draws its "
+                       f"examples by --seed from --split; a split no labelled set used holds none of them)"}
 
 
 def validate_independent(pool: Rows, test: Rows, seed: int = 0, stored: dict | None = None, seen=None) -> dict:
@@ -363,7 +367,10 @@ def markdown_table(v: dict) -> str:
                   f"**{b['estimator']}**{' calibrated on ' + b['scope'] + ' rows' if b['scope'] else ''}: worst encoder "
                   f"{_pct(b['worst_encoder_mean_abs_error'])} points, intervals hold the hand share in "
                   f"{_pct(b['coverage'])} % of cells (targets: ≤ {_pct(TARGET_ERROR)} points for every encoder, "
-                  f"≥ {_pct(TARGET_COVERAGE)} % of cells: {'met' if b['meets_targets'] else '**not met**'})."]
+                  f"≥ {_pct(TARGET_COVERAGE)} % of cells: {'met' if b['meets_targets'] else '**not met**'}"
+                  + (f"; {few} maps of an encoder are too few to judge them, under {MIN_CALIBRATED_MAPS}"
+                     if (few := min(e["maps"] for e in b["encoders"].values())) < MIN_CALIBRATED_MAPS else "")
+                  + ")."]
     return "\n".join(lines)
 
 

@@ -61,6 +61,19 @@ def test_a_task_with_too_few_examples_for_its_intervals_is_warned_about(setup, t
     assert "rte has only 3 examples" in provenance_html(res)  # and in the HTML report
 
 
+def test_a_share_taken_below_zero_is_named_under_the_table():
+    # From helper 92's review: a clipped share (census.json's clipped_at_zero) showed as a plain 0.0% on screen.
+    from patterncnn.census.results import clipped_note
+
+    res = {"estimator": {"name": "adjusted"}, "tasks": {"rte": {"clipped_at_zero": {"block": -0.0177}},
+                                                        "sst2": {}, "mrpc": {"clipped_at_zero": {"block": -0.004}}}}
+    assert clipped_note(res) == ("note: adjusted took block on rte (-1.8%), block on mrpc (-0.4%) below zero, shown "
+                                 "as 0.0%: an extrapolation, not an estimate (the argmax mix lies outside what its "
+                                 "calibration produces; census.json's shares_by_estimator.count has count's share)")
+    res["tasks"] = {"rte": {}}
+    assert clipped_note(res) is None
+
+
 def test_save_maps(setup, tmp_path):
     from patterncnn.core.maps import MapStore
 

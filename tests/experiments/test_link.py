@@ -117,7 +117,7 @@ def test_link_checks_hub_models_by_id_and_commit_and_notes_what_it_cannot_check(
         return {"model": model, "path": model, "revision": revision, "sha256": sha}
 
     base, ft = fp("bert-base-uncased", "c1"), fp("textattack/bert-base-uncased-RTE", "c2")
-    disable = {"model": ft, "tag": "bert-base-uncased-RTE-c2", "examples": 277}
+    disable = {"model": ft, "tag": "bert-base-uncased-RTE-c2", "examples": 277, "baseline": {"at_chance": False}}
     drift = {"model_a": base, "model_b": ft, "tag_a": "base", "tag_b": "ft", "tasks": {"rte": {"examples": 277}}}
     census = {"encoder": ft, "tasks": {"rte": {"examples": 277}}}
     assert check_inputs(census, drift, disable, "rte") == []  # two different hub models: the usual workflow
@@ -137,7 +137,7 @@ def test_the_suggested_command_names_a_folder_given_by_its_absolute_path_usably(
     from patterncnn.experiments.link import check_inputs
 
     disabled = public_fingerprint({"model": "/data/my-ft-sst2", "path": "/data/my-ft-sst2", "sha256": FT})
-    disable = {"model": disabled, "tag": "minilm-sst2-12345678", "examples": 20}
+    disable = {"model": disabled, "tag": "minilm-sst2-12345678", "examples": 20, "baseline": {"at_chance": False}}
     census = {"encoder": {"model": "minilm", "path": "model", "sha256": BASE}, "tasks": {"sst2": {"examples": 20}}}
     with pytest.raises(RunError, match=r"`patterncnn census --model /path/to/my-ft-sst2 --task sst2`, /path/to "
                                        r"being the folder that holds it"):
@@ -161,6 +161,10 @@ def test_a_disable_run_at_chance_is_a_note_of_link(tmp_path):
         "rte (`patterncnn finetune --task rte`), or score more examples (--limit N)"]
     disable["baseline"]["at_chance"] = False
     assert check_inputs(census, None, disable, "rte") == []
+    del disable["baseline"]["at_chance"]  # a run from before the check: unknown, said (helper 91's RISK 10)
+    assert check_inputs(census, None, disable, "rte") == [
+        "in the disable run, this run predates the check of whether the undisabled model is above chance "
+        "(2026-11-27), so whether disabling a head can show anything on it is unchecked; run it again"]
 
 
 def test_a_constant_drift_gives_no_correlation_not_a_significant_one(tmp_path, capsys):

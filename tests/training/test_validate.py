@@ -324,3 +324,16 @@ def test_an_independent_set_sharing_input_examples_with_training_is_flagged():
     assert validate_mod.shared_inputs(pool, test.subset(np.array([False, False, True]))) == {}
     md = validate_mod.markdown_report({"shares_skipped": "none drawn uniformly", **got})
     assert md.startswith("**Warning:** 2 of these 3 maps")
+
+
+def test_a_validation_on_too_few_maps_of_an_encoder_meets_no_target(rows):
+    # From helper 92's review: the targets line of validate (results[].meets_targets, validation.md) still said "met"
+    # on 40 maps of an encoder, when best_by_encoder no longer did.
+    v = validate_rows(rows)
+    assert all(e["maps"] >= 100 for r in v["results"] for e in r["encoders"].values())
+    few = rows.subset(~rows.uniform | (rows.encoder != "encb-22222222") | (np.arange(len(rows)) % 20 == 0))
+    small = validate_rows(few)
+    assert min(e["maps"] for r in small["results"] for e in r["encoders"].values()) < 100
+    assert not any(r["meets_targets"] for r in small["results"])
+    assert "maps of an encoder are too few to judge them, under 100" in validate_mod.markdown_table(small)
+    assert "too few to judge" not in validate_mod.markdown_table(v)
