@@ -127,6 +127,17 @@ def check_inputs(census: dict, drift: dict | None, disable: dict, task: str) -> 
                            f"{_placeholder(model)}")
     counts = {"census": census["tasks"][task]["examples"], "disable": disable["examples"],
               **({"drift": drift["tasks"][task]["examples"]} if drift is not None else {})}
+    drawn = {"census": (census.get("seed"), census["tasks"][task].get("examples"), census["tasks"][task].get("of")),
+             "disable": (disable.get("seed"), disable.get("examples"), disable.get("of")),
+             **({"drift": (drift.get("seed"), drift["tasks"][task].get("examples"), drift["tasks"][task].get("of"))}
+                if drift is not None else {})}
+    sampled = {k: seed for k, (seed, n, of) in drawn.items() if seed is not None and n is not None and of is not None
+               and n < of}  # a seed that chose which examples: the split was cut by --limit
+    if len(set(counts.values())) == 1 and len(sampled) > 1 and len(set(sampled.values())) > 1:
+        notes.append("the results drew their dev examples with different seeds (" + ", ".join(
+            f"{k} {v}" for k, v in sampled.items()) + "): each head's pattern, drift and drop are estimated on "
+            "different inputs; run census, drift and disable with the same --seed (seed= from Python) to compare them "
+            "on the same examples")
     if len(set(counts.values())) > 1:
         notes.append("the results were computed on different numbers of dev examples (" + ", ".join(
             f"{k} {v}" for k, v in counts.items()) + "): each head's pattern, drift and drop are estimated on "

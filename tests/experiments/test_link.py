@@ -161,6 +161,16 @@ def test_a_disable_run_at_chance_is_a_note_of_link(tmp_path):
         "rte (`patterncnn finetune --task rte`), or score more examples (--limit N)"]
     disable["baseline"]["at_chance"] = False
     assert check_inputs(census, None, disable, "rte") == []
+    # the same count of examples drawn with different seeds: different examples (helper 91's RISK 2)
+    sampled_census = {**census, "seed": 1, "tasks": {"rte": {"examples": 20, "of": 277}}}
+    sampled = {**disable, "seed": 0, "of": 277}
+    assert check_inputs(sampled_census, None, sampled, "rte") == [
+        "the results drew their dev examples with different seeds (census 1, disable 0): each head's pattern, drift and "
+        "drop are estimated on different inputs; run census, drift and disable with the same --seed (seed= from "
+        "Python) to compare them on the same examples"]
+    assert check_inputs({**sampled_census, "seed": 0}, None, sampled, "rte") == []
+    assert check_inputs({**sampled_census, "tasks": {"rte": {"examples": 277, "of": 277}}}, None,
+                        {**sampled, "examples": 277}, "rte") == []  # the whole split: the seed chose nothing
     del disable["baseline"]["at_chance"]  # a run from before the check: unknown, said (helper 91's RISK 10)
     assert check_inputs(census, None, disable, "rte") == [
         "in the disable run, this run predates the check of whether the undisabled model is above chance "
