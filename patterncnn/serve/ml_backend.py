@@ -136,7 +136,8 @@ def _predict(parts: Parts, tasks: list[Task]) -> list[np.ndarray | None]:
             except BadInput as e:
                 a, errors = None, [e.detail]
             if errors:  # a map's own error names no task; task_map's name theirs
-                unusable.append(errors[0] if errors[0].startswith(f"task {task.id}") else f"task {task.id}: {errors[0]}")
+                named = errors[0].startswith(f"task {task.id}")
+                unusable.append(errors[0] if named else f"task {task.id}: {errors[0]}")
             yield task.id, None if errors else a, task.data.seps, None
 
     out: list[np.ndarray | None] = []

@@ -165,8 +165,8 @@ def test_a_disable_run_at_chance_is_a_note_of_link(tmp_path):
     sampled_census = {**census, "seed": 1, "tasks": {"rte": {"examples": 20, "of": 277}}}
     sampled = {**disable, "seed": 0, "of": 277}
     assert check_inputs(sampled_census, None, sampled, "rte") == [
-        "the results drew their dev examples with different seeds (census 1, disable 0): each head's pattern, drift and "
-        "drop are estimated on different inputs; run census, drift and disable with the same --seed (seed= from "
+        "the results drew their dev examples with different seeds (census 1, disable 0): each head's pattern, drift "
+        "and drop are estimated on different inputs; run census, drift and disable with the same --seed (seed= from "
         "Python) to compare them on the same examples"]
     assert check_inputs({**sampled_census, "seed": 0}, None, sampled, "rte") == []
     assert check_inputs({**sampled_census, "tasks": {"rte": {"examples": 277, "of": 277}}}, None,
