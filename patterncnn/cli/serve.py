@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 
-from .common import add_classifier_args, classifier, given, model_name, port, positive_int
+from .common import add_classifier_args, classifier, given, model_name, port, positive_float, positive_int
 
 
 def register(sub) -> None:
@@ -21,7 +21,8 @@ def register(sub) -> None:
     p.add_argument("--max-length", type=positive_int, default=128, help="(default: %(default)s)")
     add_classifier_args(p)
     p.add_argument("--api-token", type=given, default=None,
-                   help="require this bearer token (default: $PATTERNCNN_API_TOKEN)")
+                   help="require this bearer token (default: $PATTERNCNN_API_TOKEN, which other users of the machine "
+                        "cannot read in the process list, as they can this option)")
     p.add_argument("--workers", type=positive_int, default=2,
                    help="decoding and inference calls at once (default: %(default)s)")
     p.add_argument("--max-t", type=positive_int, default=512, help="largest map side accepted (default: %(default)s)")
@@ -34,7 +35,7 @@ def register(sub) -> None:
                         "a body over it is refused, 503 with Retry-After (default: %(default)s)")
     p.add_argument("--cors-origin", type=given, action="append",
                    help="allow this browser origin (CORS is off by default)")
-    p.add_argument("--shutdown-grace", type=float, default=1.0,
+    p.add_argument("--shutdown-grace", type=positive_float, default=1.0,
                    help="seconds running requests get to finish on SIGTERM; the rest are answered 503 (those "
                         "still sending their body are disconnected) "
                         "(default: %(default)s)")

@@ -345,6 +345,15 @@ def load_task_model(name: str, max_length: int = 128, device: str = "cpu", task:
     return enc, clf, enc.tokenizer
 
 
+def _fine_tuned_length(model: str) -> int | None:
+    """The --max-length a ``patterncnn finetune`` model was trained with (its manifest's), or None when unrecorded."""
+    try:
+        length = ((finetune_manifest(Path(resolve_model(model))) or {}).get("settings") or {}).get("max_length")
+    except (ValueError, OSError, AttributeError):
+        return None
+    return length if isinstance(length, int) else None
+
+
 def units(num_layers: int, num_heads: int, layers: bool = True) -> list[str]:
     """Unit names: ``L2H5`` (one head) for every head, then ``L2`` (all heads of layer 2)."""
     names = [f"L{l}H{h}" for l in range(num_layers) for h in range(num_heads)]
@@ -386,6 +395,11 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
     task = split.task
     enc, clf, tok = load_task_model(model, max_length, device, task)
     order, order_note = label_order(task, clf.config, model)
+    tuned_length = _fine_tuned_length(model)
+    if tuned_length is not None and tuned_length != enc.max_length:
+        log.warning("%s was fine-tuned on inputs cut at %d tokens (its %s) and is scored here on inputs cut at %d: "
+                    "its dev score can differ from the fine-tune's; pass %s", model, tuned_length, MANIFEST,
+                    enc.max_length, args.spelled(f"--max-length {tuned_length}"))
     labels = np.array([ex.label for ex in split.examples], dtype=float if task.is_regression else int)
     params = {"task": task.name, "model": enc.fingerprint, "examples": [ex.index for ex in split.examples],
               "max_length": enc.max_length, "layers": layers, **({"label_order": order} if order else {})}

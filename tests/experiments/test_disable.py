@@ -5,6 +5,7 @@ replay is refused; the bootstrap metrics match sklearn; `patterncnn disable` run
 RoBERTa, DistilBERT and DeBERTa-v2. The attention function itself against an independent reference: tests/encoders/test_uniform_heads.py."""
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -280,6 +281,25 @@ def test_disable_refuses_a_task_the_model_was_not_fine_tuned_on(tiny_bert, glue_
         (folder / MANIFEST).write_text(broken)
         assert main([*args, "--task", "rte", "--out", str(tmp_path / "c")]) == 2
         assert "is not the record `patterncnn finetune` writes" in capsys.readouterr().err
+
+
+def test_disable_warns_when_it_cuts_inputs_at_another_length_than_the_fine_tune(tiny_bert, glue_dir, tmp_path,
+                                                                               caplog):
+    # From helper 91's review (NIT 13): a model fine-tuned with --max-length 256 was scored at 128, silently.
+    from patterncnn.cli import main
+    from patterncnn.encoders.finetune import MANIFEST
+
+    _, _, folder = _classifier(tiny_bert, tmp_path, "ft")
+    (folder / MANIFEST).write_text(json.dumps({"task": "rte", "settings": {"max_length": 24}}))
+    args = ["disable", "--model", str(folder), "--task", "rte", "--glue-dir", str(glue_dir), "--limit", "12",
+            "--bootstrap", "50", "--no-layers"]
+    with caplog.at_level(logging.WARNING, logger="patterncnn"):
+        assert main([*args, "--out", str(tmp_path / "a")]) == 0
+    assert "was fine-tuned on inputs cut at 24 tokens" in caplog.text and "pass --max-length 24" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="patterncnn"):
+        assert main([*args, "--max-length", "24", "--out", str(tmp_path / "b")]) == 0
+    assert "fine-tuned on inputs cut" not in caplog.text
 
 
 def test_a_model_fine_tuned_on_mnli_is_scored_on_mnli_mismatched_too(tiny_bert, tmp_path):
