@@ -16,10 +16,10 @@ import sys
 import numpy as np
 
 sys.path.insert(0, "research/intervals")
-from truth import confusion_by_kind, true_shares  # noqa: E402
+from truth import census_labels, confusion_by_kind, redrawn_rows, true_shares  # noqa: E402
 
 import patterncnn.shares.calibrate as calibrate  # noqa: E402
-from patterncnn.shares.calibrate import CAL_BOOTSTRAP, Rows, fit_calibration, stored_rows  # noqa: E402
+from patterncnn.shares.calibrate import CAL_BOOTSTRAP, fit_calibration, stored_rows  # noqa: E402
 from patterncnn.shares.estimate import example_sums, shares_with_intervals  # noqa: E402
 
 LABELS = ["vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous"]
@@ -37,33 +37,12 @@ tasks, single, p_true = true_shares(mine)
 rng = np.random.default_rng(4242)
 
 
-def draw_pred(y, kinds):
-    out = np.empty(len(y), dtype=int)
-    for kind in (True, False):
-        s = kinds == kind
-        cum = R[kind][y[s]].cumsum(1)
-        out[s] = (rng.random(s.sum())[:, None] > cum).sum(1).clip(0, 4)
-    return out
-
-
 def calibration(seed):
-    q = draw_pred(mine.y, mine.single)
-    probs = np.full((len(q), 5), 0.01)
-    probs[np.arange(len(q)), q] = 0.96
-    probs[mine.single, 3] = 0.0
-    probs /= probs.sum(1, keepdims=True)
-    r = Rows(mine.ids, mine.y, probs, mine.fold, mine.encoder, mine.task, mine.group, mine.uniform, mine.single)
-    return fit_calibration(r, CAL_BOOTSTRAP, seed)
+    return fit_calibration(redrawn_rows(rng, R, mine), CAL_BOOTSTRAP, seed)
 
 
 def census(t):
-    n = DEV[t]
-    theta = rng.dirichlet(ALPHA * p_true[t] + 1e-6, size=n)
-    y_counts = np.array([rng.multinomial(M, th) for th in theta])
-    pc = np.zeros((n, 5), dtype=int)
-    for k in range(5):
-        pc += np.array([rng.multinomial(c, R[single[t]][k]) for c in y_counts[:, k]])
-    return np.stack([np.repeat(np.arange(5), row) for row in pc])
+    return census_labels(rng, R[single[t]], p_true[t], DEV[t], M, ALPHA)
 
 
 hits = {t: np.zeros(5) for t in tasks}

@@ -21,7 +21,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, "research/intervals")
-from truth import confusion_by_kind, true_shares  # noqa: E402
+from truth import census_labels, confusion_by_kind, true_shares  # noqa: E402
 
 from patterncnn.shares.calibrate import CAL_BOOTSTRAP, fit_calibration, stored_rows  # noqa: E402
 from patterncnn.shares.estimate import example_sums, segment_band, shares_with_intervals  # noqa: E402
@@ -70,13 +70,7 @@ def band(cal):
 
 
 def census(t):
-    n = DEV[t]
-    theta = rng.dirichlet(ALPHA * p_true[t] + 1e-6, size=n)
-    y_counts = np.array([rng.multinomial(M, th) for th in theta])
-    pc = np.zeros((n, 5), dtype=int)
-    for k in range(5):
-        pc += np.array([rng.multinomial(c, R[single[t]][k]) for c in y_counts[:, k]])
-    return np.stack([np.repeat(np.arange(5), row) for row in pc])  # (n, M) argmax labels
+    return census_labels(rng, R[single[t]], p_true[t], DEV[t], M, ALPHA)  # (n, M) argmax labels
 
 
 def widen(out, b):
