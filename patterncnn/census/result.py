@@ -28,7 +28,7 @@ from ..core.census_folder import census_file
 from ..core.labels import LABELS
 from ..core.plots import census_plot, heads_plot, png
 from ..shares.estimate import describe
-from .results import census_text, load_result
+from .results import census_text, clipped_note, load_result
 from .thumbnails import read_thumbnails
 
 if TYPE_CHECKING:
@@ -69,6 +69,8 @@ def provenance_html(result: dict) -> str:
     rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in provenance(result).items())
     warnings = [warning(result)] + [s.get("warning") for s in result["tasks"].values()]
     note = "".join(f'<p class="warning"><b>warning:</b> {escape(w)}</p>' for w in warnings if w)
+    if clipped := clipped_note(result):
+        note += f'<p class="warning">{escape(clipped)}</p>'
     return f'<table class="provenance">{rows}</table>{note}'
 
 

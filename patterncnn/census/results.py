@@ -185,6 +185,7 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
         diff[task] = {"difference": d, "separated_examples": ex, "separated_total": tot, "exceeds_validated_error": val}
         marks = {n: ("*" if ex[n] else "") + ("*" if ex[n] and tot[n] else "") + ("!" if val[n] else "") for n in LABELS}
         lines.append(f"{task:<8} " + " ".join(f"{_points(d[n], marks[n])}{marks[n]:<3}".rjust(19) for n in LABELS))
+    lines += [f"{x}: {note}" for x, r in zip("AB", (a, b)) if (note := clipped_note(r))]
     if mixed:
         lines.append(f"not checked: A used the {est[0]} estimator and B the {est[1]} estimator, so each difference "
                      f"holds the estimators' difference too; run both censuses with the same --estimator (e.g. "

@@ -399,7 +399,8 @@ def write_outputs(out: Path, result: dict, thumbnails: dict[str, dict] | None = 
     example maps per head and pattern), then census.json."""
     shares = [[task, name, result["estimator"]["name"], *(f"{x:.5f}" for x in (
         s["shares"][name], *s["ci95"][name], *s["ci95_parts"]["examples"][name], *s["ci95_parts"]["classifier"][name],
-        s["shares_by_estimator"]["count"][name])), s["counts"][name], s["examples"], s["maps"]]
+        s["shares_by_estimator"]["count"][name])), s["counts"][name], s["examples"], s["maps"],
+        f"{s['clipped_at_zero'][name]:.5f}" if name in (s.get("clipped_at_zero") or {}) else ""]
         for task, s in result["tasks"].items() for name in LABELS]
     heads = [[task, layer, head, *(f"{cell['shares'][n]:.4f}" for n in LABELS), cell["majority"],
               "|".join(cell.get("tied", ()))]
@@ -407,7 +408,7 @@ def write_outputs(out: Path, result: dict, thumbnails: dict[str, dict] | None = 
     write_result(out, RESULT, result, tables={
         "census.csv": (["task", "label", "estimator", "share", "ci95_low", "ci95_high", "ci95_examples_low",
                         "ci95_examples_high", "ci95_classifier_low", "ci95_classifier_high", "count_share", "count",
-                        "examples", "maps"], shares),
+                        "examples", "maps", "before_clipping"], shares),
         "heads.csv": (["task", "layer", "head", *LABELS, "majority", "tied"], heads)},
         figures={"census.png": census_figure(result), "heads.png": heads_figure(result)},
         files={THUMBNAILS: thumbnails_bytes(thumbnails)} if thumbnails is not None else None)

@@ -50,8 +50,8 @@ def run(args) -> int:
     print(f"{res['tag']} on {res['task']} ({res['examples']} dev examples): baseline {res['metric']} "
           f"{b['metric']:.4f} [{b['ci95'][0]:.4f}, {b['ci95'][1]:.4f}] (brackets: 95% bootstrap intervals over the "
           f"examples)")
-    print(f"heads whose change is {TOLD_FROM_NOISE}: {sum(c['outside'] for c in cells)} of {len(cells)} (at most "
-          f"about {ALPHA * len(cells):.1f} by chance if no head mattered); best change "
+    print(f"heads whose change is {TOLD_FROM_NOISE}: {sum(c['outside'] for c in cells)} of {len(cells)} (about "
+          f"{ALPHA * len(cells):.1f} or fewer expected by chance if no head mattered); best change "
           f"{max(c['change'] for c in cells):+.4f}, worst {min(c['change'] for c in cells):+.4f}")
     for l, c in enumerate(res["layers"]):
         print(f"  layer {l} off: {c['metric']:.4f} ({c['change']:+.4f} [{c['ci95'][0]:+.4f}, {c['ci95'][1]:+.4f}])")

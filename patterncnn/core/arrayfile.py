@@ -269,6 +269,11 @@ def read_npz(data: bytes, limits: ReadLimits) -> tuple[list[str], list[np.ndarra
 SEPS_KEY = "__seps__"
 
 
+def map_members(infos) -> list:
+    """The members of an .npz (zip infos) that hold maps: all but :data:`SEPS_KEY`."""
+    return [i for i in infos if i.filename != f"{SEPS_KEY}.npy"]
+
+
 class NpzMaps:
     """The members of an ``.npz`` (file path or binary stream), read one at a time within ``limits``.
 
@@ -292,9 +297,9 @@ class NpzMaps:
         if odd:
             raise ArrayFileError(f"{self.name} holds {odd[0]!r}, which is not an .npy array; save maps with np.savez, "
                                  f"one array per key", "invalid")
-        if limits.max_maps is not None and sum(i.filename != f"{SEPS_KEY}.npy" for i in infos) > limits.max_maps:
-            raise ArrayFileError(f"{len(infos)} maps in one request; the limit is {limits.max_maps}: split the batch",
-                                 "too_large")
+        if limits.max_maps is not None and len(map_members(infos)) > limits.max_maps:
+            raise ArrayFileError(f"{len(map_members(infos))} maps in one request; the limit is {limits.max_maps}: "
+                                 f"split the batch", "too_large")
         declared = sum(i.file_size for i in infos)
         if limits.max_bytes is not None and declared > limits.max_bytes + _HEADER_ALLOWANCE * len(infos):
             raise ArrayFileError(f"{self.name} declares {declared} bytes uncompressed, over the limit of "
@@ -339,15 +344,22 @@ class NpzMaps:
                f"map ({len(self.keys)}) in the maps' order, -1 where a map has fewer than S")
         try:
             with self._zip.open(info) as fp:
-                a = _read_array(fp, what, _Budget(dataclasses.replace(self.limits, maps=False)), stacked=False,
-                                room=info.file_size)
+                # one row per map: as many rows as maps, which may be more than a map's side
+                limits = dataclasses.replace(self.limits, maps=False, max_t=max(self.limits.max_t, len(self.keys)))
+                a = _read_array(fp, what, _Budget(limits), stacked=False, room=info.file_size)
         except ArrayFileError:
             raise
         except _DECODE_ERRORS as e:
             raise ArrayFileError(f"{what} is unreadable ({e}); {fix}") from None
         if a.dtype.kind not in "iu" or a.ndim != 2 or len(a) != len(self.keys):
             raise ArrayFileError(f"{what} is a {a.dtype} array of shape {a.shape}; {fix}", "invalid")
-        return [[int(x) for x in row if x >= 0] or None for row in a]  # a row of -1 only: none given
+        rows = [[int(x) for x in row] for row in a]
+        for key, row in zip(self.keys, rows):
+            given = [x for x in row if x != -1]
+            if any(x < 0 for x in given) or row[:len(given)] != given:
+                raise ArrayFileError(f"{what} gives map {key!r} the separators {row}: positions are 0 or more, and -1 "
+                                     f"only pads a row after them; {fix}", "invalid")
+        return [[x for x in row if x != -1] or None for row in rows]  # a row of -1 only: none given
 
 
 class NpyMaps:

@@ -216,14 +216,15 @@ def disable_figure(result: dict) -> bytes:
     return png(disable_plot(result))
 
 
-def disable_plot(result: dict):
-    """Paper Fig. 8/9: metric change per disabled head (boxes: told from noise, ``outside``) and per disabled layer."""
+def disable_plot(result: dict, boxed: str = "told from noise, disable.json's outside"):
+    """Paper Fig. 8/9: metric change per disabled head (boxes: ``outside``, which ``boxed`` names) and per disabled
+    layer."""
     heads = np.array([[c["change"] for c in row] for row in result["heads"]]) * 100
     outside = np.array([[c["outside"] for c in row] for row in result["heads"]])
     lim = max(1e-6, float(np.abs(heads).max()))
     fig = _fig(0.42 * heads.shape[1] + 5.2, 0.42 * heads.shape[0] + 1.9)
     ax = fig.add_subplot(1, 2, 1)
-    im = value_grid(ax, heads, "one head disabled: change, points\n(box: told from noise, disable.json's outside)",
+    im = value_grid(ax, heads, f"one head disabled: change, points\n(box: {boxed})",
                     "RdBu", -lim, lim, "{:+.1f}", outside)
     fig.colorbar(im, ax=ax, shrink=0.8)
     if result["layers"]:

@@ -118,6 +118,7 @@ class Encoder:
         self.num_layers: int = model.config.num_hidden_layers
         self.num_heads: int = model.config.num_attention_heads
         self.truncations = 0  # examples cut to max_length so far
+        self.length_limit: int | None = None  # the model's own limit in tokens (set by :func:`load_encoder`)
         self.backend = backend  # how the forward pass runs (:mod:`patterncnn.encoders.backends`)
         self.device = device  # "cpu" or "cuda" (resolved by :func:`patterncnn.core.device.resolve_device`)
         self._threads = threads
@@ -570,5 +571,6 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
                     "left out (the model's defaults where it has them, else it fails) and its maps are those of the "
                     "text alone", name, " and ".join(taken))
     enc = Encoder(name, model, tokenizer, max_length, fingerprint, backend, threads, device)
+    enc.length_limit = cap  # the most tokens its position embeddings take: a longer --max-length is cut to it
     _check_attentions(enc)
     return enc

@@ -244,6 +244,21 @@ TOLD_FROM_NOISE = ("told from noise (its 95% interval excludes 0 and, on a class
                    "of the predictions it changed gives p < 0.05)")
 
 
+OLD_RULE = ("flagged by the 95% interval alone (a run from before 2026-11-29, without the exact paired test, which "
+            "flags a head that changed 4 predictions one way; run it again for today's rule)")
+
+
+def outside_rule(result: dict) -> str:
+    """What ``outside`` means in a disable ``result``: :data:`TOLD_FROM_NOISE`, or :data:`OLD_RULE` for a run of a
+    classification task whose units hold no paired test (made before 2026-11-29)."""
+    try:
+        regression = get_task(result["task"]).is_regression
+    except (KeyError, ValueError):
+        regression = False
+    cells = [c for row in result.get("heads") or [] for c in row]
+    return OLD_RULE if cells and not regression and not any("paired_p" in c for c in cells) else TOLD_FROM_NOISE
+
+
 def paired_test(task: GlueTask, base: np.ndarray, off: np.ndarray, labels: np.ndarray) -> dict:
     """McNemar's exact test of a unit's change on a classification task: ``gains`` (examples the undisabled model got
     wrong and the unit right), ``losses`` (the reverse) and the two-sided ``paired_p`` of a fair coin giving that
@@ -257,16 +272,22 @@ def paired_test(task: GlueTask, base: np.ndarray, off: np.ndarray, labels: np.nd
 
 def exact_paired_p(gains: int, losses: int) -> float:
     """Two-sided exact sign test (McNemar's exact test): the chance that a fair coin splits ``gains + losses`` changes
-    at least as unevenly, rounded to 5 decimals."""
+    at least as unevenly, to four significant digits."""
     n = gains + losses
     tail = sum(math.comb(n, i) for i in range(min(gains, losses) + 1)) / 2**n
-    return round(min(1.0, 2 * tail), 5)
+    return float(f"{min(1.0, 2 * tail):.4g}")  # four significant digits: a strong effect's p is not rounded to 0
 
 
 def told_from_noise(ci95, test: dict) -> bool:
     """``outside``: the interval ``ci95`` excludes 0 and, when ``test`` holds one (:func:`paired_test`), its
-    ``paired_p`` is under ALPHA."""
-    return bool((ci95[0] > 0 or ci95[1] < 0) and test.get("paired_p", 0.0) < ALPHA)
+    ``paired_p`` is under ALPHA with its gains and losses on the same side (on F1 or MCC, which count errors unequally,
+    a unit can lose F1 while it gains correct predictions: not told from noise then)."""
+    if not (ci95[0] > 0 or ci95[1] < 0):
+        return False
+    if not test:
+        return True
+    same_side = (test["gains"] > test["losses"]) == (ci95[0] > 0)
+    return bool(test["paired_p"] < ALPHA and same_side)
 
 
 def _predictions(task: GlueTask, logits, order: list[int] | None = None) -> np.ndarray:
@@ -396,7 +417,7 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
     enc, clf, tok = load_task_model(model, max_length, device, task)
     order, order_note = label_order(task, clf.config, model)
     tuned_length = _fine_tuned_length(model)
-    if tuned_length is not None and tuned_length != enc.max_length:
+    if tuned_length is not None and min(tuned_length, enc.length_limit or tuned_length) != enc.max_length:
         log.warning("%s was fine-tuned on inputs cut at %d tokens (its %s) and is scored here on inputs cut at %d: "
                     "its dev score can differ from the fine-tune's; pass %s", model, tuned_length, MANIFEST,
                     enc.max_length, args.spelled(f"--max-length {tuned_length}"))

@@ -30,7 +30,7 @@ from ..core.labels import LABELS
 from ..core.plots import link_plot, png
 from ..core.work import RunError, output_dir, provenance, write_result
 from ..encoders.embedded import lookup
-from .disable import chance_warning
+from .disable import OLD_RULE, chance_warning, outside_rule
 from .result import ExperimentResult
 
 
@@ -104,6 +104,8 @@ def check_inputs(census: dict, drift: dict | None, disable: dict, task: str) -> 
     notes = []
     if warning := chance_warning(disable):
         notes.append(f"in the disable run, {warning}")
+    if outside_rule(disable) == OLD_RULE:
+        notes.append(f"the disable run's `outside` (each head's column here) is {OLD_RULE}")
     disabled, model = weights_id(disable["model"]), model_option(disable["model"])
     counted = weights_id(census["encoder"])
     if disabled is None or counted is None:

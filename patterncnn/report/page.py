@@ -69,9 +69,11 @@ def _extras(run: Run, layers: int, heads: int) -> list[dict]:
                             "values": [[f"{c:.3f}" for c in row] for row in s["cosine"]]})
     for _, d in run.experiments["disable"]:
         if (len(d["heads"]), len(d["heads"][0])) == (layers, heads):
+            told = disable_experiment.outside_rule(d) == disable_experiment.TOLD_FROM_NOISE
             out.append({"label": f"disabled in {d['tag']} on {d['task']}: change of {d['metric']}, points",
                         "values": [[f"{100 * c['change']:+.1f} [{100 * c['ci95'][0]:+.1f}, {100 * c['ci95'][1]:+.1f}]"
-                                    + (" (told from noise)" if c["outside"] else "") for c in row]
+                                    + ((" (told from noise)" if told else " (interval excludes 0)")
+                                       if c["outside"] else "") for c in row]
                                    for row in d["heads"]]})
     return out
 
@@ -100,14 +102,16 @@ def _experiments_html(run: Run) -> str:
                      f"{_png_img(cls_row_figure(d), 'the last layer [CLS] row')}</section>")
     for folder, d in run.experiments["disable"]:
         b = d["baseline"]
+        rule = disable_experiment.outside_rule(d)
+        boxed = "told from noise" if rule == disable_experiment.TOLD_FROM_NOISE else "95% interval alone, an older run"
         cells = [c for row in d["heads"] for c in row]
         parts.append(f"<section id='disable'><h2>Disabling heads: {escape(d['tag'])} on {escape(d['task'])}</h2>"
                      f"<p class='note'>From <code>{escape(folder.name)}</code>: {d['examples']} dev examples, baseline "
                      f"{escape(d['metric'])} {b['metric']:.3f} [{b['ci95'][0]:.3f}, {b['ci95'][1]:.3f}]; "
                      f"{sum(c['outside'] for c in cells)} of {len(cells)} heads' changes are "
-                     f"{escape(disable_experiment.TOLD_FROM_NOISE)} (paper Fig. 8, 9).</p>"
+                     f"{escape(rule)} (paper Fig. 8, 9).</p>"
                      f"{_warning(disable_experiment.chance_warning(d))}"
-                     f"{_figure(disable_plot(d), 'disable')}</section>")
+                     f"{_figure(disable_plot(d, boxed), 'disable')}</section>")
     for folder, d in run.experiments["link"]:
         t = d["test"]
         what = (f"heterogeneous − vertical mean drop {100 * t['difference']:+.2f} points, permutation p = "

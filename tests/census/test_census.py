@@ -74,6 +74,24 @@ def test_a_share_taken_below_zero_is_named_under_the_table():
     assert clipped_note(res) is None
 
 
+def test_a_share_taken_below_zero_is_named_in_the_report_the_comparison_and_the_csv(setup, tmp_path):
+    # helper 93's review: the note reached the terminal table only
+    from patterncnn.census.result import provenance_html
+    from patterncnn.census.results import compare
+    from patterncnn.census.run import write_outputs
+
+    enc, clf, glue = setup
+    res = run_census(enc, clf, [load_split("rte", "dev", glue, limit=3, seed=1)], tmp_path / "c", limit=3, seed=1)
+    res["tasks"]["rte"]["clipped_at_zero"] = {"block": -0.0177}
+    assert "took block on rte (-1.8%) below zero" in provenance_html(res)
+    assert "A: note: " in compare(res, res)[0] and "B: note: " in compare(res, res)[0]
+    write_outputs(tmp_path / "d", res)
+    rows = (tmp_path / "d" / "census.csv").read_text().splitlines()
+    assert rows[0].endswith(",before_clipping")
+    assert [r.split(",")[-1] for r in rows[1:] if r.startswith("rte,block,")] == ["-0.01770"]
+    assert all(r.endswith(",") for r in rows[1:] if not r.startswith("rte,block,"))
+
+
 def test_save_maps(setup, tmp_path):
     from patterncnn.core.maps import MapStore
 

@@ -174,9 +174,30 @@ def test_a_head_that_changed_a_few_predictions_one_way_is_not_told_from_noise():
     off = base.copy()
     right, wrong = np.flatnonzero(base == y)[:3], np.flatnonzero(base != y)[:5]
     off[right], off[wrong] = 1 - off[right], y[wrong]  # 5 gains, 3 losses: p = 2 * P(X <= 3 | 8, 1/2)
-    assert paired_test(task, base, off, y) == {"gains": 5, "losses": 3, "paired_p": round(2 * 93 / 256, 5)}
+    assert paired_test(task, base, off, y) == {"gains": 5, "losses": 3, "paired_p": 0.7266}  # 2 * 93 / 256
     assert paired_test(get_task("stsb"), base * 1.0, off * 1.0, y * 1.0) == {}  # regression: the interval alone
     assert told_from_noise((0.01, 0.02), {}) and not told_from_noise((-0.01, 0.02), {})
+    # F1 can fall while correct predictions rise (helper 93's review): the test and the interval must agree in side
+    assert not told_from_noise((-0.25, -0.15), {"gains": 100, "losses": 40, "paired_p": 1e-7})
+    assert told_from_noise((-0.25, -0.15), {"gains": 40, "losses": 100, "paired_p": 1e-7})
+
+
+def test_a_run_flags_its_units_by_the_interval_and_the_exact_test(monkeypatch):
+    # The wiring (helper 93's review): _summarize, which run_disable calls, flags by told_from_noise, not the interval
+    from patterncnn.experiments.disable import _summarize
+
+    rng = np.random.default_rng(5)
+    y = rng.integers(0, 2, 200)
+    base = np.where(rng.random(200) < 0.8, y, 1 - y)
+    wrong = np.flatnonzero(base != y)
+    four, twelve = base.copy(), base.copy()
+    four[wrong[:4]] = y[wrong[:4]]
+    twelve[wrong[:12]] = y[wrong[:12]]
+    parts = {"L0H0": {"preds": four}, "L0H1": {"preds": twelve}, "L0": {"preds": twelve}}
+    idx = rng.integers(0, 200, (1000, 200))
+    heads, layers = _summarize(get_task("sst2"), parts, base, y, idx, 1, 2)
+    assert heads[0][0]["ci95"][0] > 0 and not heads[0][0]["outside"] and heads[0][0]["paired_p"] == 0.125
+    assert heads[0][1]["outside"] and layers[0]["outside"] and heads[0][1]["gains"] == 12
 
 
 def test_a_head_whose_label_names_are_in_another_order_is_read_in_the_tasks():
@@ -200,6 +221,25 @@ def test_a_head_whose_label_names_are_in_another_order_is_read_in_the_tasks():
     with pytest.raises(EncoderError, match="which are not rte's labels entailment, not_entailment"):
         label_order(get_task("rte"), SimpleNamespace(id2label={0: "entailment", 1: "neutral"}), "m")
     assert label_order(get_task("stsb"), SimpleNamespace(id2label={0: "LABEL_0"}), "m") == (None, "regression")
+
+
+def test_a_run_reads_a_heads_outputs_by_their_names(tiny_bert, glue_dir, tmp_path):
+    # The wiring (helper 93's review): run_disable puts a head's outputs in the task's order by their names
+    from patterncnn.cli import main
+
+    _, _, folder = _classifier(tiny_bert, tmp_path, "ft")
+    config = json.loads((folder / "config.json").read_text())
+    res = {}
+    for name, names in (("same", ["entailment", "not_entailment"]), ("swapped", ["not_entailment", "entailment"])):
+        config["id2label"], config["label2id"] = dict(enumerate(names)), {n: i for i, n in enumerate(names)}
+        (folder / "config.json").write_text(json.dumps(config))
+        assert main(["disable", "--model", str(folder), "--task", "rte", "--glue-dir", str(glue_dir), "--limit", "12",
+                     "--bootstrap", "50", "--no-layers", "--out", str(tmp_path / name)]) == 0
+        res[name] = json.loads((tmp_path / name / "disable.json").read_text())
+    assert res["same"]["label_order"] == "by name, the task's order"
+    assert res["swapped"]["label_order"].startswith("by name: the head's outputs not_entailment, entailment")
+    # the same weights: each prediction read the other way round, so on two classes every right answer turns wrong
+    assert res["swapped"]["baseline"]["metric"] == pytest.approx(1 - res["same"]["baseline"]["metric"], abs=1e-4)
 
 
 def test_chance_is_the_best_constant_prediction():
@@ -299,6 +339,13 @@ def test_disable_warns_when_it_cuts_inputs_at_another_length_than_the_fine_tune(
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="patterncnn"):
         assert main([*args, "--max-length", "24", "--out", str(tmp_path / "b")]) == 0
+    assert "fine-tuned on inputs cut" not in caplog.text
+    # a fine-tune recorded above the model's own limit was cut to it too: scoring at that limit is the same cut
+    limit = json.loads((folder / "config.json").read_text())["max_position_embeddings"]
+    (folder / MANIFEST).write_text(json.dumps({"task": "rte", "settings": {"max_length": limit + 100}}))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="patterncnn"):
+        assert main([*args, "--max-length", str(limit), "--out", str(tmp_path / "c")]) == 0
     assert "fine-tuned on inputs cut" not in caplog.text
 
 

@@ -206,3 +206,21 @@ def test_a_head_whose_majority_is_tied_joins_neither_group(tmp_path):
     assert res["test"]["difference"] == pytest.approx(0.045 - (0.01 + 0.01) / 2)  # 0:2 and 1:1
     assert any("1 head(s) whose majority pattern is tied (0:1)" in n for n in res["notes"])
     assert res["heads"][1]["tied"] == "vertical|heterogeneous" and res["heads"][0]["tied"] is None
+
+
+def test_a_disable_run_flagged_by_its_interval_alone_is_named_so(tmp_path):
+    # From helper 93's review: a disable.json from before 2026-11-29 flagged by the interval alone was called "told
+    # from noise" by link and the report.
+    from patterncnn.experiments.disable import OLD_RULE, TOLD_FROM_NOISE, outside_rule
+    from patterncnn.experiments.link import check_inputs
+
+    cell = {"change": 0.02, "ci95": [0.005, 0.03], "outside": True}
+    old = {"model": {"model": "ft", "sha256": FT}, "tag": "ft", "examples": 20, "task": "rte", "metric": "accuracy",
+           "baseline": {"at_chance": False}, "heads": [[cell]]}
+    census = {"encoder": {"model": "ft", "sha256": FT}, "tasks": {"rte": {"examples": 20}}}
+    assert outside_rule(old) == OLD_RULE
+    assert check_inputs(census, None, old, "rte") == [f"the disable run's `outside` (each head's column here) is "
+                                                       f"{OLD_RULE}"]
+    new = {**old, "heads": [[{**cell, "gains": 4, "losses": 0, "paired_p": 0.125}]]}
+    assert outside_rule(new) == TOLD_FROM_NOISE and check_inputs(census, None, new, "rte") == []
+    assert outside_rule({**old, "task": "stsb"}) == TOLD_FROM_NOISE  # a regression task has no paired test

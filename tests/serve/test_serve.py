@@ -77,7 +77,7 @@ def test_classify_json_npy_npz(client):
     assert "rows do not sum to 1" in r.json()["results"][0]["warning"]
 
 
-def test_an_npz_body_carries_separators_and_a_batch_without_them_gets_a_note(client):
+def test_an_npz_body_carries_separators_and_a_batch_without_them_gets_a_note(client, app_parts):
     # From helper 90's review: a binary body always lost its separators, and its labels differed from `classify`'s
     # (6.7% of 1,000 stored maps) without a word.
     d, v = pattern_map("diagonal", 12), pattern_map("vertical", 20)
@@ -99,11 +99,19 @@ def test_an_npz_body_carries_separators_and_a_batch_without_them_gets_a_note(cli
     r = client.post("/v1/classify", content=buf.getvalue(), headers={"content-type": "application/octet-stream"})
     assert r.json()["note"].startswith("1 map(s) carry no separator positions")
     assert r.json()["results"][0]["probs"] == pytest.approx(with_seps["results"][0]["probs"], abs=1e-6)
-    for bad in (np.array([[5.0, 11.0], [9.0, 19.0]]), np.array([5, 11]), np.array([[5, 11]])):
+    for bad in (np.array([[5.0, 11.0], [9.0, 19.0]]), np.array([5, 11]), np.array([[5, 11]]),
+                np.array([[-7, 11], [9, 19]]), np.array([[-1, 11], [9, 19]])):  # -1 pads after the positions only
         buf = io.BytesIO()
         np.savez(buf, first=d, second=v, __seps__=bad)
         r = client.post("/v1/classify", content=buf.getvalue(), headers={"content-type": "application/octet-stream"})
         assert r.status_code == 422 and "one row per map (2) in the maps' order" in r.json()["detail"], r.text
+    # more maps than a map's side (max_t): one row each, still read (helper 93's review: 513 maps were refused)
+    wide = TestClient(create_app(ServeSettings(max_t=64, max_batch=100), *app_parts), raise_server_exceptions=False)
+    many = {f"m{i}": pattern_map("diagonal", 8) for i in range(70)}
+    buf = io.BytesIO()
+    np.savez(buf, **many, __seps__=np.full((70, 1), 7))
+    r = wide.post("/v1/classify", content=buf.getvalue(), headers={"content-type": "application/octet-stream"})
+    assert r.status_code == 200 and len(r.json()["results"]) == 70 and "note" not in r.json(), r.text
 
 
 @pytest.mark.parametrize("body,ctype,status,phrase", [

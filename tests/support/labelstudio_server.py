@@ -95,6 +95,9 @@ class LabelStudioServer:
             try:
                 if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
                     self.token = (self.home / ".label-studio-token").read_text().strip()
+                    made = self.home / ".label-studio-password"  # the block makes the password there (since 2026-11-29)
+                    if made.exists():
+                        self.password = made.read_text().strip()
                     return self
             except httpx.HTTPError:
                 pass
