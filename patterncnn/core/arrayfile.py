@@ -297,15 +297,16 @@ class NpzMaps:
         if odd:
             raise ArrayFileError(f"{self.name} holds {odd[0]!r}, which is not an .npy array; save maps with np.savez, "
                                  f"one array per key", "invalid")
-        if limits.max_maps is not None and len(map_members(infos)) > limits.max_maps:
-            raise ArrayFileError(f"{len(map_members(infos))} maps in one request; the limit is {limits.max_maps}: "
-                                 f"split the batch", "too_large")
+        maps = map_members(infos)
+        if limits.max_maps is not None and len(maps) > limits.max_maps:
+            raise ArrayFileError(f"{len(maps)} maps in one request; the limit is {limits.max_maps}: split the batch",
+                                 "too_large")
         declared = sum(i.file_size for i in infos)
         if limits.max_bytes is not None and declared > limits.max_bytes + _HEADER_ALLOWANCE * len(infos):
             raise ArrayFileError(f"{self.name} declares {declared} bytes uncompressed, over the limit of "
                                  f"{limits.max_bytes}; split the batch", "too_large")
         self._members = {i.filename[:-4]: i for i in infos}
-        self.keys = [k for k in self._members if k != SEPS_KEY]
+        self.keys = [i.filename[:-4] for i in maps]
 
     def __contains__(self, key: str) -> bool:
         return key in self._members

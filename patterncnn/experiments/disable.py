@@ -333,7 +333,8 @@ def load_task_model(name: str, max_length: int = 128, device: str = "cpu", task:
     """(encoder record, sequence classifier, tokenizer) of a fine-tuned model folder (``patterncnn finetune``).
 
     With ``task``, the model must have been fine-tuned on it: the task its ``patterncnn_finetune.json`` names, and
-    a head with the task's number of outputs (1 for a regression task), else an error that names the fix.
+    a head with the task's number of outputs (1 for a regression task), else an error that names the fix; a warning
+    when ``max_length`` cuts inputs elsewhere than the fine-tune did.
     """
     from transformers import AutoModelForSequenceClassification
 
@@ -345,7 +346,8 @@ def load_task_model(name: str, max_length: int = 128, device: str = "cpu", task:
     if task is not None:
         folder = Path(resolve_model(name))
         try:
-            tuned = (finetune_manifest(folder) or {}).get("task")
+            manifest = finetune_manifest(folder) or {}
+            tuned = manifest.get("task")
             tuned_task = get_task(tuned) if tuned else None
         except (ValueError, AttributeError, TypeError, GlueDataError):
             raise EncoderError(f"{folder / MANIFEST} is not the record `patterncnn finetune` writes (a JSON object "
@@ -361,18 +363,15 @@ def load_task_model(name: str, max_length: int = 128, device: str = "cpu", task:
                                f"{task.num_labels}: it was not fine-tuned on {task.name}; pass the task it was "
                                f"fine-tuned on, or fine-tune it on {task.name} (`patterncnn finetune --task "
                                f"{task.name}`)")
+        settings = manifest.get("settings")
+        tuned_length = settings.get("max_length") if isinstance(settings, dict) else None  # before the model's cap
+        if isinstance(tuned_length, int) and min(tuned_length, enc.length_limit or tuned_length) != enc.max_length:
+            log.warning("%s was fine-tuned on inputs cut at %d tokens (its %s) and is scored here on inputs cut at "
+                        "%d: its dev score can differ from the fine-tune's; pass %s", name, tuned_length, MANIFEST,
+                        enc.max_length, args.spelled(f"--max-length {tuned_length}"))
     clf = AutoModelForSequenceClassification.from_pretrained(resolve_model(name), attn_implementation="eager")
     clf.eval().to(enc.device)
     return enc, clf, enc.tokenizer
-
-
-def _fine_tuned_length(model: str) -> int | None:
-    """The --max-length a ``patterncnn finetune`` model was trained with (its manifest's), or None when unrecorded."""
-    try:
-        length = ((finetune_manifest(Path(resolve_model(model))) or {}).get("settings") or {}).get("max_length")
-    except (ValueError, OSError, AttributeError):
-        return None
-    return length if isinstance(length, int) else None
 
 
 def units(num_layers: int, num_heads: int, layers: bool = True) -> list[str]:
@@ -416,11 +415,6 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
     task = split.task
     enc, clf, tok = load_task_model(model, max_length, device, task)
     order, order_note = label_order(task, clf.config, model)
-    tuned_length = _fine_tuned_length(model)
-    if tuned_length is not None and min(tuned_length, enc.length_limit or tuned_length) != enc.max_length:
-        log.warning("%s was fine-tuned on inputs cut at %d tokens (its %s) and is scored here on inputs cut at %d: "
-                    "its dev score can differ from the fine-tune's; pass %s", model, tuned_length, MANIFEST,
-                    enc.max_length, args.spelled(f"--max-length {tuned_length}"))
     labels = np.array([ex.label for ex in split.examples], dtype=float if task.is_regression else int)
     params = {"task": task.name, "model": enc.fingerprint, "examples": [ex.index for ex in split.examples],
               "max_length": enc.max_length, "layers": layers, **({"label_order": order} if order else {})}

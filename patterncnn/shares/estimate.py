@@ -479,7 +479,7 @@ def best_by_encoder(results: list[dict]) -> dict[str, dict]:
     for enc in sorted({e for r in results for e in r["encoders"]}):
         found = [(r, r["encoders"][enc]) for r in results if enc in r["encoders"]]
         maps = found[0][1].get("maps")
-        few = maps is not None and maps < MIN_CALIBRATED_MAPS and any(r["estimator"] == "count" for r, _ in found)
+        few = too_few_to_judge(maps) and any(r["estimator"] == "count" for r, _ in found)
         r, e = _best([re for re in found if re[0]["estimator"] == "count"] if few else found,
                      lambda re: re[1]["coverage"], lambda re: re[1]["mean_abs_error"])
         out[enc] = {"estimator": r["estimator"], "scope": r["scope"], "mean_abs_error": e["mean_abs_error"],
