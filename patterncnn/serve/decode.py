@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import pydantic_core
@@ -84,15 +84,16 @@ def parse_model(model: type[BaseModel], body: bytes, limit: int, max_values: int
     return validated(model, parse_json(body, limit, max_values))
 
 
-async def read_body(request: Request) -> bytearray:
+async def read_body(request: Request, charge: Callable[[int], None]) -> bytearray:
     """The request's body in one buffer, grown as its chunks arrive (Starlette's ``body()`` keeps the chunks and
     joins them, holding the body twice for a moment; a buffer of the declared length made up front would take that
-    memory before a byte arrives). A bytearray, so that an ``.npy``'s maps are views of it
-    (:func:`patterncnn.core.arrayfile.read_npy`)."""
+    memory before a byte arrives), each chunk first passed to ``charge`` (:class:`patterncnn.serve.state.BodySlot`).
+    A bytearray, so that an ``.npy``'s maps are views of it (:func:`patterncnn.core.arrayfile.read_npy`)."""
     length = request.headers.get("content-length", "")
     declared = int(length) if length.isdigit() else None  # BodyGuard refused a length over the budget
     buf = bytearray()
     async for chunk in request.stream():
+        charge(len(chunk))
         buf += chunk  # a large buffer grows in place (glibc's realloc remaps its pages: nothing is copied)
         if declared is not None and len(buf) > declared:
             raise BadInput(f"the body is longer than its Content-Length of {declared} bytes; send its length", 400)
@@ -108,21 +109,23 @@ class BoundedRequest(Request):
     event loop (FastAPI takes the validated model as it is)."""
 
     body_model: type[BaseModel] | None = None
+    slot = None  # the request's BodySlot (patterncnn.serve.state), which reads the body
 
     async def body(self) -> bytearray:
         if not hasattr(self, "_body"):
-            self._body = await read_body(self)
+            self._body = await self.slot.read(self)
         return self._body
 
     async def json(self):
         if not hasattr(self, "_json"):
-            parts = self.app.state.parts
-            limit = parts.budget(self.scope.get("path", ""), JSON).body_bytes
+            parts, path = self.app.state.parts, self.scope.get("path", "")
+            limit = parts.budget(path, JSON).body_bytes
             max_values = parts.settings.max_json_bytes // 4
             if self.body_model is None:
-                self._json = await parts.run(parse_json, await self.body(), limit, max_values)
+                call = (parse_json, await self.body(), limit, max_values)
             else:
-                self._json = await parts.run(parse_model, self.body_model, await self.body(), limit, max_values)
+                call = (parse_model, self.body_model, await self.body(), limit, max_values)
+            self._json = await parts.run(*call, limiter=parts.limiter_of(path))
         return self._json
 
 
@@ -141,9 +144,12 @@ class JsonRoute(APIRoute):
             require_json(request)
             bounded_request = BoundedRequest(request.scope, request.receive)
             bounded_request.body_model = model
-            # FastAPI reads the body before the route parses it: its bytes (and a large body's slot: /predict's may
-            # be up to --max-body-mb) are taken before that, and held until the answer
-            async with request.app.state.parts.body_slot(request):
+            # FastAPI reads the body before the route parses it: its bytes (and a large body's work slot: /predict's
+            # may be up to --max-body-mb) are held from then until the answer
+            async with request.app.state.parts.body_slot() as bounded_request.slot:
+                # Read here, not inside FastAPI's body parsing, which turns a client that leaves mid-body into a
+                # "400 There was an error parsing the body" (helper 90's review): it is one info line (CatchAll).
+                await bounded_request.body()
                 return await handler(bounded_request)
 
         return bounded

@@ -16,14 +16,14 @@ class BadInput(HTTPException):
         super().__init__(status_code=status, detail=message, headers=headers)
 
 
-def describe(errors: list[dict], shown: int = 3) -> str:
-    """One line from pydantic's errors: ``invalid request: <what> at <where>; ...``."""
+def describe(errors: list[dict], shown: int = 3, whole: str = "the body") -> str:
+    """One line from pydantic's errors: ``invalid request: <what> at <where>; ...`` (``whole``: what was validated)."""
     parts = []
     for e in errors[:shown]:
         where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
         what = str(e.get("msg", "bad input")).removeprefix("Value error, ")
         if not where and e.get("type") in ("model_type", "model_attributes_type", "dict_type"):
-            what = "the body must be a JSON object"
+            what = f"{whole} must be a JSON object"
         parts.append(f"{what} at {where}" if where else what)
     more = f"; and {len(errors) - shown} more" if len(errors) > shown else ""
     return "invalid request: " + "; ".join(parts) + more

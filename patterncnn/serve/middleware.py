@@ -37,9 +37,9 @@ def shown(text: str, limit: int = 300) -> str:
 
 
 def log_refusal(scope, status: int, body: bytes) -> None:
-    """One line for a refused request (a 4xx): status, method, path and our ``detail`` (never the request's headers
-    or raw body, so never its token; a detail may quote a value the client sent, such as a map id): what a client
-    such as Label Studio sends its user to the server log for."""
+    """One line for a refused request (a 4xx, or a 503: busy): status, method, path and our ``detail`` (never the
+    request's headers or raw body, so never its token; a detail may quote a value the client sent, such as a map
+    id): what a client such as Label Studio sends its user to the server log for."""
     try:
         detail = json.loads(body).get("detail")
     except (ValueError, AttributeError):
@@ -51,7 +51,8 @@ def log_refusal(scope, status: int, body: bytes) -> None:
 
 class CatchAll:
     """A JSON 500 for any unhandled error, and one log line about it (no traceback in body or log); one log line
-    for each request refused with a 4xx, whichever layer below refused it (:func:`log_refusal`).
+    for each request refused with a 4xx or a 503 (the body budget full, no encoder), whichever layer below refused it
+    (:func:`log_refusal`; until 2026-11-29 a 503 went unlogged, helper 90's review).
 
     A request cancelled because the server is stopping (its shutdown grace ran out) gets a JSON 503
     and one log line, instead of uvicorn's plain-text 500 and traceback.
@@ -69,8 +70,8 @@ class CatchAll:
             nonlocal started, refused
             if message["type"] == "http.response.start":
                 started = True
-                refused = message["status"] if 400 <= message["status"] < 500 else 0
-            elif refused and message["type"] == "http.response.body":  # our 4xx bodies are one short JSON message
+                refused = message["status"] if 400 <= message["status"] < 500 or message["status"] == 503 else 0
+            elif refused and message["type"] == "http.response.body":  # our refusals are one short JSON message
                 log_refusal(scope, refused, message.get("body", b"")[:4096])
                 refused = 0
             await send(message)

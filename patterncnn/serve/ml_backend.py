@@ -25,7 +25,7 @@ from ..classifier.classify import TOO_LARGE, scorable
 from ..core.maps import classifier_input
 from ..labelling.push import choice_names, prediction
 from .decode import JsonRoute, task_map
-from .errors import BadInput, error_responses
+from .errors import BadInput, describe, error_responses
 from .middleware import shown
 from .schemas import (
     Error,
@@ -35,6 +35,7 @@ from .schemas import (
     SetupRequest,
     SetupResponse,
     Task,
+    UnusableTask,
     Versions,
     WebhookResponse,
 )
@@ -64,7 +65,8 @@ def project_names(config: str | None) -> tuple[str, str, tuple[str, ...]]:
 @router.post("/setup", response_model=SetupResponse)
 async def setup(req: SetupRequest, parts: Parts = Depends(get_parts)) -> SetupResponse:
     """Check a project's labeling config and remember its label names."""
-    parts.remember_project(req.project, await parts.run(project_names, req.label_config))  # XML: off the loop
+    names = await parts.run(project_names, req.label_config, limiter=parts.limiter_of("/setup"))  # XML: off the loop
+    parts.remember_project(req.project, names)
     return SetupResponse(model_version=parts.classifier.model_version)
 
 
@@ -85,7 +87,8 @@ async def predict(req: PredictRequest, parts: Parts = Depends(get_parts)) -> Pre
     return await parts.run(_answer, parts, req.tasks, *names)
 
 
-def _answer(parts: Parts, tasks: list[Task], from_name: str, to_name: str, choices: tuple[str, ...]) -> Response:
+def _answer(parts: Parts, tasks: list[Task | UnusableTask], from_name: str, to_name: str,
+            choices: tuple[str, ...]) -> Response:
     # Serialized here, in the worker: one prediction per task, which Label Studio may send by the ten thousand.
     # A thousand predictions per call: a serializer call holds the GIL, and with it the event loop, until it returns.
     version = parts.classifier.model_version
@@ -123,14 +126,19 @@ async def train() -> Error:
     raise BadInput(NOT_LEARNED_HERE)
 
 
-def _predict(parts: Parts, tasks: list[Task]) -> list[np.ndarray | None]:
-    """(5,) probabilities per task, or None for a task without a usable map; each map decoded as its batch fills
-    (:meth:`Parts.probabilities`), so at most one batch's maps are held at once."""
+def _predict(parts: Parts, tasks: list[Task | UnusableTask]) -> list[np.ndarray | None]:
+    """(5,) probabilities per task, or None for a task without a usable map (or that breaks the schema); each map
+    decoded as its batch fills (:meth:`Parts.probabilities`), so at most one batch's maps are held at once."""
     s = parts.settings
     unusable: list[str] = []
 
     def items():
-        for task in tasks:
+        for i, task in enumerate(tasks):
+            if isinstance(task, UnusableTask):  # named by its id, or where it is
+                name = f"task {task.id}" if task.id is not None else f"the task at position {i}"
+                unusable.append(f"{name}: {describe(task.errors, whole='the task').removeprefix('invalid request: ')}")
+                yield task.id, None, None, None
+                continue
             try:
                 a, errors, _ = classifier_input(task_map(task, s), max_t=s.max_t, seps=task.data.seps)
             except BadInput as e:

@@ -11,7 +11,7 @@ from ..core.labels import LABELS
 from ..core.version import __version__
 from ..encoders.load import CHARS_PER_TOKEN, EncoderError
 from ..experiments import analyze as analysis
-from .decode import BINARY, JSON, JsonRoute, classify_batch, media_type, read_body
+from .decode import BINARY, JSON, JsonRoute, classify_batch, media_type
 from .errors import BadInput, error_responses
 from .schemas import (
     AnalyzeRequest,
@@ -81,8 +81,8 @@ async def classify(request: Request, parts: Parts = Depends(get_parts)) -> Class
     if media != JSON and media not in BINARY:
         raise BadInput(f"unsupported content type {request.headers.get('content-type', '')!r}: send "
                        f"application/json or application/octet-stream (.npy/.npz)", 415)
-    async with parts.body_slot(request):
-        body = await read_body(request)
+    async with parts.body_slot() as slot:
+        body = await slot.read(request)
         results, note = await parts.run(_classify, parts, media, body)
     return ClassifyResponse(results=results, model_version=parts.classifier.model_version, note=note)
 

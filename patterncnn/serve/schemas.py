@@ -1,7 +1,8 @@
 """The service's request and response models: the OpenAPI schema and the validation of every body.
 
 Request models are strict (a string is not a number, 1.0 is not an integer, a number is not a
-string), so whatever breaks the schema gets a 422 before any handler runs. The service's own
+string), so whatever breaks the schema gets a 422 before any handler runs, except a ``/predict`` task, which gets no
+prediction (:class:`UnusableTask`) while the others get theirs. The service's own
 bodies (:class:`ClosedModel`: ``/v1/classify``, ``/v1/analyze``) refuse a key they do not know,
 naming the ones they take (a misspelt ``sep`` would otherwise be dropped without a word); the
 Label Studio ML backend's (``/setup``, ``/predict``) ignore unknown keys, since Label Studio sends
@@ -124,6 +125,36 @@ class Task(StrictModel):
     data: TaskData = Field(default_factory=TaskData)
 
 
+class UnusableTask(BaseModel):
+    """A ``/predict`` task that breaks :class:`Task`'s schema (``seps`` as a string from a CSV import, ``data`` not an
+    object, ...): it gets no prediction, and the others get theirs. Until 2026-11-29 one such task made the whole
+    request a 422, and Label Studio stored nothing for any task (helper 90's review)."""
+
+    id: Any = None  # the task's id if it has a usable one
+    errors: list[dict]  # pydantic's errors, without the input (a task holds its map)
+
+
+def _each_task(value: Any, handler: ValidatorFunctionWrapHandler) -> Task | UnusableTask:
+    try:
+        return handler(value)
+    except ValidationError as e:
+        key = value.get("id") if isinstance(value, dict) else None
+        usable = isinstance(key, str) and len(key) <= 256 or type(key) is int and -(2**63) <= key < 2**63
+        return UnusableTask(id=key if usable else None, errors=e.errors(include_input=False, include_url=False))
+
+
+class _AnyTask:
+    """The schema of a /predict task: :class:`Task`, or anything else, which gets no prediction (so the spec does not
+    promise a 422 for a task that breaks Task's schema)."""
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema, handler):
+        return {"anyOf": [handler(core_schema), {"description": "anything else: no prediction for this task"}]}
+
+
+PredictTask = Annotated[Task, WrapValidator(_each_task), _AnyTask]  # a task that breaks Task's schema: UnusableTask
+
+
 ProjectId = Annotated[str, Field(max_length=256)] | int
 
 
@@ -141,8 +172,9 @@ class SetupRequest(StrictModel):
 class PredictRequest(StrictModel):
     max_items: ClassVar[dict[str, int]] = {"tasks": MAX_TASKS}  # bounded before any task is validated
 
-    tasks: list[Task] = Field(max_length=MAX_TASKS, description=(
-        f"the tasks to pre-annotate (at most {MAX_TASKS}); classified max_batch at a time"))
+    tasks: list[PredictTask] = Field(max_length=MAX_TASKS, description=(
+        f"the tasks to pre-annotate (at most {MAX_TASKS}); classified max_batch at a time; a task that breaks this "
+        f"schema gets no prediction (an empty list), the others theirs"))
     project: Optional[ProjectId] = None
     label_config: LabelConfig = Field(None, description=f"the labeling config (at most {MAX_CONFIG} characters)")
 

@@ -19,9 +19,8 @@ class ServeSettings:
         max_decoded_bytes: the most bytes the maps of one request may decode to, counted as float32 (an .npz
             is refused on its declared sizes before it is inflated).
         max_inflight_bytes: the most request-body bytes the server holds at once, all requests together (each
-            counted at its Content-Length, or ``max_body_bytes`` if unknown, from before it is read until its answer);
-            a body that would pass it is refused, 503 with ``Retry-After``. At least ``max_body_bytes`` (a smaller
-            value is raised to it).
+            body's bytes counted as they arrive, until its answer); a body that would pass it is refused, 503 with
+            ``Retry-After``. At least ``max_body_bytes`` (a smaller value is raised to it).
         header_timeout: a client must send a request's headers within this time.
         body_timeout: a client must send a request's body within this time.
         shutdown_grace: on SIGTERM, running requests get this long to finish; the rest are answered 503 (a

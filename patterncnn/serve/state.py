@@ -20,7 +20,7 @@ from fastapi import Request
 
 from ..classifier.classify import BATCH_MAPS, TOO_LARGE, batches, scorable
 from ..core.arrayfile import ReadLimits
-from .decode import Batch, inputs, media_type, refusal
+from .decode import Batch, inputs, read_body, refusal
 from .errors import BadInput
 from .settings import ServeSettings
 
@@ -51,14 +51,17 @@ class Parts:
     encoder: Encoder | None = None  # None: no /v1/analyze
     limiter: anyio.CapacityLimiter = None
     projects: dict[str, tuple[str, str, tuple[str, ...]]] = dataclasses.field(default_factory=dict)
-    large_bodies: anyio.CapacityLimiter = None  # bodies over the JSON limit read (and worked on) at once
-    inflight_bytes: int = 0  # body bytes held by requests now (body_slot), at most settings.max_inflight_bytes
+    large_bodies: anyio.CapacityLimiter = None  # bodies over the JSON limit worked on at once
+    setup_limiter: anyio.CapacityLimiter = None  # /setup's work (limiter_of)
+    inflight_bytes: int = 0  # body bytes held by requests now (BodySlot), at most settings.max_inflight_bytes
 
     def __post_init__(self):
         if self.limiter is None:
             self.limiter = anyio.CapacityLimiter(self.settings.workers)
         if self.large_bodies is None:
             self.large_bodies = anyio.CapacityLimiter(self.settings.workers)
+        if self.setup_limiter is None:
+            self.setup_limiter = anyio.CapacityLimiter(self.settings.workers)
         if self.encoder is not None:
             # Settle the fast tokenizer on the one setting every request uses (Encoder.tokenize) while one
             # thread has it: switching that setting while another thread encodes fails.
@@ -85,33 +88,29 @@ class Parts:
         return Budget(body_bytes=body, text_chars=self.text_chars, decoded=s.read_limits)
 
     @contextlib.asynccontextmanager
-    async def body_slot(self, request: Request) -> AsyncIterator[None]:
-        """What a request holds while its body is read and worked on. A body over the JSON limit (one of unknown
-        length counts as its route's limit, :meth:`budget`) first waits for one of ``workers`` slots; then every body
-        takes its length from the server's ``max_inflight_bytes``: a body it does not fit is refused, 503 with
-        ``Retry-After``, before it is read, so the bodies in memory never pass that total."""
-        s = self.settings
-        length = request.headers.get("content-length", "")
-        size = (min(int(length), s.max_body_bytes) if length.isdigit() else  # unknown: its route's most
-                self.budget(request.scope.get("path", ""), media_type(request)).body_bytes)
-        async with self.large_bodies if size > s.max_json_bytes else contextlib.nullcontext():
-            if self.inflight_bytes + size > s.max_inflight_bytes:  # checked and taken with no await between
-                raise BadInput(f"the server holds {self.inflight_bytes} bytes of request bodies and this one of "
-                               f"{size} would pass its limit of {s.max_inflight_bytes} (--max-inflight-mb); retry "
-                               f"in a moment, or send smaller requests", 503, headers={"Retry-After": RETRY_AFTER})
-            self.inflight_bytes += size
+    async def body_slot(self) -> AsyncIterator[BodySlot]:
+        """What a request holds while its body is read and worked on (:class:`BodySlot`), given back when it is
+        answered."""
+        async with contextlib.AsyncExitStack() as stack:
+            slot = BodySlot(self, stack)
             try:
-                yield
+                yield slot
             finally:
-                self.inflight_bytes -= size
+                self.inflight_bytes -= slot.held
 
-    async def run(self, fn: Callable, *args) -> Any:
-        """``fn(*args)`` off the event loop, at most ``settings.workers`` at once (decoding and inference).
+    def limiter_of(self, path: str) -> anyio.CapacityLimiter:
+        """The limiter of a route's work: ``/setup``'s own (Label Studio gives it 3 s, so it never waits behind
+        inference: helper 90's review measured 4.4 s under load), else that of decoding and inference."""
+        return self.setup_limiter if path == "/setup" else self.limiter
+
+    async def run(self, fn: Callable, *args, limiter: anyio.CapacityLimiter | None = None) -> Any:
+        """``fn(*args)`` off the event loop, at most ``settings.workers`` at once (decoding and inference; another
+        ``limiter``, such as :meth:`limiter_of`'s, bounds other work).
 
         A request cancelled while its call runs (the server stopping) returns at once; the call's
         result is dropped.
         """
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=self.limiter,
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=limiter or self.limiter,
                                               abandon_on_cancel=True)
 
     def probabilities(self, items: Iterable[tuple]) -> Iterator[tuple[Any, str | None, np.ndarray | None]]:
@@ -145,6 +144,40 @@ class Parts:
         self.projects[str(project)] = names
         while len(self.projects) > MAX_PROJECTS:
             self.projects.pop(next(iter(self.projects)))
+
+
+class BodySlot:
+    """What one request holds of the server's body budget (:meth:`Parts.body_slot`): the bytes of its body that have
+    arrived, charged as they arrive, so that a body that would take the server past ``max_inflight_bytes`` is
+    refused (503 with ``Retry-After``) and the bodies in memory never pass that total; and, once a body over the
+    JSON limit is in, one of ``workers`` slots to work on it (the others wait).
+
+    Until 2026-11-29 a body was charged its declared ``Content-Length`` (its route's limit if it had none) before a
+    byte arrived: 64 connections that sent headers and nothing else locked every body route out for 60 s, and a
+    large upload that stalled held a work slot (helper 90's review).
+    """
+
+    def __init__(self, parts: Parts, stack: contextlib.AsyncExitStack):
+        self.parts, self.stack, self.held = parts, stack, 0
+
+    def charge(self, n: int) -> None:
+        """Take ``n`` more body bytes from the server's budget (no await: checked and taken at once)."""
+        p, most = self.parts, self.parts.settings.max_inflight_bytes
+        if p.inflight_bytes + n > most:
+            raise BadInput(f"the server holds {p.inflight_bytes} bytes of request bodies and this one's "
+                           f"{self.held + n} bytes so far would pass its limit of {most} (--max-inflight-mb); retry "
+                           f"in a moment, or send smaller requests", 503,
+                           headers={"Retry-After": RETRY_AFTER, "Connection": "close"})
+        p.inflight_bytes += n
+        self.held += n
+
+    async def read(self, request: Request) -> bytearray:
+        """The request's body (:func:`patterncnn.serve.decode.read_body`), charged as it arrives; a body over the
+        JSON limit then waits for a work slot, held until the answer."""
+        body = await read_body(request, self.charge)
+        if len(body) > self.parts.settings.max_json_bytes:
+            await self.stack.enter_async_context(self.parts.large_bodies)
+        return body
 
 
 def get_parts(request: Request) -> Parts:
