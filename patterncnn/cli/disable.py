@@ -47,13 +47,17 @@ def run(args) -> int:
                   device=device(args), overwrite=args.overwrite, progress=progress()).data
     b = res["baseline"]
     cells = [c for row in res["heads"] for c in row]
+    second = res.get("second_metric")  # GLUE's other metric of the task (accuracy beside F1, Spearman beside Pearson)
+    also = f"; {second} {b['second']:.4f}" if second else ""
     print(f"{res['tag']} on {res['task']} ({res['examples']} dev examples): baseline {res['metric']} "
-          f"{b['metric']:.4f} [{b['ci95'][0]:.4f}, {b['ci95'][1]:.4f}] (brackets: 95% bootstrap intervals over the "
-          f"examples)")
+          f"{b['metric']:.4f} [{b['ci95'][0]:.4f}, {b['ci95'][1]:.4f}]{also} (brackets: 95% bootstrap intervals over "
+          f"the examples)")
     print(f"heads whose change is {TOLD_FROM_NOISE}: {sum(c['outside'] for c in cells)} of {len(cells)} (about "
           f"{ALPHA * len(cells):.1f} or fewer expected by chance if no head mattered); best change "
           f"{max(c['change'] for c in cells):+.4f}, worst {min(c['change'] for c in cells):+.4f}")
     for l, c in enumerate(res["layers"]):
-        print(f"  layer {l} off: {c['metric']:.4f} ({c['change']:+.4f} [{c['ci95'][0]:+.4f}, {c['ci95'][1]:+.4f}])")
+        also = f"; {second} {c['second']:.4f} ({c['second_change']:+.4f})" if second else ""
+        print(f"  layer {l} off: {res['metric']} {c['metric']:.4f} ({c['change']:+.4f} [{c['ci95'][0]:+.4f}, "
+              f"{c['ci95'][1]:+.4f}]){also}")
     print(f"wrote {out}/disable.json, disable.csv, disable.png")
     return 0

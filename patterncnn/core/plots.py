@@ -240,9 +240,10 @@ def disable_plot(result: dict, boxed: str = "told from noise, disable.json's out
         ax2.set_xlabel(f"change of {result['metric']}, points", fontsize=8)
         ax2.set_title("all heads of one layer disabled", fontsize=9)
     b = result["baseline"]
+    second = f"; {result['second_metric']} {100 * b['second']:.1f}" if "second" in b else ""
     fig.suptitle(f"disable — {result['tag']} on {result['task']} ({result['examples']} dev examples); baseline "
-                 f"{result['metric']} {100 * b['metric']:.1f} [{100 * b['ci95'][0]:.1f}, {100 * b['ci95'][1]:.1f}]",
-                 fontsize=9)
+                 f"{result['metric']} {100 * b['metric']:.1f} [{100 * b['ci95'][0]:.1f}, {100 * b['ci95'][1]:.1f}]"
+                 f"{second}", fontsize=9)
     return fig
 
 

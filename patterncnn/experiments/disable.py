@@ -59,6 +59,9 @@ from .result import ExperimentResult
 log = logging.getLogger(__name__)
 
 PRIMARY = {"accuracy": "accuracy", "f1": "f1", "mcc": "mcc", "corr": "pearson"}
+# GLUE reports a second metric for MRPC and QQP (accuracy beside F1) and STS-B (Spearman beside Pearson): recorded
+# beside the primary one, which alone decides the intervals, ``outside``, the figure and ``link``.
+SECOND = {"f1": "accuracy", "corr": "spearman"}
 RESULT = "disable.json"
 
 
@@ -208,6 +211,21 @@ def metric(task: GlueTask, preds: np.ndarray, labels: np.ndarray) -> float:
     return float(resampled_metric(task, preds, labels, np.arange(len(labels))[None])[0])
 
 
+def second_metric(task: GlueTask) -> str | None:
+    """The second metric GLUE reports for ``task`` (``accuracy`` for MRPC/QQP, ``spearman`` for STS-B), or None."""
+    return SECOND.get(task.metric)
+
+
+def second_value(task: GlueTask, preds: np.ndarray, labels: np.ndarray) -> float:
+    """The task's :func:`second_metric` (which must exist): accuracy, or Spearman's correlation (Pearson's of the
+    ranks, ties averaged; 0 for constant scores, as :func:`metric` gives Pearson)."""
+    if task.metric == "corr":
+        from scipy.stats import rankdata
+
+        return metric(task, rankdata(preds), rankdata(labels))
+    return float((preds == labels).mean())
+
+
 def chance_level(task: GlueTask, labels: np.ndarray) -> float:
     """The task's metric for the best constant prediction: always the same class (the commonest for accuracy, the
     positive class for F1; 0 for MCC); 0 for a correlation, which a constant does not have."""
@@ -225,8 +243,13 @@ def chance_warning(result: dict) -> str | None:
                 "whether disabling a head can show anything on it is unchecked; run it again")
     if not b["at_chance"]:
         return None
+    try:
+        regression = get_task(result["task"]).is_regression
+    except (KeyError, ValueError):
+        regression = False
+    chance = "no correlation with the gold scores" if regression else "always predicting one label"
     return (f"the undisabled model's {result['metric']} is within its 95% interval of chance ({b['chance']:.4f}, "
-            f"always predicting one label): disabling a head cannot show what it does. Check that the model was "
+            f"{chance}): disabling a head cannot show what it does. Check that the model was "
             f"fine-tuned on {result['task']} (`patterncnn finetune --task {result['task']}`), or score more examples "
             f"(--limit N)")
 
@@ -385,17 +408,30 @@ def parse_unit(name: str, num_heads: int) -> tuple[int, list[int]]:
     return int(layer), ([int(head)] if head else list(range(num_heads)))
 
 
+def _second(task: GlueTask, preds: np.ndarray, labels: np.ndarray, base: float | None = None) -> dict:
+    """``second`` (:func:`second_value`) and, against the undisabled model's ``base``, ``second_change``; {} for a task
+    with one metric."""
+    if second_metric(task) is None:
+        return {}
+    v = second_value(task, preds, labels)
+    return {"second": round(v, 5), **({} if base is None else {"second_change": round(v - base, 5)})}
+
+
 def _summarize(task: GlueTask, parts: dict, base: np.ndarray, labels: np.ndarray, idx: np.ndarray,
                num_layers: int, num_heads: int) -> tuple[list, list]:
     base_metric = metric(task, base, labels)
+    base_second = second_value(task, base, labels) if second_metric(task) else None
 
     def cell(name):
         off = parts[name]["preds"]
         m = metric(task, off, labels)
         lo, hi = change_interval(task, base, off, labels, idx)
         test = paired_test(task, base, off, labels)
+        # a regression's scores all move a little when anything is disabled: a count of changed ones says nothing
+        changed = {} if task.is_regression else {"changed_predictions": int((off != base).sum())}
         return {"metric": round(m, 5), "change": round(m - base_metric, 5), "ci95": [round(lo, 5), round(hi, 5)],
-                "outside": told_from_noise((lo, hi), test), "changed_predictions": int((off != base).sum()), **test}
+                "outside": told_from_noise((lo, hi), test), **changed, **test,
+                **_second(task, off, labels, base_second)}
 
     heads = [[cell(f"L{l}H{h}") for h in range(num_heads)] for l in range(num_layers)]
     layers = [cell(f"L{l}") for l in range(num_layers) if f"L{l}" in parts]
@@ -443,10 +479,11 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
         experiment="disable", model=public_fingerprint(enc.fingerprint), tag=enc.tag, task=task.name,
         split=split.split, examples=len(labels), of=split.total, seed=seed, max_length=enc.max_length,
         device=enc.device,
-        metric=primary_metric(task), label_order=order_note, bootstrap=boot, layers_count=enc.num_layers,
+        metric=primary_metric(task), **({"second_metric": second_metric(task)} if second_metric(task) else {}),
+        label_order=order_note, bootstrap=boot, layers_count=enc.num_layers,
         heads_count=enc.num_heads,
         baseline={"metric": round(metric(task, base, labels), 5), "ci95": [round(base_lo, 5), round(base_hi, 5)],
-                  "chance": round(chance, 5), "at_chance": bool(base_lo <= chance)},
+                  "chance": round(chance, 5), "at_chance": bool(base_lo <= chance), **_second(task, base, labels)},
         heads=heads, layers=layer_cells, seconds={"baseline": round(t_base, 1), "units": round(time.time() - t1, 1)})
     write_outputs(out, result)
     finish(out)
@@ -489,14 +526,19 @@ def disable(model: str, task: str, limit: int | None = None, glue_dir: str | Pat
 
 
 def rows(result: dict) -> tuple[list[str], list[list]]:
-    """(header, rows) of disable.csv: one row per head, then per layer."""
+    """(header, rows) of disable.csv: one row per head, then per layer. Columns a run does not record are empty:
+    ``changed_predictions`` and the paired test on a regression task, the second metric on a task with one (and in
+    runs from before 2026-11-29)."""
     units = [(l, h, c) for l, row in enumerate(result["heads"]) for h, c in enumerate(row)]
     units += [(l, "all", c) for l, c in enumerate(result["layers"])]
+    second = result.get("second_metric", "")
     return ["task", "unit", "layer", "head", "metric", "change", "ci95_low", "ci95_high", "outside",
-            "changed_predictions", "gains", "losses", "paired_p", "baseline"], [
+            "changed_predictions", "gains", "losses", "paired_p", "baseline", "second_metric", "second",
+            "second_change", "second_baseline"], [
         [result["task"], f"L{l}H{h}" if h != "all" else f"L{l}", l, h, c["metric"], c["change"], *c["ci95"],
-         int(c["outside"]), c["changed_predictions"], *(c.get(k, "") for k in ("gains", "losses", "paired_p")),
-         result["baseline"]["metric"]] for l, h, c in units]
+         int(c["outside"]), *(c.get(k, "") for k in ("changed_predictions", "gains", "losses", "paired_p")),
+         result["baseline"]["metric"], second, c.get("second", ""), c.get("second_change", ""),
+         result["baseline"].get("second", "")] for l, h, c in units]
 
 
 def write_outputs(out: Path, result: dict) -> None:

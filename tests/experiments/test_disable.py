@@ -379,3 +379,67 @@ def test_a_deberta_v2_with_a_convolution_after_its_first_layer_replays_the_full_
         # the tiny model's logits are ~1e-3: tight enough that a wrong residual into the convolution (1.5e-5) fails
         assert torch.allclose(cached, full, rtol=1e-5, atol=1e-8)
         assert not torch.allclose(cached, runner.baseline)
+
+
+def test_a_regression_task_counts_no_changed_predictions_and_its_chance_is_no_correlation(tiny_bert, glue_dir, tmp_path,
+                                                                                          capsys):
+    # From helper 91's review (NIT 4): on STS-B every disabled head moves every score a little, so changed_predictions
+    # was the number of examples for every unit; and the at-chance warning spoke of "always predicting one label".
+    from patterncnn.cli import main
+    from patterncnn.experiments.disable import chance_warning, rows
+
+    _, _, folder = _classifier(tiny_bert, tmp_path, "ft", num_labels=1)
+    out = tmp_path / "run"
+    assert main(["disable", "--model", str(folder), "--task", "stsb", "--glue-dir", str(glue_dir), "--limit", "12",
+                 "--bootstrap", "50", "--out", str(out)]) == 0
+    res = json.loads((out / "disable.json").read_text())
+    cells = [c for row in res["heads"] for c in row] + res["layers"]
+    assert res["metric"] == "pearson" and not any({"changed_predictions", "gains", "losses", "paired_p"} & set(c)
+                                                   for c in cells)
+    header, table = rows(res)
+    assert all(r[header.index("changed_predictions")] == "" and r[header.index("paired_p")] == "" for r in table)
+    warning = chance_warning({"task": "stsb", "metric": "pearson", "baseline": {"at_chance": True, "chance": 0.0}})
+    assert "(0.0000, no correlation with the gold scores)" in warning and "one label" not in warning
+    warning = chance_warning({"task": "rte", "metric": "accuracy", "baseline": {"at_chance": True, "chance": 0.5}})
+    assert "(0.5000, always predicting one label)" in warning
+
+
+def test_glues_second_metric_is_recorded_beside_the_primary_one(tiny_bert, glue_dir, tmp_path, capsys):
+    # From helper 91's review (NIT 5): MRPC/QQP were scored by F1 only and STS-B by Pearson only, while GLUE reports
+    # F1 and accuracy, Pearson and Spearman. The primary metric still decides everything else.
+    from scipy.stats import spearmanr
+
+    from patterncnn.cli import main
+    from patterncnn.core.plots import disable_plot
+    from patterncnn.experiments.disable import rows, second_metric, second_value
+
+    rng = np.random.default_rng(3)
+    s, t = rng.normal(size=40), rng.normal(size=40)
+    s[:5] = s[0]  # ties
+    assert second_value(get_task("stsb"), s, t) == pytest.approx(spearmanr(s, t)[0])
+    y, p = rng.integers(0, 2, 40), rng.integers(0, 2, 40)
+    assert second_value(get_task("mrpc"), p, y) == pytest.approx((p == y).mean())
+    assert [second_metric(get_task(k)) for k in ("mrpc", "qqp", "stsb", "rte", "cola", "sst2")] == \
+        ["accuracy", "accuracy", "spearman", None, None, None]
+    _, _, folder = _classifier(tiny_bert, tmp_path, "ft")
+    out = tmp_path / "run"
+    assert main(["disable", "--model", str(folder), "--task", "mrpc", "--glue-dir", str(glue_dir), "--limit", "12",
+                 "--bootstrap", "50", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    res = json.loads((out / "disable.json").read_text())
+    assert res["metric"] == "f1" and res["second_metric"] == "accuracy" and 0 <= res["baseline"]["second"] <= 1
+    for c in [c for row in res["heads"] for c in row] + res["layers"]:
+        assert c["second_change"] == pytest.approx(c["second"] - res["baseline"]["second"], abs=2e-5)
+        # accuracy moves by the paired test's gains less its losses, over the examples
+        assert c["second_change"] == pytest.approx((c["gains"] - c["losses"]) / 12, abs=2e-5)
+    assert f"; accuracy {res['baseline']['second']:.4f}" in printed and "layer 0 off: f1 " in printed
+    header, table = rows(res)
+    assert table[0][header.index("second_metric")] == "accuracy" and table[0][header.index("second")] != ""
+    # a result written before the second metric (or of a task with one) still reads: those columns are empty
+    old = json.loads((out / "disable.json").read_text())
+    for c in [c for row in old["heads"] for c in row] + old["layers"]:
+        del c["second"], c["second_change"]
+    del old["second_metric"], old["baseline"]["second"]
+    header, table = rows(old)
+    assert table[0][header.index("second")] == "" and table[0][header.index("second_metric")] == ""
+    disable_plot(old)
