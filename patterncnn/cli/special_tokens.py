@@ -41,7 +41,8 @@ def register(sub) -> None:
                                    "over those classes (Fig. 7). Heatmaps per task, CSV and JSON. Resumable.")
     add_tasks_arg(p, required=True)
     p.add_argument("--token-class", action="append", type=token_class, default=[], metavar="NAME=REGEX",
-                   help="an extra class of tokens whose whole text (without ## marks) matches REGEX (repeatable)")
+                   help="an extra class of tokens whose whole text (what the token reads as, without ##, ▁ or Ġ "
+                        "word marks) matches REGEX (repeatable)")
     p.add_argument("--limit", type=positive_int, default=1000, help="examples per task (default: %(default)s)")
     p.add_argument("--batch-size", type=positive_int, default=16, help="encoder batch size (default: %(default)s)")
     p.add_argument("--out", type=out_path, default="runs/special-tokens", help="output folder (default: %(default)s)")

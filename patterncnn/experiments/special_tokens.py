@@ -14,7 +14,11 @@ The measure of one (example, layer, head) map A (T x T, rows sum to 1) for a tok
 normalised by the sequence length as in the paper, so it lies in [0, 1] and the classes add up to 1.
 It is averaged over examples. Every key token falls in exactly one class, tried in this order: the
 tokenizer's own ``cls_token`` (``<s>`` for MPNet), its ``sep_token`` (``</s>``), the user's regexes
-(matched against the whole token, word-piece marks such as ``##`` removed), punctuation, other.
+(matched against the token's whole text, :func:`token_text`), punctuation, other. A token's text is what it reads
+as, for every tokenizer family alike: a byte-level BPE token (RoBERTa's ``âĢĻ``) is the character it encodes
+(``’``), and word marks (WordPiece's ``##``, SentencePiece's ``▁``, byte-level BPE's ``Ġ``) are dropped. A token
+with no text of its own (SentencePiece's lone ``▁``, the start of the word the next piece spells) takes the class of
+the token after it.
 """
 
 from __future__ import annotations
@@ -57,9 +61,30 @@ def _bare(token: str) -> str:
     return token
 
 
-def is_punctuation(token: str) -> bool:
-    t = _bare(token)
-    return bool(t) and all(unicodedata.category(c).startswith("P") or c in "$+<=>^`|~" for c in t)
+def is_punctuation(text: str) -> bool:
+    """Whether a token's text (:func:`token_text`) is punctuation and symbols only."""
+    return bool(text) and all(unicodedata.category(c).startswith("P") or c in "$+<=>^`|~" for c in text)
+
+
+def token_text(tokenizer) -> Callable[[str], str]:
+    """token -> its text, for ``tokenizer``: ``convert_tokens_to_string([token])`` stripped of spaces, without a
+    WordPiece continuation mark (the prefix of the tokenizer's WordPiece decoder, ``##``), so that byte-level BPE
+    (``âĢĻ`` -> ``’``), SentencePiece (``▁the`` -> ``the``) and WordPiece (``##ing`` -> ``ing``) tokens are classified
+    by the same characters. A tokenizer without ``convert_tokens_to_string``: the token without its word mark."""
+    convert = getattr(tokenizer, "convert_tokens_to_string", None)
+    if convert is None:
+        return _bare
+    decoder = getattr(getattr(tokenizer, "backend_tokenizer", None), "decoder", None)
+    prefix = getattr(decoder, "prefix", "") if type(decoder).__name__ == "WordPiece" else ""
+    seen: dict[str, str] = {}
+
+    def text(token: str) -> str:
+        if token not in seen:
+            t = convert([token]).strip()
+            seen[token] = t[len(prefix):] if prefix and t.startswith(prefix) and len(t) > len(prefix) else t
+        return seen[token]
+
+    return text
 
 
 def token_class_error(name, pattern) -> str | None:
@@ -83,11 +108,12 @@ class TokenClasses:
     cls_token: str
     sep_token: str
     user: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> regex
+    text: Callable[[str], str] = _bare  # token -> its text (:func:`token_text`)
 
     @classmethod
     def for_tokenizer(cls, tokenizer, user: dict[str, str] | None = None) -> "TokenClasses":
         """``user``: name -> regex, each already passed by :func:`token_class_error`."""
-        return cls(tokenizer.cls_token, tokenizer.sep_token, dict(user or {}))
+        return cls(tokenizer.cls_token, tokenizer.sep_token, dict(user or {}), token_text(tokenizer))
 
     @property
     def names(self) -> list[str]:
@@ -96,16 +122,19 @@ class TokenClasses:
     def assign(self, tokens: list[str]) -> np.ndarray:
         """(T,) int: the class index of each token."""
         compiled = [re.compile(p) for p in self.user.values()]
+        punct, other = len(self.names) - 2, len(self.names) - 1
         out = np.empty(len(tokens), dtype=np.int64)
-        for k, tok in enumerate(tokens):
+        for k in reversed(range(len(tokens))):  # from the end: a token without text takes the next one's class
+            tok = tokens[k]
             if tok == self.cls_token:
                 out[k] = 0
             elif tok == self.sep_token:
                 out[k] = 1
+            elif not (text := self.text(tok)):
+                out[k] = out[k + 1] if k + 1 < len(tokens) and out[k + 1] > 1 else other
             else:
-                hit = next((2 + i for i, rx in enumerate(compiled) if rx.fullmatch(_bare(tok))), None)
-                punct, other = len(self.names) - 2, len(self.names) - 1
-                out[k] = hit if hit is not None else (punct if is_punctuation(tok) else other)
+                hit = next((2 + i for i, rx in enumerate(compiled) if rx.fullmatch(text)), None)
+                out[k] = hit if hit is not None else (punct if is_punctuation(text) else other)
         return out
 
 
@@ -164,7 +193,9 @@ def run_special_tokens(enc: Encoder, splits: list[GlueSplit], classes: TokenClas
     result = provenance(experiment="special-tokens", model=public_fingerprint(enc.fingerprint), tag=enc.tag,
                         layers=enc.num_layers, heads=enc.num_heads, max_length=enc.max_length, limit=limit, seed=seed,
                         classes={"order": classes.names, "cls_token": classes.cls_token,
-                                 "sep_token": classes.sep_token, "user": classes.user}, tasks={})
+                                 "sep_token": classes.sep_token, "user": classes.user,
+                                 # since 2026-11-29 (before: the raw token strings); a run of each never mixes
+                                 "tokens": "text"}, tasks={})
     for split in splits:
         t0 = time.time()
         params = {"task": split.task.name, "model": enc.fingerprint, "limit": limit, "seed": seed,
@@ -193,7 +224,7 @@ def special_tokens(model: str = "minilm", tasks: str | Sequence[str] = ("rte",),
     Args:
         model: the encoder; tasks: GLUE task names or ``"all"``; limit: examples per task; glue_dir: ``glue_data``.
         out: the result folder (resumable); None: a new temporary folder.
-        token_classes: extra classes, name -> regex matched against a whole token (``##`` removed).
+        token_classes: extra classes, name -> regex matched against a token's whole text (:func:`token_text`).
         device: ``auto``, ``cpu`` or ``cuda`` (untested).
 
     Returns:

@@ -126,3 +126,49 @@ def test_a_run_stopped_before_its_first_window_leaves_nothing(tiny_bert, glue_di
                  "4", "--max-length", "32", "--out", str(out)]) == 130
     assert f"no windows had finished, so nothing is saved under {out}" in capsys.readouterr().err
     assert not (out / ".work").exists()  # not even the run's stamp, which `report` would take for an unfinished run
+
+
+def _byte_level_bpe(folder):
+    """A real byte-level BPE tokenizer (GPT-2 / RoBERTa style) trained offline on a few sentences by `tokenizers`."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaTokenizer
+
+    text = ["A man’s “guitar” – here, «café» plays!", "It’s “über” — 12 (ok)…", "the cat’s “hat” – ça va"] * 20
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(text, vocab_size=400, min_frequency=2,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    folder.mkdir()
+    bpe.save_model(str(folder))
+    merges = [tuple(line.split()) for line in (folder / "merges.txt").read_text().splitlines()[1:] if line]
+    return RobertaTokenizer(vocab=bpe.get_vocab(), merges=merges)
+
+
+def test_tokens_are_classified_by_their_text_on_every_tokenizer_family(tiny_bert, tmp_path):
+    # From helper 91's review (NIT 7): a byte-level BPE token is the byte-mapped string (’ is âĢĻ), so non-ASCII
+    # punctuation counted as other and a user regex saw the byte-mapped string; SentencePiece's lone ▁ was other.
+    from transformers import AutoTokenizer
+
+    from patterncnn.experiments.special_tokens import token_text
+
+    tok = _byte_level_bpe(tmp_path / "bpe")
+    toks = tok.convert_ids_to_tokens(tok("A man’s “guitar” – here, «café».", "It’s (ok)…")["input_ids"])
+    assert "âĢĻ" in toks or "âĢĻs" in toks  # the byte-mapped ’, as RoBERTa's tokenizer writes it
+    classes = TokenClasses.for_tokenizer(tok, {"accented": ".*é.*"})
+    names = dict(zip(toks, (classes.names[i] for i in classes.assign(toks))))
+    text = token_text(tok)
+    for mark in ("’", "“", "”", "–", "«", "»", ")…", ",", ".", "("):  # ĠâĢľ is “ after a space, and so on
+        found = [t for t in toks if text(t) == mark]
+        assert found and all(names[t] == "punctuation" for t in found), (mark, found, names)
+    assert [names[t] for t in toks if "é" in text(t)] == ["accented"]  # the regex sees é, not Ã©
+    assert names["<s>"] == "cls" and names["</s>"] == "sep"
+    # WordPiece and SentencePiece tokens read as their text too: ##ing as ing, ▁the as the, a lone ▁ as nothing
+    wordpiece = AutoTokenizer.from_pretrained(str(tiny_bert))  # character-level: "ab" is a, ##b
+    assert wordpiece.tokenize("ab") == ["a", "##b"] and token_text(wordpiece)("##b") == "b"
+    assert token_text(wordpiece)("##") == "##" and token_text(wordpiece)("[CLS]") == "[CLS]"
+    sentencepiece = type("S", (), {"cls_token": "<s>", "sep_token": "</s>",
+                                   "convert_tokens_to_string": staticmethod(lambda t: "".join(t).replace("▁", " "))})()
+    classes = TokenClasses.for_tokenizer(sentencepiece, {"digits": r"\d+"})
+    toks = ["<s>", "▁the", "▁", "),", "▁", "12", "▁", "alpha", "bet", "▁##", "▁", "</s>"]
+    assert [classes.names[i] for i in classes.assign(toks)] == [
+        "cls", "other", "punctuation", "punctuation", "digits", "digits", "other", "other", "other", "punctuation",
+        "other", "sep"]  # a lone ▁ starts the next piece's word: its class (before </s>, a trailing space: other)
