@@ -96,6 +96,7 @@ class ExampleAttention:
         seps: positions of the separator tokens (``[SEP]``, ``</s>``); see :mod:`patterncnn.core.segments`.
         maps: (L, H, T, T) float32; row i is the attention of query token i, rows sum to 1.
         truncated: the text was cut to ``max_length`` tokens.
+        ids: the T token ids (:meth:`Encoder.inputs` of ``[ids]`` is what the model was fed for it).
     """
 
     example: Example
@@ -103,6 +104,7 @@ class ExampleAttention:
     seps: list[int]
     maps: np.ndarray
     truncated: bool
+    ids: list[int] = dataclasses.field(default_factory=list)
 
 
 class Encoder:
@@ -244,6 +246,7 @@ class Encoder:
                 seps=self._seps(ids),
                 maps=att[k, :, :, :n, :n].numpy().copy(),
                 truncated=cut,
+                ids=list(ids),
             )
         del att
 

@@ -8,7 +8,8 @@ Usage (what ``patterncnn drift A B`` runs)::
     result["tasks"]["rte"]["layer_mean"] # (L,) and whether the two lowest are the last two layers
 
 Both encoders see the same inputs, so they must share a tokenizer (a model and its fine-tune do):
-every example's tokens are compared and a mismatch is an error. Examples stream through both
+every example's tokens, and every input the two models are fed for it (token ids, attention mask, token types), are
+compared and a mismatch is an error. Examples stream through both
 encoders a window at a time; each finished window's sums are saved, so a run resumes.
 """
 
@@ -64,6 +65,10 @@ def drift_window(enc_a: Encoder, enc_b: Encoder, window: list, batch_size: int =
         if ea.example.index != eb.example.index or ea.tokens != eb.tokens:
             raise EncoderError(f"{enc_a.name} and {enc_b.name} tokenize example {ea.example.index} differently; "
                                f"drift compares a model with its fine-tune (same tokenizer)")
+        if differ := input_differences(enc_a, enc_b, ea.ids, eb.ids):
+            raise EncoderError(f"{enc_a.name} and {enc_b.name} feed example {ea.example.index} to their models "
+                               f"differently ({differ}), so their maps would differ whatever fine-tuning did; drift "
+                               f"compares a model with its fine-tune (the same tokenizer and its settings)")
         c = map_cosines(ea.maps, eb.maps)
         total += c
         total_sq += c**2
@@ -71,6 +76,15 @@ def drift_window(enc_a: Encoder, enc_b: Encoder, window: list, batch_size: int =
         if on_example:
             on_example(ea)
     return {"sum": total, "sumsq": total_sq, "n": np.array(n)}
+
+
+def input_differences(enc_a: Encoder, enc_b: Encoder, ids_a: list[int], ids_b: list[int]) -> str:
+    """How the inputs the two encoders give their models for one example differ (every key of
+    :meth:`Encoder.inputs`: token ids, attention mask, token types where used), or "" when they are the same."""
+    a, b = enc_a.inputs([ids_a]), enc_b.inputs([ids_b])
+    only = [f"{k} given to {enc_a.name if k in a else enc_b.name} only" for k in sorted(set(a) ^ set(b))]
+    values = [f"other {k}" for k in a if k in b and not torch.equal(a[k], b[k])]
+    return "; ".join(only + values)
 
 
 MIN_CHANGE = 0.001  # 1 - cosine of a layer's mean below which "which layers changed most" is not asked

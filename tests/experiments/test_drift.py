@@ -94,6 +94,23 @@ def test_drift_against_another_model_is_below_one(tiny_bert, tmp_path, glue_dir)
     assert res["tasks"]["rte"]["lowest_two_layers"][-1] == 2
 
 
+def test_drift_refuses_two_models_fed_other_inputs_from_the_same_tokens(tiny_bert, glue_dir, tmp_path, capsys):
+    # From helper 91's review (NIT 8): drift compared the token strings only; a copy whose tokenizer config leaves out
+    # token_type_ids gives the same tokens, its model sees type 0 for segment B, and drift reported a change.
+    from patterncnn.cli import main
+
+    copy = shutil.copytree(tiny_bert, tmp_path / "no-types")
+    config = json.loads((copy / "tokenizer_config.json").read_text())
+    config["model_input_names"] = ["input_ids", "attention_mask"]
+    (copy / "tokenizer_config.json").write_text(json.dumps(config))
+    out = tmp_path / "out"
+    assert main(["drift", str(tiny_bert), str(copy), "--task", "rte", "--glue-dir", str(glue_dir), "--limit", "4",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"(token_type_ids given to {tiny_bert} only)" in err, err
+    assert "feed example" in err and "the same tokenizer and its settings" in err and not (out / "drift.json").exists()
+
+
 def test_drift_resumes_from_saved_windows(tiny_bert, glue_dir, tmp_path, monkeypatch):
     from patterncnn.core.glue import load_split
     from patterncnn.encoders.load import load_encoder
