@@ -248,7 +248,13 @@ def disable_plot(result: dict, boxed: str = "told from noise, disable.json's out
 
 
 def cls_row_figure(result: dict) -> bytes:
-    """Paper Fig. 7: per task, how each last-layer head's [CLS] row spreads over the token classes (stacked bars)."""
+    """:func:`cls_row_plot` as PNG bytes."""
+    return png(cls_row_plot(result))
+
+
+def cls_row_plot(result: dict):
+    """Paper Fig. 7: per task, how each last-layer head's [CLS] row spreads over the token classes (stacked bars),
+    averaged over the task's examples (their number in each panel's title)."""
     tasks = list(result["tasks"])
     names = result["classes"]["order"]
     palette = ["#D55E00", "#009E73", "#56B4E9", "#F0E442", "#CC79A7", "#0072B2", "#999999"]
@@ -266,11 +272,12 @@ def cls_row_figure(result: dict) -> bytes:
         ax.set_xticklabels([str(h) for h in range(heads)], fontsize=7)
         ax.set_xlabel("head (last layer)", fontsize=8)
         ax.set_ylim(0, 1)
-        ax.set_title(f"{t}: [CLS] row of layer {result['layers'] - 1}", fontsize=9)
+        ax.set_title(f"{t} ({result['tasks'][t]['examples']} ex.): [CLS] row of layer {result['layers'] - 1}",
+                     fontsize=9)
     fig.axes[0].set_ylabel("share of the [CLS] row", fontsize=8)
     fig.axes[-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     fig.suptitle(f"where the last layer's [CLS] attends — {result['tag']}", fontsize=9, y=1.04)
-    return png(fig)
+    return fig
 
 
 def link_figure(result: dict) -> bytes:
@@ -296,7 +303,8 @@ def link_plot(result: dict):
     t = result["test"]
     p = "n/a" if t.get("p_value") is None else f"{t['p_value']:.3f}"
     diff = "n/a" if t.get("difference") is None else f"{100 * t['difference']:+.2f}"
-    fig.suptitle(f"link — {result['task']}, {result['disable_model']}: heterogeneous − vertical mean drop "
+    n = f", {result['disable_examples']} dev examples" if result.get("disable_examples") else ""
+    fig.suptitle(f"link — {result['task']}, {result['disable_model']}{n}: heterogeneous − vertical mean drop "
                  f"{diff} points (permutation p = {p}; {t['n_a']} vs {t['n_b']} heads)", fontsize=9)
     _legend(fig, y=-0.1)
     return fig

@@ -153,19 +153,31 @@ def cls_row(maps: np.ndarray, classes: np.ndarray, n_classes: int) -> np.ndarray
 
 def special_window(enc: Encoder, window: list, classes: TokenClasses, batch_size: int = 16,
                    on_example: Callable | None = None) -> dict:
-    """Sums over one window: {"share": (C, L, H), "cls_row": (H, C), "tokens": (C,) token fractions, "n": ()}."""
+    """Sums over one window: {"share": (C, L, H), "cls_row": (H, C), "tokens": (C,) token fractions, "n": ()}, and
+    the sums of squares of the first two ("share_sq", "cls_row_sq"), for their spread over examples."""
     c = len(classes.names)
     share, row, frac, n = np.zeros((c, enc.num_layers, enc.num_heads)), np.zeros((enc.num_heads, c)), np.zeros(c), 0
+    share_sq, row_sq = np.zeros_like(share), np.zeros_like(row)
     for ea in enc.iter_attentions(window, batch_size=batch_size, window=WINDOW):
         ids = classes.assign(ea.tokens)
-        share += class_shares(ea.maps, ids, c)
+        s = class_shares(ea.maps, ids, c)
+        share += s
+        share_sq += s**2
         if ids[0] == 0:  # the first token is [CLS] (or <s>) for every BERT-family tokenizer used here
-            row += cls_row(ea.maps, ids, c)
+            r = cls_row(ea.maps, ids, c)
+            row += r
+            row_sq += r**2
         frac += np.bincount(ids, minlength=c) / len(ids)
         n += 1
         if on_example:
             on_example(ea)
-    return {"share": share, "cls_row": row, "tokens": frac, "n": np.array(n)}
+    return {"share": share, "cls_row": row, "tokens": frac, "n": np.array(n), "share_sq": share_sq,
+            "cls_row_sq": row_sq}
+
+
+def _std(parts: list[dict], key: str, mean: np.ndarray, n: int) -> np.ndarray:
+    """The standard deviation over examples (population, as drift's) of what ``parts`` sum under ``key``."""
+    return np.sqrt(np.clip(sum(p[f"{key}_sq"] for p in parts) / n - mean**2, 0, None))
 
 
 def summarize(parts: list[dict], names: list[str]) -> dict:
@@ -173,13 +185,16 @@ def summarize(parts: list[dict], names: list[str]) -> dict:
     share = sum(p["share"] for p in parts) / n  # (C, L, H)
     row = sum(p["cls_row"] for p in parts) / n  # (H, C)
     frac = sum(p["tokens"] for p in parts) / n
+    share_std, row_std = _std(parts, "share", share, n), _std(parts, "cls_row", row, n)
     layer_mean = share.mean(2)  # (C, L)
     half = share.shape[1] / 2
     return {
         "examples": n, "share": {k: np.round(share[i], 5).tolist() for i, k in enumerate(names)},
+        "share_std": {k: np.round(share_std[i], 5).tolist() for i, k in enumerate(names)},  # over examples
         "layer_mean": {k: np.round(layer_mean[i], 5).tolist() for i, k in enumerate(names)},
         "token_fraction": {k: round(float(frac[i]), 5) for i, k in enumerate(names)},
         "cls_row": {k: np.round(row[:, i], 5).tolist() for i, k in enumerate(names)},
+        "cls_row_std": {k: np.round(row_std[:, i], 5).tolist() for i, k in enumerate(names)},
         "peak_layer": {k: int(layer_mean[i].argmax()) for i, k in enumerate(names)},
         "cls_early_sep_late": bool(layer_mean[0].argmax() < half <= layer_mean[1].argmax()),
     }

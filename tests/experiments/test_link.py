@@ -224,3 +224,16 @@ def test_a_disable_run_flagged_by_its_interval_alone_is_named_so(tmp_path):
     new = {**old, "heads": [[{**cell, "gains": 4, "losses": 0, "paired_p": 0.125}]]}
     assert outside_rule(new) == TOLD_FROM_NOISE and check_inputs(census, None, new, "rte") == []
     assert outside_rule({**old, "task": "stsb"}) == TOLD_FROM_NOISE  # a regression task has no paired test
+
+
+def test_the_link_figure_names_its_number_of_examples(tmp_path):
+    # From helper 91's review (NIT 9): link.png gave no sample size.
+    from patterncnn.core.plots import link_plot
+    from patterncnn.experiments.link import run_link
+
+    _write(tmp_path, np.array([[0.04, 0.0, 0.01], [0.05, 0.01, 0.0]]),
+           [["heterogeneous", "vertical", "vertical"], ["heterogeneous", "vertical", "diagonal"]])
+    res = run_link(tmp_path / "census", tmp_path / "drift", tmp_path / "disable", "rte", tmp_path / "link", perms=100)
+    assert "minilm-rte-12345678, 277 dev examples:" in link_plot(res)._suptitle.get_text()
+    del res["disable_examples"]
+    assert "dev examples" not in link_plot(res)._suptitle.get_text()  # a result without it still draws

@@ -172,3 +172,34 @@ def test_tokens_are_classified_by_their_text_on_every_tokenizer_family(tiny_bert
     assert [classes.names[i] for i in classes.assign(toks)] == [
         "cls", "other", "punctuation", "punctuation", "digits", "digits", "other", "other", "other", "punctuation",
         "other", "sep"]  # a lone ▁ starts the next piece's word: its class (before </s>, a trailing space: other)
+
+
+def test_shares_have_their_spread_over_examples_and_the_cls_row_figure_its_number(tiny_bert, glue_dir, tmp_path):
+    # From helper 91's review (NIT 9): special_tokens.json had means only, and cls-row.png no number of examples.
+    from patterncnn.core.glue import load_split
+    from patterncnn.core.plots import cls_row_plot
+    from patterncnn.encoders.load import load_encoder
+    from patterncnn.experiments import special_tokens as module
+
+    enc = load_encoder(str(tiny_bert), 32)
+    split = load_split("rte", "dev", glue_dir, limit=7)
+    classes = TokenClasses.for_tokenizer(enc.tokenizer)
+    module.WINDOW, window = 4, module.WINDOW  # two windows: the sums of squares add up across them
+    try:
+        res = module.run_special_tokens(enc, [split], classes, tmp_path / "sp")["tasks"]["rte"]
+    finally:
+        module.WINDOW = window
+    per_example, rows = [], []  # by hand, one example at a time
+    for ea in enc.iter_attentions(split.examples, batch_size=1):
+        ids = classes.assign(ea.tokens)
+        per_example.append(class_shares(ea.maps, ids, len(classes.names)))
+        rows.append(cls_row(ea.maps, ids, len(classes.names)))
+    per_example, rows = np.array(per_example), np.array(rows)  # (N, C, L, H), (N, H, C)
+    assert res["examples"] == 7
+    for i, k in enumerate(classes.names):
+        assert np.allclose(res["share"][k], per_example[:, i].mean(0), atol=1e-5)  # the means, as before
+        assert np.allclose(res["share_std"][k], per_example[:, i].std(0), atol=1e-5)
+        assert np.allclose(res["cls_row_std"][k], rows[:, :, i].std(0), atol=1e-5)
+    assert np.array(res["share_std"]["punctuation"]).min() > 1e-3  # a real spread, not zeros (T is 32 throughout)
+    fig = cls_row_plot(json.loads((tmp_path / "sp" / "special_tokens.json").read_text()))
+    assert fig.axes[0].get_title().startswith("rte (7 ex.): [CLS] row")
