@@ -27,6 +27,7 @@ from typing import IO, Iterable, Iterator
 
 import numpy as np
 
+from ..core.arrayfile import SEPS_KEY
 from ..core.fileio import atomic_open
 from ..core.labels import LABELS
 
@@ -70,11 +71,17 @@ def batches(items: Iterable[tuple], most_maps: int = BATCH_MAPS) -> Iterator[lis
         yield batch
 
 
-def without_seps_note(n: int, fix: str) -> str:
-    """What ``classify`` and the service say of ``n`` maps classified without separator positions, then ``fix``."""
-    return (f"{n} map(s) carry no separator positions: the classifier reads them without their segments and [SEP] "
+def without_seps_note(n: int, fix: str, reader: str = "the classifier") -> str:
+    """What ``classify``, the service and ``annotate push`` say of ``n`` maps that ``reader`` labelled without
+    separator positions, then ``fix`` (for a file, :data:`FILE_SEPS_FIX`)."""
+    return (f"{n} map(s) carry no separator positions: {reader} reads them without their segments and [SEP] "
             f"columns, so their labels can differ from those the same maps get with them, and not only on block; "
             f"{fix}")
+
+
+# How maps read from a file get their separators: the fix ``classify`` and ``annotate push`` name
+FILE_SEPS_FIX = (f"give their separators (a map store from `patterncnn sample` records them; a plain .npz takes them "
+                 f"as a member {SEPS_KEY}) for the labels the census gives")
 
 
 def classify_maps(maps, classifier, out: str | Path | IO[str]) -> dict:

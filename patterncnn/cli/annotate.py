@@ -154,6 +154,11 @@ def run_push(args) -> int:
                   skip_labelled=args.skip_labelled)
     print(f"pushed {result['pushed']} map(s) to project {project.id} ({project.title!r}), annotation guide "
           f"{result['guide']}; {result['skipped_existing']} already there")
+    if result["without_seps"]:
+        from ..classifier.classify import FILE_SEPS_FIX, without_seps_note
+
+        reader = "the classifier" if args.classifier else "the feature rule"
+        print("note: " + without_seps_note(result["without_seps"], FILE_SEPS_FIX, reader))
     already = result["already_labelled"]
     if already and args.skip_labelled:
         print(f"left out {len(already)} map(s) already labelled in {target} (e.g. {already[0]})")

@@ -22,8 +22,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..classifier.classify import classify_maps, without_seps_note
-    from ..core.arrayfile import SEPS_KEY
+    from ..classifier.classify import FILE_SEPS_FIX, classify_maps, without_seps_note
     from ..core.fileio import output_file
     from ..core.maps import MapFormatError, open_maps, require_maps
 
@@ -37,9 +36,7 @@ def run(args) -> int:
     for map_id, why in s["rejected"]:
         print(f"{map_id}: skipped: {why}", file=sys.stderr)
     if s["without_seps"]:
-        print("note: " + without_seps_note(s["without_seps"], (
-            f"give their separators (a map store from `patterncnn sample` records them; a plain .npz takes them as "
-            f"a member {SEPS_KEY}) for the labels the census gives")), file=sys.stderr)
+        print("note: " + without_seps_note(s["without_seps"], FILE_SEPS_FIX), file=sys.stderr)
     counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items())
     print(f"classified {s['classified']} map(s) -> {args.out} ({counts}); {len(s['rejected'])} rejected, "
           f"{s['flagged']} flagged (rows not summing to 1)", file=sys.stderr if out is None else sys.stdout)

@@ -256,7 +256,8 @@ def push(ls: Connection, project, maps, predictor: Predictor | None = None, orde
 
     Returns:
         {"pushed": n, "skipped_existing": n, "project": id, "guide": version, "already_labelled": [the map ids
-        that ``labelled`` holds: pushed anyway, or left out with ``skip_labelled``], "skipped_labelled": n}
+        that ``labelled`` holds: pushed anyway, or left out with ``skip_labelled``], "skipped_labelled": n,
+        "without_seps": n (maps pushed with a pre-annotation made without their separator positions)}
     """
     if order not in ("store", "uncertain"):
         raise AnnotateError(f"unknown --order {order!r}; use 'store' or 'uncertain'")
@@ -293,8 +294,10 @@ def push(ls: Connection, project, maps, predictor: Predictor | None = None, orde
     for start in range(0, len(todo), batch):
         ls.import_tasks(project.id, [make_task(m, maps.get(m["id"]), probs.get(m["id"]), version, guide)
                                      for m in todo[start : start + batch]])
+    without = sum(m.get("seps") is None for m in todo) if predictor is not None else 0
     return {"pushed": len(todo), "skipped_existing": skipped, "project": project.id, "guide": guide,
-            "already_labelled": already, "skipped_labelled": len(already) if skip_labelled else 0}
+            "already_labelled": already, "skipped_labelled": len(already) if skip_labelled else 0,
+            "without_seps": without}
 
 
 def setup_annotators(ls: Connection, project, per_task: int, blind: bool = True) -> dict:

@@ -444,3 +444,36 @@ def test_a_task_carries_the_same_map_recomputed_but_not_another_map():
     assert not np.array_equal(near.astype(np.float16), m.astype(np.float16)) and same_map(data, near)
     assert not same_map(data, pattern_map("diagonal", 12, 5)) and not same_map(data, pattern_map("vertical", 14, 6))
     assert same_map({"map_id": "0"}, pattern_map("diagonal", 12, 5))  # a task pushed before tasks carried the map
+
+
+def test_push_notes_maps_pre_annotated_without_their_separators(tmp_path, capsys, monkeypatch):
+    """classify and the service say when maps are labelled without separator positions; `annotate push` did not,
+    though its pre-annotations (classifier or rule) read them the same way. One wording for all three."""
+    from types import SimpleNamespace
+
+    from patterncnn.classifier.classify import FILE_SEPS_FIX, without_seps_note
+    from patterncnn.cli import annotate as annotate_cli
+    from patterncnn.core.maps import open_maps
+    from patterncnn.labelling.push import RulePredictor, push
+
+    maps = {"a": pattern_map("block", 12, 5), "b": pattern_map("vertical", 12, 5)}
+    np.savez(tmp_path / "plain.npz", **maps)
+    np.savez(tmp_path / "seps.npz", **maps, __seps__=np.array([[5, 11], [5, 11]]))
+    project = SimpleNamespace(id=3, title="patterns")
+    assert push(TaskList(), project, open_maps(tmp_path / "plain.npz"), RulePredictor())["without_seps"] == 2
+    assert push(TaskList(), project, open_maps(tmp_path / "seps.npz"), RulePredictor())["without_seps"] == 0
+    assert push(TaskList(), project, open_maps(tmp_path / "plain.npz"))["without_seps"] == 0  # no pre-annotation
+
+    def server(args):  # an empty project on a stand-in server for each command
+        ls = TaskList()
+        ls.url, ls.ensure_project = "http://ls:8080", lambda *a, **k: project
+        return ls
+
+    monkeypatch.setattr(annotate_cli, "connect", server)
+    args = ["--project", "patterns", "--url", "http://ls:8080", "--api-key", "x"]
+    assert main(["annotate", "push", str(tmp_path / "plain.npz"), *args]) == 0
+    note = "note: " + without_seps_note(2, FILE_SEPS_FIX, "the feature rule")
+    assert note in capsys.readouterr().out and "as a member __seps__) for the labels the census gives" in note
+    assert main(["annotate", "push", str(tmp_path / "seps.npz"), *args]) == 0
+    out = capsys.readouterr().out
+    assert "pushed 2 map(s)" in out and "carry no separator" not in out
