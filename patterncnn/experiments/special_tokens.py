@@ -214,7 +214,11 @@ def run_special_tokens(enc: Encoder, splits: list[GlueSplit], classes: TokenClas
     for split in splits:
         t0 = time.time()
         params = {"task": split.task.name, "model": enc.fingerprint, "limit": limit, "seed": seed,
-                  "max_length": enc.max_length, "classes": result["classes"], "source": split.source}
+                  "max_length": enc.max_length, "source": split.source,
+                  # the classes (--token-class) and how tokens are read, apart: an unfinished run of the raw token
+                  # strings (before 2026-11-29) is not resumed, and is not said to differ in --token-class
+                  "classes": {k: v for k, v in result["classes"].items() if k != "tokens"},
+                  "tokens": result["classes"]["tokens"]}
         work = work_dir(out, split.task.name, params, command="special-tokens")
         parts = run_windows(work, split.examples, WINDOW,
                             lambda window, tick: special_window(enc, window, classes, batch_size, tick), progress,

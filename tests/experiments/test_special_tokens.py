@@ -203,3 +203,26 @@ def test_shares_have_their_spread_over_examples_and_the_cls_row_figure_its_numbe
     assert np.array(res["share_std"]["punctuation"]).min() > 1e-3  # a real spread, not zeros (T is 32 throughout)
     fig = cls_row_plot(json.loads((tmp_path / "sp" / "special_tokens.json").read_text()))
     assert fig.axes[0].get_title().startswith("rte (7 ex.): [CLS] row")
+
+
+def test_an_unfinished_run_that_classified_raw_token_strings_is_not_resumed(tiny_bert, glue_dir, tmp_path, capsys,
+                                                                            monkeypatch):
+    # Windows saved before tokens were read as text (and without the sums of squares) must not join a run of today's
+    # way; the refusal must not blame --token-class, which did not change.
+    from patterncnn.cli import main
+    from patterncnn.core.work import run_key
+    from patterncnn.experiments import special_tokens as module
+
+    monkeypatch.setattr(module, "WINDOW", 4)
+    out = tmp_path / "sp"
+    with pytest.raises(KeyboardInterrupt):
+        module.special_tokens(str(tiny_bert), ["rte"], 6, glue_dir, out, max_length=32, progress=Interrupt(after=4))
+    stamp_file = out / ".work" / "rte" / "run.json"
+    stamp = json.loads(stamp_file.read_text())
+    del stamp["params"]["tokens"]  # as a run from before 2026-11-29 stamped it
+    stamp["key"] = run_key(stamp["params"])
+    stamp_file.write_text(json.dumps(stamp))
+    assert main(["special-tokens", "--model", str(tiny_bert), "--task", "rte", "--glue-dir", str(glue_dir), "--limit",
+                 "6", "--max-length", "32", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "what else it records (another patterncnn version?)" in err and "--token-class" not in err, err
