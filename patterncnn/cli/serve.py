@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 
 from .common import add_classifier_args, classifier, given, model_name, port, positive_float, positive_int
@@ -42,32 +41,26 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def is_loopback(host: str) -> bool:
-    try:
-        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:  # a host name
-        return False
-
-
 def service_url(host: str, port: int) -> str:
     """The service's URL: an IPv6 literal in brackets (``http://[::1]:9090``)."""
     return f"http://[{host.strip('[]')}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def run(args) -> int:
+    from ..serve.settings import ServeSettings, is_loopback
+
     token = args.api_token or os.environ.get("PATTERNCNN_API_TOKEN") or None
     if not token and not is_loopback(args.host):
         raise ValueError(f"serving on {args.host} without an API token would let anyone who can reach it use it: "
                          f"pass --api-token (or set PATTERNCNN_API_TOKEN), or serve on 127.0.0.1")
     from ..serve.server import bind
-    from ..serve.settings import ServeSettings
 
     # Checked before anything slow is loaded: a token no header can carry, a taken port: one line, at once.
     settings = ServeSettings(api_token=token, max_t=args.max_t, max_batch=args.max_batch,
                              max_body_bytes=args.max_body_mb * 1024 * 1024,
                              max_inflight_bytes=args.max_inflight_mb * 1024 * 1024,
                              cors_origins=tuple(args.cors_origin or ()),
-                             workers=args.workers, shutdown_grace=args.shutdown_grace)
+                             workers=args.workers, shutdown_grace=args.shutdown_grace, loopback_only=not token)
     sock = bind(args.host, args.port)
     import torch
 

@@ -9,7 +9,7 @@ from ..core.version import __version__
 from . import ml_backend as labelstudio
 from . import routes
 from .errors import error_responses, invalid_request
-from .middleware import BodyGuard, CatchAll, TokenAuth
+from .middleware import BodyGuard, CatchAll, LoopbackHost, TokenAuth
 from .settings import ServeSettings
 from .state import Parts
 
@@ -36,10 +36,11 @@ def create_app(settings: ServeSettings, classifier, encoder=None) -> FastAPI:
     app.include_router(labelstudio.open_router)
     app.include_router(routes.router, responses=error_responses(401))
     app.include_router(labelstudio.router, responses=error_responses(401))
-    # Added innermost first: a request meets CORS, then CatchAll, TokenAuth and BodyGuard.
+    # Added innermost first: a request meets CORS, then CatchAll, LoopbackHost, TokenAuth and BodyGuard.
     app.add_middleware(BodyGuard, limit=lambda path, media: app.state.parts.budget(path, media).body_bytes,
                        timeout=settings.body_timeout)
     app.add_middleware(TokenAuth, token=settings.token_bytes, open_paths=OPEN_PATHS)
+    app.add_middleware(LoopbackHost, enabled=settings.loopback_only)
     app.add_middleware(CatchAll)
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware

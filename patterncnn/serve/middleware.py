@@ -18,6 +18,8 @@ import anyio
 from fastapi import HTTPException
 from starlette.requests import ClientDisconnect
 
+from .settings import is_loopback
+
 log = logging.getLogger("patterncnn.serve")
 CLOSE = {"Connection": "close"}
 
@@ -131,6 +133,35 @@ class TokenAuth:
             except ValueError:  # bad base64 (binascii.Error)
                 given = b""
         return hmac.compare_digest(given, self.token)
+
+
+class LoopbackHost:
+    """Without a token (``ServeSettings.loopback_only``), a request whose ``Host`` header names anything but a loopback
+    address (``localhost``, ``127.0.0.1``, ``[::1]``; any port) is refused, 400: the service listens on loopback
+    then, and only a page that had its own name resolve to 127.0.0.1 (DNS rebinding) would send another name. Until
+    2026-11-29 any name was answered (helper 90's review)."""
+
+    def __init__(self, app, enabled: bool):
+        self.app, self.enabled = app, enabled
+
+    async def __call__(self, scope, receive, send):
+        if self.enabled and scope["type"] == "http":
+            header = dict(scope.get("headers") or []).get(b"host")
+            if header is not None and not is_loopback(host_name(header.decode("latin-1"))):
+                return await send_json(send, 400, (
+                    f"the Host header {shown(header.decode('latin-1'), 100)!r} does not name this machine's loopback: "
+                    f"a server without an API token answers only requests to localhost, 127.0.0.1 or [::1]; use one "
+                    f"of those in the URL, or start the server with a token (--api-token or PATTERNCNN_API_TOKEN)"),
+                    [(b"connection", b"close")])
+        await self.app(scope, receive, send)
+
+
+def host_name(host: str) -> str:
+    """A Host header's name without its port: ``[::1]:9090`` -> ``[::1]``, ``localhost:9090`` -> ``localhost``."""
+    host = host.strip()
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
 class BodyGuard:

@@ -4,6 +4,7 @@ serve`` refuses a bad token before it loads anything)."""
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 
 from ..core.arrayfile import ReadLimits
 
@@ -27,6 +28,9 @@ class ServeSettings:
             request whose body is still arriving is disconnected at once).
         api_token: UTF-8 text without control characters or surrounding spaces (what an HTTP header
             can carry); compared as UTF-8 bytes.
+        loopback_only: answer only requests whose ``Host`` header names a loopback address (:func:`is_loopback`,
+            any port). ``patterncnn serve`` sets it when it has no token: a web page could otherwise reach the
+            token-less service through DNS rebinding (its own name made to resolve to 127.0.0.1).
     """
 
     api_token: str | None = None
@@ -41,6 +45,7 @@ class ServeSettings:
     header_timeout: float = 10.0
     body_timeout: float = 60.0
     shutdown_grace: float = 1.0
+    loopback_only: bool = False
 
     def __post_init__(self):
         for name in ("max_t", "max_batch", "max_body_bytes", "max_json_bytes", "max_decoded_bytes",
@@ -73,3 +78,11 @@ def check_token(token: str) -> None:
     if not token or token != token.strip() or any(ord(c) < 32 or ord(c) == 127 for c in token):
         raise ValueError("the API token is empty, or holds control characters or leading/trailing spaces, which an "
                          "HTTP header cannot carry; choose a token of printable characters")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a host (``localhost``, an IP address, an IPv6 literal in brackets) is this machine's loopback."""
+    try:
+        return host.lower() == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # another host name
+        return False

@@ -952,3 +952,42 @@ def test_a_client_that_leaves_mid_body_is_one_info_line_on_every_route(parts, ca
     for path in ("/v1/classify", "/predict", "/setup"):
         assert f"POST {path}: the client disconnected before its body arrived" in caplog.text, caplog.text
     assert "400" not in caplog.text and "refused" not in caplog.text, caplog.text
+
+
+def test_a_server_without_a_token_answers_only_requests_addressed_to_loopback(parts, caplog):
+    # Any Host was answered, so a web page could reach a token-less local server through DNS rebinding (its own name
+    # resolved to 127.0.0.1) and read /v1/model's local paths (helper 90's review).
+    c = TestClient(create_app(ServeSettings(loopback_only=True), parts[0]), raise_server_exceptions=False)
+    for host in ("localhost:9090", "127.0.0.1:9090", "[::1]:9090", "LOCALHOST", "127.0.0.2"):
+        assert c.get("/v1/labels", headers={"host": host}).status_code == 200, host
+    with caplog.at_level(logging.WARNING, logger="patterncnn.serve"):
+        for host in ("attacker.example:9090", "127.0.0.1.nip.io", "10.0.0.1:9090", "testserver"):
+            refused(c.get("/v1/model", headers={"host": host}), 400, "does not name this machine's loopback")
+    assert "400 GET /v1/model refused: the Host header 'attacker.example:9090'" in caplog.text, caplog.text
+    with_token = TestClient(create_app(ServeSettings(api_token="s3cret"), parts[0]))  # the token guards it
+    assert with_token.get("/v1/labels", headers={"host": "any.example", "Authorization": "Bearer s3cret"}
+                          ).status_code == 200
+
+
+def test_the_serve_command_without_a_token_checks_the_host(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from labelstudio_server import free_port
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "HF_HUB_OFFLINE": "1"}
+    env.pop("PATTERNCNN_API_TOKEN", None)
+    proc = subprocess.Popen([sys.executable, "-m", "patterncnn.cli", "serve", "--no-encoder", "--port", str(port)],
+                            env=env, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, proc)
+        assert httpx.get(f"{url}/v1/labels").status_code == 200
+        assert httpx.get(f"{url}/v1/labels", headers={"host": f"localhost:{port}"}).status_code == 200
+        r = httpx.get(f"{url}/v1/labels", headers={"host": f"rebound.example:{port}"})
+        refused(r, 400, "start the server with a token")
+    finally:
+        proc.terminate()
+        proc.wait(30)
