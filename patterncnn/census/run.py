@@ -21,6 +21,7 @@ an uninterrupted one. Shares and intervals come from :mod:`patterncnn.shares.est
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from pathlib import Path
@@ -33,7 +34,7 @@ from ..core import args
 from ..core.fileio import public_fingerprint, public_path, public_source, sha256_file, weights_id
 from ..core.glue import GlueSplit
 from ..core.labels import LABELS
-from ..core.maps import MapStore, map_record
+from ..core.maps import MapFormatError, MapStore, map_id, map_record
 from ..core.plots import census_figure, heads_figure
 from ..core.version import __version__
 from ..core.work import RunError, finish, prepare_out, progress_bar, work_dir, write_result
@@ -101,13 +102,17 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
             "tasks": {split.task.name: {"split": split.split, "source": public_source(split.source),
                                         "examples": split.total}},
             "layers": encoder.num_layers, "heads": encoder.num_heads}  # what sample's stores record, and the run's
-    store = MapStore.create(maps, info=info, exist_ok=True) if save_maps else None
+    store = census_store(maps, info) if save_maps else None
     n_maps = encoder.num_layers * encoder.num_heads
     used = []
     with progress_bar(progress, len(split.examples), f"census {split.task.name}", "ex") as bar:
         for w, window in enumerate(windows):
             part = work / window_name(w)
             arrays = read_window(part, window, n_maps)  # a damaged window is computed again, with a warning
+            if arrays is not None and store is not None and missing_maps(store, encoder, split, window):
+                # finished before --save-maps was given (or by a run whose store was replaced): computed again for
+                # its maps, the same arrays (until 2026-11-29 the store silently lacked it, helper 95's review)
+                arrays = None
             if arrays is not None:
                 if bar:
                     bar.update(len(window))
@@ -133,7 +138,37 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
             used.append(arrays)
             if stop is not None and stop(merge_windows(used, thumbnails=False)):
                 break
+    if store is None and (maps / "store.json").is_file():  # an earlier run of this census wrote maps, this one not
+        examples = [e for window in windows[:len(used)] for e in window]
+        if missing := missing_maps(MapStore(maps), encoder, split, examples):
+            log.warning("%s holds the maps of only %d of this census's %d %s examples (an earlier run of it had "
+                        "--save-maps); run the same command with --save-maps to complete it, or remove the folder",
+                        maps, len(examples) - missing, len(examples), split.task.name)
     return merge_windows(used)
+
+
+def census_store(root: Path, info: dict) -> MapStore:
+    """A task's map store for a census with ``--save-maps``: the one in ``root`` if a census of the same ``info``
+    (encoder, max length, seed, limit, order, data) wrote it, else a new one in its place. Until 2026-11-29 the old
+    store was kept whatever made it, and a map whose id it held was never rewritten: after ``--overwrite
+    --max-length 32`` every stored map was still the 128-token one (helper 95's review)."""
+    if (root / "store.json").is_file():
+        store = MapStore(root)
+        wanted = json.loads(json.dumps(info, default=str))  # as store.json holds it
+        differ = sorted(k for k in wanted if store.header.get(k) != wanted[k])
+        if not differ:
+            return store
+        log.warning("%s held the maps of another census (its %s differ); replaced by this census's", root,
+                    ", ".join(differ))
+        return MapStore.create(root, info=info, replace=True)
+    return MapStore.create(root, info=info)
+
+
+def missing_maps(store: MapStore, encoder: Encoder, split: GlueSplit, examples: list) -> int:
+    """How many of ``examples`` lack one of their maps in ``store``."""
+    heads = [(layer, head) for layer in range(encoder.num_layers) for head in range(encoder.num_heads)]
+    return sum(any(map_id(encoder.tag, split.task.name, split.split, e.index, layer, head) not in store
+                   for layer, head in heads) for e in examples)
 
 
 def summarize(labels: np.ndarray, num_layers: int, num_heads: int) -> dict:
@@ -166,7 +201,8 @@ def task_params(encoder: Encoder, split: GlueSplit, limit: int | None, seed: int
 
     ``shuffled``: the examples run in the seeded random order of ``--precision`` (:func:`shuffle`), not in file
     order; the target itself is not part of it (the windows are the same whatever it is)."""
-    params = {"task": split.task.name, "split": split.split, "source": split.source, "limit": limit, "seed": seed,
+    params = {"task": split.task.name, "split": split.split, "source": split.source, "data": split.digest(),
+              "limit": limit, "seed": seed,
               "encoder": encoder.fingerprint, "max_length": encoder.max_length, "backend": encoder.backend,
               "batch_size": batch_size, "classifier": classifier_sha, "version": __version__}
     if encoder.device != "cpu":
@@ -355,12 +391,23 @@ def finished_earlier(dest: Path, encoder: Encoder, classifier: Classifier, split
             and done["estimator"].get("name") == planned and done.get("backend") == encoder.backend
             and (scope is None or (done["estimator"].get("calibration") or {}).get("scope") == scope)
             and (done.get("precision") or {}).get("target") == (None if precision is None else str(precision))
-            and (not save_maps or (dest / "maps").is_dir()))
+            and (not save_maps or maps_saved(dest, done, encoder)))
     if not same:
         return None
     log.warning("%s", args.spelled(f"kept the finished census of {encoder.name} in {dest} (made with these arguments); "
                                    f"--overwrite recomputes it"))
     return done
+
+
+def maps_saved(dest: Path, done: dict, encoder: Encoder) -> bool:
+    """Whether a finished census in ``dest`` saved the maps of all the examples it used (a census resumed without
+    ``--save-maps`` leaves a partial store, which a folder's mere existence was taken for until 2026-11-29)."""
+    n_maps = encoder.num_layers * encoder.num_heads
+    try:
+        return all(len(MapStore(dest / "maps" / task).meta) >= r["examples"] * n_maps
+                   for task, r in done["tasks"].items())
+    except (MapFormatError, KeyError, TypeError):
+        return False
 
 
 def same_estimator(classifier: Classifier, encoders: list[Encoder], estimator: str | None) -> dict:

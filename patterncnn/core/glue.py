@@ -17,6 +17,8 @@ are skipped and counted. When no folder is given, the split comes from the Huggi
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import logging
 import math
 import re
@@ -158,6 +160,14 @@ class GlueSplit:
     source: str  # file path, or "datasets:nyu-mll/glue/<config>/<split>"
     total: int  # examples in the split before sampling
     skipped: int = 0  # malformed rows skipped while parsing
+
+    def digest(self) -> str:
+        """SHA-256 (16 hex digits) of the examples' indices, texts and labels: what a resumable run's windows are
+        keyed by, beside ``source`` (a path), so that a file changed in place is not resumed as the old one."""
+        h = hashlib.sha256()
+        for e in self.examples:
+            h.update(json.dumps([e.index, e.texts, e.label], default=str).encode())
+        return h.hexdigest()[:16]
 
 
 def read_tsv(task: GlueTask, path: Path, split: str) -> tuple[list[Example], int]:

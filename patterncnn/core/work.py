@@ -51,7 +51,8 @@ class RunError(PatternCNNError, RuntimeError):
 
 # The option behind each field of a run's stamp (census, drift, special-tokens, disable, finetune): what the refusal of an
 # unfinished run with other arguments names.
-OPTIONS = {"task": "--task", "split": "the split", "source": "--glue-dir (the GLUE file read)", "limit": "--limit",
+OPTIONS = {"task": "--task", "split": "the split", "source": "--glue-dir (the GLUE file read)",
+           "data": "the examples read (the GLUE file's content)", "limit": "--limit",
            "examples": "--limit (the examples drawn)", "seed": "--seed", "encoder": "--model (the encoder's weights)",
            "model": "--model (the encoder's weights)", "a": "A (the first encoder's weights)",
            "b": "B (the second encoder's weights)", "max_length": "--max-length", "backend": "--backend",

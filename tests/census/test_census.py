@@ -211,6 +211,58 @@ def test_a_census_cut_after_saving_maps_but_before_its_window_keeps_them(setup, 
                    save_maps=True)
 
 
+def test_save_maps_given_on_resume_stores_every_window_and_left_out_is_warned_of(setup, tmp_path, caplog):
+    """A census stopped after a window, resumed with --save-maps, stored only the windows computed after the resume
+    (149 of RTE's 277 examples, helper 95's review); the windows finished before are computed again for their maps.
+    Stopped with --save-maps and resumed without, its partial store is warned of."""
+    enc, clf, glue = setup
+    split = load_split("rte", "dev", glue, limit=100, seed=2)
+    n_maps = enc.num_layers * enc.num_heads
+    with pytest.raises(KeyboardInterrupt):  # the first window (64 examples) is finished
+        run_census(enc, clf, [split], tmp_path / "c", limit=100, seed=2, progress=Boom(70))
+    resumed = run_census(enc, clf, [split], tmp_path / "c", limit=100, seed=2, save_maps=True)
+    assert len(MapStore(tmp_path / "c" / "maps" / "rte")) == 100 * n_maps
+    fresh = run_census(enc, clf, [split], tmp_path / "f", limit=100, seed=2)
+    assert resumed["tasks"]["rte"]["counts"] == fresh["tasks"]["rte"]["counts"]
+    with pytest.raises(KeyboardInterrupt):
+        run_census(enc, clf, [split], tmp_path / "r", limit=100, seed=2, progress=Boom(70), save_maps=True)
+    with caplog.at_level("WARNING"):
+        run_census(enc, clf, [split], tmp_path / "r", limit=100, seed=2)
+    assert "holds the maps of only 64 of this census's 100 rte examples" in caplog.text, caplog.text
+
+
+def test_overwrite_with_save_maps_replaces_another_census_s_maps(setup, tmp_path, caplog):
+    """--overwrite --save-maps kept the earlier census's store, and no map whose id it held was rewritten: after a
+    change of --max-length every stored map was still the earlier one (helper 95's review)."""
+    tiny, clf, glue = setup
+    split = load_split("rte", "dev", glue, limit=20, seed=1)
+    run_census(tiny, clf, [split], tmp_path / "c", limit=20, seed=1, save_maps=True)
+    short = load_encoder(tiny.name, max_length=8)
+    with caplog.at_level("WARNING"):
+        run_census(short, clf, [split], tmp_path / "c", limit=20, seed=1, save_maps=True, overwrite=True)
+    store = MapStore(tmp_path / "c" / "maps" / "rte")
+    assert store.header["max_length"] == 8 and len(store) == 20 * tiny.num_layers * tiny.num_heads
+    assert max(m["T"] for m in store.meta) == 8
+    assert "held the maps of another census (its max_length differ); replaced" in caplog.text, caplog.text
+
+
+def test_a_data_file_changed_in_place_is_not_resumed_as_the_old_one(setup, tmp_path):
+    """A census stopped, its GLUE file changed in place, then resumed mixed the windows of the two files: its
+    shares were of neither (helper 95's review). The windows are keyed by the examples read, too."""
+    import shutil
+
+    enc, clf, glue = setup
+    data = shutil.copytree(glue, tmp_path / "glue")
+    with pytest.raises(KeyboardInterrupt):
+        run_census(enc, clf, [load_split("rte", "dev", data, limit=100, seed=2)], tmp_path / "c", limit=100, seed=2,
+                   progress=Boom(70))
+    rows = (data / "RTE" / "dev.tsv").read_text().split("\n")
+    swapped = [rows[0]] + ["\t".join([c[0], c[2], c[1], *c[3:]]) for c in (r.split("\t") for r in rows[1:] if r)]
+    (data / "RTE" / "dev.tsv").write_text("\n".join(swapped) + "\n")
+    with pytest.raises(RunError, match="the examples read"):
+        run_census(enc, clf, [load_split("rte", "dev", data, limit=100, seed=2)], tmp_path / "c", limit=100, seed=2)
+
+
 def test_census_cli_and_compare(tiny_bert, tiny_classifier, glue_dir, tmp_path, capsys):
     args = ["census", "--task", "RTE", "--model", str(tiny_bert), "--limit", "12", "--glue-dir", str(glue_dir),
             "--classifier", str(tiny_classifier[1])]

@@ -176,7 +176,16 @@ def test_an_input_is_tokenized_once_and_a_long_text_cut_first(tiny_bert):
     enc = load_encoder(str(tiny_bert), max_length=16)
     seen = []
     real = enc.tokenizer
-    enc.tokenizer = lambda *texts, **kw: (seen.append([len(t) for t in texts]), real(*texts, **kw))[1]
+
+    class Counting:  # the tokenizer, each call's text lengths seen
+        def __call__(self, *texts, **kw):
+            seen.append([len(t) for t in texts])
+            return real(*texts, **kw)
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    enc.tokenizer = Counting()
     ids, cut = enc.tokenize(("a" * 1_000_000,))
     assert seen == [[CHARS_PER_TOKEN * 16]] and cut and len(ids) <= 16
     seen.clear()
@@ -319,3 +328,27 @@ def test_xlnet_is_refused_as_what_it_is(tmp_path):
     with pytest.raises(EncoderError, match=r"XLNet is a permutation language model, whose special tokens come last "
                                            r"and padding first, not a BERT-style masked encoder"):
         load_encoder(str(tmp_path / "xlnet"))
+
+
+@pytest.mark.parametrize("fixture", ["tiny_bert", "tiny_mpnet"])
+def test_a_separator_s_string_in_the_text_ends_no_segment(fixture, request):
+    # The tokenizer reads a literal "[SEP]" ("</s>") as the separator token; every separator id ended a segment, so a
+    # sentence holding one became a pair, and a BERT model got token type 1 after it where its tokenizer gives 0
+    # (helper 95's review). Only the separators the tokenizer's template put in end a segment now.
+    import torch
+
+    enc = load_encoder(str(request.getfixturevalue(fixture)), max_length=64)
+    sep = enc.tokenizer.sep_token
+    for texts in [(f"the cat {sep} sat on the mat",), (f"the cat {sep} sat", "a dog ran")]:
+        plain = enc.tokenize(tuple(t.replace(f" {sep}", "") for t in texts))[0]
+        ids, cut = enc.tokenize(texts)
+        assert ids.count(enc.tokenizer.sep_token_id) == plain.count(enc.tokenizer.sep_token_id) + 1  # as HF reads it
+        ea = enc.attend(Example("x", "-", 0, texts, None), ids, cut)
+        assert len(ea.seps) == len(enc._seps(plain)), (texts, ea.seps)  # the template's alone
+        hf = enc.tokenizer(*texts, return_tensors="pt")
+        assert hf["input_ids"][0].tolist() == ids
+        if "token_type_ids" in enc.inputs([ids]):  # the types the tokenizer gives, and so the model's own maps
+            assert enc.inputs([ids])["token_type_ids"][0].tolist() == hf["token_type_ids"][0].tolist()
+            with torch.no_grad():
+                own = torch.stack(enc.model(**hf, output_attentions=True).attentions)[:, 0].numpy()
+            assert np.abs(ea.maps - own).max() < 1e-5
