@@ -158,7 +158,7 @@ def run_push(args) -> int:
         from ..classifier.classify import FILE_SEPS_FIX, without_seps_note
 
         reader = "the classifier" if args.classifier else "the feature rule"
-        print("note: " + without_seps_note(result["without_seps"], FILE_SEPS_FIX, reader))
+        print("note: " + without_seps_note(result["without_seps"], FILE_SEPS_FIX, reader), file=sys.stderr)
     already = result["already_labelled"]
     if already and args.skip_labelled:
         print(f"left out {len(already)} map(s) already labelled in {target} (e.g. {already[0]})")

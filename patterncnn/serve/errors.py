@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from fastapi import HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -21,7 +23,7 @@ def describe(errors: list[dict], shown: int = 3, whole: str = "the body") -> str
     parts = []
     for e in errors[:shown]:
         where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
-        what = str(e.get("msg", "bad input")).removeprefix("Value error, ")
+        what = re.sub(r" or instance of \w+", "", str(e.get("msg", "bad input")).removeprefix("Value error, "))
         if not where and e.get("type") in ("model_type", "model_attributes_type", "dict_type"):
             what = f"{whole} must be a JSON object"
         parts.append(f"{what} at {where}" if where else what)

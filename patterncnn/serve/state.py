@@ -164,9 +164,9 @@ class BodySlot:
         """Take ``n`` more body bytes from the server's budget (no await: checked and taken at once)."""
         p, most = self.parts, self.parts.settings.max_inflight_bytes
         if p.inflight_bytes + n > most:
-            raise BadInput(f"the server holds {p.inflight_bytes} bytes of request bodies and this one's "
-                           f"{self.held + n} bytes so far would pass its limit of {most} (--max-inflight-mb); retry "
-                           f"in a moment, or send smaller requests", 503,
+            raise BadInput(f"the server holds {p.inflight_bytes} bytes of request bodies ({self.held} of them this "
+                           f"one's), and its next {n} would pass its limit of {most} (--max-inflight-mb); retry in a "
+                           f"moment, or send smaller requests", 503,
                            headers={"Retry-After": RETRY_AFTER, "Connection": "close"})
         p.inflight_bytes += n
         self.held += n

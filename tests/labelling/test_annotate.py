@@ -473,7 +473,7 @@ def test_push_notes_maps_pre_annotated_without_their_separators(tmp_path, capsys
     args = ["--project", "patterns", "--url", "http://ls:8080", "--api-key", "x"]
     assert main(["annotate", "push", str(tmp_path / "plain.npz"), *args]) == 0
     note = "note: " + without_seps_note(2, FILE_SEPS_FIX, "the feature rule")
-    assert note in capsys.readouterr().out and "as a member __seps__) for the labels the census gives" in note
+    assert note in capsys.readouterr().err and "as a member __seps__) for the labels the census gives" in note
     assert main(["annotate", "push", str(tmp_path / "seps.npz"), *args]) == 0
-    out = capsys.readouterr().out
-    assert "pushed 2 map(s)" in out and "carry no separator" not in out
+    said = capsys.readouterr()
+    assert "pushed 2 map(s)" in said.out and "carry no separator" not in said.out + said.err

@@ -148,7 +148,7 @@ def test_a_task_that_breaks_the_schema_gets_no_prediction_and_the_others_get_the
            (a_task(seps=["a"]) | {"id": 8}, "task 8: Input should be a valid integer at data.seps.0"),
            (a_task(seps="3,7") | {"id": 9}, "task 9: Input should be a valid list at data.seps"),
            (a_task(seps=[3.0]) | {"id": 10}, "task 10: Input should be a valid integer at data.seps.0"),
-           ({"id": 11, "data": "x"}, "task 11: Input should be a valid dictionary or instance of TaskData at data"),
+           ({"id": 11, "data": "x"}, "task 11: Input should be a valid dictionary at data"),
            ({"id": [1], "data": {}}, "the task at position 5: ")]
     with caplog.at_level(logging.WARNING, logger="patterncnn.serve"):
         r = client.post("/predict", json={"tasks": [task for task, _ in bad] + [a_task()]})
