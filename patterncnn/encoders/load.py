@@ -41,7 +41,7 @@ from ..core.errors import PatternCNNError
 from ..core.fileio import sha256_file
 from ..core.glue import TASKS, Example
 from ..core.maps import ROW_TOL, check_map, encoder_family
-from ..core.segments import segment_ids, separators
+from ..core.segments import is_pair, segment_ids, separators
 from ..core.work import WORK
 from .backends import BACKENDS, BackendError, make_backend
 from .e5s1 import SOURCE_RECORD
@@ -581,6 +581,11 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
     if max_length < args.MIN_TOKENS:  # the model's own limit, under the checked max_length
         raise EncoderError(f"{name!r} takes at most {max_length} tokens, fewer than the {args.MIN_TOKENS} an input "
                            f"needs")
+    least = tokenizer.num_special_tokens_to_add(pair=True) + 2  # a pair's special tokens and a token of each text
+    if max_length < least:  # truncation would empty a side: at 4, MiniLM's B and MPNet's A and B were cut away
+        raise EncoderError(f"--max-length {max_length} leaves no room for a sentence pair: {name!r} puts "
+                           f"{least - 2} special tokens around one, so it needs at least {least}; pass a larger "
+                           f"--max-length")
     fingerprint = _fingerprint(name, path, model, revision)
     entry = lookup(name)
     if entry and entry.sha256 and fingerprint["sha256"] != entry.sha256:
@@ -595,4 +600,9 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
     enc = Encoder(name, model, tokenizer, max_length, fingerprint, backend, threads, device)
     enc.length_limit = cap  # the most tokens its position embeddings take: a longer --max-length is cut to it
     _check_attentions(enc)
+    probe = enc.tokenize(_PROBE[0])[0]
+    if not is_pair(len(probe), enc._seps(probe)):
+        log.warning("%s: its tokenizer puts no separator %r between the two sentences of a pair, so patterncnn reads "
+                    "every pair as one segment: block is ruled out for it, and its segment channel is empty",
+                    name, tokenizer.sep_token)
     return enc

@@ -352,3 +352,38 @@ def test_a_separator_s_string_in_the_text_ends_no_segment(fixture, request):
             with torch.no_grad():
                 own = torch.stack(enc.model(**hf, output_attentions=True).attentions)[:, 0].numpy()
             assert np.abs(ea.maps - own).max() < 1e-5
+
+
+def test_a_max_length_without_room_for_a_pair_is_refused(tiny_bert, tiny_mpnet):
+    # At 4, a BERT pair lost B ([CLS] the [SEP] [SEP]) and an MPNet pair both sentences (helper 95's review).
+    with pytest.raises(EncoderError, match="needs at least 5; pass a larger --max-length"):
+        load_encoder(str(tiny_bert), max_length=4)
+    with pytest.raises(EncoderError, match="needs at least 6"):
+        load_encoder(str(tiny_mpnet), max_length=5)
+    enc = load_encoder(str(tiny_mpnet), max_length=6)
+    ids, _ = enc.tokenize(("the cat sat", "a dog ran"))
+    assert len(enc._seps(ids)) == 3 and len(ids) == 6
+
+
+def test_a_tokenizer_whose_pair_has_no_separator_between_is_warned_of(tiny_bert, monkeypatch, caplog):
+    # Segments are found from separators: a pair template without one between the sentences made every pair one
+    # segment without a word (helper 95's review; no real checkpoint known, so the tokenizer is changed on loading).
+    from tokenizers.processors import TemplateProcessing
+    from transformers import AutoTokenizer
+
+    real = AutoTokenizer.from_pretrained
+
+    def no_middle(*a, **kw):
+        tok = real(*a, **kw)
+        tok.backend_tokenizer.post_processor = TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", tok.cls_token_id), ("[SEP]", tok.sep_token_id)])
+        return tok
+
+    with caplog.at_level("WARNING"):
+        load_encoder(str(tiny_bert), max_length=64)
+    assert "puts no separator" not in caplog.text
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", no_middle)
+    with caplog.at_level("WARNING"):
+        load_encoder(str(tiny_bert), max_length=64)
+    assert "puts no separator '[SEP]' between the two sentences of a pair" in caplog.text, caplog.text
