@@ -991,3 +991,11 @@ def test_the_serve_command_without_a_token_checks_the_host(tmp_path):
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_a_long_list_of_bad_separators_is_one_error(client):
+    # Each of 2,000,000 bad positions was an error kept in memory (2 GB, helper 96's review): validation now stops at
+    # the first one of a list, and names it as before.
+    r = client.post("/v1/classify", json={"map": [[1.0]], "seps": [["a"] * 200_000]})
+    refused(r, 422, "valid integer at seps.0.0")
+    assert "more" not in r.json()["detail"], r.json()["detail"]
