@@ -73,5 +73,6 @@ def run(args) -> int:
     app = create_app(settings, classifier(args), enc)
     print(f"patterncnn serving on {service_url(args.host, args.port)} (spec: /openapi.json; token "
           f"{'required' if token else 'off'})", flush=True)
+    args.abandons_threads = True  # after Ctrl-C, exit without waiting for inference the grace abandoned
     serve_forever(app, sock, settings)
     return 0
