@@ -197,6 +197,10 @@ class Labels(BaseModel):
 class ClassifierInfo(BaseModel):
     path: str
     model_version: str
+    sha256: str = Field(description="SHA-256 of the classifier file as it was when the server started (what it serves)")
+    file_now: Optional[str] = Field(description=(
+        "SHA-256 of the file at path now (null if it is gone): another value than sha256 means the file was replaced "
+        "after the server started, which still serves the one it loaded; restart it to serve the new one"))
     metadata: dict[str, Any]
     omitted: list[str] = Field(default_factory=list, description=(
         "metadata tables left out of this answer (dotted keys); GET /v1/model?full=true returns them"))

@@ -20,6 +20,7 @@ from fastapi import Request
 
 from ..classifier.classify import BATCH_MAPS, TOO_LARGE, batches, scorable
 from ..core.arrayfile import ReadLimits
+from ..core.fileio import sha256_file
 from .decode import Batch, inputs, read_body, refusal
 from .errors import BadInput
 from .settings import ServeSettings
@@ -54,8 +55,10 @@ class Parts:
     large_bodies: anyio.CapacityLimiter = None  # bodies over the JSON limit worked on at once
     setup_limiter: anyio.CapacityLimiter = None  # /setup's work (limiter_of)
     inflight_bytes: int = 0  # body bytes held by requests now (BodySlot), at most settings.max_inflight_bytes
+    classifier_sha256: str = ""  # of the classifier's file when the server started (/v1/model)
 
     def __post_init__(self):
+        self.classifier_sha256 = self.classifier_sha256 or sha256_file(self.classifier.path)
         if self.limiter is None:
             self.limiter = anyio.CapacityLimiter(self.settings.workers)
         if self.large_bodies is None:

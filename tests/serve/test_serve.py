@@ -244,3 +244,20 @@ def test_versions_lists_the_classifier_s_model_version(client):
     r = client.get("/versions", params={"project": "1.1"})
     assert r.status_code == 200 and r.json() == {"versions": [client.get("/v1/model").json()["classifier"][
         "model_version"]]}, r.text
+
+
+def test_model_tells_when_the_classifier_file_was_replaced_while_serving(tiny_classifier, tmp_path):
+    # /v1/model named the path after the file there was replaced, and nothing told the two apart (helper 90's review)
+    import shutil
+
+    from patterncnn.core.fileio import sha256_file
+
+    path = shutil.copy(tiny_classifier[1], tmp_path / "clf.onnx")
+    client = TestClient(create_app(ServeSettings(), OnnxClassifier(path)))
+    info = client.get("/v1/model").json()["classifier"]
+    assert info["sha256"] == info["file_now"] == sha256_file(path)
+    (tmp_path / "clf.onnx").write_bytes(b"another classifier")
+    info = client.get("/v1/model").json()["classifier"]
+    assert info["sha256"] == sha256_file(tiny_classifier[1]) != info["file_now"] == sha256_file(path)
+    (tmp_path / "clf.onnx").unlink()
+    assert client.get("/v1/model").json()["classifier"]["file_now"] is None
