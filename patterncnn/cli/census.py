@@ -22,6 +22,7 @@ from .common import (
     out_path,
     positive_int,
     progress,
+    truncation_note,
 )
 
 
@@ -116,7 +117,7 @@ def run(args) -> int:
         print("\n" + census_text(result, enc.name))
         trunc = truncated_inputs(result)
         if trunc:
-            print(f"note: {trunc} input(s) longer than --max-length {enc.max_length} were truncated")
+            print(truncation_note(trunc, enc.max_length))
         print(f"wrote {out}/census.json, census.csv, heads.csv, census.png, heads.png, thumbnails.npz")
         if args.report:
             from ..report import write_report

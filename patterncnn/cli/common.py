@@ -268,3 +268,9 @@ def connect(args):
 
     return open_connection(args.url or os.environ.get("LABEL_STUDIO_URL"),
                            args.api_key or os.environ.get("LABEL_STUDIO_API_KEY"))
+
+
+def truncation_note(n: int, max_length: int) -> str:
+    """The note a command prints when ``n`` of its inputs were cut to ``--max-length`` (census, sample, drift,
+    special-tokens)."""
+    return f"note: {n} input(s) longer than --max-length {max_length} were truncated"

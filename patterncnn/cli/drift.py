@@ -13,6 +13,7 @@ from .common import (
     out_path,
     positive_int,
     progress,
+    truncation_note,
 )
 
 
@@ -48,5 +49,7 @@ def run(args) -> int:
         # no layer changed: which two are lowest is noise, not worth naming
         lowest = f"; lowest layers {s['lowest_two_layers']} ->" if s["last_two_change_most"] is not None else ";"
         print(f"  {task:<6} ({s['examples']} ex.): {layers}{lowest} last two change most: {verdict(s)}")
+    if cut := sum(s.get("truncated") or 0 for s in res["tasks"].values()):
+        print(truncation_note(cut, res["max_length"]))
     print(f"wrote {args.out}/drift.json, drift.csv, drift.png")
     return 0

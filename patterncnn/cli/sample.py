@@ -16,6 +16,7 @@ from .common import (
     out_path,
     positive_int,
     progress,
+    truncation_note,
 )
 
 log = logging.getLogger("patterncnn")
@@ -69,5 +70,5 @@ def run(args) -> int:
     elif target and args.skip_labelled:
         print(f"none of these maps is labelled in {target} yet (maps it labels were not drawn)")
     if summary["truncated"]:
-        print(f"note: {summary['truncated']} input(s) were longer than --max-length {enc.max_length} and truncated")
+        print(truncation_note(summary["truncated"], enc.max_length))
     return 0

@@ -16,6 +16,7 @@ from .common import (
     positive_int,
     progress,
     text,
+    truncation_note,
 )
 
 
@@ -75,6 +76,8 @@ def run(args) -> int:
                   + f"   (tokens: {100 * s['token_fraction'][k]:.1f}%)")
         verdict = "yes" if s["cls_early_sep_late"] else "no"
         print(f"    [CLS] peaks in an early layer and [SEP] in a late one: {verdict}")
+    if cut := sum(s.get("truncated") or 0 for s in res["tasks"].values()):
+        print(truncation_note(cut, res["max_length"]))
     figures = ", ".join(task_figure(task) for task in res["tasks"])
     print(f"wrote {args.out}/special_tokens.json, special_tokens.csv, {figures}, cls-row.png")
     return 0

@@ -323,6 +323,13 @@ def progress_bar(progress: Callable | None, total: int, desc: str, unit: str, **
             bar.close()
 
 
+def truncated_examples(parts: list[dict]) -> int | None:
+    """How many examples of :func:`run_windows`' parts (each counting its own as ``truncated``) were cut to
+    max_length; None if a part was saved before drift and special-tokens counted them (2026-11-29, helper 95's
+    review)."""
+    return None if any("truncated" not in p for p in parts) else int(sum(int(p["truncated"]) for p in parts))
+
+
 def run_windows(work: Path, examples: list, size: int, compute: Callable[[list, Callable | None], dict],
                 progress: Callable | None, desc: str) -> list[dict]:
     """:func:`run_parts` over windows of ``size`` examples (parts ``window-00000``, ...): ``compute(window, tick)``

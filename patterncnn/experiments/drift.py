@@ -34,6 +34,7 @@ from ..core.work import (
     progress_bars,
     provenance,
     run_windows,
+    truncated_examples,
     work_dir,
     write_result,
 )
@@ -56,9 +57,9 @@ def map_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def drift_window(enc_a: Encoder, enc_b: Encoder, window: list, batch_size: int = 16,
                  on_example: Callable | None = None) -> dict:
-    """Sums over one window of examples: {"sum": (L, H), "sumsq": (L, H), "n": ()}."""
+    """Sums over one window of examples: {"sum": (L, H), "sumsq": (L, H), "n": (), "truncated": ()}."""
     shape = (enc_a.num_layers, enc_a.num_heads)
-    total, total_sq, n = np.zeros(shape), np.zeros(shape), 0
+    total, total_sq, n, cut = np.zeros(shape), np.zeros(shape), 0, 0
     stream_b = enc_b.iter_attentions(window, batch_size=batch_size, window=WINDOW)
     for ea in enc_a.iter_attentions(window, batch_size=batch_size, window=WINDOW):
         eb = next(stream_b)
@@ -73,9 +74,10 @@ def drift_window(enc_a: Encoder, enc_b: Encoder, window: list, batch_size: int =
         total += c
         total_sq += c**2
         n += 1
+        cut += ea.truncated
         if on_example:
             on_example(ea)
-    return {"sum": total, "sumsq": total_sq, "n": np.array(n)}
+    return {"sum": total, "sumsq": total_sq, "n": np.array(n), "truncated": np.array(cut)}
 
 
 def input_differences(enc_a: Encoder, enc_b: Encoder, ids_a: list[int], ids_b: list[int]) -> str:
@@ -99,7 +101,7 @@ def summarize(parts: list[dict]) -> dict:
     lowest = sorted(np.argsort(layer_mean)[:2].tolist())
     last_two = list(range(len(layer_mean) - 2, len(layer_mean)))
     largest = float(1 - layer_mean.min())
-    return {"examples": n, "cosine": np.round(mean, 5).tolist(), "std": np.round(np.sqrt(var), 5).tolist(),
+    return {"examples": n, "truncated": truncated_examples(parts), "cosine": np.round(mean, 5).tolist(), "std": np.round(np.sqrt(var), 5).tolist(),
             "layer_mean": np.round(layer_mean, 5).tolist(), "lowest_two_layers": lowest,
             "largest_layer_change": round(largest, 7),
             # None: no layer changed enough for the paper's check to mean anything

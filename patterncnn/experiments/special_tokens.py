@@ -43,6 +43,7 @@ from ..core.work import (
     progress_bars,
     provenance,
     run_windows,
+    truncated_examples,
     work_dir,
     write_result,
 )
@@ -157,7 +158,7 @@ def special_window(enc: Encoder, window: list, classes: TokenClasses, batch_size
     the sums of squares of the first two ("share_sq", "cls_row_sq"), for their spread over examples."""
     c = len(classes.names)
     share, row, frac, n = np.zeros((c, enc.num_layers, enc.num_heads)), np.zeros((enc.num_heads, c)), np.zeros(c), 0
-    share_sq, row_sq = np.zeros_like(share), np.zeros_like(row)
+    share_sq, row_sq, cut = np.zeros_like(share), np.zeros_like(row), 0
     for ea in enc.iter_attentions(window, batch_size=batch_size, window=WINDOW):
         ids = classes.assign(ea.tokens)
         s = class_shares(ea.maps, ids, c)
@@ -169,10 +170,11 @@ def special_window(enc: Encoder, window: list, classes: TokenClasses, batch_size
             row_sq += r**2
         frac += np.bincount(ids, minlength=c) / len(ids)
         n += 1
+        cut += ea.truncated
         if on_example:
             on_example(ea)
     return {"share": share, "cls_row": row, "tokens": frac, "n": np.array(n), "share_sq": share_sq,
-            "cls_row_sq": row_sq}
+            "cls_row_sq": row_sq, "truncated": np.array(cut)}
 
 
 def _std(parts: list[dict], key: str, mean: np.ndarray, n: int) -> np.ndarray:
@@ -189,7 +191,7 @@ def summarize(parts: list[dict], names: list[str]) -> dict:
     layer_mean = share.mean(2)  # (C, L)
     half = share.shape[1] / 2
     return {
-        "examples": n, "share": {k: np.round(share[i], 5).tolist() for i, k in enumerate(names)},
+        "examples": n, "truncated": truncated_examples(parts), "share": {k: np.round(share[i], 5).tolist() for i, k in enumerate(names)},
         "share_std": {k: np.round(share_std[i], 5).tolist() for i, k in enumerate(names)},  # over examples
         "layer_mean": {k: np.round(layer_mean[i], 5).tolist() for i, k in enumerate(names)},
         "token_fraction": {k: round(float(frac[i]), 5) for i, k in enumerate(names)},

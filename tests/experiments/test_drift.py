@@ -362,3 +362,16 @@ def test_overwrite_of_a_run_with_other_arguments_is_logged_in_its_callers_spelli
     with caplog.at_level(logging.INFO):
         python_errors(drift)(limit=4, overwrite=True)
     assert "overwrite=True starts the unfinished run of rte with other arguments (limit" in caplog.text, caplog.text
+
+
+def test_drift_and_special_tokens_count_the_inputs_they_cut(tiny_bert, glue_dir, tmp_path, capsys):
+    # Both cut long inputs at --max-length without a word, where census, sample and analyze count them (helper 95)
+    from patterncnn.cli import main
+
+    common = ["--task", "rte", "--limit", "6", "--glue-dir", str(glue_dir), "--max-length", "16"]
+    assert main(["drift", str(tiny_bert), str(tiny_bert), *common, "--out", str(tmp_path / "d")]) == 0
+    assert "note: 6 input(s) longer than --max-length 16 were truncated" in capsys.readouterr().out
+    assert json.loads((tmp_path / "d" / "drift.json").read_text())["tasks"]["rte"]["truncated"] == 6
+    assert main(["special-tokens", "--model", str(tiny_bert), *common, "--out", str(tmp_path / "s")]) == 0
+    assert "note: 6 input(s) longer than --max-length 16 were truncated" in capsys.readouterr().out
+    assert json.loads((tmp_path / "s" / "special_tokens.json").read_text())["tasks"]["rte"]["truncated"] == 6
