@@ -53,9 +53,10 @@ class RunError(PatternCNNError, RuntimeError):
 # unfinished run with other arguments names.
 OPTIONS = {"task": "--task", "split": "the split", "source": "--glue-dir (the GLUE file read)",
            "data": "the examples read (the GLUE file's content)", "limit": "--limit",
-           "examples": "--limit (the examples drawn)", "seed": "--seed", "encoder": "--model (the encoder's weights)",
-           "model": "--model (the encoder's weights)", "a": "A (the first encoder's weights)",
-           "b": "B (the second encoder's weights)", "max_length": "--max-length", "backend": "--backend",
+           "examples": "--limit (the examples drawn)", "seed": "--seed",
+           "encoder": "--model (the encoder's weights or tokenizer)", "model": "--model (the encoder's weights or "
+           "tokenizer)", "a": "A (the first encoder's weights or tokenizer)",
+           "b": "B (the second encoder's weights or tokenizer)", "max_length": "--max-length", "backend": "--backend",
            "batch_size": "--batch-size", "classifier": "--classifier (the classifier's file)", "device": "--device",
            "order": "--precision (the examples' order)", "classes": "--token-class", "layers": "--no-layers",
            "epochs": "--epochs", "learning_rate": "--learning-rate", "max_train_examples": "--max-train-examples",

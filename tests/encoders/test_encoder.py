@@ -387,3 +387,36 @@ def test_a_tokenizer_whose_pair_has_no_separator_between_is_warned_of(tiny_bert,
     with caplog.at_level("WARNING"):
         load_encoder(str(tiny_bert), max_length=64)
     assert "puts no separator '[SEP]' between the two sentences of a pair" in caplog.text, caplog.text
+
+
+def test_the_tokenizer_is_part_of_an_encoder_s_fingerprint(tiny_bert, tmp_path):
+    # The weights alone identified an encoder: a census run with one tokenizer was resumed, and its maps named, under
+    # another (helper 95's review: MiniLM's weights with do_lower_case false made half the words [UNK]).
+    import json
+    import shutil
+
+    folder = shutil.copytree(tiny_bert, tmp_path / "cased")
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    lower = config.get("do_lower_case", True)
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "do_lower_case": not lower}))
+    same, other = load_encoder(str(tiny_bert)), load_encoder(str(folder))
+    assert same.fingerprint["sha256"] == other.fingerprint["sha256"]
+    assert same.fingerprint["tokenizer"] == load_encoder(str(tiny_bert)).fingerprint["tokenizer"]
+    assert same.fingerprint["tokenizer"] != other.fingerprint["tokenizer"]
+
+
+def test_an_embedded_encoder_s_weights_with_another_tokenizer_are_warned_of(tmp_path, caplog):
+    import json
+    import shutil
+
+    from patterncnn.encoders.embedded import embedded_folder
+
+    folder = shutil.copytree(embedded_folder("minilm"), tmp_path / "m")
+    with caplog.at_level("WARNING"):
+        assert load_encoder(str(folder)).tag.startswith("minilm-")  # the same files: the encoder itself, quietly
+    assert "its tokenizer is not" not in caplog.text
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "do_lower_case": False}))
+    with caplog.at_level("WARNING"):
+        load_encoder(str(folder))
+    assert "its weights are minilm's" in caplog.text and "its tokenizer is not minilm's" in caplog.text
