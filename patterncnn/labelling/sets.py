@@ -387,6 +387,7 @@ class Labelled:
     data_hash: str
     meta: list[dict]
     unresolved: list[str] = dataclasses.field(default_factory=list)  # maps left out: their annotators tied
+    guides: list[str] = dataclasses.field(default_factory=list)  # (N,) the guide version(s) behind each label
 
 
 def tie_fix(most_annotators: int | None = None, project: str = "P") -> str:
@@ -438,7 +439,7 @@ def load_labelled(annotations: str | Path | Sequence[str | Path]) -> Labelled:
                    default=None)
         raise ValueError(f"{table}: all {len(unresolved)} map(s) are unresolved ties; {tie_fix(most)}")
     h = hashlib.sha256()
-    ids, maps, seps, y, groups, unc, metas = [], [], [], [], [], [], []
+    ids, maps, seps, y, groups, unc, metas, guides = [], [], [], [], [], [], [], []
     for r in sorted(rows, key=lambda r: r["map_id"]):
         meta = store.metadata(r["map_id"])
         arr, errors, _ = store.input_of(meta)  # the one check of a map
@@ -454,7 +455,9 @@ def load_labelled(annotations: str | Path | Sequence[str | Path]) -> Labelled:
         groups.append(f"{meta.get('task')}/{meta.get('split')}/{meta.get('example')}")
         unc.append(r.get("uncertain") == "True")
         metas.append(meta)
-    return Labelled(ids, maps, seps, np.array(y), np.array(groups), np.array(unc), h.hexdigest(), metas, unresolved)
+        guides.append(r.get("guide") or GUIDE_BEFORE_VERSIONS)
+    return Labelled(ids, maps, seps, np.array(y), np.array(groups), np.array(unc), h.hexdigest(), metas, unresolved,
+                    guides)
 
 
 def join_labelled(parts: list[Labelled], names: list[str]) -> Labelled:

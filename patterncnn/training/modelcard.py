@@ -284,6 +284,8 @@ def model_card(m: dict) -> str:
         "labels": ", ".join(f"`{x}`" for x in LABELS), "created_by": m["created_by"],
         "maps": data["maps"], "annotations": data["annotations"], "groups": data["groups"],
         "label_counts": ", ".join(f"{k} {v}" for k, v in data["labels"].items()), "uncertain": data["uncertain"],
+        "guides": ("; annotation guide " + ", ".join(f"{v} for {n}" for v, n in data["guides"].items())
+                   if data.get("guides") else ""),  # not recorded before 2026-11-29
         "data_hash": data["data_hash"][:16],
         "version": f" Version `{version}` (data, then recipe: `{m['recipe']}`)." if version else "",
         "grid": mc["grid"], "representation": mc["representation"],

@@ -23,6 +23,7 @@ import io
 import logging
 import platform
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -154,6 +155,7 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
                 "annotations": str(annotations) if isinstance(annotations, (str, Path)) else [str(a) for a in annotations],
                 "maps": len(data.y), "data_hash": data.data_hash,
                 "labels": dict(zip(LABELS, counts.tolist())), "uncertain": int(data.uncertain.sum()),
+                "guides": dict(sorted(Counter(data.guides).items())),  # the guide version(s) behind the labels
                 "groups": int(len(set(data.groups))),
                 **({"left_out_unresolved_ties": len(data.unresolved)} if data.unresolved else {})},
             "model_config": model_config_dict(cfg),

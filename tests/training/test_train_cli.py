@@ -24,6 +24,8 @@ def test_train_writes_consistent_artifacts_and_card(labelled_set, tmp_path, caps
         assert (out / name).is_file(), name
     m = json.loads((out / "metrics.json").read_text())
     assert m["data"]["maps"] == 60 and m["data"]["labels"] == {name: 12 for name in LABELS}
+    # the guide version behind the labels (a set without the column is read as made under guide 1.0)
+    assert m["data"]["guides"] == {"1.0": 60}
     assert m["conv_layers"] == 8 and m["train_config"]["folds"] == 3 and m["model_config"]["members"] == 2
     assert len(m["cv"]["best_epochs"]) == 3 * 2  # one per member per fold
     assert sum(sum(row) for row in m["cv"]["confusion_matrix"]) == 60  # every map scored out of fold once
@@ -32,6 +34,7 @@ def test_train_writes_consistent_artifacts_and_card(labelled_set, tmp_path, caps
     card = (out / "README.md").read_text()
     assert f"**Macro-F1 {m['cv']['macro_f1']:.3f}**" in card
     assert f"60 maps labelled by eye in Label Studio (`{labelled_set}`" in card
+    assert "marked uncertain; annotation guide 1.0 for 60." in card
     assert "$" not in card.replace("$$", "")  # every template field was filled
     assert "the mean of 2 such CNNs' probabilities" in card
     assert m["validation"] is None and "**Not validated.**" in card  # no uniformly drawn maps in this set
