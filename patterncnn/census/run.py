@@ -100,7 +100,7 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
     info = {"model": public_fingerprint(encoder.fingerprint), "max_length": encoder.max_length, "made_by": COMMAND,
             "seed": params.get("seed"), "limit": params.get("limit"), "order": params.get("order", "file"),
             "tasks": {split.task.name: {"split": split.split, "source": public_source(split.source),
-                                        "examples": split.total}},
+                                        "examples": split.total, "data": split.digest()}},
             "layers": encoder.num_layers, "heads": encoder.num_heads}  # what sample's stores record, and the run's
     store = census_store(maps, info) if save_maps else None
     n_maps = encoder.num_layers * encoder.num_heads
@@ -138,13 +138,24 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
             used.append(arrays)
             if stop is not None and stop(merge_windows(used, thumbnails=False)):
                 break
-    if store is None and (maps / "store.json").is_file():  # an earlier run of this census wrote maps, this one not
+    if store is None and (maps / "store.json").is_file():  # an earlier run wrote maps there, this one not
         examples = [e for window in windows[:len(used)] for e in window]
-        if missing := missing_maps(MapStore(maps), encoder, split, examples):
+        earlier = MapStore(maps)
+        if differ := store_differences(earlier, info):
+            log.warning("%s holds the maps of another census (its %s differ), not this census's; run the same command "
+                        "with --save-maps --overwrite to replace them, or remove the folder", maps, ", ".join(differ))
+        elif missing := missing_maps(earlier, encoder, split, examples):
             log.warning("%s holds the maps of only %d of this census's %d %s examples (an earlier run of it had "
-                        "--save-maps); run the same command with --save-maps to complete it, or remove the folder",
-                        maps, len(examples) - missing, len(examples), split.task.name)
+                        "--save-maps); run the same command with --save-maps --overwrite to complete it, or remove "
+                        "the folder", maps, len(examples) - missing, len(examples), split.task.name)
     return merge_windows(used)
+
+
+def store_differences(store: MapStore, info: dict) -> list[str]:
+    """The keys of a census's store ``info`` (encoder, max length, seed, limit, order, data) in which ``store``'s
+    header differs: [] when a census of the same arguments wrote it."""
+    wanted = json.loads(json.dumps(info, default=str))  # as store.json holds it
+    return sorted(k for k in wanted if store.header.get(k) != wanted[k])
 
 
 def census_store(root: Path, info: dict) -> MapStore:
@@ -154,8 +165,7 @@ def census_store(root: Path, info: dict) -> MapStore:
     --max-length 32`` every stored map was still the 128-token one (helper 95's review)."""
     if (root / "store.json").is_file():
         store = MapStore(root)
-        wanted = json.loads(json.dumps(info, default=str))  # as store.json holds it
-        differ = sorted(k for k in wanted if store.header.get(k) != wanted[k])
+        differ = store_differences(store, info)
         if not differ:
             return store
         log.warning("%s held the maps of another census (its %s differ); replaced by this census's", root,
@@ -293,7 +303,8 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
         raw = classify_task(encoder, classifier, split, out, params, batch_size, progress, save_maps, overlap, stop)
         summary = summarize(raw["labels"], encoder.num_layers, encoder.num_heads)
         summary.update(plan.estimate(raw["probs"], raw["labels"], np.full(len(raw["labels"]), single), seed))
-        summary.update({"source": public_source(split.source), "split": split.split, "of": split.total,
+        summary.update({"source": public_source(split.source), "data": split.digest(), "split": split.split,
+                        "of": split.total,
                         "skipped_rows": split.skipped, "truncated": raw["truncated"], "seconds": round(time.time() - ts, 1),
                         "mean_probability": {name: float(v) for name, v in zip(LABELS, raw["probs"].mean((0, 1)))}})
         if precision is not None:
@@ -373,9 +384,10 @@ def finished_earlier(dest: Path, encoder: Encoder, classifier: Classifier, split
                      save_maps: bool = False, precision: Precision | str | None = None, scope: str | None = None,
                      **_) -> dict | None:
     """The finished census in ``dest`` when it is what :func:`run_census` would make with these arguments (the same
-    encoder weights and backend, classifier, tasks, limit, seed, truncation, estimator, calibration scope when one is
-    given, and precision; maps saved if asked), which is then kept with a warning, else None: a census of several
-    encoders stopped after the first resumes past it (locally and on Ray), where ``dest`` would be refused."""
+    encoder weights, tokenizer and backend, GLUE files' content, classifier, tasks, limit, seed, truncation,
+    estimator, calibration scope when one is given, and precision; every map saved if asked), which is then kept
+    with a warning, else None: a census of several encoders stopped after the first resumes past it (locally and on
+    Ray), where ``dest`` would be refused."""
     if overwrite or not (dest / FILE).is_file():
         return None
     try:
@@ -385,6 +397,8 @@ def finished_earlier(dest: Path, encoder: Encoder, classifier: Classifier, split
     planned = estimator or default_estimator(getattr(classifier, "metadata", {}), encoder.tag)
     weights = weights_id(encoder.fingerprint)
     same = (weights is not None and weights_id(done["encoder"]) == weights
+            and done["encoder"].get("tokenizer") == encoder.fingerprint.get("tokenizer")
+            and all((done["tasks"].get(s.task.name) or {}).get("data") == s.digest() for s in splits)
             and done.get("classifier", {}).get("sha256") == sha256_file(Path(classifier.path))
             and list(done["tasks"]) == [s.task.name for s in splits] and done.get("limit") == limit
             and done.get("seed") == seed and done.get("max_length") == encoder.max_length

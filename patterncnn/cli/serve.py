@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from .common import add_classifier_args, classifier, given, model_name, port, positive_float, positive_int
 
@@ -61,6 +62,9 @@ def run(args) -> int:
                              max_inflight_bytes=args.max_inflight_mb * 1024 * 1024,
                              cors_origins=tuple(args.cors_origin or ()),
                              workers=args.workers, shutdown_grace=args.shutdown_grace, loopback_only=not token)
+    if args.max_inflight_mb < args.max_body_mb:  # raised by ServeSettings: said, not silent (helper 97's walk)
+        print(f"note: --max-inflight-mb {args.max_inflight_mb} is below --max-body-mb {args.max_body_mb}, so the "
+              f"largest body could never be served; using {args.max_body_mb}", file=sys.stderr)
     sock = bind(args.host, args.port)
     import torch
 

@@ -160,14 +160,21 @@ class GlueSplit:
     source: str  # file path, or "datasets:nyu-mll/glue/<config>/<split>"
     total: int  # examples in the split before sampling
     skipped: int = 0  # malformed rows skipped while parsing
+    content: str | None = None  # examples_digest of the whole split, before sampling (load_split)
 
     def digest(self) -> str:
-        """SHA-256 (16 hex digits) of the examples' indices, texts and labels: what a resumable run's windows are
-        keyed by, beside ``source`` (a path), so that a file changed in place is not resumed as the old one."""
-        h = hashlib.sha256()
-        for e in self.examples:
-            h.update(json.dumps([e.index, e.texts, e.label], default=str).encode())
-        return h.hexdigest()[:16]
+        """What a resumable run's windows are keyed by beside ``source`` (a path), so that a file changed in place is
+        not resumed as the old one: the whole split's :func:`examples_digest` (so that another ``--limit`` is named
+        as that alone), else that of the examples held."""
+        return self.content or examples_digest(self.examples)
+
+
+def examples_digest(examples: list[Example]) -> str:
+    """SHA-256 (16 hex digits) of examples' indices, texts and labels."""
+    h = hashlib.sha256()
+    for e in examples:
+        h.update(json.dumps([e.index, e.texts, e.label], default=str).encode())
+    return h.hexdigest()[:16]
 
 
 def read_tsv(task: GlueTask, path: Path, split: str) -> tuple[list[Example], int]:
@@ -338,12 +345,12 @@ def load_split(
         source = str(path)
     else:
         examples, source = _load_hf(t, split)
-    total = len(examples)
+    total, content = len(examples), examples_digest(examples)
     if limit is not None and limit < total:
         rng = np.random.default_rng(seed)
         keep = np.sort(rng.choice(total, size=limit, replace=False))
         examples = [examples[i] for i in keep]
-    return GlueSplit(t, split, examples, source, total, skipped)
+    return GlueSplit(t, split, examples, source, total, skipped, content)
 
 
 def dev_splits(tasks: str | list[str], glue_dir: str | Path | None = None, limit: int | None = None,

@@ -52,7 +52,7 @@ class RunError(PatternCNNError, RuntimeError):
 # The option behind each field of a run's stamp (census, drift, special-tokens, disable, finetune): what the refusal of an
 # unfinished run with other arguments names.
 OPTIONS = {"task": "--task", "split": "the split", "source": "--glue-dir (the GLUE file read)",
-           "data": "the examples read (the GLUE file's content)", "limit": "--limit",
+           "data": "the GLUE file's content", "limit": "--limit",
            "examples": "--limit (the examples drawn)", "seed": "--seed",
            "encoder": "--model (the encoder's weights or tokenizer)", "model": "--model (the encoder's weights or "
            "tokenizer)", "a": "A (the first encoder's weights or tokenizer)",
@@ -137,15 +137,23 @@ def refuse_other_runs(out: Path, command: str) -> None:
                        f"another --out (--overwrite never drops another command's work)")
 
 
+ONE_TASK = ("disable",)  # commands of one --task: their left-out unfinished run is finished by its own command
+
+
 def refuse_left_out(out: Path, command: str, tasks: list[str]) -> None:
     """Raise :class:`RunError` when ``out`` holds finished parts of an unfinished run of ``command`` on a task that
-    ``tasks`` leave out: the run would finish without them and drop them. The message names the tasks to give."""
+    ``tasks`` leave out: the run would finish without them and drop them. The message names the tasks to give (for a
+    command of one task, the command to finish first)."""
     left = []
     for work in sorted((out / WORK).glob("*/")) if (out / WORK).is_dir() else []:
         stamp = stamp_of(work)
         if (work.name not in tasks and stamp is not None and stamp.get("command") in (command, None)
                 and has_parts(work, stamp)):
             left.append(work.name)
+    if left and command in ONE_TASK:  # "give both tasks" cannot be done: it takes one (helper 97's walk of the docs)
+        raise RunError(f"{out} holds finished parts of an unfinished {command} run of {left[0]}; finish it first (the "
+                       f"same command with --task {left[0]}), or give this run another --out, or pass --overwrite to "
+                       f"drop it")
     if left:
         raise RunError(f"{out} holds finished parts of an unfinished {command} run of {', '.join(left)}, which this "
                        f"run leaves out; run it with those tasks too (--task: {', '.join(tasks + left)}) to finish "

@@ -291,6 +291,17 @@ def by_size(size: int) -> list[PackagedFolder | SplitZip | ConvertedFile]:
     return [e for e in REGISTRY.values() if e.sha256 and e.size == size and not isinstance(e, ConvertedFile)]
 
 
+def present_folder(entry: PackagedFolder | SplitZip | ConvertedFile, cache: Path | None = None) -> Path | None:
+    """An embedded encoder's folder if it is there already: its package installed, or its cache folder assembled or
+    converted; None otherwise (nothing is installed, assembled or converted)."""
+    try:
+        cache = cache or cache_root()
+        folder = entry.locate(cache) if isinstance(entry, PackagedFolder) else entry.target(cache)
+    except EmbeddedModelError:  # its package is not installed
+        return None
+    return folder if folder.is_dir() else None
+
+
 def embedded_folder(name: str, cache: Path | None = None) -> Path | None:
     """The model folder of an embedded encoder (assembled on first use); None if ``name`` is not one."""
     entry = lookup(name)

@@ -45,7 +45,16 @@ from ..core.segments import is_pair, segment_ids, separators
 from ..core.work import WORK
 from .backends import BACKENDS, BackendError, make_backend
 from .e5s1 import SOURCE_RECORD
-from .embedded import REGISTRY, EmbeddedModelError, PackagedFolder, by_digest, by_size, embedded_folder, lookup
+from .embedded import (
+    REGISTRY,
+    EmbeddedModelError,
+    PackagedFolder,
+    by_digest,
+    by_size,
+    embedded_folder,
+    lookup,
+    present_folder,
+)
 
 log = logging.getLogger(__name__)
 
@@ -276,7 +285,7 @@ def _warn_other_tokenizer(name: str, path: str, fp: dict) -> None:
     entry = by_digest(fp.get("sha256"))
     if entry is None or "tokenizer" not in fp:
         return
-    own = embedded_folder(entry.name)
+    own = present_folder(entry)  # never installed, assembled or converted for this check (helper 98's review)
     if own is None or Path(own).resolve() == Path(path).resolve():
         return
     from transformers import AutoTokenizer

@@ -453,6 +453,7 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
     order, order_note = label_order(task, clf.config, model)
     labels = np.array([ex.label for ex in split.examples], dtype=float if task.is_regression else int)
     params = {"task": task.name, "model": enc.fingerprint, "examples": [ex.index for ex in split.examples],
+              "data": split.digest(),
               "max_length": enc.max_length, "layers": layers, **({"label_order": order} if order else {})}
     if enc.device != "cpu":
         params["device"] = enc.device  # numerics differ in the last bits: units of two devices never mix

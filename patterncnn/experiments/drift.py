@@ -144,7 +144,8 @@ def run_drift(enc_a: Encoder, enc_b: Encoder, splits: list[GlueSplit], out: str 
     for split in splits:
         t0 = time.time()
         params = {"task": split.task.name, "a": enc_a.fingerprint, "b": enc_b.fingerprint, "limit": limit,
-                  "seed": seed, "max_length": enc_a.max_length, "source": split.source}
+                  "seed": seed, "max_length": enc_a.max_length, "source": split.source,
+                  "data": split.digest()}
         work = work_dir(out, split.task.name, params, command="drift")
         parts = run_windows(work, split.examples, WINDOW,
                             lambda window, tick: drift_window(enc_a, enc_b, window, batch_size, tick), progress,

@@ -210,7 +210,7 @@ def run_link(census_path, drift_path, disable_path, task: str, out: str | Path, 
 def table(result: dict) -> tuple[list[str], list[list]]:
     """(header, rows) of link.csv: one row per head."""
     keys = list(result["heads"][0])
-    return keys, [[str(r[k]) for k in keys] for r in result["heads"]]
+    return keys, [["" if r[k] is None else str(r[k]) for k in keys] for r in result["heads"]]  # None: an empty cell
 
 
 Source = Union[str, Path, Any]  # a result folder, its JSON file, or a result object (CensusResult, ExperimentResult)

@@ -216,7 +216,7 @@ def run_special_tokens(enc: Encoder, splits: list[GlueSplit], classes: TokenClas
     for split in splits:
         t0 = time.time()
         params = {"task": split.task.name, "model": enc.fingerprint, "limit": limit, "seed": seed,
-                  "max_length": enc.max_length, "source": split.source,
+                  "max_length": enc.max_length, "source": split.source, "data": split.digest(),
                   # the classes (--token-class) and how tokens are read, apart: an unfinished run of the raw token
                   # strings (before 2026-11-29) is not resumed, and is not said to differ in --token-class
                   "classes": {k: v for k, v in result["classes"].items() if k != "tokens"},

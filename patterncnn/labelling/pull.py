@@ -221,12 +221,18 @@ def _prediction_rows(task: dict, backends: dict[str, str], export_file: str, ser
     ids_only = len({p for p in listed if not isinstance(p, dict)} - set(full))
     pre_model, pre_scores = data.get("pre_model"), data.get("pre_scores") or {}
     rows = []
+    # The pushed prediction came with the task, before any other of its version: an ML backend serving the same
+    # classifier gives its own predictions that version too (Label Studio records no other mark of who made one), and
+    # they were all taken for pushed ones, with the backend's URL (helper 97's walk of the docs)
+    pushed = min((p["id"] for p in full.values() if pre_model and p.get("model_version") == pre_model
+                  and isinstance(p.get("id"), int)), default=None)
     for p in full.values():
         label, _ = _label_of(p)
         mv = p.get("model_version") or ""
-        source = "push" if mv and mv == pre_model else "ml-backend" if mv in backends else "other"
+        source = "push" if p["id"] == pushed else "ml-backend" if mv in backends else "other"
         score = pre_scores.get(label, p.get("score")) if source == "push" else p.get("score")
-        rows.append({"map_id": data["map_id"], "source": source, "backend": backends.get(mv, ""), "model_version": mv,
+        rows.append({"map_id": data["map_id"], "source": source,
+                     "backend": backends.get(mv, "") if source == "ml-backend" else "", "model_version": mv,
                      "label": label, "score": score, "created_at": p.get("created_at"),
                      "ls_project": task.get("project"), "ls_task_id": task.get("id"), "ls_prediction_id": p["id"],
                      "export": export_file, "server": server})

@@ -49,7 +49,7 @@ async def labels() -> Labels:
 
 
 # The classifier's per-map calibration rows and every estimator's per-cell validation results: most of the
-# metadata's size (about 0.9 MB for the shipped classifier), left out of /v1/model unless ?full=true.
+# metadata's size (about 0.8 MB for the shipped classifier), left out of /v1/model unless ?full=true.
 BULKY_METADATA = (("calibration", "rows"), ("validation", "results"))
 
 
@@ -66,7 +66,8 @@ async def model(full: bool = False, parts: Parts = Depends(get_parts)) -> ModelI
         patterncnn=__version__,
         classifier=ClassifierInfo(path=str(clf.path), model_version=clf.model_version, metadata=metadata,
                                   omitted=omitted, sha256=parts.classifier_sha256,
-                                  file_now=await parts.run(_sha256_now, clf.path)),
+                                  file_now=await parts.run(_sha256_now, clf.path,
+                                                           limiter=parts.limiter_of("/v1/model"))),
         encoder=enc.fingerprint if enc else None,
         encoder_shape=EncoderShape(layers=enc.num_layers, heads=enc.num_heads, max_length=enc.max_length)
         if enc else None,

@@ -53,7 +53,7 @@ class Parts:
     limiter: anyio.CapacityLimiter = None
     projects: dict[str, tuple[str, str, tuple[str, ...]]] = dataclasses.field(default_factory=dict)
     large_bodies: anyio.CapacityLimiter = None  # bodies over the JSON limit worked on at once
-    setup_limiter: anyio.CapacityLimiter = None  # /setup's work (limiter_of)
+    setup_limiter: anyio.CapacityLimiter = None  # the small work of /setup and /v1/model (limiter_of)
     inflight_bytes: int = 0  # body bytes held by requests now (BodySlot), at most settings.max_inflight_bytes
     classifier_sha256: str = ""  # of the classifier's file when the server started (/v1/model)
 
@@ -102,9 +102,10 @@ class Parts:
                 self.inflight_bytes -= slot.held
 
     def limiter_of(self, path: str) -> anyio.CapacityLimiter:
-        """The limiter of a route's work: ``/setup``'s own (Label Studio gives it 3 s, so it never waits behind
-        inference: helper 90's review measured 4.4 s under load), else that of decoding and inference."""
-        return self.setup_limiter if path == "/setup" else self.limiter
+        """The limiter of a route's work: ``/setup``'s and ``/v1/model``'s own, small work (Label Studio gives
+        ``/setup`` 3 s, so it never waits behind inference: helper 90's review measured 4.4 s under load), else that
+        of decoding and inference."""
+        return self.setup_limiter if path in ("/setup", "/v1/model") else self.limiter
 
     async def run(self, fn: Callable, *args, limiter: anyio.CapacityLimiter | None = None) -> Any:
         """``fn(*args)`` off the event loop, at most ``settings.workers`` at once (decoding and inference; another

@@ -202,12 +202,18 @@ def merge_validation(base: dict | None, new: dict) -> dict:
     entries; their ``best_per_encoder``; everything of the base kept (the base encoders' figures are the base's)."""
     if not base:
         return new
-    out = {**base, "results": [dict(r, encoders=dict(r["encoders"])) for r in base["results"]],
+    out = {**base, "results": [dict(r, encoders=dict(r["encoders"]), **({"cells": dict(r["cells"])} if isinstance(
+               r.get("cells"), dict) else {})) for r in base["results"]],
            "best_per_encoder": dict(base.get("best_per_encoder") or {}), "adapted_to": sorted(new["encoders"])}
     for r in out["results"]:
         match = next((n for n in new["results"] if (n["estimator"], n["scope"]) == (r["estimator"], r["scope"])), None)
         if match:
             r["encoders"].update(match["encoders"])
+            if isinstance(r.get("cells"), dict):  # an encoder's cells go with its figures: the base's were kept
+                for enc in match["encoders"]:  # beside the new figures until 2026-11-29 (helper 97's walk)
+                    r["cells"].pop(enc, None)
+                    if enc in (match.get("cells") or {}):
+                        r["cells"][enc] = match["cells"][enc]
             r["worst_encoder_mean_abs_error"] = max(e["mean_abs_error"] for e in r["encoders"].values())
     for enc in sorted(set(new.get("best_per_encoder") or {}) & set(base.get("best_per_encoder") or {})):
         before, now = _validated_maps(base, enc), _validated_maps(new, enc)

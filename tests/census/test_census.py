@@ -105,7 +105,8 @@ def test_save_maps(setup, tmp_path):
     # its header says which seeded sample of which file it holds, as a sampled store's does, with no local path
     h = store.header
     assert (h["made_by"], h["seed"], h["limit"], h["order"], h["layers"], h["heads"]) == ("census", 1, 5, "file", 3, 4)
-    assert h["tasks"] == {"rte": {"split": "dev", "source": "RTE/dev.tsv", "examples": 160}}  # the excerpt's rows
+    split = load_split("rte", "dev", glue, limit=5, seed=1)  # the excerpt's rows, and a digest of their content
+    assert h["tasks"] == {"rte": {"split": "dev", "source": "RTE/dev.tsv", "examples": 160, "data": split.digest()}}
     assert h["model"]["sha256"] == enc.fingerprint["sha256"] and "/" not in h["model"]["path"]
 
 
@@ -244,6 +245,10 @@ def test_overwrite_with_save_maps_replaces_another_census_s_maps(setup, tmp_path
     assert store.header["max_length"] == 8 and len(store) == 20 * tiny.num_layers * tiny.num_heads
     assert max(m["T"] for m in store.meta) == 8
     assert "held the maps of another census (its max_length differ); replaced" in caplog.text, caplog.text
+    caplog.clear()  # without --save-maps, another census's store beside this census is warned of (helper 98)
+    with caplog.at_level("WARNING"):
+        run_census(tiny, clf, [split], tmp_path / "c", limit=20, seed=1, overwrite=True)
+    assert "holds the maps of another census (its max_length differ), not this census's" in caplog.text
 
 
 def test_a_data_file_changed_in_place_is_not_resumed_as_the_old_one(setup, tmp_path):
@@ -259,8 +264,51 @@ def test_a_data_file_changed_in_place_is_not_resumed_as_the_old_one(setup, tmp_p
     rows = (data / "RTE" / "dev.tsv").read_text().split("\n")
     swapped = [rows[0]] + ["\t".join([c[0], c[2], c[1], *c[3:]]) for c in (r.split("\t") for r in rows[1:] if r)]
     (data / "RTE" / "dev.tsv").write_text("\n".join(swapped) + "\n")
-    with pytest.raises(RunError, match="the examples read"):
+    with pytest.raises(RunError, match="the GLUE file's content"):
         run_census(enc, clf, [load_split("rte", "dev", data, limit=100, seed=2)], tmp_path / "c", limit=100, seed=2)
+
+
+def test_a_census_of_a_changed_file_replaces_the_maps_and_is_not_kept_as_finished(setup, tmp_path, caplog):
+    """After a GLUE file changed in place, --overwrite --save-maps kept every old map under the new census's ids, and
+    a census of several encoders kept a finished one of the old file as "made with these arguments" (helper 98)."""
+    import shutil
+
+    from patterncnn.census.run import finished_earlier, maps_saved
+
+    enc, clf, glue = setup
+    data = shutil.copytree(glue, tmp_path / "glue")
+    split = load_split("rte", "dev", data, limit=10, seed=1)
+    done = run_census(enc, clf, [split], tmp_path / "c", limit=10, seed=1, save_maps=True)
+    assert finished_earlier(tmp_path / "c", enc, clf, [split], 10, 1, save_maps=True) is not None
+    assert maps_saved(tmp_path / "c", done, enc)
+    rows = (data / "RTE" / "dev.tsv").read_text().split("\n")
+    swapped = [rows[0]] + ["\t".join([c[0], c[2], c[1], *c[3:]]) for c in (r.split("\t") for r in rows[1:] if r)]
+    (data / "RTE" / "dev.tsv").write_text("\n".join(swapped) + "\n")
+    changed = load_split("rte", "dev", data, limit=10, seed=1)
+    assert finished_earlier(tmp_path / "c", enc, clf, [changed], 10, 1) is None
+    with caplog.at_level("WARNING"):
+        run_census(enc, clf, [changed], tmp_path / "c", limit=10, seed=1, save_maps=True, overwrite=True)
+    assert "held the maps of another census (its tasks differ); replaced" in caplog.text, caplog.text
+    fresh = run_census(enc, clf, [changed], tmp_path / "f", limit=10, seed=1, save_maps=True)
+    a, b = MapStore(tmp_path / "c" / "maps" / "rte"), MapStore(tmp_path / "f" / "maps" / "rte")
+    assert len(a) == len(b) and all(np.array_equal(a.get(m["id"]), b.get(m["id"])) for m in b.meta)
+    assert fresh["tasks"]["rte"]["data"] == changed.digest() != split.digest()
+    for path in (tmp_path / "c" / "maps" / "rte").glob("part-*.jsonl"):  # a store missing maps is not all saved
+        path.with_suffix(".npz").unlink()
+        path.unlink()
+    assert not maps_saved(tmp_path / "c", fresh, enc)
+
+
+def test_another_limit_is_named_alone(setup, tmp_path):
+    """The examples' digest was of the drawn examples: another --limit was also named as another GLUE file (helper
+    97's walk of the docs)."""
+    enc, clf, glue = setup
+    with pytest.raises(KeyboardInterrupt):
+        run_census(enc, clf, [load_split("rte", "dev", glue, limit=100, seed=2)], tmp_path / "c", limit=100, seed=2,
+                   progress=Boom(70))
+    with pytest.raises(RunError) as e:
+        run_census(enc, clf, [load_split("rte", "dev", glue, limit=90, seed=2)], tmp_path / "c", limit=90, seed=2)
+    assert "--limit: was 100, now 90" in str(e.value) and "GLUE file" not in str(e.value), str(e.value)
 
 
 def test_census_cli_and_compare(tiny_bert, tiny_classifier, glue_dir, tmp_path, capsys):

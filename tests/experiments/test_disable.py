@@ -443,3 +443,18 @@ def test_glues_second_metric_is_recorded_beside_the_primary_one(tiny_bert, glue_
     header, table = rows(old)
     assert table[0][header.index("second")] == "" and table[0][header.index("second_metric")] == ""
     disable_plot(old)
+
+
+def test_another_task_into_an_unfinished_disable_run_names_what_can_be_done(tmp_path):
+    # The refusal asked for both tasks (--task: rte, sst2), which disable cannot take: giving both kept the last
+    # and dropped the unfinished run without a word (helper 97's walk of the docs).
+    from patterncnn.core.work import WORK, RunError, refuse_left_out
+
+    work = tmp_path / WORK / "rte"
+    work.mkdir(parents=True)
+    (work / "run.json").write_text(json.dumps({"key": "k", "params": {}, "command": "disable", "kept": []}))
+    (work / "L0H0.npz").write_bytes(b"a finished unit")
+    with pytest.raises(RunError) as e:
+        refuse_left_out(tmp_path, "disable", ["sst2"])
+    assert "unfinished disable run of rte; finish it first (the same command with --task rte)" in str(e.value)
+    assert "--task: " not in str(e.value)

@@ -58,6 +58,7 @@ def test_link_command(tmp_path, capsys):
     assert res["census_encoder"] == "minilm-rte"
     rows = (out / "link.csv").read_text().splitlines()
     assert len(rows) == 7 and rows[0].startswith("layer,head,vertical")
+    assert "None" not in "".join(rows)  # an untied head's `tied` is an empty cell, as in census's heads.csv
     assert (out / "link.png").stat().st_size > 1000
     assert "heterogeneous - vertical" in capsys.readouterr().out
     assert main(["link", "--task", "sst2", "--census", str(tmp_path / "census"), "--disable",

@@ -123,6 +123,19 @@ def test_rule_pre_annotates_clear_synthetic_patterns():
         assert probs.sum() == pytest.approx(1.0, abs=1e-5)
 
 
+def test_an_ml_backend_serving_the_pushed_version_is_told_from_the_push():
+    # A backend serving the classifier push used gives its predictions the same version: all were taken for pushed
+    # ones, the pushed one with the backend's URL (helper 97's walk of the docs)
+    result = [{"from_name": "pattern", "to_name": "map", "type": "choices", "value": {"choices": ["block"]}}]
+    pushed = {"id": 101, "model_version": "rule-v1", "created_at": "2026-01-01T00:00:00Z", "result": result}
+    served = {**pushed, "id": 900, "created_at": "2026-01-02T00:00:00Z"}
+    export = export_for({"a": [ann("diagonal", 1, "t1")]}, predictions={"a": [served, pushed]})
+    flat = flatten(export, backends={"rule-v1": "http://127.0.0.1:9090"}, export_file="e")
+    by = {p["ls_prediction_id"]: p for p in flat.predictions}
+    assert (by[101]["source"], by[101]["backend"]) == ("push", "")
+    assert (by[900]["source"], by[900]["backend"]) == ("ml-backend", "http://127.0.0.1:9090")
+
+
 def test_flatten_keeps_every_annotation_and_prediction():
     backend = {"id": 900, "model_version": "patterncnn-cnn", "score": 0.7, "created_at": "2026-01-02T00:00:00Z",
                "result": [{"from_name": "pattern", "to_name": "map", "type": "choices",

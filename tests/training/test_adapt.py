@@ -171,6 +171,22 @@ def test_merge_validation_adds_the_new_encoder_and_keeps_the_rest():
     assert base["results"][0]["encoders"] == {"a": {"mean_abs_error": 0.01}}  # the base is not changed
 
 
+def test_merge_validation_replaces_an_encoder_s_cells_with_its_figures():
+    # The base's validation cells of an encoder adapted again stayed beside its new figures, and the census then
+    # gave the old cells' sizes (6-14 maps) for a validation on cells of 2-4 (helper 97's walk of the docs).
+    cell = lambda maps: {"maps": maps}  # noqa: E731
+    base = {"results": [{"estimator": "count", "scope": None, "encoders": {"a": {"mean_abs_error": 0.01},
+                                                                          "b": {"mean_abs_error": 0.02}},
+                         "cells": {"a": {"0": {"rte": cell(10)}}, "b": {"0": {"rte": cell(14)}}}}]}
+    new = {"results": [{"estimator": "count", "scope": None, "encoders": {"b": {"mean_abs_error": 0.03}},
+                        "cells": {"b": {"0": {"rte": cell(3)}}}}], "encoders": ["b"]}
+    out = merge_validation(base, new)
+    assert out["results"][0]["cells"] == {"a": {"0": {"rte": cell(10)}}, "b": {"0": {"rte": cell(3)}}}
+    assert base["results"][0]["cells"]["b"] == {"0": {"rte": cell(14)}}  # the base is not changed
+    del new["results"][0]["cells"]  # a validation without cells leaves none of the encoder's old ones
+    assert "b" not in merge_validation(base, new)["results"][0]["cells"]
+
+
 def test_merge_validation_warns_when_an_encoder_is_now_validated_on_fewer_maps(caplog):
     entry = lambda maps: {"mean_abs_error": 0.02, "maps": maps}  # noqa: E731
     base = {"results": [{"estimator": "count", "scope": None, "encoders": {"a": entry(120)},

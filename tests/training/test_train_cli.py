@@ -13,6 +13,16 @@ from patterncnn.core.labels import LABELS
 
 
 def test_train_writes_consistent_artifacts_and_card(labelled_set, tmp_path, capsys):
+    import csv
+    import shutil
+
+    labelled_set = shutil.copytree(labelled_set, tmp_path / "labelled")  # ten labels made under guide 1.1
+    with open(labelled_set / "labels.csv") as f:
+        rows = list(csv.DictReader(f))
+    with open(labelled_set / "labels.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=[*rows[0], "guide"])
+        w.writeheader()
+        w.writerows({**r, "guide": "1.1" if k < 10 else "1.0"} for k, r in enumerate(rows))
     out = tmp_path / "models"
     rc = main(["train", "--annotations", str(labelled_set), "--out", str(out), "--folds", "3", "--max-epochs", "4",
                "--members", "2", "--loeo-seeds", "1"])
@@ -24,8 +34,7 @@ def test_train_writes_consistent_artifacts_and_card(labelled_set, tmp_path, caps
         assert (out / name).is_file(), name
     m = json.loads((out / "metrics.json").read_text())
     assert m["data"]["maps"] == 60 and m["data"]["labels"] == {name: 12 for name in LABELS}
-    # the guide version behind the labels (a set without the column is read as made under guide 1.0)
-    assert m["data"]["guides"] == {"1.0": 60}
+    assert m["data"]["guides"] == {"1.0": 50, "1.1": 10}  # the guide version behind each label
     assert m["conv_layers"] == 8 and m["train_config"]["folds"] == 3 and m["model_config"]["members"] == 2
     assert len(m["cv"]["best_epochs"]) == 3 * 2  # one per member per fold
     assert sum(sum(row) for row in m["cv"]["confusion_matrix"]) == 60  # every map scored out of fold once
@@ -34,7 +43,7 @@ def test_train_writes_consistent_artifacts_and_card(labelled_set, tmp_path, caps
     card = (out / "README.md").read_text()
     assert f"**Macro-F1 {m['cv']['macro_f1']:.3f}**" in card
     assert f"60 maps labelled by eye in Label Studio (`{labelled_set}`" in card
-    assert "marked uncertain; annotation guide 1.0 for 60." in card
+    assert "marked uncertain; annotation guide 1.0 for 50, 1.1 for 10." in card
     assert "$" not in card.replace("$$", "")  # every template field was filled
     assert "the mean of 2 such CNNs' probabilities" in card
     assert m["validation"] is None and "**Not validated.**" in card  # no uniformly drawn maps in this set
