@@ -13,11 +13,11 @@ from __future__ import annotations
 import inspect
 import sys
 import types
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..core import args
+from ..core.errors import TruncationWarning, warn_truncated  # noqa: F401 - TruncationWarning: part of this API
 from ..core.glue import dev_splits
 from ..core.work import output_dir, progress_bars
 from ..encoders.backends import DEFAULT_BACKEND, VETTED
@@ -93,15 +93,8 @@ def census(model: str = "minilm", tasks: str | Sequence[str] = MAIN_TASKS, limit
         [model], splits, clf, out, limit, seed, max_length, backend=backend, threads=threads, device=device,
         batch_size=batch_size, progress=progress_bars(progress), save_maps=save_maps, overwrite=overwrite, estimator=estimator,
         scope=calibration_scope, precision=rule)
-    truncated = truncated_inputs(result)
-    if truncated:  # what the command prints as a note
-        warnings.warn(f"{truncated} input(s) longer than max_length {max_length} were truncated (census.json: each "
-                      f"task's 'truncated'); a larger max_length keeps them whole", TruncationWarning, stacklevel=2)
+    warn_truncated(truncated_inputs(result), max_length, "census.json")  # what the command prints as a note
     return CensusResult(result, folder)
-
-
-class TruncationWarning(UserWarning):
-    """Inputs longer than the census's ``max_length`` were cut to it (the command prints it as a note)."""
 
 
 def __getattr__(name: str):

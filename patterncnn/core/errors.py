@@ -6,6 +6,8 @@ Every module's own error derives from :class:`PatternCNNError`, so the command l
 
 from __future__ import annotations
 
+import warnings
+
 
 class PatternCNNError(Exception):
     """Base class: a step cannot go on as asked; the message says what to do instead."""
@@ -17,3 +19,15 @@ class ClassifierError(PatternCNNError, RuntimeError):
 
 class DataError(PatternCNNError, ValueError):
     """An input file is damaged or is not what it should be; the message names the file and the fix."""
+
+
+class TruncationWarning(UserWarning):
+    """Inputs longer than a run's ``max_length`` were cut to it (census, drift, special-tokens; the commands print it
+    as a note)."""
+
+
+def warn_truncated(n: int | None, max_length: int, result_file: str) -> None:
+    """The Python API's :class:`TruncationWarning` when ``n`` inputs were cut (what the command prints as a note)."""
+    if n:
+        warnings.warn(f"{n} input(s) longer than max_length {max_length} were truncated ({result_file}: each task's "
+                      f"'truncated'); a larger max_length keeps them whole", TruncationWarning, stacklevel=3)

@@ -33,6 +33,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..core import args
+from ..core.errors import warn_truncated
 from ..core.fileio import public_fingerprint, public_source
 from ..core.glue import GlueSplit, dev_splits
 from ..core.plots import cls_row_figure, grid_plot, png
@@ -271,6 +272,8 @@ def special_tokens(model: str = "minilm", tasks: str | Sequence[str] = ("rte",),
     folder = output_dir(out, "special-tokens")
     result = run_special_tokens(enc, splits, classes, folder, seed, limit, batch_size, progress_bars(progress),
                                 overwrite)
+    warn_truncated(sum(t.get("truncated") or 0 for t in result["tasks"].values()), result["max_length"],
+                   "special_tokens.json")
     return ExperimentResult(result, folder, plot, rows)
 
 

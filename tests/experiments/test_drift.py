@@ -380,3 +380,14 @@ def test_drift_and_special_tokens_count_the_inputs_they_cut(tiny_bert, glue_dir,
     assert main(["special-tokens", "--model", str(tiny_bert), *common, "--out", str(tmp_path / "s")]) == 0
     assert f"note: {cut} input(s) longer than --max-length 48 were truncated" in capsys.readouterr().out
     assert json.loads((tmp_path / "s" / "special_tokens.json").read_text())["tasks"]["sst2"]["truncated"] == cut
+
+
+def test_the_python_api_of_drift_and_special_tokens_warns_of_cut_inputs(tiny_bert, glue_dir, tmp_path):
+    # The commands printed a note; patterncnn.drift(...) and special_tokens(...) said nothing (helper 98's review)
+    import patterncnn
+    from patterncnn.census import TruncationWarning
+
+    with pytest.warns(TruncationWarning, match=r"input\(s\) longer than max_length 48 were truncated \(drift.json"):
+        patterncnn.drift(str(tiny_bert), str(tiny_bert), "sst2", 12, glue_dir, tmp_path / "d", max_length=48)
+    with pytest.warns(TruncationWarning, match=r"were truncated \(special_tokens.json"):
+        patterncnn.special_tokens(str(tiny_bert), ["sst2"], 12, glue_dir, tmp_path / "s", max_length=48)
