@@ -58,7 +58,8 @@ class Parts:
     classifier_sha256: str = ""  # of the classifier's file when the server started (/v1/model)
 
     def __post_init__(self):
-        self.classifier_sha256 = self.classifier_sha256 or sha256_file(self.classifier.path)
+        path = getattr(self.classifier, "path", None)  # a classifier object of the caller's may have no file
+        self.classifier_sha256 = self.classifier_sha256 or (sha256_file(path) if path is not None else "")
         if self.limiter is None:
             self.limiter = anyio.CapacityLimiter(self.settings.workers)
         if self.large_bodies is None:

@@ -123,8 +123,9 @@ def test_readme_label_studio_section_end_to_end(label_studio, glue_dir, tmp_path
     again = terminal.run(blocks[4])
     assert "nothing changed" in again and files(out) == before
 
-    trained = terminal.run(blocks[5])  # the quick training run
-    assert f"{len(shipped) + 30} maps, 3-fold grouped CV" in trained
+    trained = terminal.run(blocks[5])  # the quick training run, with the E5 set beside the pulled one
+    e5 = len(load_labelled(repo / "annotations" / "round8-e5-uniform").ids)
+    assert f"{len(shipped) + 30 + e5} maps, 3-fold grouped CV" in trained
     metrics = json.loads((repo / "runs" / "quick-model" / "metrics.json").read_text())
     assert metrics["train_config"]["folds"] == 3 and metrics["train_config"]["max_epochs"] == 5
     assert (repo / "runs" / "quick-model" / "patterncnn.onnx").is_file()
