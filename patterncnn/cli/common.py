@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import threading
+import warnings
 
 
 def _whole_number(text: str, least: int) -> int:
@@ -268,6 +269,17 @@ def connect(args):
 
     return open_connection(args.url or os.environ.get("LABEL_STUDIO_URL"),
                            args.api_key or os.environ.get("LABEL_STUDIO_API_KEY"))
+
+
+@contextlib.contextmanager
+def truncation_as_note():
+    """A command that prints :func:`truncation_note` runs the Python API, which warns of the same cut inputs
+    (:class:`patterncnn.core.errors.TruncationWarning`): silenced, so that it is said once."""
+    from ..core.errors import TruncationWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TruncationWarning)
+        yield
 
 
 def truncation_note(n: int, max_length: int) -> str:

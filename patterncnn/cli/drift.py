@@ -13,6 +13,7 @@ from .common import (
     out_path,
     positive_int,
     progress,
+    truncation_as_note,
     truncation_note,
 )
 
@@ -40,9 +41,10 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..experiments.drift import drift, verdict
 
-    res = drift(args.model_a, args.model_b, args.task, args.limit, glue_dir(args), args.out, seed=args.seed,
-                max_length=args.max_length, batch_size=args.batch_size, device=device(args),
-                overwrite=args.overwrite, progress=progress()).data
+    with truncation_as_note():  # printed below
+        res = drift(args.model_a, args.model_b, args.task, args.limit, glue_dir(args), args.out, seed=args.seed,
+                    max_length=args.max_length, batch_size=args.batch_size, device=device(args),
+                    overwrite=args.overwrite, progress=progress()).data
     print(f"drift {res['tag_a']} vs {res['tag_b']}: mean cosine similarity of the maps per layer (1 = unchanged)")
     for task, s in res["tasks"].items():
         layers = " ".join(f"{v:.4f}" for v in s["layer_mean"])

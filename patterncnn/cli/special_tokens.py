@@ -16,6 +16,7 @@ from .common import (
     positive_int,
     progress,
     text,
+    truncation_as_note,
     truncation_note,
 )
 
@@ -63,10 +64,11 @@ def run(args) -> int:
             raise ValueError(f"--token-class name {name!r} is given twice ({classes[name]!r} and {pattern!r}); give "
                              f"each class its own name, or join the two in one regex: {name}='{classes[name]}|{pattern}'")
         classes[name] = pattern
-    res = special_tokens(args.model, args.task, args.limit, glue_dir(args), args.out,
-                         token_classes=classes, seed=args.seed, max_length=args.max_length,
-                         batch_size=args.batch_size, device=device(args), overwrite=args.overwrite,
-                         progress=progress()).data
+    with truncation_as_note():  # printed below
+        res = special_tokens(args.model, args.task, args.limit, glue_dir(args), args.out,
+                             token_classes=classes, seed=args.seed, max_length=args.max_length,
+                             batch_size=args.batch_size, device=device(args), overwrite=args.overwrite,
+                             progress=progress()).data
     names = res["classes"]["order"]
     print(f"{res['tag']}: attention given to each class, over T, mean per layer ({', '.join(names)})")
     for task, s in res["tasks"].items():

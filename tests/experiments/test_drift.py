@@ -366,7 +366,10 @@ def test_overwrite_of_a_run_with_other_arguments_is_logged_in_its_callers_spelli
 
 def test_drift_and_special_tokens_count_the_inputs_they_cut(tiny_bert, glue_dir, tmp_path, capsys):
     # Both cut long inputs at --max-length without a word, where census, sample and analyze count them (helper 95)
+    import warnings
+
     from patterncnn.cli import main
+    from patterncnn.core.errors import TruncationWarning
     from patterncnn.core.glue import load_split
     from patterncnn.encoders.load import load_encoder
 
@@ -374,6 +377,7 @@ def test_drift_and_special_tokens_count_the_inputs_they_cut(tiny_bert, glue_dir,
     cut = sum(enc.tokenize(ex.texts)[1] for ex in load_split("sst2", "dev", glue_dir, limit=12, seed=0).examples)
     assert 0 < cut < 12, cut
     common = ["--task", "sst2", "--limit", "12", "--glue-dir", str(glue_dir), "--max-length", "48"]
+    warnings.simplefilter("error", TruncationWarning)  # the commands print the note, and do not warn it too
     assert main(["drift", str(tiny_bert), str(tiny_bert), *common, "--out", str(tmp_path / "d")]) == 0
     assert f"note: {cut} input(s) longer than --max-length 48 were truncated" in capsys.readouterr().out
     assert json.loads((tmp_path / "d" / "drift.json").read_text())["tasks"]["sst2"]["truncated"] == cut
