@@ -24,7 +24,6 @@ from ..encoders.backends import DEFAULT_BACKEND, VETTED
 from ..shares.calibrate import SCOPES
 from ..shares.estimate import ESTIMATORS
 from ..shares.precision import Precision
-from .results import truncated_inputs
 
 if TYPE_CHECKING:
     from ..classifier.onnx import OnnxClassifier
@@ -93,7 +92,7 @@ def census(model: str = "minilm", tasks: str | Sequence[str] = MAIN_TASKS, limit
         [model], splits, clf, out, limit, seed, max_length, backend=backend, threads=threads, device=device,
         batch_size=batch_size, progress=progress_bars(progress), save_maps=save_maps, overwrite=overwrite, estimator=estimator,
         scope=calibration_scope, precision=rule)
-    warn_truncated(truncated_inputs(result), max_length, "census.json")  # what the command prints as a note
+    warn_truncated(result, "census.json")  # what the command prints as a note
     return CensusResult(result, folder)
 
 

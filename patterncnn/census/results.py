@@ -132,12 +132,6 @@ def has_classifier_part(e: dict) -> bool:
     return bool(e.get("calibration")) or bias_band(e.get("validated_share_error")) is not None
 
 
-def truncated_inputs(result: dict) -> int:
-    """How many inputs of a census were cut at its ``max_length``, over its tasks (the command's note, the API's
-    warning)."""
-    return sum(s["truncated"] for s in result["tasks"].values())
-
-
 def _points(d: float, marks: str) -> str:
     """A difference in percentage points, to 0.1; a marked one that rounds to 0.0 gets two significant digits, so
     that it does not read as nothing (a share of 0.035 % against exactly 0, intervals apart, printed +0.0*)."""

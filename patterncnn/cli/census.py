@@ -82,7 +82,8 @@ def run(args) -> int:
     # Idle OpenMP workers (torch's preprocessing) must not spin while onnxruntime runs the encoder or the CNN on
     # the same cores: busy-waiting cost the onnx census up to 2.5x (docs/pages/benchmarks.md). Set before torch loads.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from ..census.results import census_text, compare, load_result, truncated_inputs
+    from ..census.results import census_text, compare, load_result
+    from ..core.errors import truncated_inputs
 
     if args.compare:  # reads two results: no encoder, no classifier, nothing of torch
         print(compare(*(load_result(p) for p in args.compare))[0])

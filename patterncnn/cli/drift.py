@@ -39,6 +39,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from ..core.errors import truncated_inputs
     from ..experiments.drift import drift, verdict
 
     with truncation_as_note():  # printed below
@@ -51,7 +52,7 @@ def run(args) -> int:
         # no layer changed: which two are lowest is noise, not worth naming
         lowest = f"; lowest layers {s['lowest_two_layers']} ->" if s["last_two_change_most"] is not None else ";"
         print(f"  {task:<6} ({s['examples']} ex.): {layers}{lowest} last two change most: {verdict(s)}")
-    if cut := sum(s.get("truncated") or 0 for s in res["tasks"].values()):
+    if cut := truncated_inputs(res):
         print(truncation_note(cut, res["max_length"]))
     print(f"wrote {args.out}/drift.json, drift.csv, drift.png")
     return 0

@@ -56,6 +56,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from ..core.errors import truncated_inputs
     from ..experiments.special_tokens import special_tokens, task_figure
 
     classes: dict[str, str] = {}
@@ -78,7 +79,7 @@ def run(args) -> int:
                   + f"   (tokens: {100 * s['token_fraction'][k]:.1f}%)")
         verdict = "yes" if s["cls_early_sep_late"] else "no"
         print(f"    [CLS] peaks in an early layer and [SEP] in a late one: {verdict}")
-    if cut := sum(s.get("truncated") or 0 for s in res["tasks"].values()):
+    if cut := truncated_inputs(res):
         print(truncation_note(cut, res["max_length"]))
     figures = ", ".join(task_figure(task) for task in res["tasks"])
     print(f"wrote {args.out}/special_tokens.json, special_tokens.csv, {figures}, cls-row.png")

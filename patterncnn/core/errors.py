@@ -26,8 +26,15 @@ class TruncationWarning(UserWarning):
     as a note)."""
 
 
-def warn_truncated(n: int | None, max_length: int, result_file: str) -> None:
-    """The Python API's :class:`TruncationWarning` when ``n`` inputs were cut (what the command prints as a note)."""
-    if n:
-        warnings.warn(f"{n} input(s) longer than max_length {max_length} were truncated ({result_file}: each task's "
-                      f"'truncated'); a larger max_length keeps them whole", TruncationWarning, stacklevel=3)
+def truncated_inputs(result: dict) -> int:
+    """How many inputs of a census, drift or special-tokens result were cut at its ``max_length``, over its tasks (a
+    task's ``truncated`` is null for windows saved before drift and special-tokens counted them)."""
+    return sum(s.get("truncated") or 0 for s in result["tasks"].values())
+
+
+def warn_truncated(result: dict, result_file: str) -> None:
+    """The Python API's :class:`TruncationWarning` when inputs were cut (what the commands print as a note)."""
+    if n := truncated_inputs(result):
+        warnings.warn(f"{n} input(s) longer than max_length {result['max_length']} were truncated ({result_file}: "
+                      f"each task's 'truncated'); a larger max_length keeps them whole", TruncationWarning,
+                      stacklevel=3)

@@ -186,7 +186,7 @@ def drift(model_a: str, model_b: str, tasks: str | Sequence[str], limit: int | N
     a, b = (load_encoder(m, max_length=max_length, device=device) for m in (model_a, model_b))
     folder = output_dir(out, "drift")
     result = run_drift(a, b, splits, folder, seed, limit, batch_size, progress_bars(progress), overwrite)
-    warn_truncated(sum(t.get("truncated") or 0 for t in result["tasks"].values()), result["max_length"], "drift.json")
+    warn_truncated(result, "drift.json")
     return ExperimentResult(result, folder, plot, rows)
 
 

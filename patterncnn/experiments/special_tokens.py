@@ -272,8 +272,7 @@ def special_tokens(model: str = "minilm", tasks: str | Sequence[str] = ("rte",),
     folder = output_dir(out, "special-tokens")
     result = run_special_tokens(enc, splits, classes, folder, seed, limit, batch_size, progress_bars(progress),
                                 overwrite)
-    warn_truncated(sum(t.get("truncated") or 0 for t in result["tasks"].values()), result["max_length"],
-                   "special_tokens.json")
+    warn_truncated(result, "special_tokens.json")
     return ExperimentResult(result, folder, plot, rows)
 
 
