@@ -332,6 +332,12 @@ def progress_bar(progress: Callable | None, total: int, desc: str, unit: str, **
             bar.close()
 
 
+def spread(parts: list[dict], squares: str, mean: np.ndarray, n: int) -> np.ndarray:
+    """The standard deviation over ``n`` examples (population) of what :func:`run_windows`' parts sum, from their
+    sums of squares under ``squares`` and the ``mean``: drift's cosines, special-tokens' shares."""
+    return np.sqrt(np.clip(sum(p[squares] for p in parts) / n - mean**2, 0, None))
+
+
 def truncated_examples(parts: list[dict]) -> int | None:
     """How many examples of :func:`run_windows`' parts (each counting its own as ``truncated``) were cut to
     max_length; None if a part was saved before drift and special-tokens counted them (2026-11-29, helper 95's

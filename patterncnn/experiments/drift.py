@@ -35,6 +35,7 @@ from ..core.work import (
     progress_bars,
     provenance,
     run_windows,
+    spread,
     truncated_examples,
     work_dir,
     write_result,
@@ -97,12 +98,13 @@ def summarize(parts: list[dict]) -> dict:
     """Per-head mean and standard deviation over examples, per-layer means, and the paper's check."""
     n = int(sum(int(p["n"]) for p in parts))
     mean = sum(p["sum"] for p in parts) / n
-    var = np.clip(sum(p["sumsq"] for p in parts) / n - mean**2, 0, None)
+    std = spread(parts, "sumsq", mean, n)
     layer_mean = mean.mean(1)
     lowest = sorted(np.argsort(layer_mean)[:2].tolist())
     last_two = list(range(len(layer_mean) - 2, len(layer_mean)))
     largest = float(1 - layer_mean.min())
-    return {"examples": n, "truncated": truncated_examples(parts), "cosine": np.round(mean, 5).tolist(), "std": np.round(np.sqrt(var), 5).tolist(),
+    return {"examples": n, "truncated": truncated_examples(parts), "cosine": np.round(mean, 5).tolist(),
+            "std": np.round(std, 5).tolist(),
             "layer_mean": np.round(layer_mean, 5).tolist(), "lowest_two_layers": lowest,
             "largest_layer_change": round(largest, 7),
             # None: no layer changed enough for the paper's check to mean anything

@@ -44,6 +44,7 @@ from ..core.work import (
     progress_bars,
     provenance,
     run_windows,
+    spread,
     truncated_examples,
     work_dir,
     write_result,
@@ -178,17 +179,12 @@ def special_window(enc: Encoder, window: list, classes: TokenClasses, batch_size
             "cls_row_sq": row_sq, "truncated": np.array(cut)}
 
 
-def _std(parts: list[dict], key: str, mean: np.ndarray, n: int) -> np.ndarray:
-    """The standard deviation over examples (population, as drift's) of what ``parts`` sum under ``key``."""
-    return np.sqrt(np.clip(sum(p[f"{key}_sq"] for p in parts) / n - mean**2, 0, None))
-
-
 def summarize(parts: list[dict], names: list[str]) -> dict:
     n = int(sum(int(p["n"]) for p in parts))
     share = sum(p["share"] for p in parts) / n  # (C, L, H)
     row = sum(p["cls_row"] for p in parts) / n  # (H, C)
     frac = sum(p["tokens"] for p in parts) / n
-    share_std, row_std = _std(parts, "share", share, n), _std(parts, "cls_row", row, n)
+    share_std, row_std = spread(parts, "share_sq", share, n), spread(parts, "cls_row_sq", row, n)
     layer_mean = share.mean(2)  # (C, L)
     half = share.shape[1] / 2
     return {
