@@ -123,6 +123,31 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def _inputs_note(task: str, a: dict, b: dict) -> str | None:
+    """One line when A and B did not read the same inputs of ``task`` (another GLUE file, another sample of it, or
+    inputs cut at another ``--max-length``), or None. Each difference then holds the inputs' difference too: the
+    intervals over examples allow for another sample, not for another file or another cut."""
+    sa, sb = a["tasks"][task], b["tasks"][task]
+    data = [s.get("data") for s in (sa, sb)]
+    said = []
+    if None not in data and data[0] != data[1]:
+        said.append("different GLUE files (their contents differ)")
+    of = [s.get("of") for s in (sa, sb)]
+    n = [s.get("examples") for s in (sa, sb)]
+    whole = [x == y for x, y in zip(n, of)]
+    reseeded = not all(whole) and a.get("seed") != b.get("seed")  # the seed draws the sample of a part
+    if (n[0], of[0]) != (n[1], of[1]) or reseeded:
+        seeds = f", seed {a.get('seed')} and {b.get('seed')}" if reseeded else ""
+        said.append(f"different examples (A {n[0]} of {of[0]}, B {n[1]} of {of[1]}{seeds})")
+    if a.get("max_length") != b.get("max_length"):
+        said.append(f"inputs cut at different lengths (--max-length {a.get('max_length')} and {b.get('max_length')})")
+    if not said:
+        return None
+    return (f"note: on {task}, A and B read {' and '.join(said)}, so each difference holds that difference too; "
+            f"run both with the same --glue-dir, --limit, --seed and --max-length to compare encoders on the same "
+            f"inputs")
+
+
 def _apart(x: list[float], y: list[float]) -> bool:
     return x[0] > y[1] or y[0] > x[1]
 
@@ -180,6 +205,7 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
         marks = {n: ("*" if ex[n] else "") + ("*" if ex[n] and tot[n] else "") + ("!" if val[n] else "") for n in LABELS}
         lines.append(f"{task:<8} " + " ".join(f"{_points(d[n], marks[n])}{marks[n]:<3}".rjust(19) for n in LABELS))
     lines += [f"{x}: {note}" for x, r in zip("AB", (a, b)) if (note := clipped_note(r))]
+    lines += [note for task in a["tasks"] if task in b["tasks"] and (note := _inputs_note(task, a, b))]
     if mixed:
         lines.append(f"not checked: A used the {est[0]} estimator and B the {est[1]} estimator, so each difference "
                      f"holds the estimators' difference too; run both censuses with the same --estimator (e.g. "

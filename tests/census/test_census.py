@@ -555,6 +555,26 @@ def test_compare_checks_nothing_between_two_estimators():
     assert "+40.0*!" in compare(a, _census(0.6, "count"))[0]  # the same estimator: checked
 
 
+def test_compare_says_when_the_two_read_other_inputs():
+    # Found by a docs walk: two censuses of 150 and 408 MRPC examples were compared without a word.
+    def res(examples, of=408, seed=0, data="d1", max_length=128):
+        r = _census(0.2, "count")
+        r.update(seed=seed, max_length=max_length)
+        r["tasks"]["rte"].update(examples=examples, of=of, data=data)
+        return r
+
+    def note(b, a=None):
+        return [line for line in compare(a or res(150), b)[0].splitlines() if line.startswith("note: on rte")]
+
+    assert note(res(150)) == []  # the same sample of the same file
+    assert note(res(408, seed=1), res(408, seed=0)) == []  # the whole split: the seed draws nothing
+    assert "different examples (A 150 of 408, B 408 of 408)" in note(res(408))[0]
+    assert "different examples (A 150 of 408, B 150 of 408, seed 0 and 1)" in note(res(150, seed=1))[0]
+    assert "different GLUE files" in note(res(150, data="d2"))[0]
+    assert "--max-length 128 and 64" in note(res(150, max_length=64))[0]
+    assert "same --glue-dir, --limit, --seed and --max-length" in note(res(408))[0]
+
+
 def _census(v, estimator):
     ci = {k: [v - 0.01, v + 0.01] for k in LABELS}
     return {"encoder": {"model": "m"}, "estimator": {
