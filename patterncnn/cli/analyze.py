@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_classifier_args, add_overwrite, classifier, model_name, out_path, text
+from .common import add_classifier_args, add_max_length, add_overwrite, classifier, model_name, out_path, text
 
 
 def register(sub) -> None:
@@ -12,7 +12,7 @@ def register(sub) -> None:
     p.add_argument("text", nargs="+", type=text, help="a sentence, or two sentences for a pair")
     p.add_argument("--model", type=model_name, default="minilm",
                    help="encoder (default: %(default)s, the embedded all-MiniLM-L6-v2)")
-    p.add_argument("--max-length", type=int, default=128, help="(default: %(default)s)")
+    add_max_length(p)
     add_classifier_args(p)
     p.add_argument("--out", type=out_path, help="write the grid figure to this PNG")
     add_overwrite(p, "file")

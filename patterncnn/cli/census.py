@@ -11,6 +11,7 @@ from .common import (
     add_classifier_args,
     add_device_arg,
     add_glue_args,
+    add_max_length,
     add_overwrite,
     add_tasks_arg,
     classifier,
@@ -39,7 +40,7 @@ def register(sub) -> None:
     add_tasks_arg(p)
     p.add_argument("--model", type=model_name, action="append",
                    help="encoder (repeatable; two models are compared). Default: minilm")
-    p.add_argument("--max-length", type=positive_int, default=128, help="(default: %(default)s)")
+    add_max_length(p)
     p.add_argument("--limit", type=int, default=1000,
                    help="examples per task, as in the paper; with --precision, the most (default: %(default)s)")
     p.add_argument("--precision", type=given, metavar="P|Fx", default=None,

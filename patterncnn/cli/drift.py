@@ -5,6 +5,7 @@ from __future__ import annotations
 from .common import (
     add_device_arg,
     add_glue_args,
+    add_max_length,
     add_overwrite,
     add_tasks_arg,
     device,
@@ -29,7 +30,7 @@ def register(sub) -> None:
     p.add_argument("model_b", type=model_name, metavar="B", help="second encoder (e.g. models-ft/minilm-rte)")
     add_tasks_arg(p, required=True)
     p.add_argument("--limit", type=positive_int, default=1000, help="examples per task (default: %(default)s)")
-    p.add_argument("--max-length", type=positive_int, default=128, help="(default: %(default)s)")
+    add_max_length(p)
     p.add_argument("--batch-size", type=positive_int, default=16, help="encoder batch size (default: %(default)s)")
     p.add_argument("--out", type=out_path, default="runs/drift", help="output folder (default: %(default)s)")
     add_overwrite(p, "finished or unfinished run")

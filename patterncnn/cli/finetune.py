@@ -28,10 +28,12 @@ def register(sub) -> None:
     p.add_argument("--task", type=given, required=True, help="GLUE task, e.g. sst2, rte, stsb")
     p.add_argument("--out", type=out_path, required=True, help="folder to write the fine-tuned model to")
     add_overwrite(p, "model, or an unfinished fine-tune of other arguments or of another task,")
-    p.add_argument("--batch-size", type=positive_int, default=32, help="(default: %(default)s)")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="training batch size (default: %(default)s)")
     p.add_argument("--epochs", type=positive_float, default=3.0,
                    help="passes over the training examples; a fraction stops part-way (default: %(default)s)")
-    p.add_argument("--learning-rate", type=positive_float, default=2e-5, help="(default: %(default)s)")
+    p.add_argument("--learning-rate", type=positive_float, default=2e-5,
+                   help="peak learning rate: linear warm-up over the first 10%% of steps, then linear decay "
+                        "(default: %(default)s)")
     p.add_argument("--max-train-examples", type=positive_int, default=None,
                    help="train on a seeded random sample of this many examples (to fit a CPU's time budget)")
     p.add_argument("--max-dev-examples", type=positive_int, default=None,

@@ -17,8 +17,9 @@ def register(sub) -> None:
                    help="disable folder or disable.json (`patterncnn disable`)")
     p.add_argument("--drift", type=in_path, default=None,
                    help="drift folder or drift.json (`patterncnn drift`); optional")
-    p.add_argument("--permutations", type=positive_int, default=10000, help="(default: %(default)s)")
-    p.add_argument("--seed", type=seed, default=0, help="(default: %(default)s)")
+    p.add_argument("--permutations", type=positive_int, default=10000,
+                   help="random permutations behind each p-value (default: %(default)s)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the permutations (default: %(default)s)")
     p.add_argument("--out", type=out_path, default="runs/link", help="output folder (default: %(default)s)")
     add_overwrite(p)
     p.set_defaults(out_folder=True, func=run)

@@ -26,10 +26,12 @@ def register(sub) -> None:
     add_cnn_args(p)
     p.add_argument("--maps", type=positive_int, default=1_000_000,
                    help="synthetic maps streamed through the CNN (default: %(default)s)")
-    p.add_argument("--batch-size", type=positive_int, default=128, help="(default: %(default)s)")
+    p.add_argument("--batch-size", type=positive_int, default=128,
+                   help="synthetic maps per step (default: %(default)s)")
     p.add_argument("--lr", type=positive_float, default=3e-3, help="peak learning rate of the one-cycle schedule "
                                                           "(default: %(default)s)")
-    p.add_argument("--seed", type=seed, default=0, help="(default: %(default)s)")
+    p.add_argument("--seed", type=seed, default=0,
+                   help="seed of the synthetic maps and the initial weights (default: %(default)s)")
     p.add_argument("--max-t", type=positive_int, default=256, help="the longest synthetic map (default: %(default)s)")
     p.set_defaults(func=run, resumable="steps (every 256, in its .partial file)", saved=saved_steps)
 

@@ -5,7 +5,16 @@ from __future__ import annotations
 import os
 import sys
 
-from .common import add_classifier_args, classifier, given, model_name, port, positive_float, positive_int
+from .common import (
+    add_classifier_args,
+    add_max_length,
+    classifier,
+    given,
+    model_name,
+    port,
+    positive_float,
+    positive_int,
+)
 
 
 def register(sub) -> None:
@@ -14,11 +23,12 @@ def register(sub) -> None:
                                    "Studio ML backend protocol (/setup, /predict); the OpenAPI spec at /openapi.json. "
                                    "Binds to 127.0.0.1 by default. With --api-token or PATTERNCNN_API_TOKEN every "
                                    "path but /health and /webhook needs it; a non-loopback --host needs one.")
-    p.add_argument("--host", type=given, default="127.0.0.1", help="(default: %(default)s)")
-    p.add_argument("--port", type=port, default=9090, help="(default: %(default)s)")
+    p.add_argument("--host", type=given, default="127.0.0.1",
+                   help="address to bind; a non-loopback one needs --api-token (default: %(default)s)")
+    p.add_argument("--port", type=port, default=9090, help="port to listen on (default: %(default)s)")
     p.add_argument("--model", type=model_name, default="minilm", help="encoder for /v1/analyze (default: %(default)s)")
     p.add_argument("--no-encoder", action="store_true", help="serve maps only; do not load an encoder")
-    p.add_argument("--max-length", type=positive_int, default=128, help="(default: %(default)s)")
+    add_max_length(p)
     add_classifier_args(p)
     p.add_argument("--api-token", type=given, default=None,
                    help="require this bearer token (default: $PATTERNCNN_API_TOKEN, which other users of the machine "

@@ -44,9 +44,10 @@ def register(sub) -> None:
     p.add_argument("--members", type=positive_int, default=1,
                    help="CNNs the classifier averages, each trained with its own seed; training and the "
                         "classifier's cost grow with it (default: %(default)s)")
-    p.add_argument("--folds", type=fold_count, default=5, help="(default: %(default)s)")
-    p.add_argument("--max-epochs", type=positive_int, default=80, help="(default: %(default)s)")
-    p.add_argument("--seed", type=seed, default=0, help="(default: %(default)s)")
+    p.add_argument("--folds", type=fold_count, default=5, help="cross-validation folds (default: %(default)s)")
+    p.add_argument("--max-epochs", type=positive_int, default=80,
+                   help="the most epochs of a fit; early stopping usually ends it sooner (default: %(default)s)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the folds and the fits (default: %(default)s)")
     p.add_argument("--lr", type=positive_float, default=None,
                    help="peak learning rate (default: 3e-3 from a random start, 3e-4 with --init)")
     p.add_argument("--class-weight-power", type=non_negative_float, default=0.5,
