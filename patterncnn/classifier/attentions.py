@@ -99,7 +99,8 @@ def per_map_seps(seps: Any, n: int) -> list[Any]:
 
 
 def split_attentions(attentions: Any, attention_mask: Any = None, tokens: Sequence | None = None,
-                     sep_token: str | None = None) -> list[tuple[np.ndarray, list[int] | None, list[str] | None]]:
+                     sep_token: str | None = None, special_tokens_mask: Any = None,
+                     ) -> list[tuple[np.ndarray, list[int] | None, list[str] | None]]:
     """A model's attentions for a batch -> per example (maps (L, H, T, T) of its real tokens, seps, tokens).
 
     Args:
@@ -108,6 +109,9 @@ def split_attentions(attentions: Any, attention_mask: Any = None, tokens: Sequen
         tokens: per example its T tokens as the tokenizer gives them (padding included), or one list when B = 1;
             None: no separators (one segment assumed; the block rule is not applied).
         sep_token: the separator token; None: ``[SEP]`` or ``</s>``, whichever the tokens hold.
+        special_tokens_mask: the batch's (B, T) special-tokens mask (the tokenizer's, with
+            ``return_special_tokens_mask=True``): only the separators it marks end a segment, so that a text holding
+            ``[SEP]`` stays one segment. None: every separator token ends one.
 
     Raises:
         ArgumentTypeError: a token that is not a str (token ids instead of ``convert_ids_to_tokens``'s strings).
@@ -141,6 +145,13 @@ def split_attentions(attentions: Any, attention_mask: Any = None, tokens: Sequen
         raise ClassifierError(f"got tokens for {len(tokens)} examples and attentions for {b}; pass one token list "
                               f"per example (tokenizer.convert_ids_to_tokens of each row of input_ids)")
     args.text("sep_token", sep_token, none=True)
+    special = None if special_tokens_mask is None else _numpy(special_tokens_mask).astype(bool)
+    if special is not None and special.ndim == 1:
+        special = special[None]
+    if special is not None and (tokens is None or special.shape != (b, t)):
+        raise ClassifierError(f"special_tokens_mask of shape {special.shape} for attentions of ({b}, {t})"
+                              + (" and no tokens; pass tokens too" if tokens is None else "; pass the mask the "
+                                 "tokenizer gave for the padded batch the model saw"))
     out, unseparated = [], []
     for i in range(b):
         keep = np.flatnonzero(mask[i])
@@ -158,7 +169,7 @@ def split_attentions(attentions: Any, attention_mask: Any = None, tokens: Sequen
                     f"tokens must be strings, but example {i} holds {type(wrong).__name__} {wrong!r:.20} (token ids?); "
                     f"pass tokenizer.convert_ids_to_tokens(ids) of each row of input_ids")
             toks = [tokens[i][k] for k in keep]
-            seps = separators(toks, sep_token)
+            seps = separators(toks, sep_token, None if special is None else special[i][keep])
             if not seps:
                 unseparated.append(i)
         out.append((maps, seps, toks))

@@ -211,7 +211,7 @@ class OnnxClassifier:
         return Patterns(probs.reshape(*lead, len(LABELS)))
 
     def classify_attentions(self, attentions: Any, attention_mask: Any = None, tokens: Sequence | None = None,
-                            sep_token: str | None = None) -> HeadPatterns:
+                            sep_token: str | None = None, special_tokens_mask: Any = None) -> HeadPatterns:
         """The pattern of every (example, layer, head) map of a Hugging Face model's output for a batch.
 
         Args:
@@ -222,6 +222,9 @@ class OnnxClassifier:
                 the separators are found in them (``[SEP]``, or ``</s>`` for MPNet/RoBERTa). None: one
                 segment is assumed for every example.
             sep_token: the separator token when it is neither ``[SEP]`` nor ``</s>``.
+            special_tokens_mask: the batch's (B, T) special-tokens mask, from the tokenizer called with
+                ``return_special_tokens_mask=True`` (pop it before calling the model). Only the separators it marks
+                end a segment: without it, a text holding a separator's string (``"a [SEP] b"``) is read as a pair.
 
         Returns:
             :class:`HeadPatterns`: ``.probs`` (B, L, H, 5), ``.labels`` (B, L, H), ``.frame()``, ``.plot()``.
@@ -235,7 +238,7 @@ class OnnxClassifier:
             >>> list(heads.labels[0, 0, :3])  # example 0, layer 0, heads 0-2 (the embedded MiniLM)
             ['heterogeneous', 'vertical', 'diagonal']
         """
-        examples = split_attentions(attentions, attention_mask, tokens, sep_token)
+        examples = split_attentions(attentions, attention_mask, tokens, sep_token, special_tokens_mask)
         groups, checked = [], []
         for maps, seps, _ in examples:
             layers, heads, t, _ = maps.shape

@@ -33,24 +33,31 @@ BLOCK = LABELS.index("block")
 SEPARATOR_TOKENS = ("[SEP]", "</s>")
 
 
-def separators(tokens: Sequence[Hashable], sep: Hashable | None = None) -> list[int]:
+def separators(tokens: Sequence[Hashable], sep: Hashable | None = None,
+               special: Sequence[int] | None = None) -> list[int]:
     """Positions of the separator tokens in one input: the one place separators are found.
 
     Args:
         tokens: the input's tokens (strings, as ``convert_ids_to_tokens`` gives them) or token ids.
         sep: the separator (``tokenizer.sep_token`` or ``sep_token_id``); None: the first of
             :data:`SEPARATOR_TOKENS` that occurs in ``tokens``.
+        special: the tokenizer's special-tokens mask for ``tokens`` (1 where its template put a special token);
+            only those separators count. A text holding a separator's string (``[SEP]``) is tokenized to the
+            separator token, and only this mask tells it from the template's. None: every separator counts.
 
     Returns:
         Sorted positions, e.g. [5, 11] for BERT's ``[CLS] A [SEP] B [SEP]`` or [5, 6, 11] for MPNet's
         ``<s> A </s></s> B </s>``; empty when there is none.
     """
+    if special is not None and len(special) != len(tokens):
+        raise ValueError(f"a special-tokens mask of {len(special)} positions for {len(tokens)} tokens; pass the mask "
+                         f"the tokenizer gave with these tokens (return_special_tokens_mask=True)")
     if sep is None:
         present = set(tokens)
         sep = next((s for s in SEPARATOR_TOKENS if s in present), None)
         if sep is None:
             return []
-    return [p for p, t in enumerate(tokens) if t == sep]
+    return [p for p, t in enumerate(tokens) if t == sep and (special is None or special[p])]
 
 
 def valid_seps(t: int | None, seps: Sequence[int] | None) -> list[int]:

@@ -183,8 +183,7 @@ class Encoder:
                              return_special_tokens_mask=True)
         ids = TokenIds(enc["input_ids"])
         if enc.encodings:  # fast tokenizer: what truncation cut off is kept as overflowing
-            template = [i for i, (t, special) in enumerate(zip(ids, enc["special_tokens_mask"]))
-                        if special and t == self.tokenizer.sep_token_id]
+            template = separators(ids, self.tokenizer.sep_token_id, special=enc["special_tokens_mask"])
             if template != separators(ids, self.tokenizer.sep_token_id):  # the text holds a separator's string
                 ids.seps = template
             return ids, cut_chars or bool(enc.encodings[0].overflowing)

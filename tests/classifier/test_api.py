@@ -135,6 +135,30 @@ def test_classify_attentions_of_a_padded_hf_batch_equals_the_census_path(tiny, t
     assert heads.plot(1).axes and "example 1" in heads._repr_html_()
 
 
+def test_a_text_holding_a_separator_stays_one_segment_with_the_special_tokens_mask(tiny, tiny_classifier):
+    # Helper 95's review: the tokenizer reads "[SEP]" in a text as the separator token; only its special-tokens mask
+    # tells the template's separators apart. The census path knows this (TokenIds); the API now does with the mask.
+    clf = load_classifier(tiny_classifier[1])
+    texts = ["One sentence [SEP] with a separator in it.", "Another, plain one."]
+    batch = tiny.tokenizer(texts, padding=True, return_tensors="pt", return_special_tokens_mask=True)
+    special = batch.pop("special_tokens_mask")
+    with torch.inference_mode():
+        att = tiny.model(**batch, output_attentions=True).attentions
+    tokens = [tiny.tokenizer.convert_ids_to_tokens(ids) for ids in batch["input_ids"]]
+    assert tokens[0].count("[SEP]") == 2  # the text's and the template's
+    heads = clf.classify_attentions(att, attention_mask=batch["attention_mask"], tokens=tokens,
+                                    special_tokens_mask=special)
+    for i, text in enumerate(texts):
+        ref, ea = _census_path(tiny, clf, (text,))
+        assert heads.seps[i] == ea.seps and len(ea.seps) == 1  # one segment, as the census reads it
+        np.testing.assert_allclose(heads.probs[i], ref, atol=1e-5)
+    plain = clf.classify_attentions(att, attention_mask=batch["attention_mask"], tokens=tokens)
+    assert len(plain.seps[0]) == 2 and plain.seps[1] == heads.seps[1]  # without the mask: read as a pair
+    with pytest.raises(ClassifierError, match="special_tokens_mask of shape"):
+        clf.classify_attentions(att, attention_mask=batch["attention_mask"], tokens=tokens,
+                                special_tokens_mask=special[:, 1:])
+
+
 def test_without_tokens_every_example_is_one_segment(tiny, tiny_classifier):
     clf = load_classifier(tiny_classifier[1])
     batch = tiny.tokenizer(*PAIRS[0], return_tensors="pt")
