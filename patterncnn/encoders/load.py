@@ -124,9 +124,13 @@ class TokenIds(list):
 
     Until 2026-11-29 every separator id ended a segment: a single sentence holding ``[SEP]`` became a pair, and a
     BERT model got token type 1 after it where its tokenizer gives 0 (6 % of head labels changed on such inputs,
-    helper 95's review)."""
+    helper 95's review).
+
+    ``types`` are the token types the tokenizer gave (None when it gives none), which the model is fed as they are: a
+    pair whose second text is empty (``[CLS] A [SEP] [SEP]``) is one segment, but its last ``[SEP]`` has type 1."""
 
     seps: list[int] | None = None
+    types: list[int] | None = None
 
 
 class Encoder:
@@ -182,6 +186,7 @@ class Encoder:
         enc = self.tokenizer(*texts, truncation=True, max_length=self.max_length, verbose=False,
                              return_special_tokens_mask=True)
         ids = TokenIds(enc["input_ids"])
+        ids.types = enc.get("token_type_ids")
         if enc.encodings:  # fast tokenizer: what truncation cut off is kept as overflowing
             template = separators(ids, self.tokenizer.sep_token_id, special=enc["special_tokens_mask"])
             if template != separators(ids, self.tokenizer.sep_token_id):  # the text holds a separator's string
@@ -230,10 +235,13 @@ class Encoder:
         return list(seps) if seps is not None else separators(ids, self.tokenizer.sep_token_id)
 
     def _token_types(self, batch_ids: list[list[int]], width: int) -> torch.Tensor:
-        # Segment B gets type 1, as BERT's tokenizer assigns token_type_ids (padding stays 0).
+        # The tokenizer's own types where :meth:`tokenize` kept them; else segment B gets type 1, as BERT's tokenizer
+        # assigns token_type_ids (padding stays 0).
         types = torch.zeros((len(batch_ids), width), dtype=torch.long)
         for b, ids in enumerate(batch_ids):
-            types[b, : len(ids)] = torch.from_numpy(segment_ids(len(ids), self._seps(ids)).clip(max=1))
+            given = getattr(ids, "types", None)
+            types[b, : len(ids)] = (torch.tensor(given) if given is not None and len(given) == len(ids) else
+                                    torch.from_numpy(segment_ids(len(ids), self._seps(ids)).clip(max=1)))
         return types
 
     def iter_attentions(

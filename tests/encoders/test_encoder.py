@@ -5,6 +5,7 @@ import pytest
 
 import patterncnn
 from patterncnn.core.glue import Example
+from patterncnn.core.segments import segment_ids
 from patterncnn.encoders.load import EncoderError, load_encoder
 
 
@@ -352,6 +353,24 @@ def test_a_separator_s_string_in_the_text_ends_no_segment(fixture, request):
             with torch.no_grad():
                 own = torch.stack(enc.model(**hf, output_attentions=True).attentions)[:, 0].numpy()
             assert np.abs(ea.maps - own).max() < 1e-5
+
+
+def test_a_pair_whose_second_text_is_empty_gets_the_tokenizer_s_token_types(tiny_bert):
+    # A second text of whitespace gives [CLS] A [SEP] [SEP] ("" gives one sentence, as the tokenizer reads it): one
+    # segment (the separators are one run), but BERT's tokenizer gives the last [SEP] type 1, where the types made
+    # from the segments gave 0 (stop 62's notes). The model is fed the tokenizer's own.
+    import torch
+
+    enc = load_encoder(str(tiny_bert), max_length=64)
+    texts = ("the cat sat on the mat", " ")
+    ids, cut = enc.tokenize(texts)
+    hf = enc.tokenizer(*texts, return_tensors="pt")
+    assert hf["token_type_ids"][0].tolist()[-1] == 1 and segment_ids(len(ids), enc._seps(ids))[-1] == 0
+    assert enc.inputs([ids])["token_type_ids"][0].tolist() == hf["token_type_ids"][0].tolist()
+    ea = enc.attend(Example("x", "-", 0, texts, None), ids, cut)
+    with torch.no_grad():
+        own = torch.stack(enc.model(**hf, output_attentions=True).attentions)[:, 0].numpy()
+    assert np.abs(ea.maps - own).max() < 1e-5
 
 
 def test_a_max_length_without_room_for_a_pair_is_refused(tiny_bert, tiny_mpnet):
