@@ -107,7 +107,8 @@ def _experiments_html(run: Run) -> str:
         cells = [c for row in d["heads"] for c in row]
         parts.append(f"<section id='disable'><h2>Disabling heads: {escape(d['tag'])} on {escape(d['task'])}</h2>"
                      f"<p class='note'>From <code>{escape(folder.name)}</code>: {d['examples']} dev examples, baseline "
-                     f"{escape(d['metric'])} {b['metric']:.3f} [{b['ci95'][0]:.3f}, {b['ci95'][1]:.3f}]; "
+                     f"{escape(d['metric'])} {b['metric']:.3f} [{b['ci95'][0]:.3f}, {b['ci95'][1]:.3f}]"
+                     f"{_second_metric(d)}; "
                      f"{sum(c['outside'] for c in cells)} of {len(cells)} heads' changes are "
                      f"{escape(rule)} (paper Fig. 8, 9).</p>"
                      f"{_warning(disable_experiment.chance_warning(d))}"
@@ -180,3 +181,12 @@ One self-contained file: its figures and data are inline and it makes no network
 <script>{_asset("report.js")}</script>
 </body></html>
 """
+
+
+def _second_metric(d: dict) -> str:
+    """GLUE's second metric of a disable run's task, as its baseline's note gives it (", accuracy 0.812 (recorded
+    without an interval)"), or nothing: a task with none, or a run from before 2026-11-29, which did not record it."""
+    name, value = d.get("second_metric"), d["baseline"].get("second")
+    if not name or value is None:
+        return ""
+    return f", {escape(name)} {value:.3f} (without an interval; the changes below are of {escape(d['metric'])})"

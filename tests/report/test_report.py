@@ -108,6 +108,19 @@ def test_a_disable_run_at_chance_is_shown_with_its_warning(run, tmp_path):
     section = (tmp_path / "r.html").read_text(encoding="utf-8").split("<section id='disable'>")[1]
     assert '<p class="warning"><b>warning:</b> the undisabled model&#x27;s accuracy is within its 95% interval of ' \
            "chance" in section.split("</section>")[0]
+    assert "accuracy 0.500 [0.300, 0.700]; " in section  # RTE: no second metric
+
+
+def test_a_disable_run_gives_glue_s_second_metric_beside_the_first(run, tmp_path):
+    cell = {"metric": 0.8, "change": 0.0, "ci95": [-0.1, 0.1], "outside": False, "changed_predictions": 0}
+    disable = {"experiment": "disable", "tag": "tiny-mrpc-12345678", "task": "mrpc", "examples": 20, "metric": "f1",
+               "second_metric": "accuracy", "heads": [[cell] * 4] * 3, "layers": [cell] * 3,
+               "baseline": {"metric": 0.8, "ci95": [0.7, 0.9], "chance": 0.5, "at_chance": False, "second": 0.75}}
+    (tmp_path / "disable").mkdir()
+    (tmp_path / "disable" / "disable.json").write_text(json.dumps(disable))
+    assert main(["report", str(run), "--with", str(tmp_path / "disable"), "--out", str(tmp_path / "r.html")]) == 0
+    section = (tmp_path / "r.html").read_text(encoding="utf-8").split("<section id='disable'>")[1]
+    assert "f1 0.800 [0.700, 0.900], accuracy 0.750 (without an interval; the changes below are of f1); " in section
 
 
 def test_report_errors_are_one_line(tmp_path, capsys, run):
