@@ -70,6 +70,11 @@ def register(sub) -> None:
     q.add_argument("--freeze-bn", action="store_true",
                    help="keep the classifier's BatchNorm statistics while fine-tuning (default: re-estimate them; "
                         "measured against each other in docs/pages/commands/adapt.md)")
+    q.add_argument("--heldout", type=in_path, default=None,
+                   help="a labelled set of other encoders that neither classifier saw, scored before and after "
+                        "adapting, since those encoders keep the classifier's validation (default: the held-out "
+                        "round 5 of MiniLM and MPNet, annotations/round5-heldout-uniform, when the checkpoint sits in "
+                        "a clone)")
     add_overwrite(q, "adapted classifier in OUT/classifier")
     add_connection_args(q)
     q.set_defaults(out_folder=True, func=run_finish)
@@ -210,6 +215,7 @@ def run_finish(args) -> int:
     from ..core.maps import open_maps
     from ..labelling.labelstudio import AnnotateError
     from ..labelling.pull import pull
+    from ..labelling.sets import check_labelled_set
     from ..shares.estimate import (
         MIN_CALIBRATED_MAPS,
         TARGET_COVERAGE,
@@ -217,7 +223,7 @@ def run_finish(args) -> int:
         cells_measured_on,
         few_maps_reason,
     )
-    from ..training.adapt import AdaptConfig, adapt, prepare
+    from ..training.adapt import AdaptConfig, adapt, default_heldout, prepare
 
     out = Path(args.out)
     if not (out / "maps" / "store.json").exists():
@@ -250,8 +256,11 @@ def run_finish(args) -> int:
               f"label the rest and run it again")
     args.interrupt_note = (f"the pulled labels are kept in {out / 'labels'}; no fit is kept (nothing was written to "
                            f"{out / 'classifier'}): the same command pulls again and fits from the start")
+    heldout = (args.heldout or default_heldout(args.checkpoint)) if args.epochs else None  # 0: the weights are kept
+    if heldout is not None:
+        check_labelled_set(heldout, "--heldout")  # refused before the fits, not after
     res = adapt(args.checkpoint, args.annotations, out / "labels", out / "classifier", acfg, progress=progress(),
-                overwrite=args.overwrite)
+                overwrite=args.overwrite, heldout=heldout)
     args.interrupt_note = None  # the adapted classifier is written
     b, n = res["before"], res["new"]
     if args.epochs:
@@ -276,11 +285,33 @@ def run_finish(args) -> int:
         if v.get("few_maps"):
             print(f"{few_maps_reason(v['few_maps'])} (under {MIN_CALIBRATED_MAPS}): its census counts, with the band "
                   f"of share errors measured on them")
+    if res.get("heldout"):
+        print(heldout_lines(res["heldout"]))
+    elif args.epochs and heldout is None:
+        print("the other encoders keep the classifier's validation, unchecked: no held-out set of theirs was found "
+              "(pass --heldout SET, a labelled set of them the classifier never saw)")
     why = "" if args.epochs else (": the weights are the classifier's, the version new, as it carries your maps' "
                                   "validation and calibration rows")
     print(f"wrote {out / 'classifier'} ({res['classifier_version']}{why}); use it with "
           f"`patterncnn census --classifier {out / 'classifier'}/patterncnn.onnx`")
     return 0
+
+
+def heldout_lines(check: dict) -> str:
+    """What ``adapt finish`` prints of :func:`patterncnn.training.adapt.heldout_check`: per family, the accuracy
+    before and after adapting on maps neither classifier saw, and a warning where it fell by more than two standard
+    errors."""
+    lines = [f"the other encoders keep the classifier's validation; on {check['set']} (maps neither classifier saw):"]
+    for fam, s in check["families"].items():
+        b, a = s["before"]["accuracy"], s["after"]["accuracy"]
+        lines.append(f"  {fam}: accuracy {b:.3f} before adapting, {a:.3f} after ({s['after']['maps']} maps)")
+        noise = 2 * (b * (1 - b) / s["after"]["maps"]) ** 0.5
+        if b - a > noise:
+            lines.append(f"warning: adapting cost {fam} {100 * (b - a):.1f} points of accuracy, more than two standard "
+                         f"errors ({100 * noise:.1f}): its census with the adapted classifier keeps a validation of "
+                         f"the classifier before; measure it again with `patterncnn validate --annotations SET` "
+                         f"(SET: labelled maps of it drawn with `sample --design uniform`)")
+    return "\n".join(lines)
 
 
 def recorded(out: Path, strict: bool = True) -> dict:

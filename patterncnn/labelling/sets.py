@@ -399,13 +399,14 @@ def tie_fix(most_annotators: int | None = None, project: str = "P") -> str:
             "with --resolve majority-dawid-skene")
 
 
-def check_labelled_set(annotations: str | Path) -> Path:
+def check_labelled_set(annotations: str | Path, option: str = "--annotations") -> Path:
     """The folder of a labelled set, refused in one line naming the fix unless it holds ``labels.csv`` and ``maps/``
-    (what :func:`load_labelled` reads; cheap, for a command to check before it does any work)."""
+    (what :func:`load_labelled` reads; cheap, for a command to check before it does any work). ``option``: the
+    command's option that named it."""
     root = set_folder(annotations)
     table = root / "labels.csv"
     if not table.is_file():
-        raise FileNotFoundError(f"{table} not found: --annotations must be a folder written by "
+        raise FileNotFoundError(f"{table} not found: {option} must be a folder written by "
                                 f"`patterncnn annotate pull` (labels.csv + maps/)")
     if not (root / "maps").exists():
         raise FileNotFoundError(f"{root} has labels.csv but no maps/: pull it again with `patterncnn annotate pull "

@@ -66,6 +66,7 @@ from .validate import TRAINED_IDS, refuse_seen, seen_ids, validate_rows
 log = logging.getLogger(__name__)
 
 BLOCK = LABELS.index("block")
+HELDOUT = "annotations/round5-heldout-uniform"  # a clone's held-out set of the shipped encoders: :func:`default_heldout`
 
 
 @dataclasses.dataclass
@@ -197,6 +198,31 @@ def _scores(data: Labelled, idx: np.ndarray, pred: np.ndarray) -> dict:
             "four_class_macro_f1": None if four is None else four["macro_f1"]}
 
 
+def default_heldout(checkpoint: str | Path) -> Path | None:
+    """The held-out round 5 (240 uniformly drawn MiniLM and MPNet maps, never trained on) of the clone the checkpoint
+    sits in (``models/`` beside ``annotations/``), or None when it is not there."""
+    folder = Path(checkpoint).resolve().parent.parent / HELDOUT
+    return folder if (folder / "labels.csv").is_file() else None
+
+
+def heldout_check(heldout: str | Path, before, after, cfg, seen: set[str]) -> dict | None:
+    """Per encoder family of the labelled set ``heldout``, the accuracy of the classifier ``before`` adapting and
+    ``after`` (:func:`_scores`, the block rule applied). The other encoders keep the starting classifier's
+    validation; this says whether adapting cost them labels it never measured. None, with a warning, when the set
+    holds a map either classifier was fitted or calibrated on (``seen``): its scores would not be held out."""
+    data = load_labelled(heldout)
+    if shared := sorted(set(data.ids) & seen):
+        log.warning("%s holds %d map(s) the classifier was fitted or calibrated on (e.g. %s): not scored as held out",
+                    heldout, len(shared), shared[0])
+        return None
+    idx = np.arange(len(data.y))
+    pred = {k: rule_out_block(predict_proba(m.eval(), data, idx, cfg).astype(np.float64), data.seps).argmax(1)
+            for k, m in (("before", before), ("after", after))}
+    fam = families(data.ids)
+    return {"set": public_path(heldout), "families": {
+        f: {k: _scores(data, idx[fam == f], pred[k][fam == f]) for k in pred} for f in sorted(set(fam.tolist()))}}
+
+
 def merge_validation(base: dict | None, new: dict) -> dict:
     """The classifier's validation with the new encoder(s)' results added: per (estimator, scope), their per-encoder
     entries; their ``best_per_encoder``; everything of the base kept (the base encoders' figures are the base's)."""
@@ -313,11 +339,16 @@ def prepare(checkpoint: str | Path, base_sets: list[str | Path] | None, out: str
 
 
 def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: str | Path, out: str | Path,
-          acfg: AdaptConfig | None = None, progress=None, overwrite: bool = False) -> dict:
+          acfg: AdaptConfig | None = None, progress=None, overwrite: bool = False,
+          heldout: str | Path | None = None) -> dict:
     """Fine-tune the classifier of ``checkpoint`` on ``base_sets`` plus ``new_set``; write it into ``out``.
 
     ``base_sets`` None: the sets it was trained on (:func:`trained_on`). Sets that are not the ones it was trained
     on (another data hash) are used, with a warning: its stored calibration rows are of its own training maps.
+
+    ``heldout``: a labelled set of other encoders that neither classifier saw (the shipped round 5:
+    :func:`default_heldout`); both classifiers are scored on it per family (``result["heldout"]``), since the other
+    encoders keep the starting classifier's validation (:func:`heldout_check`).
 
     Writes ``patterncnn.pt``, ``patterncnn.onnx`` (its metadata: the calibration rows of the base and the new maps,
     the merged validation, the ids of the maps it was fitted on besides those rows, which
@@ -385,6 +416,7 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
                                                          start, acfg, acfg.seed + len(parts), shift)
             if bar:
                 bar.update(1)
+        check = None if heldout is None else heldout_check(heldout, before, final, cfg, seen | set(data.ids))
     kept = shift  # the shift in the adapted head, if known
     if not acfg.epochs:  # the head is the classifier's: so is its shift, if its record can be found
         try:
@@ -422,7 +454,7 @@ def adapt(checkpoint: str | Path, base_sets: list[str | Path] | None, new_set: s
         # part of the adapted classifier's version: the classifier it started from (by content) and how it was
         # adapted, so adaptations of two classifiers of the same maps on the same new set do not share a version
         "recipe": run_key({"from": started, "adapt": dataclasses.asdict(acfg)})[:12],
-        "seconds": None}
+        **({"heldout": check} if check else {}), "seconds": None}
     buf = io.BytesIO()
     torch.save({"state_dict": final.state_dict(), "model_config": model_config_dict(cfg), "labels": list(LABELS),
                 "data_hash": data.data_hash, "patterncnn_version": __version__, "calibration": calibration,

@@ -45,9 +45,10 @@ def pattern_store(path, kinds, t: int = 12):
 ANNOTATORS = ("annotator-a@patterncnn.local", "annotator-b@patterncnn.local", "annotator-c@patterncnn.local")
 
 
-def family_set(root, per_class=6, shared=2, third=False, only=None):
+def family_set(root, per_class=6, shared=2, third=False, only=None, first=0):
     """A labelled set of maps of two encoder families (minilm incl. a fine-tune, mpnet; with ``third``, e5 too; with
     ``only``, just the families named), 3 annotators each, drawn "uniformly" (their metadata says so); returns the root.
+    ``first``: added to every example number, for a set whose maps no other set of this function holds.
 
     The first ``shared`` examples of each class are seen by every family (the same input example).
     Annotator c disagrees on every third map; on every fifth map all three disagree.
@@ -61,7 +62,7 @@ def family_set(root, per_class=6, shared=2, third=False, only=None):
                 continue
             for i in range(per_class):
                 tag = tag_pair[i % len(tag_pair)]
-                ex = 1000 * k + i if i < shared else 1000 * k + i + 300 * f
+                ex = first + (1000 * k + i if i < shared else 1000 * k + i + 300 * f)
                 t = 12 + (i * 5) % 20
                 sep = t // 2 - 1
                 mid = f"{tag}_rte_dev_{ex:05d}_L{i % 3:02d}_H{i % 4:02d}"

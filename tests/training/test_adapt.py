@@ -59,6 +59,44 @@ def test_adapt_validates_the_new_family_and_the_warning_goes(trained, tmp_path):
         assert validated[enc] == v
 
 
+def test_adapt_scores_both_classifiers_on_a_held_out_set_of_the_other_encoders(trained, tmp_path, caplog):
+    # The other encoders keep the starting classifier's validation: adapt measures what adapting did to them.
+    base, new, models = trained
+    held = family_set(tmp_path / "held", per_class=3, only=("minilm", "mpnet"), first=50_000)
+    res = adapt(models / "patterncnn.pt", [base], new, tmp_path / "adapted", AdaptConfig(epochs=2, folds=3),
+                heldout=held)
+    check = res["heldout"]
+    assert check["set"].endswith("held") and set(check["families"]) == {"minilm", "mpnet"}
+    from patterncnn.labelling.sets import load_labelled
+
+    data = load_labelled(held)
+    fam = np.array([i.split("-")[0] for i in data.ids])
+    for k, onnx in (("before", models / "patterncnn.onnx"), ("after", tmp_path / "adapted" / "patterncnn.onnx")):
+        pred = OnnxClassifier(onnx).predict(data.maps, data.seps).argmax(1)
+        for f in ("minilm", "mpnet"):
+            s = check["families"][f][k]
+            assert s["maps"] == 15 and s["accuracy"] == pytest.approx((pred == data.y)[fam == f].mean())
+    assert json.loads((tmp_path / "adapted" / "adapt.json").read_text())["heldout"] == check
+    # a set holding maps it was fitted on is not held out: not scored, and said
+    again = adapt(models / "patterncnn.pt", [base], new, tmp_path / "again", AdaptConfig(epochs=1, folds=2),
+                  heldout=base)
+    assert "heldout" not in again and "not scored as held out" in caplog.text
+
+
+def test_adapt_finish_says_what_adapting_did_to_the_other_encoders_and_warns_of_a_real_fall():
+    from patterncnn.cli.adapt import heldout_lines
+
+    def fam(before, after, maps=120):
+        return {"before": {"maps": maps, "accuracy": before}, "after": {"maps": maps, "accuracy": after}}
+
+    text = heldout_lines({"set": "annotations/round5-heldout-uniform",
+                          "families": {"minilm": fam(0.90, 0.88), "mpnet": fam(0.825, 0.70)}})
+    assert "on annotations/round5-heldout-uniform (maps neither classifier saw):" in text
+    assert "  minilm: accuracy 0.900 before adapting, 0.880 after (120 maps)" in text
+    # two standard errors of 0.9 on 120 maps are 5.5 points: 2 points is noise; 12.5 points of 0.825's 6.9 are not
+    assert "cost minilm" not in text and "warning: adapting cost mpnet 12.5 points" in text
+
+
 def test_adapt_refuses_maps_that_were_not_drawn_uniformly(trained, tmp_path):
     base, new, models = trained
     meta_lines = []
@@ -232,6 +270,7 @@ def test_adapt_finish_pulls_an_export_and_writes_the_adapted_classifier(trained,
     assert main(args) == 0
     said = capsys.readouterr().out
     assert f"pulled {len(labels)} labelled map(s)" in said and f"census of {E5}:" in said
+    assert "keep the classifier's validation, unchecked: no held-out set" in said  # no round 5 beside its models/
     assert (out / "classifier" / "patterncnn.onnx").is_file() and (out / "labels" / "labels.csv").is_file()
     assert json.loads((out / "classifier" / "adapt.json").read_text())["config"]["freeze_bn"] is True
     assert main(["adapt", "finish", "--from-file", str(tmp_path / "export.json"), "--out", str(tmp_path / "none")]) == 2
