@@ -3,7 +3,8 @@ suite's real Label Studio 1.23.
 
 The labelling interface of a pushed map shows a neutral id and the picture, never the encoder, task, layer or head
 (nor does the task list), and the picture fits a 1000-pixel window: a map of over 48 tokens stays above the Submit
-bar. `.ci/run` installs chromium and chromium-driver; elsewhere, without them, the test is skipped, saying so.
+bar, and the keys 1-5 choose the five labels in the guide's order. `.ci/run` installs chromium and chromium-driver;
+elsewhere, without them, the test is skipped, saying so.
 """
 
 import shutil
@@ -81,6 +82,12 @@ PAGE = """(() => {
 })()"""
 
 
+CHECKED = """(() => {
+  const on = [...document.querySelectorAll('input[type=radio], input[type=checkbox]')].filter(i => i.checked);
+  return on.length ? on.map(i => (i.closest('label') || i.parentElement).textContent.trim()) : null;
+})()"""
+
+
 def test_the_annotator_sees_a_neutral_id_and_the_whole_picture(label_studio, chrome, tmp_path, capsys):
     store = store_of(tmp_path / "maps", [20, 100])
     conn = ["--url", label_studio.url, "--api-key", label_studio.token]
@@ -104,6 +111,13 @@ def test_the_annotator_sees_a_neutral_id_and_the_whole_picture(label_studio, chr
         left, top, right, bottom = page["img"]
         assert right <= page["view"][0] and bottom <= page["submit_top"], page  # the whole picture, above Submit
         header = page["header"]
+        if len(seen) == 1:  # the keys 1-5 choose the five labels in the guide's order, as annotate.md says
+            from selenium.webdriver.common.action_chains import ActionChains
+
+            for key, name in [("2", "diagonal"), ("5", "heterogeneous"), ("1", "vertical")]:
+                ActionChains(chrome).send_keys(key).perform()
+                wait(chrome, CHECKED, 20)
+                assert chrome.execute_script(f"return {CHECKED}") == [f"{name}[{key}]"]  # the choice shows its key
         chrome.execute_script("[...document.querySelectorAll('button')].find(b => b.textContent.trim() === 'Skip')"
                               ".click()")
         wait(chrome, f"!document.body.innerText.includes({header!r})")
