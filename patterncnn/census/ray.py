@@ -52,11 +52,25 @@ MAX_RESTARTS = 3  # per worker: dead actors replaced before the run gives up
 
 @dataclasses.dataclass
 class Unit:
-    """One window of one task for one encoder, and the file its result goes to."""
+    """One window of one task for one encoder, and the file its result goes to. ``model`` is what the workers load
+    (:func:`worker_model`), ``identity`` what they must find there (:func:`identity`)."""
 
     model: str
     examples: list
     path: Path
+    identity: dict = dataclasses.field(default_factory=dict)
+
+
+def worker_model(name: str) -> str:
+    """The ``--model`` a worker loads: a folder on the driver by its absolute path (a worker resolves a relative one
+    from where its ``ray start`` ran, not where the census runs: helper 100's review), else the name as given (a hub
+    id, an embedded encoder)."""
+    return str(Path(name).resolve()) if Path(name).is_dir() else name
+
+
+def identity(fingerprint: dict) -> dict:
+    """What makes a census's maps an encoder's: its weights (SHA-256, or the hub revision) and its tokenizer."""
+    return {k: fingerprint.get(k) for k in ("sha256", "revision", "tokenizer")}
 
 
 class Worker:
@@ -67,20 +81,39 @@ class Worker:
 
         torch.set_num_threads(threads)
         fd, path = tempfile.mkstemp(suffix=".onnx")
-        with os.fdopen(fd, "wb") as f:
-            f.write(classifier)
-        self.classifier = OnnxClassifier(path, threads=threads)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(classifier)
+            self.classifier = OnnxClassifier(path, threads=threads)
+        finally:  # onnxruntime has read it: one copy per actor stayed in /tmp (helper 100 found 550 of them)
+            os.unlink(path)
         self.options = {"max_length": max_length, "backend": backend, "threads": threads}
         self.gpu = gpu
         self.encoders: dict = {}
 
-    def window(self, model: str, examples: list, batch_size: int) -> dict:
-        """The arrays of :func:`patterncnn.census.windows.classify_window` for one window."""
+    def window(self, model: str, examples: list, batch_size: int, expected: dict | None = None) -> dict:
+        """The arrays of :func:`patterncnn.census.windows.classify_window` for one window.
 
+        Raises:
+            CensusError: the encoder this worker loads under ``model`` is not the driver's (``expected``,
+                :func:`identity`): another folder or hub cache of that name on this machine.
+        """
         if model not in self.encoders:
-            self.encoders[model] = load_encoder(model, **self.options)
+            try:
+                enc = load_encoder(model, **self.options)
+            except Exception as e:  # noqa: BLE001 - said in one line by the driver, naming this machine
+                raise CensusError(f"a Ray worker on {socket.gethostname()} cannot load {model!r}: "
+                                  f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+            found = identity(enc.fingerprint)
+            if expected and found != expected:
+                differ = ", ".join(k for k in expected if found.get(k) != expected[k])
+                raise CensusError(f"a Ray worker on {socket.gethostname()} loads another encoder as {model!r} than "
+                                  f"the driver does (its {differ} differ): give every machine of the cluster the "
+                                  f"same weights and tokenizer at that path, or run the census without --ray")
             if self.gpu:  # the torch backend follows the model to the GPU Ray gave this actor
-                self.encoders[model].model.to("cuda")
+                enc.model.to("cuda")
+                enc.device = "cuda"
+            self.encoders[model] = enc
         return classify_window(self.encoders[model], self.classifier, examples, batch_size)
 
     def pid(self) -> int:
@@ -136,7 +169,8 @@ def plan_units(encoders: list, folders: list[Path], splits: list[GlueSplit], lim
                 if read_window(work / window_name(w), examples, enc.num_layers * enc.num_heads) is not None:
                     done += len(examples)
                 else:
-                    units.append(Unit(enc.name, examples, work / window_name(w)))
+                    units.append(Unit(worker_model(enc.name), examples, work / window_name(w),
+                                      identity(enc.fingerprint)))
     return units, done
 
 
@@ -149,11 +183,17 @@ def run_units(ray, units: list[Unit], start_worker: Callable, workers: int, batc
         while todo or pending:
             while todo and idle:
                 actor, unit = idle.pop(), todo.popleft()
-                pending[actor.window.remote(unit.model, unit.examples, batch_size)] = (actor, unit)
+                pending[actor.window.remote(unit.model, unit.examples, batch_size, unit.identity)] = (actor, unit)
             (ref,), _ = ray.wait(list(pending), num_returns=1)
             actor, unit = pending.pop(ref)
             try:
                 arrays = ray.get(ref)
+            except ray.exceptions.RayTaskError as e:  # the worker's own error (its traceback, many lines): its line
+                cause = getattr(e, "cause", None)
+                if isinstance(cause, CensusError):
+                    raise CensusError(str(cause)) from None
+                raise CensusError(f"a Ray worker failed on window {unit.path.name}: {type(cause or e).__name__}: "
+                                  f"{str(cause or e).splitlines()[0][:300]}") from None
             except ray.exceptions.RayActorError as e:
                 deaths += 1
                 if deaths > MAX_RESTARTS * max(workers, 1):
@@ -201,11 +241,14 @@ def run_ray_censuses(models: list[str], splits: list[GlueSplit], classifier, out
     kept = kept_censuses(out, encoders, classifier, splits, limit, seed, finished=finished, overwrite=overwrite,
                          scope=scope, **same)
     todo = [(enc, dest) for enc, dest, k in zip(encoders, folders, kept) if k is None]
+    workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1) // threads))
+    gpu = ray.cluster_resources().get("GPU", 0) >= workers and backend == "torch"
+    if gpu:  # the workers' maps are CUDA's: keyed and recorded as such, never mixed with CPU windows on a resume
+        for enc, _ in todo:
+            enc.device = "cuda"
     units, done = plan_units([e for e, _ in todo], [d for _, d in todo], splits, limit, seed, sha256_file(clf_file),
                              batch_size, overwrite)
-    workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1) // threads))
     blob = clf_file.read_bytes()
-    gpu = ray.cluster_resources().get("GPU", 0) >= workers and backend == "torch"
     actor_class = ray.remote(num_cpus=threads, num_gpus=1 if gpu else 0, max_restarts=0,  # as cli/census.py
                              runtime_env={"env_vars": {"OMP_WAIT_POLICY": "PASSIVE"}})(Worker)
 

@@ -195,3 +195,43 @@ def test_a_ray_address_nothing_answers_at_is_refused_at_once(monkeypatch):
     with pytest.raises(PatternCNNError, match=rf"nothing answers at the Ray address '127.0.0.1:{port}'.*ray start --head"):
         ray_census.connect(f"127.0.0.1:{port}")
     assert time.monotonic() - t0 < 5
+
+
+def test_workers_load_a_relative_folder_by_its_absolute_path_and_refuse_another_encoder(tiny_bert, tiny_classifier,
+                                                                                        glue_dir, tmp_path,
+                                                                                        monkeypatch):
+    # Helper 100's review: each worker loaded --model by the name as typed, a relative folder from where `ray start`
+    # ran, and its maps were filed under the driver's encoder: another folder's maps under this one's name.
+    import tempfile
+
+    from patterncnn.census.ray import Worker, identity, worker_model
+    from patterncnn.core.errors import PatternCNNError
+
+    monkeypatch.chdir(tiny_bert.parent)
+    assert worker_model(tiny_bert.name) == str(tiny_bert.resolve()) and worker_model("minilm") == "minilm"
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the worker writes its copy of the classifier
+    worker = Worker(tiny_classifier[1].read_bytes(), 48, "torch", 1)
+    assert list(tmp_path.iterdir()) == []  # read, then removed: one copy per actor stayed in /tmp
+    examples = load_split("rte", "dev", glue_dir, limit=3, seed=SEED).examples
+    enc = load_encoder(str(tiny_bert), max_length=48)
+    own = identity(enc.fingerprint)
+    assert own["sha256"] and own["tokenizer"]
+    arrays = worker.window(worker_model(tiny_bert.name), examples, 16, own)
+    assert arrays["labels"].shape == (3, enc.num_layers * enc.num_heads)
+    fresh = Worker(tiny_classifier[1].read_bytes(), 48, "torch", 1)  # the encoder is loaded and checked on first use
+    with pytest.raises(PatternCNNError, match=r"loads another encoder as .* than the driver does \(its sha256 differ"):
+        fresh.window(str(tiny_bert), examples, 16, {**own, "sha256": "0" * 64})
+
+
+def test_a_worker_that_cannot_load_the_encoder_is_said_in_one_line(cluster, tiny_classifier, glue_dir, tmp_path):
+    from patterncnn.census.ray import Unit, Worker, run_units
+    from patterncnn.core.errors import PatternCNNError
+
+    actor = ray.remote(num_cpus=1, max_restarts=0)(Worker)
+    examples = load_split("rte", "dev", glue_dir, limit=3, seed=SEED).examples
+    unit = Unit(str(tmp_path / "no-such-model"), examples, tmp_path / "window-00000.npz")
+    with pytest.raises(PatternCNNError) as e:
+        run_units(ray, [unit], lambda: actor.remote(tiny_classifier[1].read_bytes(), 48, "torch", 1), 1, 16)
+    message = str(e.value)
+    assert "\n" not in message and message.startswith("a Ray worker on ") and "cannot load" in message, message
+    assert not unit.path.exists()
