@@ -48,6 +48,7 @@ from . import (
     train,
     validate,
 )
+from .common import sigterm_as_interrupt
 
 COMMANDS = (sample, finetune, annotate, pretrain, train, adapt, validate, classify, census, drift, special_tokens, disable,
             link, report, analyze, serve)  # in pipeline order
@@ -119,7 +120,11 @@ def _run(args: argparse.Namespace, made: Path | None) -> int:
     try:
         if getattr(args, "out_folder", False) and args.out is not None:  # a command whose --out is a folder
             hold(args.out)  # locked at once, before the encoder loads: another run there refuses this one now
-        return args.func(args)
+        # A time limit's SIGTERM (kill, timeout, a scheduler) stops a command as Ctrl-C does: what it keeps is kept
+        # and said, what it began is removed (a killed `sample` left half a store; helper 100's review). The
+        # service handles its own signals.
+        with contextlib.nullcontext() if getattr(args, "own_signals", False) else sigterm_as_interrupt():
+            return args.func(args)
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return 0

@@ -14,7 +14,6 @@ from .common import (
     out_path,
     positive_float,
     positive_int,
-    sigterm_as_interrupt,
 )
 
 
@@ -59,8 +58,7 @@ def run(args) -> int:
                          max_dev_examples=args.max_dev_examples, seed=args.seed)
     t0 = time.time()
     try:
-        with sigterm_as_interrupt():  # a time limit keeps the checkpoints as Ctrl-C does, and it says so
-            manifest = finetune(args.model, args.task, glue_dir(args), args.out, cfg, overwrite=args.overwrite)
+        manifest = finetune(args.model, args.task, glue_dir(args), args.out, cfg, overwrite=args.overwrite)
     except KeyboardInterrupt:  # held while the model is put in place (fileio.interrupts_held): it may be there
         landed = Path(args.out) / MANIFEST
         if landed.is_file() and landed.stat().st_mtime >= t0:  # written by this run, not an old model's

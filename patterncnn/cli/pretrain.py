@@ -11,7 +11,6 @@ from .common import (
     positive_int,
     progress,
     seed,
-    sigterm_as_interrupt,
 )
 
 
@@ -47,8 +46,7 @@ def run(args) -> int:
     from ..training.pretrain import PretrainConfig, pretrain
 
     pcfg = PretrainConfig(maps=args.maps, batch_size=args.batch_size, lr=args.lr, seed=args.seed, max_t=args.max_t)
-    with sigterm_as_interrupt():  # the steps saved so far stay, and it says so
-        rec = pretrain(args.out, cnn_config(args), pcfg, overwrite=args.overwrite, progress=progress())
+    rec = pretrain(args.out, cnn_config(args), pcfg, overwrite=args.overwrite, progress=progress())
     print(f"pretrained on {rec['synthetic_maps']:,} synthetic maps: {rec['held_out_accuracy']:.3f} accuracy on "
           f"{rec['held_out']:,} held-out synthetic maps; wrote {args.out} (start a fit from it: "
           f"`patterncnn train --init {args.out}`)")

@@ -51,6 +51,9 @@ def run(args) -> int:
     from ..labelling.sample import sample_maps
 
     tasks = [get_task(t) for t in args.task]  # fail on a bad name before loading anything
+    names = [t.name for t in tasks]
+    if twice := sorted({n for n in names if names.count(n) > 1}):  # its maps' ids would clash after the work
+        raise ValueError(f"--task {twice[0]} is given twice (task names in any spelling); give each task once")
     output_folder(args.out, ("store.json",), args.overwrite)
     target, labelled = labelled_set(args)
     splits = [load_split(t, args.split, glue_dir(args)) for t in tasks]

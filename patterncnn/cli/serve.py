@@ -49,7 +49,7 @@ def register(sub) -> None:
                    help="seconds running requests get to finish on SIGTERM; the rest are answered 503 (those "
                         "still sending their body are disconnected) "
                         "(default: %(default)s)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, own_signals=True)  # SIGTERM: a graceful stop (server.py), not main's Ctrl-C
 
 
 def service_url(host: str, port: int) -> str:

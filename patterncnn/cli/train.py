@@ -14,7 +14,6 @@ from .common import (
     positive_int,
     progress,
     seed,
-    sigterm_as_interrupt,
 )
 
 
@@ -77,9 +76,8 @@ def run(args) -> int:
     ecfg = EvalConfig(soft_labels=not args.no_soft_labels, leave_one_encoder_out=not args.no_leave_one_encoder_out,
                       loeo_max_epochs=args.loeo_max_epochs, loeo_seeds=args.loeo_seeds)
     sets = args.annotations or ["annotations"]
-    with sigterm_as_interrupt():  # finished folds stay, and it says so
-        m = train_and_export(sets[0] if len(sets) == 1 else sets, args.out, cfg, tcfg, compare=args.compare,
-                             progress=progress(), ecfg=ecfg, overwrite=args.overwrite)
+    m = train_and_export(sets[0] if len(sets) == 1 else sets, args.out, cfg, tcfg, compare=args.compare,
+                         progress=progress(), ecfg=ecfg, overwrite=args.overwrite)
     print(summary(m))
     print(f"wrote {args.out}/patterncnn.pt, patterncnn.onnx, metrics.json, README.md")
     return 0

@@ -104,6 +104,46 @@ def test_a_refused_or_interrupted_sample_leaves_no_store_and_the_rerun_works(tin
     assert (stray / "part-00000.jsonl").exists()
 
 
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_a_signal_during_a_picture_stops_the_sample_and_removes_it(tiny_bert, glue_dir, tmp_path, capsys,
+                                                                     monkeypatch, signum):
+    # Helper 100's review: Ctrl-C raised inside one of matplotlib's weakref callbacks was printed and dropped, and
+    # the sample ran on to the end (exit 0); a time limit's SIGTERM killed it, leaving half a store that read as whole.
+    import os
+    import signal
+    import weakref
+
+    from patterncnn.labelling import sample as sample_mod
+
+    real, calls = sample_mod.render_png, []
+
+    class Figure:  # stands for matplotlib's objects, whose weakref callbacks run as a figure is dropped
+        pass
+
+    def signalled_in_a_callback(arr, tokens, seps, **kw):
+        calls.append(kw["title"])
+        if len(calls) == 2:
+            fig = Figure()
+            ref = weakref.ref(fig, lambda r: os.kill(os.getpid(), getattr(signal, signum)))
+            del fig  # the callback runs here, and the signal with it
+            assert ref() is None
+        return real(arr, tokens, seps, **kw)
+
+    monkeypatch.setattr(sample_mod, "render_png", signalled_in_a_callback)
+    out = tmp_path / "s"
+    assert main(["sample", "--task", "rte", "--task", "sst2", "--model", str(tiny_bert), "--glue-dir", str(glue_dir),
+                 "--per-task", "3", "--out", str(out)]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert len(calls) == 2 and not out.exists()  # stopped after the picture it came in, and all of it removed
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # main puts the handler back
+
+
+def test_a_task_given_twice_is_refused_before_any_work(tiny_bert, glue_dir, tmp_path, capsys):
+    assert main(["sample", "--task", "rte", "--task", "RTE", "--model", str(tiny_bert / "nowhere"), "--glue-dir",
+                 str(glue_dir), "--out", str(tmp_path / "s")]) == 2  # refused before the encoder would fail to load
+    assert "--task rte is given twice" in capsys.readouterr().err and not (tmp_path / "s").exists()
+
+
 @pytest.mark.parametrize("command", ["sample", "finetune"])
 def test_help(command, capsys):
     with pytest.raises(SystemExit) as e:
