@@ -429,6 +429,16 @@ def require_maps(maps: MapSource) -> MapSource:
                          f".npz or .npy that holds some")
 
 
+def _lists_something(index: Path) -> bool:
+    """Whether a part's ``.jsonl`` index holds more than blank lines (an empty index is a damaged store's, whose
+    parts are read alone to recover their maps)."""
+    with index.open("rb") as f:
+        while chunk := f.read(1 << 16):
+            if chunk.strip():
+                return True
+    return False
+
+
 class PlainNpz(MapSource):
     """A plain .npz (or .npy) of maps, read as a store with metadata ``{"id": key}`` (``"0"``, ``"1"``, ... for .npy),
     and ``"seps"`` where the .npz stores them (:data:`patterncnn.core.arrayfile.SEPS_KEY`)."""
@@ -450,6 +460,13 @@ class PlainNpz(MapSource):
                                  f"report, flattened and scaled to 8 bits), not a file of maps; `patterncnn report` "
                                  f"shows them; to classify a census's maps, run it with --save-maps and pass "
                                  f"OUT/maps/<task>")
+        index = self.root.with_suffix(".jsonl")
+        if (self.root.suffix == ".npz" and (self.root.parent / "store.json").is_file() and index.is_file()
+                and _lists_something(index)):  # a store's part: its separators are in its index, not in it
+            raise MapFormatError(f"{self.root} is a part of the map store {self.root.parent}, whose index gives each "
+                                 f"map its separators; pass the store (`patterncnn classify {self.root.parent}`): "
+                                 f"read alone, its maps have none, and labels change (96 of annotations/maps' 1,505, "
+                                 f"every block lost)")
 
     def __contains__(self, map_id: str) -> bool:
         return map_id in self._npz

@@ -338,6 +338,19 @@ def test_classify_reads_separators_from_a_plain_npz(tiny_classifier, tmp_path, c
     assert "carry no separator" not in capsys.readouterr().err
     want = strict_json_lines((tmp_path / "s.jsonl").read_text())
     assert strict_json_lines((tmp_path / "p.jsonl").read_text()) == want  # as the store with its separators
+    # both equal the classifier given the separators, and not without them (a command that dropped every map's
+    # separators passed the lines above: helper 100's review)
+    from patterncnn.classifier.onnx import OnnxClassifier
+    from patterncnn.core.labels import LABELS
+
+    clf = OnnxClassifier(tiny_classifier[1])
+    got = np.array([[line["probs"][n] for n in LABELS] for line in want])
+    np.testing.assert_allclose(got, clf.predict(maps, seps), atol=1e-6)
+    assert np.abs(got - clf.predict(maps, [None, None])).max() > 1e-3
+    # a store's own part, read alone, has no separators: refused, naming the store
+    part = tmp_path / "store" / "part-00000.npz"
+    assert main(classify_args(tiny_classifier, part, tmp_path / "q.jsonl")) == 2
+    assert f"is a part of the map store {tmp_path / 'store'}" in capsys.readouterr().err
 
 
 def test_text_that_is_not_utf8_is_one_line(capsys):
