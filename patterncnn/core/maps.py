@@ -465,8 +465,8 @@ class PlainNpz(MapSource):
                 and _lists_something(index)):  # a store's part: its separators are in its index, not in it
             raise MapFormatError(f"{self.root} is a part of the map store {self.root.parent}, whose index gives each "
                                  f"map its separators; pass the store (`patterncnn classify {self.root.parent}`): "
-                                 f"read alone, its maps have none, and labels change (96 of annotations/maps' 1,505, "
-                                 f"every block lost)")
+                                 f"read alone, its maps have none, and labels change (on the shipped "
+                                 f"annotations/maps, 96 of 1,505 changed and every block was lost)")
 
     def __contains__(self, map_id: str) -> bool:
         return map_id in self._npz
