@@ -39,6 +39,19 @@ def test_sample_cli(tiny_bert, glue_dir, tmp_path, capsys):
         np.testing.assert_allclose(arr.sum(1), 1.0, atol=1e-5)
         assert meta["model_sha256"] and meta["split"] == "dev"
         assert (tmp_path / "a" / "png" / f"{meta['id']}.png").read_bytes()[:4] == b"\x89PNG"
+    # Each stored map is the encoder's map of the example, layer and head its id names (a sample that stored layer 0,
+    # head 0 for every map passed the lines above: helper 100's review).
+    from patterncnn.core.glue import load_split
+    from patterncnn.encoders.load import load_encoder
+
+    enc = load_encoder(str(tiny_bert))
+    for task in ("rte", "sst2"):
+        examples = {ex.index: ex for ex in load_split(task, "dev", glue_dir).examples}
+        for meta in (m for m in store.meta if m["task"] == task):
+            ea = next(enc.iter_attentions([examples[meta["example"]]]))
+            assert meta["id"].endswith(f"_{meta['example']:05d}_L{meta['layer']:02d}_H{meta['head']:02d}")
+            np.testing.assert_allclose(store.get(meta["id"]), ea.maps[meta["layer"], meta["head"]], atol=1e-6)
+            assert meta["tokens"] == ea.tokens and meta["seps"] == ea.seps
     # Same seed, same sample.
     assert main(args + ["--out", str(tmp_path / "b"), "--no-png"]) == 0
     assert MapStore(tmp_path / "b").ids == store.ids

@@ -62,6 +62,17 @@ def test_the_figure_table_grid_and_thumbnails_are_in_it(run):
     for items in d["thumbs"].values():
         for name in LABELS:
             assert sum(t["label"] == name for t in items) <= 3
+    # per head and pattern, the surest of the maps the census kept over all tasks, surest first (helper 100's
+    # review: a report showing the least sure passed this test)
+    from patterncnn.census.result import CensusResult
+
+    kept = {}
+    for r in CensusResult.load(run).examples():
+        kept.setdefault((f"{r['layer']},{r['head']}", r["label"]), []).append(round(r["prob"], 4))
+    for (head, name), probs in kept.items():
+        shown = [t["prob"] for t in d["thumbs"][head] if t["label"] == name]
+        assert shown == sorted(probs, reverse=True)[:3], (head, name)
+    assert any(len(p) > 3 and len(set(p)) > 1 for p in kept.values())  # a choice was made somewhere
     first = thumbs[0]
     img = Image.open(io.BytesIO(base64.b64decode(first["src"].split(",", 1)[1])))
     assert img.size == (2 * len(first["tokens"]),) * 2  # two pixels per token, so hovering finds the token
