@@ -66,10 +66,20 @@ def result_problem(r) -> str | None:
         if not problem and precision and (not isinstance(precision, dict) or not isinstance(precision.get("budget"), int)
                                           or isinstance(precision.get("budget"), bool)):
             problem = f"{where}.precision must be an object with a whole-number budget"
+        heads = s.get("heads")
+        if not problem and (not isinstance(heads, list) or not heads or not all(isinstance(row, list) for row in heads)):
+            problem = f"{where}.heads must be a list of layers, each a list of heads"
+        cell = next((f"{where}.heads[{i}][{j}]" for i, row in enumerate(heads or []) if isinstance(row, list)
+                     for j, c in enumerate(row) if not isinstance(c, dict) or not isinstance(c.get("majority"), str)
+                     or not _number(c.get("majority_share"))), None)
+        if not problem and cell:
+            problem = f"{cell} must be an object with a majority and its majority_share"
+        if not problem and cell is None and heads:
+            problem = _per_label(heads[0][0].get("shares") if heads[0] else None, f"{where}.heads[0][0].shares")
         if problem:
             return problem
-    e = r.get("estimator", {})
-    if not isinstance(e, dict) or not isinstance(e.get("name", "count"), str):
+    e = r.get("estimator")
+    if not isinstance(e, dict) or not isinstance(e.get("name"), str):
         return "estimator must be an object with a name"
     v = e.get("validated_share_error")
     if isinstance(v, dict):

@@ -203,8 +203,8 @@ def work_dir(out: Path, task: str, params: dict, overwrite: bool = False, kept: 
                                f"resume it, or give this {command} another --out")
             elif not overwrite:
                 raise RunError(f"{out} holds an unfinished run of {task} with other arguments "
-                               f"({differences(old, params)}); run it with the earlier ones to resume it, or pass "
-                               f"--overwrite to start over")
+                               f"({differences(old, params)}); run it as it was{_with_version(old)} to resume it, "
+                               f"or pass --overwrite to start over")
             else:
                 log.info("%s", args.spelled(f"{out}: --overwrite starts the unfinished run of {task} with other "
                                             f"arguments ({differences(old, params)}) over"))
@@ -213,6 +213,13 @@ def work_dir(out: Path, task: str, params: dict, overwrite: bool = False, kept: 
     else:
         write_json(stamp, new)
     return work
+
+
+def _with_version(stamp: dict) -> str:
+    """", with patterncnn X" when the unfinished run was made by another version (no option gives it back)."""
+    params = stamp.get("params")
+    was = params.get("version") if isinstance(params, dict) else None
+    return f" (with patterncnn {was})" if was and was != __version__ else ""
 
 
 def differences(stamp: dict, params: dict, options: dict[str, str] = OPTIONS) -> str:

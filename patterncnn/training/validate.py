@@ -69,6 +69,9 @@ from .evaluate import annotator_yardstick, load_votes
 
 UNIFORM_HELP = ("label maps drawn with `patterncnn sample --design uniform` (their metadata says \"sampling\": "
                 "\"uniform\"), pull them into the labelled set and retrain with `patterncnn train`")
+# --annotations: a set the classifier never saw; retraining on it would make its maps the classifier's own
+INDEPENDENT_HELP = ("to validate the shares, label maps of new inputs drawn with `patterncnn sample --design uniform` "
+                    "and pass that set with --annotations (maps the classifier trained on are refused there)")
 
 
 def combos() -> list[tuple[str, str | None]]:
@@ -288,7 +291,7 @@ def validate_independent(pool: Rows, test: Rows, seed: int = 0, stored: dict | N
     refuse_seen(pool.ids.tolist() if seen is None else seen, test.ids)
     test = test.subset(test.uniform)
     if not len(test):
-        raise ValueError(f"no map of that labelled set was drawn uniformly at random; {UNIFORM_HELP}")
+        raise ValueError(f"no map of that labelled set was drawn uniformly at random; {INDEPENDENT_HELP}")
     return _validate(pool, test, "independent", seed, stored)
 
 
@@ -456,7 +459,7 @@ def run_validation(classifier, out: str | Path, annotations: str | Path | None =
         else:
             refuse_seen(seen, test.ids)
             v = {"mode": "independent", "maps": 0, "seed": seed,
-                 "shares_skipped": f"no map of {annotations} was drawn uniformly at random; {UNIFORM_HELP}"}
+                 "shares_skipped": f"no map of {annotations} was drawn uniformly at random; {INDEPENDENT_HELP}"}
         v["labels"] = label_scores(data, probs, annotations)
         v.update(shared_inputs(rows, test))
     v = {"created_by": f"patterncnn {__version__}", "classifier": {

@@ -451,6 +451,11 @@ def test_a_damaged_work_stamp_starts_the_task_over(setup, tmp_path, caplog):
     (lambda r: r["tasks"]["sst2"]["ci95"].update(block=[0.1]), "tasks.sst2.ci95.block must be two numbers"),
     (lambda r: r["tasks"]["sst2"]["shares"].update(vertical="x"), "tasks.sst2.shares.vertical must be a number"),
     (lambda r: r.update(encoder=None), "encoder.model must be a string"),
+    # fields the report and `census` read (helper 100's review: an internal error, "this is a bug")
+    (lambda r: r.pop("estimator"), "estimator must be an object with a name"),
+    (lambda r: r["tasks"]["sst2"]["heads"][1][2].pop("majority_share"),
+     "tasks.sst2.heads[1][2] must be an object with a majority and its majority_share"),
+    (lambda r: r["tasks"]["sst2"].update(heads=[]), "tasks.sst2.heads must be a list of layers"),
     (lambda r: r["estimator"].update(validated_share_error={"bias_band": 5}),
      "estimator.validated_share_error.bias_band must be an object"),
 ])

@@ -8,6 +8,7 @@ import time
 import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from patterncnn.core import fileio
@@ -311,3 +312,21 @@ def test_a_holding_handler_left_installed_passes_the_signal_on(ctrl_c):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with pytest.raises(KeyboardInterrupt):
         holding(signal.SIGINT, None)
+
+
+def test_an_unfinished_run_of_another_version_names_the_version_to_resume_it_with(tmp_path):
+    # Helper 100's review: "run it with the earlier ones" where the difference was the version, which no option gives.
+    from patterncnn.core.version import __version__
+    from patterncnn.core.work import RunError, save_part, work_dir
+
+    params = {"limit": 3, "version": "0.0.9"}
+    save_part(work_dir(tmp_path, "rte", params) / "window-00000.npz", {"x": np.zeros(1)})
+    with pytest.raises(RunError) as e:
+        work_dir(tmp_path, "rte", {**params, "version": __version__})
+    assert f"the patterncnn version: was 0.0.9, now {__version__}" in str(e.value)
+    assert "run it as it was (with patterncnn 0.0.9) to resume it, or pass --overwrite" in str(e.value)
+    now = {"limit": 3, "version": __version__}
+    save_part(work_dir(tmp_path / "b", "rte", now) / "window-00000.npz", {"x": np.zeros(1)})
+    with pytest.raises(RunError) as e:
+        work_dir(tmp_path / "b", "rte", {**now, "limit": 4})
+    assert "run it as it was to resume it" in str(e.value)  # made by this version: nothing to name
