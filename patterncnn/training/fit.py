@@ -192,6 +192,22 @@ def model_inputs(maps, seps, idx, cfg: CNNConfig, rng: np.random.Generator | Non
     return torch.cat(out)
 
 
+# CNNConfig's fields as the options of `train` and `pretrain` set them (cli/common.py add_cnn_args)
+_CNN_OPTIONS = {"grid": "--grid", "representation": "--representation", "segment_channel": "--no-segment-channel",
+                "structure_channels": "--no-structure-channels", "mass_channel": "--no-mass-channel"}
+
+
+def _spelled(field: str, was, now) -> str:
+    """One difference between a checkpoint's CNN and this one, as the option that makes it: "--grid: was 32, now
+    16", "--no-mass-channel: given for the checkpoint, not now"."""
+    option = _CNN_OPTIONS.get(field)
+    if option is None:
+        return f"{field}: was {was}, now {now}"
+    if option.startswith("--no-"):
+        return f"{option}: {'given for the checkpoint, not now' if now else 'given now, not for the checkpoint'}"
+    return f"{option}: was {was}, now {now}"
+
+
 def load_init(path: str | Path, cfg: CNNConfig) -> dict:
     """The state dict of a pretrained checkpoint (``patterncnn pretrain``) to start a fit of ``cfg`` from.
 
@@ -207,9 +223,11 @@ def load_init(path: str | Path, cfg: CNNConfig) -> dict:
     theirs, state = config_from_dict(ckpt["model_config"]), ckpt["state_dict"]
     mine = member_config(cfg)
     if model_config_dict(theirs) != model_config_dict(mine):
-        diff = sorted(k for k, v in model_config_dict(mine).items() if model_config_dict(theirs).get(k) != v)
-        raise TrainError(f"--init {path} was pretrained for another CNN (differs in {', '.join(diff)}): pretrain "
-                         f"one with the same options as this `train` (`patterncnn pretrain --help`)")
+        theirs_d = model_config_dict(theirs)
+        diff = sorted(_spelled(k, theirs_d.get(k), v) for k, v in model_config_dict(mine).items() if theirs_d.get(k) != v)
+        raise TrainError(f"--init {path} was pretrained for another CNN ({'; '.join(diff)}): pretrain one with the "
+                         f"same options as this `train` (`patterncnn pretrain --help`), or give this `train` the "
+                         f"checkpoint's")
     try:
         with torch.random.fork_rng():  # checking the weights must not move the caller's random state
             PatternCNN(mine).load_state_dict(state)

@@ -39,7 +39,7 @@ from ..core.work import run_key
 from ..labelling.sets import Labelled, load_labelled, tie_fix
 from ..shares.calibrate import calibration_record, oof_rows
 from ..shares.estimate import best_result
-from .evaluate import CNN, EvalConfig, evaluate, loeo_plan
+from .evaluate import CNN, EvalConfig, evaluate, load_votes, loeo_plan
 from .fit import (
     OutOfFold,
     TrainConfig,
@@ -76,7 +76,7 @@ def calibrate_and_validate(data: Labelled, oof: OutOfFold, seed: int) -> tuple[d
     return calibration_record(rows), validation
 
 
-RESULTS = ("patterncnn.onnx", "patterncnn.pt", "metrics.json")
+RESULTS = ("patterncnn.onnx", "patterncnn.pt", "metrics.json", "README.md")  # README.md: the model card
 
 
 def recipe_hash(cfg: CNNConfig, tcfg: TrainConfig) -> str:
@@ -113,6 +113,13 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
         data = load_labelled(annotations)
         counts = np.bincount(data.y, minlength=len(LABELS))
         log.info("%d labelled maps: %s", len(data.y), dict(zip(LABELS, counts.tolist())))
+        if missing := [name for name, n in zip(LABELS, counts) if n == 0]:
+            log.warning("no map labelled %s: the classifier never learns %s, so a census with it never counts %s, "
+                        "and macro-F1 averages a 0 for %s; label maps of %s (`patterncnn sample`, `annotate`) and "
+                        "train again", " or ".join(missing), "them" if len(missing) > 1 else "it",
+                        "them" if len(missing) > 1 else "it", "each" if len(missing) > 1 else "it",
+                        "each" if len(missing) > 1 else "it")
+        load_votes(annotations, data.ids, data.y)  # a damaged votes.csv is refused now, not after the folds
         if data.unresolved:
             sets = annotations if isinstance(annotations, (str, Path)) else ", ".join(map(str, annotations))
             log.warning("left out %d map(s) whose annotators tied, unresolved in the labels.csv of %s (e.g. %s): %s",

@@ -119,6 +119,7 @@ def test_folds_are_grouped_and_stratified(labelled_set):
     for tr, va, te in folds(data, TrainConfig()):
         assert not set(data.groups[te]) & set(data.groups[np.concatenate([tr, va])])
         assert not set(tr) & set(va)
+        assert not set(data.groups[tr]) & set(data.groups[va])  # early stopping watches examples it never fits
         assert set(data.y[te]) == set(range(len(LABELS)))
 
 

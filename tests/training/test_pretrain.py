@@ -174,8 +174,10 @@ def test_an_init_that_cannot_serve_is_refused_with_the_fix(tmp_path):
     assert "--out models/pretrained.pt" in str(e.value) and "--out models/patterncnn.pt" not in str(e.value)
     out = tmp_path / "pre.pt"
     pretrain(out, CNNConfig(), PretrainConfig(**TINY))
-    with pytest.raises(TrainError, match="another CNN \\(differs in mass_channel\\)"):
-        load_init(out, CNNConfig(mass_channel=False))
+    with pytest.raises(TrainError, match="another CNN \\(--no-mass-channel: given now, not for the checkpoint\\)"):
+        load_init(out, CNNConfig(mass_channel=False))  # named by the option that differs, as pretrain.md says
+    with pytest.raises(TrainError, match="another CNN \\(--grid: was 16, now 32\\)"):
+        load_init(out, CNNConfig(grid=32))
     ckpt = torch.load(out, weights_only=True)
     torch.save({k: v for k, v in ckpt.items() if k != "pretrained_on"}, tmp_path / "classifier.pt")
     with pytest.raises(TrainError, match="is a trained classifier, not a pretraining checkpoint"):

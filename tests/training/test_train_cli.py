@@ -55,6 +55,44 @@ def test_train_writes_consistent_artifacts_and_card(labelled_set, tmp_path, caps
     maps = [pattern_map(kind, 14, 6, seed=900 + k) for k, kind in enumerate(LABELS)]
     probs = clf.predict(maps, [[6, 13]] * len(maps))
     assert probs.shape == (5, 5) and np.allclose(probs.sum(1), 1, atol=1e-5)
+    # the two files on disk are one classifier: the checkpoint's CNN gives the ONNX's probabilities
+    import torch
+
+    x = clf.prepare(np.stack(maps), [[6, 13]] * len(maps))
+    with torch.inference_mode():
+        torch_probs = torch.softmax(model.eval()(x), dim=1).numpy()
+    np.testing.assert_allclose(clf.run(x), torch_probs, atol=1e-5)
+
+
+def test_train_refuses_a_readme_and_a_damaged_votes_csv_before_any_fold_and_warns_of_an_empty_class(tmp_path, capsys,
+                                                                                                     caplog):
+    # Helper 99's review: a README.md in --out (the user's notes, a labelled set's datasheet) was replaced by the
+    # model card without --overwrite; a damaged votes.csv was refused after the whole cross-validation; a set
+    # without block trained without a word, its classifier never able to count block.
+    import csv
+
+    from synthetic import family_set
+
+    root = family_set(tmp_path / "set", per_class=4)
+    with open(root / "labels.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r["label"] != "block"]
+    with open(root / "labels.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    out = tmp_path / "notes"
+    out.mkdir()
+    (out / "README.md").write_text("# my notes\n")
+    args = ["train", "--annotations", str(root), "--folds", "3", "--max-epochs", "1", "--loeo-seeds", "1"]
+    assert main([*args, "--out", str(out)]) == 2
+    assert "README.md" in capsys.readouterr().err and (out / "README.md").read_text() == "# my notes\n"
+    with open(root / "votes.csv", "a") as f:
+        f.write("broken,row\n")
+    caplog.clear()
+    assert main([*args, "--out", str(tmp_path / "m")]) == 2
+    assert "votes.csv" in capsys.readouterr().err
+    assert "no map labelled block: the classifier never learns it" in caplog.text
+    assert not list((tmp_path / "m").glob(".work/train/*"))  # refused before the first fold
 
 
 def test_train_refuses_a_folder_without_labels(tmp_path, capsys):
