@@ -266,7 +266,7 @@ def run_finish(args) -> int:
     if args.epochs:
         print(f"on your {n['maps']} maps, out of fold: accuracy {n['accuracy']:.3f} (the classifier before adapting: "
               f"{b['accuracy']:.3f})")
-        noise = 2 * (b["accuracy"] * (1 - b["accuracy"]) / n["maps"]) ** 0.5  # two standard errors
+        noise = two_standard_errors(b["accuracy"], n["maps"])
         if b["accuracy"] - n["accuracy"] > noise:
             print(f"the classifier before adapting labelled more of your maps right, by more than {100 * noise:.0f} "
                   f"points (two standard errors on {n['maps']} maps); `adapt finish --epochs 0` keeps its weights and "
@@ -297,6 +297,11 @@ def run_finish(args) -> int:
     return 0
 
 
+def two_standard_errors(accuracy: float, maps: int) -> float:
+    """Two standard errors of an accuracy measured on ``maps`` maps: the fall ``adapt finish`` warns of."""
+    return 2 * (accuracy * (1 - accuracy) / maps) ** 0.5
+
+
 def heldout_lines(check: dict) -> str:
     """What ``adapt finish`` prints of :func:`patterncnn.training.adapt.heldout_check`: per family, the accuracy
     before and after adapting on maps neither classifier saw, and a warning where it fell by more than two standard
@@ -305,7 +310,7 @@ def heldout_lines(check: dict) -> str:
     for fam, s in check["families"].items():
         b, a = s["before"]["accuracy"], s["after"]["accuracy"]
         lines.append(f"  {fam}: accuracy {b:.3f} before adapting, {a:.3f} after ({s['after']['maps']} maps)")
-        noise = 2 * (b * (1 - b) / s["after"]["maps"]) ** 0.5
+        noise = two_standard_errors(b, s["after"]["maps"])
         if b - a > noise:
             lines.append(f"warning: adapting cost {fam} {100 * (b - a):.1f} points of accuracy, more than two standard "
                          f"errors ({100 * noise:.1f}): its census with the adapted classifier keeps a validation of "
