@@ -241,7 +241,7 @@ def _split_train(data, pool: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndar
     from sklearn.model_selection import StratifiedGroupKFold
 
     splits = int(min(INNER_SPLITS, max(2, np.bincount(data.y[pool]).max()), len(set(data.groups[pool].tolist()))))
-    inner = StratifiedGroupKFold(n_splits=splits, shuffle=True, random_state=seed + 1000)
+    inner = StratifiedGroupKFold(n_splits=splits, shuffle=True, random_state=(seed + 1000) % 2**32)  # below 2**32
     itr, iva = next(inner.split(np.zeros(len(pool)), data.y[pool], data.groups[pool]))
     return pool[itr], pool[iva]
 

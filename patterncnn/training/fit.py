@@ -455,7 +455,8 @@ def folds(data: Labelled, tcfg: TrainConfig) -> list[tuple[np.ndarray, np.ndarra
             raise TrainError(f"fold {k + 1} of {tcfg.folds} trains on {len(tr)} map(s), too few to hold some out for "
                              f"early stopping (it needs two of one class, from two input examples); label more maps "
                              f"or pass fewer --folds")
-        inner = StratifiedGroupKFold(n_splits=n_inner, shuffle=True, random_state=tcfg.seed + 100 + k)
+        # sklearn takes seeds below 2**32, which --seed reaches (its top values failed after the folds: helper 99)
+        inner = StratifiedGroupKFold(n_splits=n_inner, shuffle=True, random_state=(tcfg.seed + 100 + k) % 2**32)
         itr, iva = next(inner.split(np.zeros(len(tr)), data.y[tr], data.groups[tr]))
         out.append((tr[itr], tr[iva], te))
     return out

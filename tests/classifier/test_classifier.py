@@ -121,6 +121,7 @@ def test_folds_are_grouped_and_stratified(labelled_set):
         assert not set(tr) & set(va)
         assert not set(data.groups[tr]) & set(data.groups[va])  # early stopping watches examples it never fits
         assert set(data.y[te]) == set(range(len(LABELS)))
+    assert len(list(folds(data, TrainConfig(seed=2**32 - 1)))) == 5  # --seed's top value (sklearn refused seed + 100)
 
 
 def test_cross_validation_learns_clear_patterns(labelled_set):
