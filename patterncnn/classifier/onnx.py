@@ -39,14 +39,22 @@ SHIPPED = "patterncnn.shipped"  # models/ in the repository, installed as packag
 
 def default_classifier() -> Path:
     """The shipped classifier, ``models/patterncnn.onnx``, wherever the install put it."""
+    return shipped_file("patterncnn.onnx", "--classifier PATH/TO/patterncnn.onnx")
+
+
+def shipped_file(name: str, instead: str) -> Path:
+    """A file of ``models/`` (``patterncnn.onnx``, ``pretrained-synthetic.pt``) wherever the install put it, in a
+    clone or an installed package; ``instead``: the option to pass when this install has none."""
     from importlib import resources
 
     try:
-        path = resources.files(SHIPPED).joinpath("patterncnn.onnx")
+        path = Path(str(resources.files(SHIPPED).joinpath(name)))
     except ModuleNotFoundError:
-        raise ClassifierError("this install has no shipped classifier (patterncnn.shipped); reinstall patterncnn "
-                              "or pass --classifier PATH/TO/patterncnn.onnx") from None
-    return Path(str(path))
+        path = None
+    if path is None or not path.is_file():
+        raise ClassifierError(f"this install has no shipped {name} (patterncnn.shipped); reinstall patterncnn or pass "
+                              f"{instead}")
+    return path
 
 
 def export_onnx(model: torch.nn.Module, path: str | os.PathLike, extra_meta: dict | None = None) -> None:

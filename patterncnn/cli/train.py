@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .common import (
     add_cnn_args,
     add_overwrite,
@@ -30,8 +32,9 @@ def register(sub) -> None:
     add_cnn_args(p)
     p.add_argument("--init", type=in_path, default=None, metavar="CKPT",
                    help="start every fit (folds, leave one encoder out, the final fit) from a CNN pretrained on "
-                        "synthetic maps by `patterncnn pretrain` (the shipped one: models/pretrained-synthetic.pt) "
-                        "instead of a random initialisation (default: random)")
+                        "synthetic maps by `patterncnn pretrain` ('shipped': the one the shipped classifier started "
+                        "from, models/pretrained-synthetic.pt in a clone, also in an installed package) instead of a "
+                        "random initialisation (default: random)")
     p.add_argument("--freeze-bn", action="store_true",
                    help="with --init: keep the pretrained CNN's BatchNorm statistics while fine-tuning, instead of "
                         "re-estimating them on the labelled maps (its scales and shifts still learn)")
@@ -64,6 +67,15 @@ def register(sub) -> None:
     p.set_defaults(out_folder=True, func=run, resumable="folds and fits (in .work/train)")
 
 
+def init_checkpoint(init: str | None) -> str | None:
+    """``--init``: a path, or ``shipped`` (when no such path exists) for the pretrained CNN installed with patterncnn."""
+    if init != "shipped" or Path(init).exists():
+        return init
+    from ..classifier.onnx import shipped_file
+
+    return str(shipped_file("pretrained-synthetic.pt", "--init PATH/TO/pretrained.pt (`patterncnn pretrain`)"))
+
+
 def run(args) -> int:
     from ..training.evaluate import EvalConfig
     from ..training.fit import TrainConfig
@@ -71,7 +83,7 @@ def run(args) -> int:
 
     cfg = cnn_config(args, members=args.members)
     tcfg = TrainConfig(folds=args.folds, seed=args.seed, max_epochs=args.max_epochs,
-                       class_weight_power=args.class_weight_power, init=args.init,
+                       class_weight_power=args.class_weight_power, init=init_checkpoint(args.init),
                        lr=args.lr, freeze_bn=args.freeze_bn, bias_correction=args.bias_correction)
     ecfg = EvalConfig(soft_labels=not args.no_soft_labels, leave_one_encoder_out=not args.no_leave_one_encoder_out,
                       loeo_max_epochs=args.loeo_max_epochs, loeo_seeds=args.loeo_seeds)

@@ -245,3 +245,16 @@ def test_a_damaged_map_in_the_labelled_set_is_named_not_a_crash(tmp_path, capsys
     assert main(["train", "--annotations", str(root), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "map 'm1'" in err and "not a square 2-D map" in err and len(err.strip().splitlines()) == 1
+
+
+def test_init_shipped_names_the_pretrained_cnn_installed_with_patterncnn(tmp_path, monkeypatch):
+    # Helper 99's review: the documented models/pretrained-synthetic.pt exists only in a clone; an installed package
+    # has it as package data, which no path the user knows reached.
+    from repo import REPO
+
+    from patterncnn.cli.train import init_checkpoint
+
+    assert init_checkpoint("shipped") == str(REPO / "models" / "pretrained-synthetic.pt")  # this clone's, installed
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "shipped").write_bytes(b"")  # a file of that name is the user's: taken as the path it is
+    assert init_checkpoint("shipped") == "shipped" and init_checkpoint(None) is None
