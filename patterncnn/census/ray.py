@@ -21,8 +21,10 @@ import collections
 import dataclasses
 import logging
 import os
+import signal
 import socket
 import tempfile
+import threading
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -129,6 +131,8 @@ def connect(address: str):
     if ray.is_initialized():
         return ray
     _check_reachable(address)
+    main_thread = threading.current_thread() is threading.main_thread()
+    sigterm = signal.getsignal(signal.SIGTERM) if main_thread else None
     try:
         if address == "local":
             ray.init(include_dashboard=False, logging_level=logging.WARNING)
@@ -138,6 +142,9 @@ def connect(address: str):
         raise CensusError(f"cannot join the Ray cluster at {address!r} ({str(e).splitlines()[0]}); start one with "
                           f"`ray start --head`, pass its address (HOST:6379), or --ray local for one on this "
                           f"machine") from None
+    finally:
+        if sigterm is not None:  # ray.init puts its own handler over the command's: SIGTERM aborted (exit 134)
+            signal.signal(signal.SIGTERM, sigterm)  # instead of stopping as Ctrl-C does (helper 101's review)
     return ray
 
 

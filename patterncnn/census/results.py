@@ -135,7 +135,7 @@ def table(result: dict) -> str:
 
 def _inputs_note(task: str, a: dict, b: dict) -> str | None:
     """One line when A and B did not read the same inputs of ``task`` (another GLUE file, another sample of it, or
-    inputs cut at another ``--max-length``), or None. Each difference then holds the inputs' difference too: the
+    inputs cut at another ``--max-length``, where either cut one), or None. Each difference then holds the inputs' difference too: the
     intervals over examples allow for another sample, not for another file or another cut."""
     sa, sb = a["tasks"][task], b["tasks"][task]
     data = [s.get("data") for s in (sa, sb)]
@@ -149,7 +149,8 @@ def _inputs_note(task: str, a: dict, b: dict) -> str | None:
     if (n[0], of[0]) != (n[1], of[1]) or reseeded:
         seeds = f", seed {a.get('seed')} and {b.get('seed')}" if reseeded else ""
         said.append(f"different examples (A {n[0]} of {of[0]}, B {n[1]} of {of[1]}{seeds})")
-    if a.get("max_length") != b.get("max_length"):
+    cut = [s.get("truncated") for s in (sa, sb)]
+    if a.get("max_length") != b.get("max_length") and any(c != 0 for c in cut):  # None: not recorded, maybe cut
         said.append(f"inputs cut at different lengths (--max-length {a.get('max_length')} and {b.get('max_length')})")
     if not said:
         return None

@@ -142,9 +142,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     add_max_length(p)
 
 
-def add_max_length(p: argparse.ArgumentParser) -> None:
+def add_max_length(p: argparse.ArgumentParser,
+                   what: str = "longer inputs are truncated and counted") -> None:
     p.add_argument("--max-length", type=positive_int, default=128,
-                   help="cap on tokens per input; longer inputs are truncated and counted (default: %(default)s)")
+                   help=f"cap on tokens per input; {what} (default: %(default)s)")
 
 
 def add_tasks_arg(p: argparse.ArgumentParser, required: bool = False) -> None:

@@ -28,7 +28,7 @@ def register(sub) -> None:
     p.add_argument("--port", type=port, default=9090, help="port to listen on (default: %(default)s)")
     p.add_argument("--model", type=model_name, default="minilm", help="encoder for /v1/analyze (default: %(default)s)")
     p.add_argument("--no-encoder", action="store_true", help="serve maps only; do not load an encoder")
-    add_max_length(p)
+    add_max_length(p, "/v1/analyze refuses a longer input (422)")
     add_classifier_args(p)
     p.add_argument("--api-token", type=given, default=None,
                    help="require this bearer token (default: $PATTERNCNN_API_TOKEN, which other users of the machine "

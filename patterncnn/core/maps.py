@@ -464,9 +464,10 @@ class PlainNpz(MapSource):
         if (self.root.suffix == ".npz" and (self.root.parent / "store.json").is_file() and index.is_file()
                 and _lists_something(index)):  # a store's part: its separators are in its index, not in it
             raise MapFormatError(f"{self.root} is a part of the map store {self.root.parent}, whose index gives each "
-                                 f"map its separators; pass the store (`patterncnn classify {self.root.parent}`): "
-                                 f"read alone, its maps have none, and labels change (on the shipped "
-                                 f"annotations/maps, 96 of 1,505 changed and every block was lost)")
+                                 f"map its separators: pass the store's folder ({self.root.parent}). Read alone, its "
+                                 f"maps have none, and labels change (on the shipped annotations/maps, 96 of 1,505 "
+                                 f"changed and every block was lost); to read it alone anyway, copy it out of the "
+                                 f"store's folder")
 
     def __contains__(self, map_id: str) -> bool:
         return map_id in self._npz

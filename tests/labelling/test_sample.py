@@ -119,7 +119,7 @@ def test_a_refused_or_interrupted_sample_leaves_no_store_and_the_rerun_works(tin
 
 @pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
 def test_a_signal_during_a_picture_stops_the_sample_and_removes_it(tiny_bert, glue_dir, tmp_path, capsys,
-                                                                     monkeypatch, signum):
+                                                                     monkeypatch, signum, ctrl_c):
     # Helper 100's review: Ctrl-C raised inside one of matplotlib's weakref callbacks was printed and dropped, and
     # the sample ran on to the end (exit 0); a time limit's SIGTERM killed it, leaving half a store that read as whole.
     import os
@@ -144,11 +144,15 @@ def test_a_signal_during_a_picture_stops_the_sample_and_removes_it(tiny_bert, gl
 
     monkeypatch.setattr(sample_mod, "render_png", signalled_in_a_callback)
     out = tmp_path / "s"
-    assert main(["sample", "--task", "rte", "--task", "sst2", "--model", str(tiny_bert), "--glue-dir", str(glue_dir),
-                 "--per-task", "3", "--out", str(out)]) == 130
+    before = signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a fresh process's (an earlier test's Ray leaves its own)
+    try:
+        assert main(["sample", "--task", "rte", "--task", "sst2", "--model", str(tiny_bert), "--glue-dir",
+                     str(glue_dir), "--per-task", "3", "--out", str(out)]) == 130
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # main puts the handler back
+    finally:
+        signal.signal(signal.SIGTERM, before)
     assert "interrupted" in capsys.readouterr().err
     assert len(calls) == 2 and not out.exists()  # stopped after the picture it came in, and all of it removed
-    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # main puts the handler back
 
 
 def test_a_task_given_twice_is_refused_before_any_work(tiny_bert, glue_dir, tmp_path, capsys):
