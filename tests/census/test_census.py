@@ -581,6 +581,10 @@ def test_compare_says_when_the_two_read_other_inputs():
     for r in uncut:
         r["tasks"]["rte"]["truncated"] = 0
     assert note(uncut[1], uncut[0]) == []  # neither cut an input: the same inputs (helper 101's review)
+    early = [res(576), res(676)]
+    for r in early:
+        r["tasks"]["rte"]["precision"] = {"budget": 1000}
+    assert note(early[1], early[0]) == []  # two --precision stops of one seed: one shuffled order, a prefix
     assert "same --glue-dir, --limit, --seed and --max-length" in note(res(408))[0]
 
 
