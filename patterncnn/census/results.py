@@ -66,16 +66,7 @@ def result_problem(r) -> str | None:
         if not problem and precision and (not isinstance(precision, dict) or not isinstance(precision.get("budget"), int)
                                           or isinstance(precision.get("budget"), bool)):
             problem = f"{where}.precision must be an object with a whole-number budget"
-        heads = s.get("heads")
-        if not problem and (not isinstance(heads, list) or not heads or not all(isinstance(row, list) for row in heads)):
-            problem = f"{where}.heads must be a list of layers, each a list of heads"
-        cell = next((f"{where}.heads[{i}][{j}]" for i, row in enumerate(heads or []) if isinstance(row, list)
-                     for j, c in enumerate(row) if not isinstance(c, dict) or not isinstance(c.get("majority"), str)
-                     or not _number(c.get("majority_share"))), None)
-        if not problem and cell:
-            problem = f"{cell} must be an object with a majority and its majority_share"
-        if not problem and cell is None and heads:
-            problem = _per_label(heads[0][0].get("shares") if heads[0] else None, f"{where}.heads[0][0].shares")
+        problem = problem or _heads_problem(s.get("heads"), f"{where}.heads")
         if problem:
             return problem
     e = r.get("estimator")
@@ -89,6 +80,20 @@ def result_problem(r) -> str | None:
             return _per_label(v["abs_error"], "estimator.validated_share_error.abs_error")
         if not _number(v.get("mean_abs_error")):
             return "estimator.validated_share_error.mean_abs_error must be a number"
+    return None
+
+
+def _heads_problem(heads, where: str) -> str | None:
+    """What is wrong with a task's per-head cells (what the report's grid reads), or None."""
+    if not isinstance(heads, list) or not heads or not all(isinstance(row, list) for row in heads):
+        return f"{where} must be a list of layers, each a list of heads"
+    for i, row in enumerate(heads):
+        for j, c in enumerate(row):
+            if (not isinstance(c, dict) or not isinstance(c.get("majority"), str)
+                    or not _number(c.get("majority_share"))):
+                return f"{where}[{i}][{j}] must be an object with a majority and its majority_share"
+            if problem := _per_label(c.get("shares"), f"{where}[{i}][{j}].shares"):
+                return problem
     return None
 
 

@@ -437,7 +437,7 @@ def unseen_family(pairs: list[dict], skipped: list[dict] = ()) -> dict | None:
 
 
 def evaluate(data, annotations, oof, cfg, tcfg, ecfg: EvalConfig, progress=None, work: Work = NO_WORK,
-             loeo: dict | None = None) -> dict:
+             loeo: dict | None = None, votes: Votes | None = None) -> dict:
     """Every report of the module docstring, plus the baselines' classification reports (key ``baselines``).
 
     Args:
@@ -445,9 +445,10 @@ def evaluate(data, annotations, oof, cfg, tcfg, ecfg: EvalConfig, progress=None,
         oof: train's :class:`patterncnn.training.fit.OutOfFold` on :func:`patterncnn.training.fit.folds` with ``tcfg``.
         work: where the retraining reports keep their finished fits (:class:`patterncnn.training.fit.Work`).
         loeo: :func:`loeo_plan` of ``data`` and ``ecfg``, as train decided it before its first fit; None: decided here.
+        votes: :func:`load_votes` of ``annotations``, as train read them before its first fit; None: read here.
     """
     fams = families(data.ids)
-    votes = load_votes(annotations, data.ids, data.y)
+    votes = load_votes(annotations, data.ids, data.y) if votes is None else votes
     feats = feature_matrix(data)
     base_preds = baseline_predictions(data, tcfg, feats)
     preds = {CNN: oof.probs.argmax(1)}

@@ -193,14 +193,14 @@ def model_inputs(maps, seps, idx, cfg: CNNConfig, rng: np.random.Generator | Non
 
 
 # CNNConfig's fields as the options of `train` and `pretrain` set them (cli/common.py add_cnn_args)
-_CNN_OPTIONS = {"grid": "--grid", "representation": "--representation", "segment_channel": "--no-segment-channel",
-                "structure_channels": "--no-structure-channels", "mass_channel": "--no-mass-channel"}
+CNN_OPTIONS = {"grid": "--grid", "representation": "--representation", "segment_channel": "--no-segment-channel",
+               "structure_channels": "--no-structure-channels", "mass_channel": "--no-mass-channel"}
 
 
 def _spelled(field: str, was, now) -> str:
     """One difference between a checkpoint's CNN and this one, as the option that makes it: "--grid: was 32, now
     16", "--no-mass-channel: given for the checkpoint, not now"."""
-    option = _CNN_OPTIONS.get(field)
+    option = CNN_OPTIONS.get(field)
     if option is None:
         return f"{field}: was {was}, now {now}"
     if option.startswith("--no-"):

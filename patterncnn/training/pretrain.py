@@ -41,7 +41,7 @@ from ..core.fileio import output_file, sha256_file, write_bytes
 from ..core.version import __version__
 from ..core.work import differences, progress_bar
 from . import synthetic
-from .fit import TrainConfig, torch_threads
+from .fit import CNN_OPTIONS, TrainConfig, torch_threads
 
 log = logging.getLogger(__name__)
 
@@ -120,9 +120,8 @@ def _batch(pcfg: PretrainConfig, step: int, pools: dict) -> list:
 
 # The option behind each field of a run's key (:func:`_changed`): what the refusal of a stopped run names.
 OPTIONS = {"maps": "--maps", "batch_size": "--batch-size", "lr": "--lr", "seed": "--seed", "max_t": "--max-t",
-           "grid": "--grid", "representation": "--representation", "segment_channel": "--no-segment-channel",
-           "structure_channels": "--no-structure-channels", "mass_channel": "--no-mass-channel",
-           "patterncnn": "the patterncnn version", "torch": "the torch version", "numpy": "the numpy version",
+           **CNN_OPTIONS, "patterncnn": "the patterncnn version", "torch": "the torch version",
+           "numpy": "the numpy version",
            "generator": "the synthetic map generator"}
 
 

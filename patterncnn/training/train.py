@@ -119,7 +119,7 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
                         "train again", " or ".join(missing), "them" if len(missing) > 1 else "it",
                         "them" if len(missing) > 1 else "it", "each" if len(missing) > 1 else "it",
                         "each" if len(missing) > 1 else "it")
-        load_votes(annotations, data.ids, data.y)  # a damaged votes.csv is refused now, not after the folds
+        votes = load_votes(annotations, data.ids, data.y)  # a damaged votes.csv is refused now, not after the folds
         if data.unresolved:
             sets = annotations if isinstance(annotations, (str, Path)) else ", ".join(map(str, annotations))
             log.warning("left out %d map(s) whose annotators tied, unresolved in the labels.csv of %s (e.g. %s): %s",
@@ -149,7 +149,7 @@ def train_and_export(annotations: str | Path | list, out: str | Path, cfg: CNNCo
                 c = dataclasses.replace(cfg, **{field: not getattr(cfg, field)})
                 name = f"{cfg.representation}-{cfg.grid} {'without' if getattr(cfg, field) else 'with'} {field}"
                 comparison[name] = entry(c, cross_validate(data, c, tcfg, progress, work))
-        evaluation = evaluate(data, annotations, oof, cfg, tcfg, ecfg, progress, work, loeo)
+        evaluation = evaluate(data, annotations, oof, cfg, tcfg, ecfg, progress, work, loeo, votes)
         base = evaluation.pop("baselines")
         unseen = evaluation["leave_one_encoder_out"].get("unseen_family")
         if validation is not None and unseen:  # the band a census uses on a family never validated
