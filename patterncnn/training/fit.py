@@ -100,11 +100,17 @@ NO_WORK = Work(None)
 
 
 def inputs(data: Labelled, cfg: CNNConfig, tcfg: TrainConfig, **more) -> dict:
-    """What determines a part of training: the data, the configs, the --init weights and ``more`` (fold, seed, ...)."""
+    """What determines a part of training: the data, the configs, the --init weights and ``more`` (fold, seed, ...).
+
+    ``data_hash`` covers each map's id, label and values only; a map's separators (an input channel of the CNN) and
+    its input example (the folds group by it) come from its metadata, so they are keyed here too: a set pulled again
+    with other metadata but the same maps must not resume the parts fitted on the old.
+    """
     t = dataclasses.asdict(tcfg)
     if tcfg.init:  # the checkpoint's content, not its path: a renamed checkpoint still resumes
         t["init"] = sha256_file(tcfg.init)
-    return {"data": data.data_hash, "cfg": dataclasses.asdict(cfg), "tcfg": t, **more}
+    layout = hashlib.sha256(repr((data.seps, data.groups.tolist())).encode()).hexdigest()[:16]
+    return {"data": data.data_hash, "layout": layout, "cfg": dataclasses.asdict(cfg), "tcfg": t, **more}
 
 
 def array_hash(a: np.ndarray | None) -> str | None:

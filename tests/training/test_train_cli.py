@@ -209,6 +209,29 @@ def test_a_stopped_train_keeps_its_finished_folds_and_resumes_to_the_same_model(
     assert not (out / ".work").exists()
 
 
+def test_a_resumable_part_is_keyed_by_the_maps_separators_and_input_examples_too(labelled_set):
+    """The CNN reads a map's separators and the folds group by its input example; both come from the map's
+    metadata, not its values, so a part fitted under other metadata must not be read back as this one's."""
+    import dataclasses
+
+    from patterncnn.classifier.model import CNNConfig
+    from patterncnn.core.work import run_key
+    from patterncnn.labelling.sets import load_labelled
+    from patterncnn.training.fit import TrainConfig, inputs
+
+    data = load_labelled(labelled_set)
+    cfg, tcfg = CNNConfig(), TrainConfig()
+    key = run_key(inputs(data, cfg, tcfg, fold=0))
+    assert run_key(inputs(load_labelled(labelled_set), cfg, tcfg, fold=0)) == key  # the same set: the same key
+    seps = [list(s) if s else s for s in data.seps]
+    seps[0] = [] if seps[0] else [1]
+    other_seps = dataclasses.replace(data, seps=seps)
+    other_groups = dataclasses.replace(data, groups=np.roll(data.groups, 1))
+    assert other_seps.data_hash == other_groups.data_hash == data.data_hash
+    assert run_key(inputs(other_seps, cfg, tcfg, fold=0)) != key
+    assert run_key(inputs(other_groups, cfg, tcfg, fold=0)) != key
+
+
 @pytest.mark.parametrize("stop", [KeyboardInterrupt, RuntimeError])
 def test_a_train_stopped_in_its_first_fold_leaves_no_work_folder(labelled_set, tmp_path, capsys, monkeypatch, stop):
     """Ctrl-C or a crash before any fold has finished leaves nothing in OUT: no empty .work/train to puzzle over."""
