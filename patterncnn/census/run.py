@@ -117,6 +117,13 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
                 if bar:
                     bar.update(len(window))
             else:
+                if encoder.device != "cpu" and next(encoder.model.parameters()).device.type != encoder.device:
+                    # a Ray census on GPUs (census/ray.py): the workers computed its windows on their GPUs, and this
+                    # one went missing or was damaged since; the driver's model is on its CPU
+                    raise CensusError(f"{split.task.name}: window {w + 1} of {len(windows)} must be computed again, "
+                                      f"on {encoder.device} as its other windows were, and this machine's copy of "
+                                      f"{encoder.name} is not there: run the same command again (with --ray) to "
+                                      f"compute it on the cluster")
                 records = []
 
                 def seen(ea):

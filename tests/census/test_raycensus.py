@@ -235,3 +235,19 @@ def test_a_worker_that_cannot_load_the_encoder_is_said_in_one_line(cluster, tiny
     message = str(e.value)
     assert "\n" not in message and message.startswith("a Ray worker on ") and "cannot load" in message, message
     assert not unit.path.exists()
+
+
+def test_a_window_of_a_gpu_ray_census_the_cpu_driver_must_compute_is_refused_naming_the_rerun(tiny_bert,
+                                                                                              tiny_classifier,
+                                                                                              glue_dir, tmp_path):
+    """A Ray census on GPUs keys its windows as CUDA's and the driver reads them back; a window missing or damaged
+    by then would be computed by the driver, whose model is on its CPU (no GPU here, as on many head nodes): said,
+    naming the rerun that computes it on the cluster, instead of torch's device error."""
+    from patterncnn.census.results import CensusError
+
+    enc = load_encoder(str(tiny_bert), max_length=48, threads=1)
+    enc.device = "cuda"  # as run_ray_censuses marks the driver's encoder when the workers have GPUs
+    split = load_split("rte", "dev", glue_dir, limit=20, seed=SEED)
+    with pytest.raises(CensusError, match=r"rte: window 1 of 1 must be computed again, on cuda as its other windows "
+                                          r"were.*run the same command again \(with --ray\)"):
+        run_census(enc, OnnxClassifier(tiny_classifier[1], threads=1), [split], tmp_path / "out", limit=20, seed=SEED)
