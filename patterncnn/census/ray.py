@@ -33,6 +33,7 @@ from ..core.fileio import sha256_file
 from ..core.glue import GlueSplit
 from ..core.work import prepare_out, progress_bar, work_dir
 from ..encoders.load import load_encoder
+from ..shares.estimate import plan_for
 from .results import CensusError
 from .run import (
     COMMAND,
@@ -243,6 +244,8 @@ def run_ray_censuses(models: list[str], splits: list[GlueSplit], classifier, out
     encoders = [load_encoder(m, max_length=max_length, backend=backend, threads=threads) for m in models]
     clf_file = Path(classifier.path)
     same = same_estimator(classifier, encoders, estimator) or {"estimator": estimator}
+    for enc in encoders:  # each census's estimate, checked before --overwrite drops anything or a window runs
+        plan_for(getattr(classifier, "metadata", {}), same["estimator"], scope, enc.tag, seed, same.get("chosen_by"))
     folders = [output_folder(out, enc, len(encoders)) for enc in encoders]
     # the same command, interrupted after an encoder's census was written: kept, as run_censuses does
     kept = kept_censuses(out, encoders, classifier, splits, limit, seed, finished=finished, overwrite=overwrite,

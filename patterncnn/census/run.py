@@ -277,13 +277,14 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
             (:class:`patterncnn.shares.precision.Precision`: ``"1"`` point, or ``"0.33x"`` of the classifier's part),
             checked after each window of examples taken in a seeded random order; None: every example.
     """
-    out = prepare_out(out, RESULT, overwrite, COMMAND, [s.task.name for s in splits])
+    # the arguments are checked before --overwrite drops anything: a refused run leaves a finished census as it was
     plan = plan_for(getattr(classifier, "metadata", {}), estimator, scope, encoder.tag, seed, chosen_by)
     precision = Precision.parse(precision) if isinstance(precision, (str, int, float)) else precision
     if precision is not None and precision.needs_classifier_part() and not has_classifier_part(plan.describe()):
         raise PrecisionError(f"--precision {precision} is relative to the classifier's part of the interval, which "
                              f"this census does not have (no calibration, no validated band); give it in points, "
                              f"e.g. --precision 1")
+    out = prepare_out(out, RESULT, overwrite, COMMAND, [s.task.name for s in splits])
     clf_file = Path(classifier.path)
     result = {"created_by": f"patterncnn {__version__}", "encoder": public_fingerprint(encoder.fingerprint),
               "encoder_tag": encoder.tag, **({"encoder_weights": encoder.weights_note} if encoder.weights_note else {}),

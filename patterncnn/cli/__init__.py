@@ -143,7 +143,11 @@ def _run(args: argparse.Namespace, made: Path | None) -> int:
             if not kept:
                 drop_unstarted(out)  # the stamp of a run stopped before its first part: nothing is left behind
             finished = getattr(args, "finished", [])  # whole results of a command of several, kept when run again
-            if kept:
+            restarts = getattr(args, "overwrite", False) and getattr(args, "overwrite_restarts", False)
+            if kept and restarts:  # its --overwrite drops the unfinished run too (core/work.py prepare_out)
+                note = (f": finished {resumable} are saved under {out}; run the same command again without "
+                        f"--overwrite to resume (with it, the run starts over)")
+            elif kept:
                 note = f": finished {resumable} are saved under {out}; run the same command again to resume"
             elif finished:
                 note = f": no {resumable} of the rest had finished; run the same command again to go on from there"

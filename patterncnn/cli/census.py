@@ -76,7 +76,7 @@ def register(sub) -> None:
                    help="also write OUT/report.html, the self-contained HTML report (`patterncnn report`)")
     add_device_arg(p, classifier=True)
     add_glue_args(p)
-    p.set_defaults(out_folder=True, func=run, resumable="windows")
+    p.set_defaults(out_folder=True, func=run, resumable="windows", overwrite_restarts=True)
 
 
 def run(args) -> int:

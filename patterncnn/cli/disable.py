@@ -34,7 +34,7 @@ def register(sub) -> None:
     add_device_arg(p)
     add_model_args(p)
     add_glue_args(p)
-    p.set_defaults(out_folder=True, func=run, resumable="heads")
+    p.set_defaults(out_folder=True, func=run, resumable="heads", overwrite_restarts=True)
 
 
 def run(args) -> int:

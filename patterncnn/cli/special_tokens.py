@@ -52,7 +52,7 @@ def register(sub) -> None:
     add_device_arg(p)
     add_model_args(p)
     add_glue_args(p)
-    p.set_defaults(out_folder=True, func=run, resumable="windows")
+    p.set_defaults(out_folder=True, func=run, resumable="windows", overwrite_restarts=True)
 
 
 def run(args) -> int:

@@ -417,7 +417,9 @@ def _choose(metadata: dict, estimator: str | None, scope: str | None,
         # A family never validated: count, whose interval carries the band measured by holding families out.
         best, chosen_by = {"estimator": "count"}, "the encoder's family was never validated: count, with the " \
                                                    "leave-one-family-out band"
-    if not estimator and mine and scope is None:
+    if scope is None and mine and (not estimator or estimator == mine["estimator"]):
+        # the encoder's default given by name is the default: its scope too (the pooled best's scope otherwise, all
+        # 1865 maps for MiniLM where its default takes the 900 uniform ones: other shares for the same name)
         scope = mine["scope"]
     estimator = estimator or best.get("estimator", "count")
     if estimator not in ESTIMATORS:

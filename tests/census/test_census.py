@@ -251,6 +251,24 @@ def test_overwrite_with_save_maps_replaces_another_census_s_maps(setup, tmp_path
     assert "holds the maps of another census (its max_length differ), not this census's" in caplog.text
 
 
+def test_overwrite_refused_for_its_arguments_leaves_the_finished_census_as_it_was(setup, tmp_path):
+    """--overwrite dropped census.json before the estimator was checked, so a refused rerun (the tiny classifier has
+    no calibration for adjusted) lost the finished census (helper 104's review)."""
+    from patterncnn.classifier.onnx import ClassifierError
+    from patterncnn.shares.precision import PrecisionError
+
+    tiny, clf, glue = setup
+    split = load_split("rte", "dev", glue, limit=20, seed=1)
+    run_census(tiny, clf, [split], tmp_path / "c", limit=20, seed=1)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "c").iterdir() if p.is_file()}
+    with pytest.raises(ClassifierError, match="needs the classifier's calibration"):
+        run_census(tiny, clf, [split], tmp_path / "c", limit=20, seed=1, overwrite=True, estimator="adjusted")
+    with pytest.raises(PrecisionError, match="relative to the classifier's part"):
+        run_census(tiny, clf, [split], tmp_path / "c", limit=20, seed=1, overwrite=True, precision="0.5x")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "c").iterdir() if p.is_file()} == before
+    assert "census.json" in before
+
+
 def test_a_data_file_changed_in_place_is_not_resumed_as_the_old_one(setup, tmp_path):
     """A census stopped, its GLUE file changed in place, then resumed mixed the windows of the two files: its
     shares were of neither (helper 95's review). The windows are keyed by the examples read, too."""
@@ -558,6 +576,14 @@ def test_compare_checks_nothing_between_two_estimators():
     assert "+40.0 " in text and "*" not in text and "!" not in text
     assert "A used the count estimator and B the adjusted estimator" in text and "--estimator count" in text
     assert "+40.0*!" in compare(a, _census(0.6, "count"))[0]  # the same estimator: checked
+    # one estimator calibrated on other maps is another estimate of the same maps (MiniLM's adjusted: RTE's diagonal
+    # 8.5 points apart between the uniform and the all scope, helper 104's review): not checked either
+    uniform, every = _census(0.2, "adjusted"), _census(0.6, "adjusted")
+    uniform["estimator"]["calibration"]["scope"], every["estimator"]["calibration"]["scope"] = "uniform", "all"
+    text = compare(uniform, every)[0]
+    assert "*" not in text and "A used the adjusted (uniform scope) estimator and B the adjusted (all scope)" in text
+    assert "and the same --calibration-scope" in text
+    assert "+40.0*" in compare(uniform, {**every, "estimator": uniform["estimator"]})[0]  # one scope: checked
 
 
 def test_compare_says_when_the_two_read_other_inputs():
@@ -585,6 +611,8 @@ def test_compare_says_when_the_two_read_other_inputs():
     for r in early:
         r["tasks"]["rte"]["precision"] = {"budget": 1000}
     assert note(early[1], early[0]) == []  # two --precision stops of one seed: one shuffled order, a prefix
+    early[1]["limit"] = 800  # another --limit draws another sample before its order (helper 104's review)
+    assert "different examples (A 576 of 408, B 676 of 408)" in note(early[1], early[0])[0]
     assert "same --glue-dir, --limit, --seed and --max-length" in note(res(408))[0]
 
 

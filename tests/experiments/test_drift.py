@@ -187,7 +187,14 @@ def test_an_interrupted_drift_says_resume_only_when_a_window_was_saved(tiny_bert
     monkeypatch.setattr(drift_mod, "drift_window", interrupted_at(2))  # one window saved
     assert main(args) == 130
     assert f"finished windows are saved under {out}; run the same command again to resume" in capsys.readouterr().err
-
+    # with --overwrite the same command drops them and starts over: the note says to rerun without it (helper 104)
+    calls.clear()
+    assert main([*args, "--overwrite"]) == 130
+    assert (f"finished windows are saved under {out}; run the same command again without --overwrite to resume "
+            f"(with it, the run starts over)") in capsys.readouterr().err
+    calls.clear()
+    monkeypatch.setattr(drift_mod, "drift_window", interrupted_at(99))  # as advised: the saved window is read back
+    assert main(args) == 0 and len(calls) == 2  # windows of 4 of 10 examples: the first read back, two computed
 
 
 class Bar:

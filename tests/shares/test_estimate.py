@@ -194,6 +194,8 @@ def test_the_shipped_classifier_is_calibrated_and_validated_per_encoder():
         plan = plan_for(meta, None, None, encoder)
         assert (plan.estimator, plan.scope) == (choice["estimator"], choice["scope"])
         assert plan.validated["encoder"] == encoder and plan.validated["mean_abs_error"] == choice["mean_abs_error"]
+        named = plan_for(meta, choice["estimator"], None, encoder)  # the default given by name is the default
+        assert (named.estimator, named.scope, named.validated) == (plan.estimator, plan.scope, plan.validated)
     plan = plan_for(meta, "adjusted", None, "mpnet-78c0197b")  # the calibration ships with the model
     assert plan.calibration is not None and plan.calibration.replicates > 1
     fine_tune = plan_for(meta, None, None, "mpnet-sst2-d16d7a85")  # no validated maps of its own
