@@ -69,6 +69,8 @@ def as_maps(maps: Any) -> tuple[list[np.ndarray], tuple[int, ...]]:
     if isinstance(maps, (list, tuple)) and maps and np.ndim(maps[0]) == 2 and len({np.shape(m) for m in maps}) > 1:
         out = [_numpy(m) for m in maps]  # maps of several lengths
         return out, (len(out),)
+    if isinstance(maps, (list, tuple)) and maps and all(hasattr(m, "detach") for m in maps):
+        maps = [_numpy(m) for m in maps]  # torch tensors of one length: bf16, with grad or on a GPU, as one alone
     arr = _numpy(maps)
     if arr.ndim < 2 or arr.shape[-1] != arr.shape[-2]:
         raise ClassifierError(f"maps of shape {arr.shape} are not square (..., T, T); pass one map (T, T), an array "
@@ -210,7 +212,7 @@ class Patterns:
 
         flat = self.probs.reshape(-1, len(LABELS))
         df = pd.DataFrame(flat, columns=list(LABELS))
-        df.insert(0, "label", self.labels.reshape(-1))
+        df.insert(0, "label", np.asarray(LABELS, dtype=object)[flat.argmax(-1)])  # labels is a str for one map
         return df
 
 

@@ -193,8 +193,8 @@ class OnnxClassifier:
             maps: one map (T, T), an array of maps of one length (..., T, T) such as one example's
                 (L, H, T, T), or a list of (T_i, T_i) maps of any lengths; numpy arrays or torch tensors.
             seps: the separator positions (segment ends, e.g. ``[5, 11]`` for ``[CLS] A [SEP] B [SEP]``):
-                one list for all maps, one per map, or None (one segment assumed, the block rule not
-                applied). :func:`patterncnn.core.segments.separators` finds them in a list of tokens.
+                one list for all maps, one per map, or None (no separators: the CNN sees no segments, and the
+                block rule is not applied). :func:`patterncnn.core.segments.separators` finds them in a list of tokens.
                 Each map and its separators pass :func:`patterncnn.core.maps.check_map`, the check every map
                 passes: a position outside the map (e.g. 999 or -1 on a 35 x 35 map), or one that is not a
                 whole number, is refused with a ``ClassifierError``.
@@ -225,10 +225,11 @@ class OnnxClassifier:
         Args:
             attentions: ``outputs.attentions`` of a model called with ``output_attentions=True`` (eager
                 attention): L tensors (B, H, T, T); or one array (B, L, H, T, T).
-            attention_mask: the batch's (B, T) mask; each example's maps are cut to its real tokens.
+            attention_mask: the batch's (B, T) mask; each example's maps are cut to its real tokens. Pad on the
+                right: left padding shifts a BERT-style encoder's positions, and so its maps.
             tokens: per example, its T tokens (``tokenizer.convert_ids_to_tokens(ids)``, padding included);
-                the separators are found in them (``[SEP]``, or ``</s>`` for MPNet/RoBERTa). None: one
-                segment is assumed for every example.
+                the separators are found in them (``[SEP]``, or ``</s>`` for MPNet/RoBERTa). None: no
+                separators (the CNN sees no segments, and ``block`` is not ruled out).
             sep_token: the separator token when it is neither ``[SEP]`` nor ``</s>``.
             special_tokens_mask: the batch's (B, T) special-tokens mask, from the tokenizer called with
                 ``return_special_tokens_mask=True`` (pop it before calling the model). Only the separators it marks

@@ -231,7 +231,8 @@ def device(args) -> str:
 
 
 def glue_dir(args) -> str | None:
-    return args.glue_dir or os.environ.get("GLUE_DIR") or None
+    """--glue-dir; None: the loader's default ($GLUE_DIR, else `datasets`: patterncnn.core.glue.load_split)."""
+    return args.glue_dir or None
 
 
 def classifier(args):

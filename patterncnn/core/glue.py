@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import re
 from pathlib import Path
 
@@ -286,6 +287,12 @@ def _holding(root: Path, rel: Path) -> list[Path]:
     return found
 
 
+def glue_folder(glue_dir: str | Path | None) -> str | Path | None:
+    """The GLUE folder to read: ``glue_dir``, else ``$GLUE_DIR`` (for the commands and the Python API alike; an
+    empty one is unset), else None (``datasets``)."""
+    return glue_dir or os.environ.get("GLUE_DIR") or None
+
+
 def load_split(
     task: str | GlueTask,
     split: str = "dev",
@@ -298,7 +305,8 @@ def load_split(
     Args:
         task: a task name in any common spelling, or a :class:`GlueTask`.
         split: ``dev`` or ``train``.
-        glue_dir: a ``glue_data`` folder; None loads from ``datasets`` instead.
+        glue_dir: a ``glue_data`` folder; None: ``$GLUE_DIR`` when set (for the commands and the Python API
+            alike), else ``datasets``.
         limit: take at most this many examples, sampled without replacement using ``seed``
             and kept in file order. None takes all.
         seed: the sampling seed; the same (split, limit, seed) always gives the same sample.
@@ -312,6 +320,7 @@ def load_split(
     if limit is not None and limit < 1:
         raise GlueDataError(f"--limit must be at least 1 (got {limit}); leave it out to take the whole split")
     skipped = 0
+    glue_dir = glue_folder(glue_dir)
     if glue_dir is not None:
         root = Path(glue_dir).expanduser()
         if not root.is_dir():
@@ -359,6 +368,7 @@ def dev_splits(tasks: str | list[str], glue_dir: str | Path | None = None, limit
     :func:`load_split` does: what the census and the experiments read."""
     specs = [tasks] if isinstance(tasks, str) else list(tasks)
     names = expand_tasks(specs)
+    glue_dir = glue_folder(glue_dir)
     root = Path(glue_dir).expanduser() if glue_dir is not None else None
     if root is not None and root.is_dir() and any(isinstance(s, str) and s.lower() == "all" for s in specs):
         has = [n for n in names if (root / TASKS[n].folder / TASKS[n].files["dev"]).is_file()]

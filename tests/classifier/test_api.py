@@ -38,6 +38,12 @@ def test_classify_keeps_the_leading_shape_and_matches_predict():
     assert one.probs.shape == (5,) and str(one.labels) == LABELS[int(one.probs.argmax())]
     frame = out.frame()
     assert list(frame.columns) == ["label", *LABELS] and len(frame) == 6
+    assert one.frame()["label"].tolist() == [str(one.labels)]  # one map: one row (it raised, helper 102's review)
+    # a list of torch tensors of one length, as one alone: bf16 or with grad (numpy could not read them)
+    pair = [torch.as_tensor(maps[0, 0]).bfloat16(), torch.as_tensor(maps[0, 1]).bfloat16()]
+    np.testing.assert_allclose(clf.classify(pair).probs, clf.classify(np.stack([p.float() for p in pair])).probs)
+    graded = [torch.as_tensor(maps[0, k]).requires_grad_() for k in (0, 1)]
+    np.testing.assert_allclose(clf.classify(graded).probs, clf.classify(maps[0, :2]).probs, rtol=1e-6)
 
 
 def test_classify_takes_maps_of_several_lengths_and_seps_per_map():

@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 from repo import FIXTURES  # noqa: E402
 
-from patterncnn.core.glue import TASKS, GlueDataError, get_task, load_split
+from patterncnn.core.glue import TASKS, GlueDataError, dev_splits, get_task, load_split
 
 FIXTURE_GLUE = FIXTURES / "glue"
 
@@ -172,3 +172,16 @@ def test_all_on_a_folder_of_some_tasks_names_what_all_covers_and_the_tasks_it_ha
     (tmp_path / "empty").mkdir()
     with pytest.raises(GlueDataError, match="not found: the GLUE folder"):  # no task at all: load_split's message
         dev_splits("all", tmp_path / "empty", limit=3)
+
+
+def test_glue_dir_set_in_the_environment_is_read_by_the_python_api_too(glue_dir, tmp_path, monkeypatch):
+    """Only the commands read GLUE_DIR; a notebook's dev_splits() ignored it and then said to set it (helper 102's
+    review). Now one loader reads it for both; a folder given still wins over it."""
+    monkeypatch.setenv("GLUE_DIR", str(glue_dir))
+    (split,) = dev_splits("rte", limit=5)
+    assert split.source == str(glue_dir / "RTE" / "dev.tsv") and len(split.examples) == 5
+    assert load_split("rte").total == split.total
+    monkeypatch.setenv("GLUE_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(GlueDataError, match="nowhere does not exist"):
+        dev_splits("rte")
+    assert load_split("rte", glue_dir=glue_dir).total == split.total  # given: GLUE_DIR not read
