@@ -198,6 +198,9 @@ def write_sheets(maps, out: str | Path, per_sheet: int = 16, shuffle: int | None
 
     def draw() -> None:
         sheet, start = len(index) // per_sheet, len(index)
+        if not index:  # the index is written last; the old one goes before the first new sheet, so that a run
+            # stopped half way leaves no index naming the old maps beside new sheets (helper 103's review)
+            (out / "index.json").unlink(missing_ok=True)
         captions = [f"#{start + k}  T={a.shape[0]}" for k, (_, a) in enumerate(chunk)]
         write_bytes(out / f"sheet-{sheet:03d}.png",
                     contact_sheet([a for _, a in chunk], [m.get("seps") for m, _ in chunk], captions))

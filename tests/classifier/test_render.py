@@ -4,6 +4,7 @@ import io
 import json
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from patterncnn.classifier.render import CAPTION_PX, contact_sheet, map_image, render_png
@@ -55,6 +56,35 @@ def test_annotate_sheets_cli(tmp_path, capsys):
     assert [e["id"] for e in index] != sorted(e["id"] for e in index)  # shuffled
     for s in (0, 1):
         assert Image.open(tmp_path / "s" / f"sheet-{s:03d}.png").format == "PNG"
+
+
+def test_sheets_overwritten_and_interrupted_leave_no_index_naming_the_old_maps(tmp_path, monkeypatch):
+    """--overwrite stopped after its first sheet left the old index.json beside the new sheet-000.png: a person
+    labelling by its numbers labelled other maps (helper 103's review). The index goes before the first new sheet
+    and comes back, the new one, when every sheet is written."""
+    from synthetic import pattern_store
+
+    import patterncnn.classifier.render as render
+
+    store = pattern_store(tmp_path / "maps", ["vertical", "diagonal", "block"] * 4, t=12)
+    render.write_sheets(store, tmp_path / "s", per_sheet=4, shuffle=1)
+    real, drawn = render.contact_sheet, []
+
+    def stop_at_the_second(*a, **kw):
+        drawn.append(1)
+        if len(drawn) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **kw)
+
+    monkeypatch.setattr(render, "contact_sheet", stop_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        render.write_sheets(store, tmp_path / "s", per_sheet=4, shuffle=2, overwrite=True)
+    assert not (tmp_path / "s" / "index.json").exists()  # sheet-000 is the new run's: no index names the old maps
+    monkeypatch.setattr(render, "contact_sheet", real)
+    assert render.write_sheets(store, tmp_path / "s", per_sheet=4, shuffle=2)["sheets"] == 3  # the rerun finishes
+    index = json.loads((tmp_path / "s" / "index.json").read_text())
+    fresh = render.write_sheets(store, tmp_path / "t", per_sheet=4, shuffle=2)
+    assert fresh["sheets"] == 3 and index == json.loads((tmp_path / "t" / "index.json").read_text())
 
 
 def test_annotate_sheets_on_an_empty_store_says_so(tmp_path, capsys):
