@@ -270,7 +270,8 @@ def run_pull(args) -> int:
     if copied:
         print(f"warning: {len(copied)} annotation(s) were copied from predictions by Label Studio (\"Create "
               f"Annotations From Predictions\") and never submitted by a person, e.g. annotation {copied[0]}: they "
-              f"are not votes and decide nothing; have annotators label those tasks, or delete the copies")
+              f"are not votes and decide nothing; delete the copies in Label Studio (each holds an annotator's place: "
+              f"while it is there, Label All Tasks does not give the task to another annotator)")
     if changed:
         c = changed[0]
         print(f"warning: {len(changed)} annotation(s) were last changed by another member than the one who made "

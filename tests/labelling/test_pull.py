@@ -438,6 +438,7 @@ def test_annotations_copied_from_predictions_are_not_votes_until_a_person_submit
     said = capsys.readouterr().out
     assert ("warning: 2 annotation(s) were copied from predictions by Label Studio (\"Create Annotations From "
             "Predictions\") and never submitted by a person, e.g. annotation 901: they are not votes") in said
+    assert "delete the copies in Label Studio (each holds an annotator's place" in said  # helper 103's review
     rows = labels(out)
     assert a not in rows  # no person labelled it
     assert (rows[b]["label"], rows[b]["resolution"], rows[b]["n_annotators"]) == ("", "unresolved", "2")
