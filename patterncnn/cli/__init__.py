@@ -135,41 +135,10 @@ def _run(args: argparse.Namespace, made: Path | None) -> int:
         drop_empty(made)
         return EXIT_REFUSED
     except KeyboardInterrupt:
-        resumable, out = getattr(args, "resumable", None), getattr(args, "out", None)
-        note = ""
-        if resumable and out:
-            saved = getattr(args, "saved", saved_parts)  # a command that keeps its parts elsewhere says where
-            kept = saved(out)
-            if not kept:
-                drop_unstarted(out)  # the stamp of a run stopped before its first part: nothing is left behind
-            finished = getattr(args, "finished", [])  # whole results of a command of several, kept when run again
-            restarts = getattr(args, "overwrite", False) and getattr(args, "overwrite_restarts", False)
-            if kept and restarts:  # its --overwrite drops the unfinished run too (core/work.py prepare_out)
-                note = (f": finished {resumable} are saved under {out}; run the same command again without "
-                        f"--overwrite to resume (with it, the run starts over)")
-            elif kept:
-                note = f": finished {resumable} are saved under {out}; run the same command again to resume"
-            elif finished:
-                note = f": no {resumable} of the rest had finished; run the same command again to go on from there"
-            else:
-                note = (f": no {resumable} had finished, so nothing is saved under {out}; the same command starts "
-                        f"from the beginning")
-            if finished:
-                note += (f" (without --overwrite it keeps {' and '.join(finished)})" if getattr(args, "overwrite", False)
-                         else f" (it keeps {' and '.join(finished)})")
-        if getattr(args, "interrupt_note", None):  # a command that says itself what an interruption keeps
-            note = f": {args.interrupt_note}"
-        print(f"patterncnn {args.command}: interrupted{note}", file=sys.stderr)
-        drop_empty(made)
-        if getattr(args, "abandons_threads", False) and any(
-                t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
-            # serve: an inference its shutdown grace abandoned keeps nothing, and Python would wait for it at exit
-            # (8.8 s measured, helper 90's review)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(130)
-        return 130
+        return _interrupted(args, made)
     except Exception as e:  # noqa: BLE001 - the last line of defence, as the service's CatchAll: one line, not a traceback
+        if _caused_by_interrupt(e):  # Ctrl-C while a C extension loads: pybind11 raises ImportError from it
+            return _interrupted(args, made)
         if args.verbose:
             raise
         frame = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
@@ -178,6 +147,56 @@ def _run(args: argparse.Namespace, made: Path | None) -> int:
               f"bug: run again with -v for the traceback and report it", file=sys.stderr)
         drop_empty(made)
         return EXIT_BUG
+
+
+def _caused_by_interrupt(e: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is behind ``e`` (its cause or context, at any depth): onnxruntime's import
+    stopped by Ctrl-C raised "ImportError: initialization failed", which was called a bug (helper 104's review)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _interrupted(args: argparse.Namespace, made: Path | None) -> int:
+    """A command stopped by Ctrl-C or SIGTERM: what it kept and how to go on, in one line; exit 130."""
+    resumable, out = getattr(args, "resumable", None), getattr(args, "out", None)
+    note = ""
+    if resumable and out:
+        saved = getattr(args, "saved", saved_parts)  # a command that keeps its parts elsewhere says where
+        kept = saved(out)
+        if not kept:
+            drop_unstarted(out)  # the stamp of a run stopped before its first part: nothing is left behind
+        finished = getattr(args, "finished", [])  # whole results of a command of several, kept when run again
+        restarts = getattr(args, "overwrite", False) and getattr(args, "overwrite_restarts", False)
+        if kept and restarts:  # its --overwrite drops the unfinished run too (core/work.py prepare_out)
+            note = (f": finished {resumable} are saved under {out}; run the same command again without "
+                    f"--overwrite to resume (with it, the run starts over)")
+        elif kept:
+            note = f": finished {resumable} are saved under {out}; run the same command again to resume"
+        elif finished:
+            note = f": no {resumable} of the rest had finished; run the same command again to go on from there"
+        else:
+            note = (f": no {resumable} had finished, so nothing is saved under {out}; the same command starts "
+                    f"from the beginning")
+        if finished:
+            note += (f" (without --overwrite it keeps {' and '.join(finished)})" if getattr(args, "overwrite", False)
+                     else f" (it keeps {' and '.join(finished)})")
+    if getattr(args, "interrupt_note", None):  # a command that says itself what an interruption keeps
+        note = f": {args.interrupt_note}"
+    print(f"patterncnn {args.command}: interrupted{note}", file=sys.stderr)
+    drop_empty(made)
+    if getattr(args, "abandons_threads", False) and any(
+            t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        # serve: an inference its shutdown grace abandoned keeps nothing, and Python would wait for it at exit
+        # (8.8 s measured, helper 90's review)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    return 130
 
 
 def new_folder(out: object) -> Path | None:

@@ -388,6 +388,23 @@ def test_an_unexpected_error_is_one_line_and_exit_70(monkeypatch, capsys):
     assert "this is a bug: run again with -v for the traceback" in err
 
 
+def test_ctrl_c_while_a_c_extension_loads_is_an_interruption_not_a_bug(monkeypatch, capsys):
+    """Ctrl-C landing while onnxruntime's C extension was imported came back as pybind11's "ImportError:
+    initialization failed" (its cause the KeyboardInterrupt), and was called a bug, exit 70 (helper 104's review)."""
+    import patterncnn.cli.classify as classify
+
+    def importing(args):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as e:
+            raise ImportError("initialization failed") from e  # as pybind11's module init raises it
+
+    monkeypatch.setattr(classify, "run", importing)
+    assert main(["classify", "m.npz", "--out", "x"]) == 130
+    err = capsys.readouterr().err
+    assert err == "patterncnn classify: interrupted\n" and "bug" not in err
+
+
 def store_with(tmp_path, mutate) -> str:
     from patterncnn.core.maps import MapStore
 
