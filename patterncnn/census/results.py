@@ -114,11 +114,11 @@ def census_text(result: dict, name: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def clipped_note(result: dict) -> str | None:
+def clipped_note(result: dict, tasks: list[str] | None = None) -> str | None:
     """One line naming the shares the estimator took below zero, which the table shows as 0.0% (census.json's
-    ``clipped_at_zero``), or None when there are none."""
+    ``clipped_at_zero``), or None when there are none. ``tasks``: only these (those compared); None: all."""
     clipped = [f"{name} on {task} ({100 * v:+.1f}%)" for task, s in result["tasks"].items()
-               for name, v in (s.get("clipped_at_zero") or {}).items()]
+               if tasks is None or task in tasks for name, v in (s.get("clipped_at_zero") or {}).items()]
     if not clipped:
         return None
     return (f"note: {result['estimator']['name']} took {', '.join(clipped)} below zero, shown as 0.0%: an "
@@ -234,7 +234,7 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
         diff[task] = {"difference": d, "separated_examples": ex, "separated_total": tot, "exceeds_validated_error": val}
         marks = {n: ("*" if ex[n] else "") + ("*" if ex[n] and tot[n] else "") + ("!" if val[n] else "") for n in LABELS}
         lines.append(f"{task:<8} " + " ".join(f"{_points(d[n], marks[n])}{marks[n]:<3}".rjust(19) for n in LABELS))
-    lines += [f"{x}: {note}" for x, r in zip("AB", (a, b)) if (note := clipped_note(r))]
+    lines += [f"{x}: {note}" for x, r in zip("AB", (a, b)) if (note := clipped_note(r, list(diff)))]
     lines += [note for task in a["tasks"] if task in b["tasks"] and (note := _inputs_note(task, a, b))]
     if mixed:
         lines.append(f"not checked: A used the {est[0]} estimator and B the {est[1]} estimator, so each difference "
