@@ -500,6 +500,24 @@ def _check_origins(old: Tables, flat: Flat) -> None:
                                 f"(a name of its own for this one)")
 
 
+def _check_unnamed_file(old: Tables, flat: Flat, server: str) -> None:
+    """Refuse an export file pulled without ``--server`` whose annotations the set holds as pulled from a server: its
+    rows would be taken for another origin's and rewrite those votes (the UI's export names annotators by id: every
+    vote became ``user <id>``, a kept one counted twice; helper 103's review)."""
+    if server:
+        return
+
+    def same(r):
+        return r.get("map_id"), text(r.get("ls_project")), text(r.get("ls_annotation_id"))
+
+    known = {same(r): r["server"] for r in old.annotations.values() if r.get("server")}
+    found = sorted({known[same(r)] for r in flat.annotations if same(r) in known})
+    if found:
+        raise AnnotateError(f"this file holds annotations the set has as pulled from {' and '.join(found)}; pull it "
+                            f"with --server {found[0]}, so that they are read as those votes (without it, it would "
+                            f"record them again as the votes of an unnamed origin)")
+
+
 def last_resolution(out) -> str | None:
     """The resolution method of the labelled set's latest pull (``pulls.jsonl``), if any."""
     log = Path(out) / "pulls.jsonl"
@@ -554,6 +572,7 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
     names = {**learn_names(export, old, server), **server_names, **(names or {})}
     flat = flatten(export, names, backends, name, server)
     _check_origins(old, flat)
+    _check_unnamed_file(old, flat, server)
     new = Tables.of(annotations=flat.annotations, predictions=flat.predictions)
     annotations, a_changes = merge_rows(old.annotations, new.annotations, replace, version="updated_at")
     projects = {(i["server"], i["ls_project"]) for i in flat.info.values()}  # votes of these it lacks were deleted

@@ -142,6 +142,21 @@ def test_a_second_servers_labels_keep_the_first_servers_provenance(tmp_path, cap
     assert snapshot(out) == snapshot_before
 
 
+def test_a_file_of_a_servers_annotations_pulled_without_its_server_name_is_refused(tmp_path, capsys):
+    """The UI's export of a project already pulled from its server, pulled as a file without --server, rewrote every
+    vote as an unnamed origin's (its annotators by id: `user 2`; a kept vote counted twice; helper 103's review)."""
+    a, b, out, pull, first = _pulled_from_first_server(tmp_path)
+    capsys.readouterr()
+    before = snapshot(out)
+    assert main([*pull, str(tmp_path / "first.json")]) == 2
+    err = capsys.readouterr().err
+    assert "this file holds annotations the set has as pulled from http://first:8080; pull it with --server " \
+           "http://first:8080" in err and err.count("\n") == 1
+    assert snapshot(out) == before
+    assert main([*pull, str(tmp_path / "first.json"), "--server", "http://first:8080"]) == 0  # as advised: unchanged
+    assert "annotations +0 new, 0 updated" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("across", [False, True], ids=["same-file-system", "another-file-system"])
 def test_a_pull_writes_through_a_symlinked_table_even_into_another_file_system(tmp_path, capsys, monkeypatch, across):
     # found by the third review: the pull's rename replaced the symlink with a file, and had no copy for EXDEV
