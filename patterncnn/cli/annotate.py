@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
-from ..labelling.agreement import METHODS
+from ..labelling.agreement import FEW_FOR_DAWID_SKENE, METHODS
 from ..labelling.sets import tie_fix
 from .common import (
     add_connection_args,
@@ -232,6 +232,15 @@ def _ties(r: dict, project) -> str | None:
     if settled:
         rules = ", ".join(f"{k} {v}" for k, v in sorted(Counter(settled.values()).items()))
         parts.append(f"{len(settled)} tie(s) settled by a named rule ({rules}; labels.csv: tie True)")
+    few = r["ties"].get("dawid_skene_few_maps")
+    if few:
+        raters = ", ".join(f"{a} {n}" for a, n in few["raters"].items())
+        parts.append(f"warning: Dawid-Skene settled {len(few['ties'])} of them, e.g. {few['ties'][0]}, among "
+                     f"annotators with fewer than {FEW_FOR_DAWID_SKENE} labelled maps ({raters}): too few to measure "
+                     f"how each errs, so its label and resolution_p are its priors' guess, not a measured one; get "
+                     f"one more annotator per task (`patterncnn annotate annotators --project "
+                     f"{repr(project) if project else 'P'} --per-task N`, N one more than the annotators who tied) and "
+                     f"pull again, or pull with --resolve majority to leave such ties open")
     return "ties (labels with equal votes; with two annotators, every disagreement): " + "; ".join(parts)
 
 

@@ -47,6 +47,10 @@ from ..core.labels import LABELS
 from ..core.maps import encoder_family
 from ..core.scores import subset_scores
 
+# Dawid-Skene estimates each rater's confusion over five classes from their maps: a rater with fewer than this
+# many is too few for it ("hundreds", above), and a tie it settles among them is its priors' call, not a measured one.
+FEW_FOR_DAWID_SKENE = 100
+
 METHODS = ("majority", "dawid-skene", "majority-dawid-skene")
 # majority-dawid-skene: a map's label is its raters' majority where one label has the most votes, and
 # Dawid-Skene's only where there is none (a tie; a three-way split for three raters). Dawid-Skene alone

@@ -43,7 +43,7 @@ from ..core.fileio import parse_json
 from ..core.labels import LABELS
 from ..core.maps import MapStore, MultiStore
 from ..core.version import __version__
-from .agreement import METHODS, rater_votes, resolve_votes
+from .agreement import FEW_FOR_DAWID_SKENE, METHODS, rater_votes, resolve_votes
 from .labelstudio import AnnotateError, Connection
 from .push import FROM_NAME, UNCERTAIN, same_map
 from .sets import (
@@ -500,6 +500,21 @@ def _check_origins(old: Tables, flat: Flat) -> None:
                                 f"(a name of its own for this one)")
 
 
+def _few_for_dawid_skene(annotations: dict, settled: list[str]) -> dict:
+    """The ties Dawid-Skene settled among raters with fewer than FEW_FOR_DAWID_SKENE labelled maps in the set (too
+    few to estimate how each errs: two annotators' 1-1 splits came out at p 0.97, helper 103's review), and those
+    raters' map counts: {"ties": [...], "raters": {annotator: maps}}; empty when there are none."""
+    maps_of, raters_of = defaultdict(set), defaultdict(set)
+    for r in annotations.values():
+        if r.get("label") and r.get("skipped") != "True":
+            maps_of[r["annotator"]].add(r["map_id"])
+            raters_of[r["map_id"]].add(r["annotator"])
+    few = {m: sorted(a for a in raters_of[m] if len(maps_of[a]) < FEW_FOR_DAWID_SKENE) for m in settled}
+    ties = sorted(m for m, raters in few.items() if raters)
+    return {"ties": ties, "raters": {a: len(maps_of[a]) for a in sorted({a for m in ties for a in few[m]})}} \
+        if ties else {}
+
+
 def _check_unnamed_file(old: Tables, flat: Flat, server: str) -> None:
     """Refuse an export file pulled without ``--server`` whose annotations the set holds as pulled from a server: its
     rows would be taken for another origin's and rewrite those votes (the UI's export names annotators by id: every
@@ -596,6 +611,7 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
     changes = {"annotations": a_changes, "predictions": p_changes, "labels": l_changes}
     changed = not (out / name).is_file() or any(c["added"] or c["updated"] or c["dropped"] for c in changes.values())
     ties = sorted(m for m, r in labels.items() if r.get("tie") == "True")
+    few = _few_for_dawid_skene(annotations, [m for m in ties if "dawid" in labels[m]["resolution"]])
     report = {**flat.report, "source": source, "server": server, "export": name, "resolution": method,
               "replace": replace, "dry_run": dry_run, "changed": changed, "labelled": len(labels),
               "labels": label_counts(r for r in labels.values() if r["label"]),
@@ -606,7 +622,8 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
               "ties": {"unresolved": [m for m in ties if labels[m]["resolution"] == UNRESOLVED],
                        "resolved": {m: labels[m]["resolution"] for m in ties if labels[m]["resolution"] != UNRESOLVED},
                        "most_annotators": max((int(labels[m]["n_annotators"]) for m in ties
-                                               if labels[m]["resolution"] == UNRESOLVED), default=0)},
+                                               if labels[m]["resolution"] == UNRESOLVED), default=0),
+                       "dawid_skene_few_maps": few},
               "guides": dict(Counter(r.get("guide", "") for r in annotations.values() if r.get("label"))),
               "votes_not_in_export": [{k: r.get(k, "") for k in ("map_id", "annotator", "ls_annotation_id")}
                                       for r in gone]}

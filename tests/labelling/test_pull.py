@@ -230,11 +230,17 @@ def test_two_annotators_tie_is_unresolved_said_and_not_trained_on(tmp_path, caps
     data = load_labelled(out)
     assert data.ids == [a, c] and data.unresolved == [b]  # what train reads: the tie is left out
     json_report = json.loads((out / "pull-report.json").read_text())
-    assert json_report["ties"] == {"unresolved": [b], "resolved": {}, "most_annotators": 2}
+    assert json_report["ties"] == {"unresolved": [b], "resolved": {}, "most_annotators": 2, "dawid_skene_few_maps": {}}
     # A named rule settles it, and the row still says it was a tie.
     assert main([*pull, "--resolve", "majority-dawid-skene"]) == 0
     said = capsys.readouterr().out
     assert "1 tie(s) settled by a named rule (dawid-skene 1; labels.csv: tie True)" in said
+    # two annotators of three maps: too few for Dawid-Skene to measure how each errs, and said (helper 103's review)
+    assert (f"warning: Dawid-Skene settled 1 of them, e.g. {b}, among annotators with fewer than 100 labelled maps "
+            f"(x@e 3, y@e 3): too few to measure how each errs") in said
+    assert "pull with --resolve majority to leave such ties open" in said
+    assert json.loads((out / "pull-report.json").read_text())["ties"]["dawid_skene_few_maps"] == {
+        "ties": [b], "raters": {"x@e": 3, "y@e": 3}}
     row = labels(out)[b]
     assert row["label"] in ("diagonal", "vertical+diagonal") and (row["tie"], row["resolution"]) == ("True",
                                                                                                       "dawid-skene")
