@@ -203,7 +203,7 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
     Three checks per difference: the two example-bootstrap intervals are apart; the total intervals
     (examples and the classifier's calibration, or count's validated band) are apart; the difference exceeds the two censuses'
     validated share errors for that pattern added together (None when either is unknown). None of them (all None)
-    when the two used different estimators: the difference then holds the estimators' difference too.
+    when the two used different estimators (or calibrations) or classifiers: the difference then holds theirs too.
 
     Raises:
         CensusError: the two share no task (nothing to compare).
@@ -212,7 +212,10 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
         raise CensusError(f"the two censuses share no task (A: {', '.join(a['tasks']) or 'none'}; B: "
                           f"{', '.join(b['tasks']) or 'none'}); compare two censuses run with a --task in common")
     est = [_estimator(r) for r in (a, b)]
-    mixed = est[0] != est[1]
+    clf = [r.get("classifier") or {} for r in (a, b)]
+    # other classifiers label the same maps otherwise: their difference is not the encoders' (helper 104's review)
+    other_clf = all(c.get("sha256") for c in clf) and clf[0]["sha256"] != clf[1]["sha256"]
+    mixed = est[0] != est[1] or other_clf
     err = [pattern_errors(r.get("estimator", {})) for r in (a, b)]
     no_part = [x for x, r in zip("AB", (a, b)) if not has_classifier_part(r.get("estimator", {}))]
     diff = {}
@@ -236,6 +239,12 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
         lines.append(f"{task:<8} " + " ".join(f"{_points(d[n], marks[n])}{marks[n]:<3}".rjust(19) for n in LABELS))
     lines += [f"{x}: {note}" for x, r in zip("AB", (a, b)) if (note := clipped_note(r, list(diff)))]
     lines += [note for task in a["tasks"] if task in b["tasks"] and (note := _inputs_note(task, a, b))]
+    if other_clf:
+        names = [c.get("version") or c["sha256"][:12] for c in clf]
+        lines.append(f"not checked: A's maps were classified by {names[0]} and B's by {names[1]}, so each difference "
+                     f"holds the classifiers' difference too; run both censuses with the same --classifier to "
+                     f"compare them")
+        return "\n".join(lines), diff
     if mixed:
         lines.append(f"not checked: A used the {est[0]} estimator and B the {est[1]} estimator, so each difference "
                      f"holds the estimators' difference too; run both censuses with the same --estimator (e.g. "

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from ..core import args
+from ..core.device import torch_threads
 from ..core.fileio import public_fingerprint, public_path, public_source, sha256_file, weights_id
 from ..core.glue import GlueSplit
 from ..core.labels import LABELS
@@ -342,26 +343,27 @@ def run_censuses(models: list[str], splits: list[GlueSplit], classifier: Classif
     Raises:
         RunError: a model is given twice (checked before any work), or two names load the same encoder.
     """
-    check_models(models)
-    tags: dict[str, str] = {}
-    encoders = []
-    for model in models:
-        enc = load_encoder(model, max_length=max_length, backend=backend, threads=threads, device=device)
-        if enc.tag in tags:
-            raise RunError(f"--model {tags[enc.tag]} and --model {model} are the same encoder ({enc.tag}), whose "
-                           f"census is in {output_folder(out, enc, len(models))}; give each encoder once")
-        tags[enc.tag] = model
-        encoders.append(enc)
-    kwargs.update(same_estimator(classifier, encoders, kwargs.get("estimator")))
-    kept = kept_censuses(out, encoders, classifier, splits, limit, seed, finished=finished, **kwargs)
-    for enc, earlier in zip(encoders, kept):
-        dest = output_folder(out, enc, len(models))
-        if earlier is not None:  # the same command, interrupted after this encoder's census: resumed past it
-            yield enc, dest, earlier
-            continue
-        result = run_census(enc, classifier, splits, dest, limit, seed, **kwargs)
-        note_finished(finished, enc, dest, len(models))
-        yield enc, dest, result
+    with torch_threads(threads):  # --threads bounds torch too (the torch backend, the classifier's preprocessing)
+        check_models(models)
+        tags: dict[str, str] = {}
+        encoders = []
+        for model in models:
+            enc = load_encoder(model, max_length=max_length, backend=backend, threads=threads, device=device)
+            if enc.tag in tags:
+                raise RunError(f"--model {tags[enc.tag]} and --model {model} are the same encoder ({enc.tag}), whose "
+                               f"census is in {output_folder(out, enc, len(models))}; give each encoder once")
+            tags[enc.tag] = model
+            encoders.append(enc)
+        kwargs.update(same_estimator(classifier, encoders, kwargs.get("estimator")))
+        kept = kept_censuses(out, encoders, classifier, splits, limit, seed, finished=finished, **kwargs)
+        for enc, earlier in zip(encoders, kept):
+            dest = output_folder(out, enc, len(models))
+            if earlier is not None:  # the same command, interrupted after this encoder's census: resumed past it
+                yield enc, dest, earlier
+                continue
+            result = run_census(enc, classifier, splits, dest, limit, seed, **kwargs)
+            note_finished(finished, enc, dest, len(models))
+            yield enc, dest, result
 
 
 def kept_censuses(out: str | Path, encoders: list, classifier: Classifier, splits: list[GlueSplit],

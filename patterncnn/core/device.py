@@ -14,6 +14,7 @@ machine has no GPU (docs: Install and encoders).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from .errors import PatternCNNError
@@ -57,3 +58,17 @@ def onnx_providers(device: str) -> list[str]:
             return [CUDA_PROVIDER, CPU_PROVIDER]
         log.info("onnxruntime has no CUDA provider here (install onnxruntime-gpu for it); it runs on the CPU")
     return [CPU_PROVIDER]
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """Run the block with torch on ``n`` threads, then restore the caller's setting (a library call must not
+    change the process's thread count for good)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

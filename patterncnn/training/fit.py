@@ -25,7 +25,6 @@ seeds itself, so a resumed run gives exactly what an uninterrupted one gives.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -51,6 +50,7 @@ from ..classifier.model import (
     preprocess,
     read_checkpoint,
 )
+from ..core.device import torch_threads
 from ..core.errors import ClassifierError, PatternCNNError
 from ..core.fileio import sha256_file
 from ..core.labels import LABELS
@@ -151,18 +151,6 @@ class TrainConfig:
     def __post_init__(self):
         if self.lr is None:
             self.lr = INIT_LR if self.init else RANDOM_START_LR
-
-
-@contextlib.contextmanager
-def torch_threads(n: int):
-    """Run the block with torch on ``n`` threads, then restore the caller's setting (a library call must not
-    change the process's thread count for good)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def class_weights(y: np.ndarray, power: float) -> np.ndarray:

@@ -585,6 +585,13 @@ def test_compare_checks_nothing_between_two_estimators():
     assert "*" not in text and "A used the adjusted (uniform scope) estimator and B the adjusted (all scope)" in text
     assert "and the same --calibration-scope" in text
     assert "+40.0*" in compare(uniform, {**every, "estimator": uniform["estimator"]})[0]  # one scope: checked
+    # two classifiers label the same maps otherwise (helper 104's review): not checked, and said
+    old_clf = {**_census(0.2, "count"), "classifier": {"sha256": "a" * 64, "version": "patterncnn-0.1.0-222b7338"}}
+    new_clf = {**_census(0.6, "count"), "classifier": {"sha256": "b" * 64, "version": "patterncnn-0.1.0-9f40f2d2"}}
+    text = compare(old_clf, new_clf)[0]
+    assert "*" not in text and "!" not in text and "A's maps were classified by patterncnn-0.1.0-222b7338 and B's " \
+           "by patterncnn-0.1.0-9f40f2d2" in text and "the same --classifier" in text
+    assert "+40.0*" in compare(old_clf, {**new_clf, "classifier": old_clf["classifier"]})[0]  # one classifier
 
 
 def test_compare_says_when_the_two_read_other_inputs():
@@ -708,3 +715,34 @@ def test_a_census_of_two_encoders_stopped_between_them_says_the_first_is_kept(ti
     monkeypatch.setattr(census_cli, "progress", lambda: Boom(70))
     assert main([*args, "--overwrite"]) == 130
     assert "(without --overwrite it keeps the finished census of " in capsys.readouterr().err
+
+
+def test_threads_bound_torch_too_while_the_census_runs_and_are_restored_after(tiny_bert, tiny_classifier, glue_dir,
+                                                                             tmp_path, monkeypatch):
+    """--threads said "onnxruntime (and torch) threads", and torch ran on its default, every core, in the local
+    census's encoder (helper 104's review)."""
+    import torch
+
+    import patterncnn.census.run as run_mod
+
+    seen, real = [], run_mod.load_encoder
+
+    def recording(*a, **kw):  # the encoder, its forward passes noting torch's thread count
+        enc = real(*a, **kw)
+        forward = enc.model.forward
+        enc.model.forward = lambda *x, **y: (seen.append(torch.get_num_threads()), forward(*x, **y))[1]
+        return enc
+
+    monkeypatch.setattr(run_mod, "load_encoder", recording)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        split = load_split("rte", "dev", glue_dir, limit=4, seed=1)
+        runs = run_mod.run_censuses([str(tiny_bert)], [split], OnnxClassifier(tiny_classifier[1]), tmp_path / "c",
+                                    limit=4, seed=1, max_length=48, threads=1, backend="torch")
+        result = next(runs)[2]
+        assert result["tasks"]["rte"]["examples"] == 4 and seen and set(seen) == {1}
+        runs.close()
+        assert torch.get_num_threads() == 2  # the caller's setting, back
+    finally:
+        torch.set_num_threads(before)
