@@ -275,6 +275,13 @@ def run_pull(args) -> int:
     if r["unknown_annotators"]:
         print(f"warning: the export names Label Studio user(s) {', '.join(r['unknown_annotators'])} by id only; "
               f"they are recorded as 'user <id>': pass --annotator ID=EMAIL, or pull from the server")
+    anchored = r["started_from_predictions"]
+    if anchored["votes"]:
+        print(f"warning: {anchored['votes']} vote(s) started from a pre-annotation that Label Studio showed "
+              f"pre-selected ({anchored['kept_its_label']} kept its label; votes.csv: ls_parent_prediction_id): they "
+              f"were not given blind, as the guide asks; for blind labels run `patterncnn annotate annotators "
+              f"--project {repr(args.project) if args.project else 'P'} --per-task 1` before labelling, or switch off 'Use predictions to prelabel tasks' in the "
+              f"project's settings")
     copied, changed = r["copied_from_predictions"], r["changed_by_another"]
     if copied:
         print(f"warning: {len(copied)} annotation(s) were copied from predictions by Label Studio (\"Create "

@@ -142,6 +142,32 @@ def test_a_second_servers_labels_keep_the_first_servers_provenance(tmp_path, cap
     assert snapshot(out) == snapshot_before
 
 
+def test_votes_that_started_from_a_pre_selected_prediction_are_said_not_blind(tmp_path, capsys):
+    """Labelling alone, Label Studio pre-selects the pushed pre-annotation; such votes were pulled like blind ones,
+    with nothing to tell them apart but votes.csv's ls_parent_prediction_id (helper 103's review)."""
+    store = pattern_store(tmp_path / "maps", ["vertical", "diagonal", "block"])
+    a, b, c = store.ids
+    export = [task(1, a, {"x@e": "vertical"}), task(2, b, {"x@e": "vertical+diagonal"}), task(3, c, {"x@e": "block"})]
+    for t in export[:2]:  # started from the prediction (rule-v1's vertical): one kept its label, one changed it
+        t["annotations"][0]["parent_prediction"] = t["predictions"][0]["id"]
+    (tmp_path / "e.json").write_text(json.dumps(export))
+    out = tmp_path / "set"
+    assert main(["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(out), "--from-file",
+                 str(tmp_path / "e.json"), "--project", "solo"]) == 0
+    said = capsys.readouterr().out
+    assert ("warning: 2 vote(s) started from a pre-annotation that Label Studio showed pre-selected (1 kept its "
+            "label; votes.csv: ls_parent_prediction_id): they were not given blind") in said
+    assert "`patterncnn annotate annotators --project 'solo' --per-task 1`" in said
+    assert json.loads((out / "pull-report.json").read_text())["started_from_predictions"] == {
+        "votes": 2, "kept_its_label": 1}
+    for t in export:
+        t["annotations"][0].pop("parent_prediction", None)
+    (tmp_path / "blind.json").write_text(json.dumps(export))
+    assert main(["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(tmp_path / "blind"),
+                 "--from-file", str(tmp_path / "blind.json")]) == 0
+    assert "pre-selected" not in capsys.readouterr().out  # blind votes: no word
+
+
 def test_a_file_of_a_servers_annotations_pulled_without_its_server_name_is_refused(tmp_path, capsys):
     """The UI's export of a project already pulled from its server, pulled as a file without --server, rewrote every
     vote as an unnamed origin's (its annotators by id: `user 2`; a kept vote counted twice; helper 103's review)."""
