@@ -746,3 +746,29 @@ def test_threads_bound_torch_too_while_the_census_runs_and_are_restored_after(ti
         assert torch.get_num_threads() == 2  # the caller's setting, back
     finally:
         torch.set_num_threads(before)
+
+
+def test_the_census_counts_are_the_classifiers_labels_of_its_own_maps_per_layer_and_head(setup, tmp_path):
+    """Every census test checked shapes, sums and self-consistency, so a census that filed labels under the wrong
+    (layer, head) passed them all (helper 104's review, by a mutation). Here the saved maps are classified again, one
+    by one, and counted per layer and head."""
+    from collections import Counter
+
+    _, _, glue = setup
+    enc, clf = load_encoder("minilm", max_length=48), OnnxClassifier()  # real maps, the shipped classifier: heads differ
+    split = load_split("rte", "dev", glue, limit=4, seed=3)
+    res = run_census(enc, clf, [split], tmp_path / "c", limit=4, seed=3, save_maps=True)["tasks"]["rte"]
+    store = MapStore(tmp_path / "c" / "maps" / "rte")
+    per_head, total = {}, Counter()
+    for meta in store.meta:
+        arr, errors, _ = store.input_of(meta)
+        assert not errors
+        label = str(clf.classify(arr, seps=meta["seps"]).labels)
+        per_head.setdefault((meta["layer"], meta["head"]), Counter())[label] += 1
+        total[label] += 1
+    assert res["counts"] == {k: total[k] for k in LABELS}
+    heads = {(layer, head): h["shares"] for layer, row in enumerate(res["heads"]) for head, h in enumerate(row)}
+    assert heads.keys() == per_head.keys()
+    for cell, counts in per_head.items():
+        assert heads[cell] == {k: round(counts[k] / 4, 4) for k in LABELS}, cell
+    assert len({tuple(sorted(c.items())) for c in per_head.values()}) > 1  # the heads differ: a swap would show
