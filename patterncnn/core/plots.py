@@ -76,11 +76,10 @@ def census_plot(result: dict):
     ax.set_ylabel("share of (example, layer, head) maps, %")
     ax.set_ylim(0, top + 1)  # no whisker cut off; the ticks stop at 100
     ax.set_yticks(np.arange(0, 101, 20))
-    enc = result["encoder"]["model"]
     n = {t: result["tasks"][t]["examples"] for t in tasks}
     estimator = result.get("estimator", {}).get("name", "count")
-    ax.set_title(f"Self-attention patterns per task — {enc}\n{estimator} estimate; whiskers: each share's 95% "
-                 f"interval (examples + classifier), at its segment's top\n"
+    ax.set_title(f"Self-attention patterns per task — {measured_on(result)}\n{estimator} estimate; whiskers: each "
+                 f"share's 95% interval (examples + classifier), at its segment's top\n"
                  + ", ".join(f"{t}: {n[t]} ex." for t in tasks), fontsize=9)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return fig
@@ -126,6 +125,14 @@ def _legend(fig, y: float = -0.02) -> None:
                fontsize=8, frameon=False, bbox_to_anchor=(0.5, y))
 
 
+def measured_on(result: dict) -> str:
+    """What a census's figures were measured on, for their titles: the encoder's tag (its name and weights' hash:
+    two folders of one name differ) and the classifier's version; a figure pasted into a paper says it itself."""
+    enc = result.get("encoder_tag") or (result.get("encoder") or {}).get("model") or "an encoder"
+    clf = (result.get("classifier") or {}).get("version")
+    return f"{enc}, classifier {clf}" if clf else enc
+
+
 def heads_figure(result: dict) -> bytes:
     """:func:`heads_plot` as PNG bytes."""
     return png(heads_plot(result))
@@ -146,6 +153,7 @@ def heads_plot(result: dict):
         note = "; * a tie, shown as its first pattern" if tied.any() else ""
         head_grid(fig.add_subplot(rows, cols, i + 1), maj, share, f"{t} (majority pattern; shade = its share{note})",
                   tied=tied)
+    fig.suptitle(f"Majority pattern per layer and head — {measured_on(result)}", fontsize=9)
     _legend(fig)
     return fig
 

@@ -561,7 +561,11 @@ def test_a_tie_for_a_heads_majority_is_recorded_and_marked():
     tied, clear = s["heads"][0]
     assert tied["majority"] == "vertical" and tied["tied"] == ["vertical", "diagonal"] and tied["majority_share"] == 0.5
     assert clear["majority"] == "vertical" and "tied" not in clear
-    fig = heads_plot({"layers": 1, "heads": 2, "tasks": {"rte": s}})
+    fig = heads_plot({"layers": 1, "heads": 2, "tasks": {"rte": s}, "encoder_tag": "minilm-53aa5117",
+                      "classifier": {"version": "patterncnn-0.1.0-x"}})
+    # what it was measured on, in the figure itself (helper 104's review: heads.png named no encoder)
+    assert fig._suptitle.get_text() == "Majority pattern per layer and head — minilm-53aa5117, classifier " \
+                                       "patterncnn-0.1.0-x"
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.texts] == ["V*", "V"] and "* a tie" in ax.get_title()
 
