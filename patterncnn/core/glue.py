@@ -228,11 +228,16 @@ def read_tsv(task: GlueTask, path: Path, split: str) -> tuple[list[Example], int
             log.debug("%s:%d: unknown label %r; skipped", path, line_no, label_raw)
             continue
         texts = tuple(fields[col[c]] for c in task.text_columns)
+        if not all(t.strip() for t in texts):  # an input of [CLS] [SEP]: its maps say nothing of attention patterns
+            skipped += 1
+            log.debug("%s:%d: an empty text; skipped", path, line_no)
+            continue
         examples.append(Example(task.name, split, len(examples), texts, label))
     if not examples:
         raise GlueDataError(f"{path} holds no readable {task.folder} rows; re-download it")
     if skipped:
-        log.warning("%s: skipped %d malformed row(s) of %d", path, skipped, len(body))
+        log.warning("%s: skipped %d malformed row(s) of %d (a wrong number of columns, an unknown label or an "
+                    "empty text)", path, skipped, len(body))
     return examples, skipped
 
 
@@ -255,11 +260,17 @@ def _load_hf(task: GlueTask, split: str) -> tuple[list[Example], str]:
         ds = datasets.load_dataset(HF_DATASET, task.hf_config, split=hf_split)
     except Exception as e:  # noqa: BLE001 - any failure here means: no data; the message says how to get it
         raise GlueDataError(_no_data_message(task, split, f"{type(e).__name__}: {e}")) from None
-    examples = []
+    examples, empty = [], 0
     for i, row in enumerate(ds):
         label = row["label"]
         label = float(label) if task.is_regression else int(label)
-        examples.append(Example(task.name, split, i, tuple(row[f] for f in task.hf_text_fields), label))
+        texts = tuple(row[f] for f in task.hf_text_fields)
+        if not all(isinstance(t, str) and t.strip() for t in texts):  # as read_tsv: an empty text is skipped
+            empty += 1
+            continue
+        examples.append(Example(task.name, split, i, texts, label))
+    if empty:
+        log.warning("%s %s: skipped %d row(s) with an empty text", HF_DATASET, task.hf_config, empty)
     return examples, f"datasets:{HF_DATASET}/{task.hf_config}/{hf_split}"
 
 
@@ -345,10 +356,13 @@ def load_split(
             if inside:  # the parent of a glue_data folder was given
                 raise GlueDataError(f"{path} not found, but {inside[0] / t.folder / t.files[split]} exists: pass "
                                     f"--glue-dir {inside[0]} (the folder that holds {t.folder}/)")
+            kin = [o.name for o in TASKS.values() if o.folder == t.folder and o.name != t.name
+                   and split in o.files and (root / o.folder / o.files[split]).is_file()]
             raise GlueDataError(
-                f"{path} not found: the GLUE folder {root} has no {t.folder}/{t.files[split]}. Download the "
-                f"{t.folder} data into it with GLUE's download_glue_data.py, or leave out --glue-dir to use "
-                f"`datasets` ({HF_DATASET})"
+                f"{path} not found: the GLUE folder {root} has no {t.folder}/{t.files[split]}"
+                + (f" (it has {t.folder}/{TASKS[kin[0]].files[split]}, which --task {kin[0]} reads)" if kin else "")
+                + f". Download the {t.folder} data into it with GLUE's download_glue_data.py, or leave out "
+                f"--glue-dir to use `datasets` ({HF_DATASET})"
             )
         examples, skipped = read_tsv(t, path, split)
         source = str(path)

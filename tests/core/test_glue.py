@@ -185,3 +185,23 @@ def test_glue_dir_set_in_the_environment_is_read_by_the_python_api_too(glue_dir,
     with pytest.raises(GlueDataError, match="nowhere does not exist"):
         dev_splits("rte")
     assert load_split("rte", glue_dir=glue_dir).total == split.total  # given: GLUE_DIR not read
+
+
+def test_a_row_with_an_empty_text_is_skipped_and_counted(tmp_path):
+    """An empty sentence was read as an input of [CLS] [SEP], whose maps were counted in the shares without a word
+    (helper 104's review)."""
+    (tmp_path / "RTE").mkdir()
+    rows = ["index\tsentence1\tsentence2\tlabel", "0\tA cat sat.\tA cat is sitting.\tentailment",
+            "1\t\t\tentailment", "2\t \tSomething.\tnot_entailment", "3\tIt rains.\tIt is dry.\tnot_entailment"]
+    (tmp_path / "RTE" / "dev.tsv").write_text("\n".join(rows) + "\n")
+    split = load_split("rte", "dev", tmp_path)
+    assert [e.texts[0] for e in split.examples] == ["A cat sat.", "It rains."] and split.skipped == 2
+    assert [e.index for e in split.examples] == [0, 1]
+
+
+def test_a_missing_mnli_file_names_the_task_that_reads_the_one_there(tmp_path):
+    (tmp_path / "MNLI").mkdir()
+    (tmp_path / "MNLI" / "dev_mismatched.tsv").write_text("x\n")
+    with pytest.raises(GlueDataError, match=r"has no MNLI/dev_matched.tsv \(it has MNLI/dev_mismatched.tsv, which "
+                                            r"--task mnli-mm reads\)"):
+        load_split("mnli", "dev", tmp_path)
