@@ -92,7 +92,8 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
     disk, so a resumed run decides exactly as an uninterrupted one); True ends the task there.
 
     Returns:
-        The raw arrays of :func:`classify_window`, the windows used concatenated in example order.
+        The raw arrays of :func:`classify_window`, the windows used concatenated in example order, and
+        ``computed``: how many examples' windows this call computed (the rest were read back from ``.work``).
     """
 
     maps = out / "maps" / split.task.name  # --save-maps writes here as it goes, before a window is saved
@@ -105,7 +106,7 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
             "layers": encoder.num_layers, "heads": encoder.num_heads}  # what sample's stores record, and the run's
     store = census_store(maps, info) if save_maps else None
     n_maps = encoder.num_layers * encoder.num_heads
-    used = []
+    used, computed = [], 0
     with progress_bar(progress, len(split.examples), f"census {split.task.name}", "ex") as bar:
         for w, window in enumerate(windows):
             part = work / window_name(w)
@@ -136,6 +137,7 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
                         bar.update(1)
 
                 arrays = classify_window(encoder, classifier, window, batch_size, seen, overlap)
+                computed += len(window)
                 if store is not None:  # after a crash mid-window some of these may already be saved
                     store.append(r for r in records if r[0]["id"] not in store)
                 save_window(part, arrays)
@@ -156,7 +158,7 @@ def classify_task(encoder: Encoder, classifier: Classifier, split: GlueSplit, ou
             log.warning("%s holds the maps of only %d of this census's %d %s examples (an earlier run of it had "
                         "--save-maps); run the same command with --save-maps --overwrite to complete it, or remove "
                         "the folder", maps, len(examples) - missing, len(examples), split.task.name)
-    return merge_windows(used)
+    return {**merge_windows(used), "computed": computed}
 
 
 def store_differences(store: MapStore, info: dict) -> list[str]:
@@ -315,6 +317,8 @@ def run_census(encoder: Encoder, classifier: Classifier, splits: list[GlueSplit]
         summary.update({"source": public_source(split.source), "data": split.digest(), "split": split.split,
                         "of": split.total,
                         "skipped_rows": split.skipped, "truncated": raw["truncated"], "seconds": round(time.time() - ts, 1),
+                        # what `seconds` timed: the rest were read back (an interrupted run's windows, or Ray's)
+                        "examples_computed_here": min(raw["computed"], len(raw["labels"])),
                         "mean_probability": {name: float(v) for name, v in zip(LABELS, raw["probs"].mean((0, 1)))}})
         if precision is not None:
             summary["precision"] = _stop_record(precision, record, len(split.examples))
