@@ -270,3 +270,20 @@ def test_a_no_flag_is_spelled_false_only_for_a_keyword_on_by_default():
 
     with pytest.raises(DataError, match=r"^pass layers=False, or --no-model$"):
         python_errors(f)()
+
+
+def test_a_model_object_is_refused_in_one_line_naming_how_to_pass_it():
+    """A researcher's commonest case, their model in memory: the message held its repr over many lines and named no
+    fix (helper 102's review)."""
+    from transformers import BertConfig, BertModel
+
+    obj = BertModel(BertConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8))
+    for call in (lambda: patterncnn.census(obj, tasks=["rte"]), lambda: patterncnn.load_encoder(obj)):
+        with pytest.raises(ArgumentTypeError) as raised:
+            call()
+        message = str(raised.value)
+        assert "\n" not in message and "not a BertModel object" in message
+        assert "model.save_pretrained(FOLDER); tokenizer.save_pretrained(FOLDER)) and pass FOLDER" in message
+    with pytest.raises(ArgumentTypeError) as raised:  # any other repr is shown on one line too
+        patterncnn.census({"a": "x\ny"}, tasks=["rte"])
+    assert "\n" not in str(raised.value)

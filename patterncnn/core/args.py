@@ -48,7 +48,8 @@ class ArgumentTypeError(ArgumentError, TypeError):
 
 
 def _shown(value: Any) -> str:
-    return f"{value!r:.60}"
+    """The start of ``value``'s repr on one line (a model's repr runs over many)."""
+    return " ".join(repr(value).split())[:60]
 
 
 def whole(name: str, value: Any, least: int = 0, most: int | None = None, none: bool = False) -> int | None:
@@ -87,6 +88,20 @@ def text(name: str, value: Any, none: bool = False) -> str | None:
     return value
 
 
+def model(name: str, value: Any) -> str:
+    """An encoder given by name: a hub id, an embedded name or a folder. A model object in memory (a researcher's
+    commonest case) is refused naming the way to pass it."""
+    _no_model_object(name, value)
+    return text(name, value)
+
+
+def _no_model_object(name: str, value: Any) -> None:
+    if hasattr(value, "config") and hasattr(value, "forward"):
+        raise ArgumentTypeError(f"{name} must be a str (a hub id, an embedded encoder's name or a folder), not a "
+                                f"{type(value).__name__} object: save it with its tokenizer "
+                                f"(model.save_pretrained(FOLDER); tokenizer.save_pretrained(FOLDER)) and pass FOLDER")
+
+
 def one_of(name: str, value: Any, choices: Sequence[str], none: bool = False) -> str | None:
     """``value`` as one of ``choices`` (strings); None passes when ``none``."""
     if value is None and none:
@@ -121,6 +136,7 @@ def path(name: str, value: Any, none: bool = False) -> str | os.PathLike | None:
     if isinstance(value, str) and not value:
         raise ArgumentError(f"{name} is empty; give a path")
     if not isinstance(value, (str, os.PathLike)):
+        _no_model_object(name, value)  # a model object: refused naming how to pass it
         raise ArgumentTypeError(f"{name} must be a path (a str or pathlib.Path){' or None' if none else ''}, not "
                                 f"{type(value).__name__} {_shown(value)}")
     return value
@@ -136,7 +152,7 @@ def progress(name: str, value: Any) -> Any:
 
 # The keyword arguments the public entry points share, each with its check: one meaning wherever it appears.
 CHECKS = {
-    "model": text, "model_a": text, "model_b": text, "task": text, "tasks": texts,
+    "model": model, "model_a": model, "model_b": model, "task": text, "tasks": texts,
     "limit": lambda n, v: whole(n, v, least=1, none=True),
     "seed": lambda n, v: whole(n, v, most=SEED_MAX),
     "glue_dir": lambda n, v: path(n, v, none=True), "out": lambda n, v: path(n, v, none=True),
