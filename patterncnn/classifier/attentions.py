@@ -126,7 +126,12 @@ def split_attentions(attentions: Any, attention_mask: Any = None, tokens: Sequen
         raise ClassifierError("no attentions: call the model with output_attentions=True (and load it with "
                               "attn_implementation='eager' so that it returns them)")
     if isinstance(attentions, (list, tuple)):
-        att = np.stack([_numpy(a) for a in attentions], axis=1)  # (B, L, H, T, T)
+        layers = [_numpy(a) for a in attentions]
+        shapes = sorted({a.shape for a in layers})
+        if len(shapes) > 1:  # a head-pruned model: layers of different head counts cannot be stacked
+            raise ClassifierError(f"the layers' attentions have different shapes ({', '.join(map(str, shapes))}); "
+                                  f"classify each layer on its own: classify_attentions([layer])")
+        att = np.stack(layers, axis=1)  # (B, L, H, T, T)
     else:
         att = _numpy(attentions)
         if att.ndim == 4:
@@ -139,8 +144,10 @@ def split_attentions(attentions: Any, attention_mask: Any = None, tokens: Sequen
     if mask.ndim == 1:
         mask = mask[None]
     if mask.shape != (b, t):
+        hint = (f"; if these attentions were stacked, stack them on dim 1 (torch.stack(outputs.attentions, 1): "
+                f"(B, L, H, T, T)) or pass outputs.attentions itself" if att.shape[1] == mask.shape[0] else "")
         raise ClassifierError(f"attention_mask of shape {mask.shape} does not match the attentions' batch and "
-                              f"length ({b}, {t}); pass the mask the model was called with")
+                              f"length ({b}, {t}); pass the mask the model was called with{hint}")
     if tokens is not None and len(tokens) and (isinstance(tokens[0], str) or np.ndim(tokens[0]) == 0):
         tokens = [tokens]  # one example's tokens (or its ids: refused below as such)
     if tokens is not None and len(tokens) != b:

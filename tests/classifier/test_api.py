@@ -138,6 +138,13 @@ def test_classify_attentions_of_a_padded_hf_batch_equals_the_census_path(tiny, t
     frame = heads.frame()
     assert len(frame) == 2 * tiny.num_layers * tiny.num_heads and frame.index.names == ["example", "layer", "head"]
     assert heads.shares().shape == (2, 5) and np.allclose(heads.shares().sum(axis=1), 1)
+    # the layers stacked on dim 0 (L, B, ...), as torch.stack's default makes them: the mask's error says so
+    with pytest.raises(ClassifierError, match=r"stack them on dim 1 \(torch.stack\(outputs.attentions, 1\)"):
+        clf.classify_attentions(torch.stack(out.attentions), attention_mask=batch["attention_mask"], tokens=tokens)
+    # a head-pruned model's layers of different head counts: said, naming the way (helper 102's review)
+    pruned = [out.attentions[0][:, :1], *out.attentions[1:]]
+    with pytest.raises(ClassifierError, match=r"different shapes .*classify each layer on its own"):
+        clf.classify_attentions(pruned, attention_mask=batch["attention_mask"], tokens=tokens)
     assert heads.plot(1).axes and "example 1" in heads._repr_html_()
 
 
