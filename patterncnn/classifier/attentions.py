@@ -144,8 +144,8 @@ def split_attentions(attentions: Any, attention_mask: Any = None, tokens: Sequen
     if mask.ndim == 1:
         mask = mask[None]
     if mask.shape != (b, t):
-        hint = (f"; if these attentions were stacked, stack them on dim 1 (torch.stack(outputs.attentions, 1): "
-                f"(B, L, H, T, T)) or pass outputs.attentions itself" if att.shape[1] == mask.shape[0] else "")
+        hint = ("; if these attentions were stacked, stack them on dim 1 (torch.stack(outputs.attentions, 1): "
+                "(B, L, H, T, T)) or pass outputs.attentions itself" if att.shape[1] == mask.shape[0] else "")
         raise ClassifierError(f"attention_mask of shape {mask.shape} does not match the attentions' batch and "
                               f"length ({b}, {t}); pass the mask the model was called with{hint}")
     if tokens is not None and len(tokens) and (isinstance(tokens[0], str) or np.ndim(tokens[0]) == 0):
