@@ -10,6 +10,7 @@ the call: its module class has a ``__call__``.) Modules: ``run`` (the census, re
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import sys
 import types
@@ -109,6 +110,11 @@ class _CallableModule(types.ModuleType):
 
     def __call__(self, *args, **kwargs) -> CensusResult:
         return _census(*args, **kwargs)
+
+    def __reduce__(self):
+        """Pickled by reference, as the other public functions are (a process pool's task): the module itself,
+        imported again by name (helper 102's review: it raised "cannot pickle '_CallableModule' object")."""
+        return importlib.import_module, (self.__name__,)
 
 
 _census = args.python_errors(census)  # its errors name census()'s keywords, not the command's flags
