@@ -6,6 +6,8 @@ Every module's own error derives from :class:`PatternCNNError`, so the command l
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 
 
@@ -37,4 +39,15 @@ def warn_truncated(result: dict, result_file: str) -> None:
     if n := truncated_inputs(result):
         warnings.warn(f"{n} input(s) longer than max_length {result['max_length']} were truncated ({result_file}: "
                       f"each task's 'truncated'); a larger max_length keeps them whole", TruncationWarning,
-                      stacklevel=3)
+                      stacklevel=caller_level())
+
+
+def caller_level() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside patterncnn (the user's line) from the
+    function calling ``warnings.warn``, however many of patterncnn's wrappers lie between (stacklevel=3 pointed at
+    one of them: python_errors' line; helper 102's review)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    frame, level = sys._getframe(2), 2  # the caller of the function that calls warnings.warn (stacklevel 2), ...
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -101,6 +101,11 @@ def test_truncated_inputs_are_warned_of_as_the_command_notes_them(tiny_bert, tin
                      max_length=16, out=tmp_path / "short")
     n = res.data["tasks"]["rte"]["truncated"]
     assert n > 0 and [str(w.message).split(" input")[0] for w in caught] == [str(n)]  # one warning, the count
+    assert caught[0].filename == __file__  # at the caller's line, not a patterncnn wrapper's (helper 102's review)
+    with pytest.warns(TruncationWarning) as caught:  # through the callable subpackage too
+        patterncnn.census(str(tiny_bert), tasks="rte", limit=5, glue_dir=glue_dir, classifier=tiny_classifier[1],
+                          max_length=16, out=tmp_path / "short2")
+    assert caught[0].filename == __file__
 
 
 def test_default_out_is_a_fresh_folder_and_a_finished_one_is_kept(tiny_bert, tiny_classifier, glue_dir, result,
