@@ -292,8 +292,15 @@ def push(ls: Connection, project, maps, predictor: Predictor | None = None, orde
         already = sorted(m["id"] for m in todo if m["id"] in labelled)
     version = predictor.model_version if predictor is not None else ""
     for start in range(0, len(todo), batch):
-        ls.import_tasks(project.id, [make_task(m, maps.get(m["id"]), probs.get(m["id"]), version, guide)
-                                     for m in todo[start : start + batch]])
+        try:
+            ls.import_tasks(project.id, [make_task(m, maps.get(m["id"]), probs.get(m["id"]), version, guide)
+                                         for m in todo[start : start + batch]])
+        except AnnotateError as e:  # the server went away mid-push: say what landed, and what a rerun pushes
+            rest = (f"; a rerun pushes the maps not yet in the project, and its --limit counts only those: pass "
+                    f"--limit {limit - start} to push the rest of this push's {limit}" if limit is not None and start
+                    else "; run the same command again to push the rest (maps already there are skipped)")
+            raise AnnotateError(f"{e}; {start} of the {len(todo)} map(s) to push were imported before it failed (the "
+                                f"last batch may have landed too){rest}") from None
     without = sum(m.get("seps") is None for m in todo) if predictor is not None else 0
     return {"pushed": len(todo), "skipped_existing": skipped, "project": project.id, "guide": guide,
             "already_labelled": already, "skipped_labelled": len(already) if skip_labelled else 0,

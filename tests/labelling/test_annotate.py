@@ -490,3 +490,32 @@ def test_push_notes_maps_pre_annotated_without_their_separators(tmp_path, capsys
     assert main(["annotate", "push", str(tmp_path / "seps.npz"), *args]) == 0
     said = capsys.readouterr()
     assert "pushed 2 map(s)" in said.out and "carry no separator" not in said.out + said.err
+
+
+def test_a_push_the_server_drops_says_what_landed_and_how_a_rerun_with_limit_finishes_it(tmp_path):
+    """An --order uncertain --limit 120 push that lost the server after 100 tasks said nothing of them, and its rerun
+    pushed 120 more: 220 where 120 were asked (helper 103's review)."""
+    from types import SimpleNamespace
+
+    from patterncnn.core.maps import open_maps
+    from patterncnn.labelling.labelstudio import AnnotateError
+    from patterncnn.labelling.push import RulePredictor, push
+
+    np.savez(tmp_path / "m.npz", **{f"m{i:03d}": pattern_map(("vertical", "diagonal")[i % 2], 12, 5)
+                                    for i in range(10)})
+    maps, project = open_maps(tmp_path / "m.npz"), SimpleNamespace(id=3, title="patterns")
+
+    class Dropping(TaskList):
+        def import_tasks(self, project_id, tasks):
+            if len(self.tasks) >= 4:
+                raise AnnotateError("lost the connection to Label Studio at http://ls:8080 (ConnectError); is it "
+                                    "running?")
+            super().import_tasks(project_id, tasks)
+
+    ls = Dropping()
+    with pytest.raises(AnnotateError, match=r"is it running\?; 4 of the 6 map\(s\) to push were imported before it "
+                                            r"failed .*pass --limit 2 to push the rest of this push's 6"):
+        push(ls, project, maps, RulePredictor(), order="uncertain", limit=6, batch=2)
+    ls.__class__ = TaskList  # the server back: the advised rerun ends with the 6 asked for
+    assert push(ls, project, maps, RulePredictor(), order="uncertain", limit=2, batch=2)["pushed"] == 2
+    assert len(ls.tasks) == 6
