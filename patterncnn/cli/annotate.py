@@ -114,6 +114,9 @@ def _register_pull(asub) -> None:
                         "method of the set's latest pull, majority for a new set)")
     q.add_argument("--replace", action="store_true",
                    help="make the set exactly this export's labels; prints what is dropped (try with --dry-run)")
+    q.add_argument("--drop-deleted", action="store_true",
+                   help="drop the votes of this project that earlier pulls brought and Label Studio no longer holds "
+                        "(deleted there); without it they keep counting, and are listed")
     q.add_argument("--dry-run", action="store_true", help="report what the pull would change; write nothing")
     q.add_argument("--annotator", type=given, action="append", default=[], metavar="ID=EMAIL",
                    help="name a Label Studio user that the export gives only by id (repeatable)")
@@ -254,7 +257,8 @@ def run_pull(args) -> int:
     maps = MultiStore([open_maps(m) for m in args.maps]) if args.maps else None
     ls = None if args.from_file else connect(args)
     r = pull(ls, args.project, maps, args.out, from_file=args.from_file, method=args.resolve,
-             replace=args.replace, dry_run=args.dry_run, names=names, server=args.server)
+             replace=args.replace, dry_run=args.dry_run, names=names, server=args.server,
+             drop_deleted=args.drop_deleted)
     c = r["changes"]
     print(f"{r['source']}: {r['tasks']} task(s); annotations {_changes(c['annotations'])}; predictions "
           f"{_changes(c['predictions'])}")
@@ -293,12 +297,17 @@ def run_pull(args) -> int:
         print(f"warning: {len(changed)} annotation(s) were last changed by another member than the one who made "
               f"them, and are recorded as the changer's votes, e.g. annotation {c['ls_annotation_id']} of "
               f"{c['map_id']}: made by {c['made_by']}, changed by {c['changed_by']} (pull-report.json lists all)")
-    if r["votes_not_in_export"]:
+    if r["votes_not_in_export"] and r["drop_deleted"]:
+        g = r["votes_not_in_export"][0]
+        print(f"dropped {len(r['votes_not_in_export'])} vote(s) of this project that are no longer in Label Studio, "
+              f"e.g. annotation {g['ls_annotation_id']} of {g['map_id']} by {g['annotator']} (pull-report.json "
+              f"lists all)")
+    elif r["votes_not_in_export"]:
         g = r["votes_not_in_export"][0]
         print(f"warning: {len(r['votes_not_in_export'])} vote(s) that earlier pulls of this project brought are not "
               f"in this export (deleted in Label Studio?) and still count, e.g. annotation {g['ls_annotation_id']} "
-              f"of {g['map_id']} by {g['annotator']} (pull-report.json lists all); `--replace` makes the set exactly "
-              f"this export, dropping every row not in it")
+              f"of {g['map_id']} by {g['annotator']} (pull-report.json lists all); `--drop-deleted` drops them "
+              f"(`--replace` makes the set exactly this export, dropping every row not in it)")
     if r["predictions_without_content"]:
         print(f"warning: {r['predictions_without_content']} prediction(s) are listed by id only (a quick export): "
               f"pull from the server to record them")

@@ -565,7 +565,7 @@ def last_resolution(out) -> str | None:
 def pull(ls: Connection | None, project: str | int | None, maps, out, from_file: str | None = None,
          method: str | None = None, replace: bool = False, dry_run: bool = False,
          names: dict[int, str] | None = None, server: str | None = None,
-         pushed_by: str = "patterncnn annotate push") -> dict:
+         pushed_by: str = "patterncnn annotate push", drop_deleted: bool = False) -> dict:
     """Export a project's annotations (or read an export file) and merge them into the labelled set ``out``.
 
     Args:
@@ -580,6 +580,8 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
             (the unnamed origin of sets pulled before servers were recorded).
         pushed_by: the command that pushed the project's maps and printed its title and id, named where the
             project is not found (as the way to push them again).
+        drop_deleted: drop the votes that earlier pulls of this export's project(s) brought and that it no longer
+            holds (deleted in Label Studio); without it they are kept, and listed (``votes_not_in_export``).
 
     Returns:
         The pull report: this export's counts, the changes per table (added, updated, kept, dropped),
@@ -602,9 +604,13 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
     new = Tables.of(annotations=flat.annotations, predictions=flat.predictions)
     annotations, a_changes = merge_rows(old.annotations, new.annotations, replace, version="updated_at")
     projects = {(i["server"], i["ls_project"]) for i in flat.info.values()}  # votes of these it lacks were deleted
-    gone = [] if replace else [r for k, r in sorted(old.annotations.items()) if k not in new.annotations
+    gone = [] if replace else [(k, r) for k, r in sorted(old.annotations.items()) if k not in new.annotations
                                and r.get("label") and r.get("skipped") != "True"
                                and (r.get("server") or "", text(r.get("ls_project"))) in projects]
+    if drop_deleted:  # this project's votes deleted in Label Studio since an earlier pull: dropped, not kept
+        for k, _ in gone:
+            del annotations[k]
+        a_changes = {**a_changes, "kept": a_changes["kept"] - len(gone), "dropped": sorted(k for k, _ in gone)}
     predictions, p_changes = merge_rows(old.predictions, new.predictions, replace, version="created_at")
     source_maps = _maps_source(out, maps)
     _check_contents(export, source_maps)
@@ -618,6 +624,12 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
                             f"Label Studio), then run this again")
     labels, l_changes = merge_rows(old.labels, label_rows(annotations, predictions, _map_info(old, flat, source_maps),
                                                           method, _first_origins(old, flat, replace)), replace)
+    if drop_deleted:  # a map whose every vote was dropped has no label left to keep
+        voted = {r["map_id"] for r in annotations.values() if r.get("label") and r.get("skipped") != "True"}
+        unvoted = sorted({r["map_id"] for _, r in gone} - voted)
+        for m in unvoted:
+            labels.pop(m, None)
+        l_changes = {**l_changes, "kept": l_changes["kept"] - len(unvoted), "dropped": unvoted}
     l_changes["relabelled"] = sorted(m for m in l_changes["updated"] if old.labels[m]["label"] != labels[m]["label"])
     changes = {"annotations": a_changes, "predictions": p_changes, "labels": l_changes}
     changed = not (out / name).is_file() or any(c["added"] or c["updated"] or c["dropped"] for c in changes.values())
@@ -639,7 +651,7 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
               "started_from_predictions": anchored,
               "guides": dict(Counter(r.get("guide", "") for r in annotations.values() if r.get("label"))),
               "votes_not_in_export": [{k: r.get(k, "") for k in ("map_id", "annotator", "ls_annotation_id")}
-                                      for r in gone]}
+                                      for _, r in gone], "drop_deleted": drop_deleted}
     check_maps(out, labels, source_maps)
     if dry_run:
         return report

@@ -604,6 +604,16 @@ def test_a_vote_deleted_in_label_studio_is_said_to_still_count(tmp_path, capsys)
     assert (f"warning: 1 vote(s) that earlier pulls of this project brought are not in this export (deleted in Label "
             f"Studio?) and still count, e.g. annotation 200 of {b} by x@e") in said
     assert labels(out)[b]["label"] == "block"  # kept, as the docs promise: nothing is dropped without --replace
+    assert "`--drop-deleted` drops them" in said
+    dropped = tmp_path / "dropped"  # --drop-deleted: the deleted vote goes, and the label it alone made (helper 103)
+    assert main(["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(dropped), "--from-file",
+                 str(tmp_path / "e1.json")]) == 0
+    assert main(["annotate", "pull", "--maps", str(tmp_path / "maps"), "--out", str(dropped), "--from-file",
+                 str(tmp_path / "e2.json"), "--drop-deleted"]) == 0
+    said = capsys.readouterr().out
+    assert f"dropped 1 vote(s) of this project that are no longer in Label Studio, e.g. annotation 200 of {b}" in said
+    assert b not in labels(dropped) and labels(dropped)[a]["label"] == "vertical"
+    assert [r["map_id"] for r in read_tables(dropped).annotations.values()] == [a]
     # Another project's votes are not this export's to miss.
     (tmp_path / "other.json").write_text(json.dumps([task(7, a, {"y@e": "vertical"}, project=2)]))
     assert main([*pull, str(tmp_path / "other.json")]) == 0
