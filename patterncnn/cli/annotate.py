@@ -284,8 +284,8 @@ def run_pull(args) -> int:
         print(f"warning: {anchored['votes']} vote(s) started from a pre-annotation that Label Studio showed "
               f"pre-selected ({anchored['kept_its_label']} kept its label; votes.csv: ls_parent_prediction_id): they "
               f"were not given blind, as the guide asks; for blind labels run `patterncnn annotate annotators "
-              f"--project {repr(args.project) if args.project else 'P'} --per-task 1` before labelling, or switch off 'Use predictions to prelabel tasks' in the "
-              f"project's settings")
+              f"--project {repr(args.project) if args.project else 'P'} --per-task 1` before labelling, or switch "
+              f"off 'Use predictions to prelabel tasks' in the project's settings")
     copied, changed = r["copied_from_predictions"], r["changed_by_another"]
     if copied:
         print(f"warning: {len(copied)} annotation(s) were copied from predictions by Label Studio (\"Create "

@@ -762,7 +762,7 @@ def test_the_census_counts_are_the_classifiers_labels_of_its_own_maps_per_layer_
     from collections import Counter
 
     _, _, glue = setup
-    enc, clf = load_encoder("minilm", max_length=48), OnnxClassifier()  # real maps, the shipped classifier: heads differ
+    enc, clf = load_encoder("minilm", max_length=48), OnnxClassifier()  # real maps and classifier: the heads differ
     split = load_split("rte", "dev", glue, limit=4, seed=3)
     res = run_census(enc, clf, [split], tmp_path / "c", limit=4, seed=3, save_maps=True)["tasks"]["rte"]
     store = MapStore(tmp_path / "c" / "maps" / "rte")
