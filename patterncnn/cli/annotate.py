@@ -282,7 +282,7 @@ def run_pull(args) -> int:
     anchored = r["started_from_predictions"]
     if anchored["votes"]:
         print(f"warning: {anchored['votes']} vote(s) started from a pre-annotation that Label Studio showed "
-              f"pre-selected ({anchored['kept_its_label']} kept its label; votes.csv: ls_parent_prediction_id): they "
+              f"pre-selected ({anchored['kept_its_label']} kept its label; the export's parent_prediction): they "
               f"were not given blind, as the guide asks; for blind labels run `patterncnn annotate annotators "
               f"--project {repr(args.project) if args.project else 'P'} --per-task 1` before labelling, or switch "
               f"off 'Use predictions to prelabel tasks' in the project's settings")

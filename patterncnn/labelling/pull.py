@@ -259,7 +259,8 @@ def flatten(export: list[dict], names: dict[int, str] | None = None, backends: d
     names, backends = names or {}, backends or {}
     anns, preds, info = [], [], {}
     report = {"tasks": len(export), "cancelled": 0, "unlabelled": 0, "unknown_annotators": set(),
-              "predictions_without_content": 0, "copied_from_predictions": [], "changed_by_another": []}
+              "predictions_without_content": 0, "copied_from_predictions": [], "changed_by_another": [],
+              "started_from_predictions": {"votes": 0, "kept_its_label": 0}}
     names = {**names, **{_user_id(a["completed_by"]): a["completed_by"]["email"] for t in export
                          for a in t.get("annotations") or [] if isinstance(a.get("completed_by"), dict)
                          and a["completed_by"].get("email")}}  # the export's own e-mails name its bare ids too
@@ -277,6 +278,13 @@ def flatten(export: list[dict], names: dict[int, str] | None = None, backends: d
                 report["copied_from_predictions"].append(text(ann.get("id")))
                 continue
             label, uncertain = _label_of(ann)
+            if label is not None and not ann.get("was_cancelled") and ann.get("parent_prediction") is not None:
+                # made from a prediction the labelling screen showed pre-selected (labelling alone): the editor sets
+                # parent_prediction; `prediction`, which Label Studio fills for every annotation, is no evidence
+                started = report["started_from_predictions"]
+                shown = {p.get("id"): _label_of(p)[0] for p in task.get("predictions") or [] if isinstance(p, dict)}
+                started["votes"] += 1
+                started["kept_its_label"] += shown.get(ann["parent_prediction"]) == label
             decider = _decider(ann)
             who, uid = _who(decider, names)
             if who.startswith("user "):
@@ -500,17 +508,6 @@ def _check_origins(old: Tables, flat: Flat) -> None:
                                 f"(a name of its own for this one)")
 
 
-def _started_from_predictions(flat: Flat) -> dict:
-    """This export's votes that started from a pre-annotation Label Studio showed pre-selected (``parent_prediction``:
-    labelling alone, without `annotate annotators`), and how many kept its label: {"votes", "kept_its_label"}. They
-    are recorded as the person's votes (they submitted them) but were not given blind (helper 103's review)."""
-    label_of = {text(p.get("ls_prediction_id")): p.get("label") for p in flat.predictions}
-    started = [r for r in flat.annotations if r.get("label") and not r.get("skipped")
-               and text(r.get("ls_parent_prediction_id"))]
-    kept = sum(label_of.get(text(r["ls_parent_prediction_id"])) == r["label"] for r in started)
-    return {"votes": len(started), "kept_its_label": kept}
-
-
 def _few_for_dawid_skene(annotations: dict, settled: list[str]) -> dict:
     """The ties Dawid-Skene settled among raters with fewer than FEW_FOR_DAWID_SKENE labelled maps in the set (too
     few to estimate how each errs: two annotators' 1-1 splits came out at p 0.97, helper 103's review), and those
@@ -634,7 +631,6 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
     changes = {"annotations": a_changes, "predictions": p_changes, "labels": l_changes}
     changed = not (out / name).is_file() or any(c["added"] or c["updated"] or c["dropped"] for c in changes.values())
     ties = sorted(m for m, r in labels.items() if r.get("tie") == "True")
-    anchored = _started_from_predictions(flat)
     few = _few_for_dawid_skene(annotations, [m for m in ties if "dawid" in labels[m]["resolution"]])
     report = {**flat.report, "source": source, "server": server, "export": name, "resolution": method,
               "replace": replace, "dry_run": dry_run, "changed": changed, "labelled": len(labels),
@@ -648,7 +644,6 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
                        "most_annotators": max((int(labels[m]["n_annotators"]) for m in ties
                                                if labels[m]["resolution"] == UNRESOLVED), default=0),
                        "dawid_skene_few_maps": few},
-              "started_from_predictions": anchored,
               "guides": dict(Counter(r.get("guide", "") for r in annotations.values() if r.get("label"))),
               "votes_not_in_export": [{k: r.get(k, "") for k in ("map_id", "annotator", "ls_annotation_id")}
                                       for _, r in gone], "drop_deleted": drop_deleted}

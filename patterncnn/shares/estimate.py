@@ -417,10 +417,14 @@ def _choose(metadata: dict, estimator: str | None, scope: str | None,
         # A family never validated: count, whose interval carries the band measured by holding families out.
         best, chosen_by = {"estimator": "count"}, "the encoder's family was never validated: count, with the " \
                                                    "leave-one-family-out band"
-    if scope is None and mine and (not estimator or estimator == mine["estimator"]):
+    if not estimator and mine and scope is None:
+        scope = mine["scope"]
+    if estimator and scope is None:
         # the encoder's default given by name is the default: its scope too (the pooled best's scope otherwise, all
         # 1865 maps for MiniLM where its default takes the 900 uniform ones: other shares for the same name)
-        scope = mine["scope"]
+        _, default, default_scope, _ = _choose(metadata, None, None, encoder)
+        if default == estimator:
+            scope = default_scope
     estimator = estimator or best.get("estimator", "count")
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; choose one of {', '.join(ESTIMATORS)}")

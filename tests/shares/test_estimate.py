@@ -196,6 +196,11 @@ def test_the_shipped_classifier_is_calibrated_and_validated_per_encoder():
         assert plan.validated["encoder"] == encoder and plan.validated["mean_abs_error"] == choice["mean_abs_error"]
         named = plan_for(meta, choice["estimator"], None, encoder)  # the default given by name is the default
         assert (named.estimator, named.scope, named.validated) == (plan.estimator, plan.scope, plan.validated)
+    # a kin's default (MiniLM's adjusted) given by name for an encoder whose own default is count is not its
+    # default: the scope that validated best for adjusted over all encoders (helper 105's review)
+    pooled = best_result([r for r in meta["validation"]["results"] if r["estimator"] == "adjusted"])["scope"]
+    assert plan_for(meta, None, None, "minilm-stsb-deadbeef").estimator == "count"
+    assert plan_for(meta, "adjusted", None, "minilm-stsb-deadbeef").scope == pooled != best["minilm-53aa5117"]["scope"]
     plan = plan_for(meta, "adjusted", None, "mpnet-78c0197b")  # the calibration ships with the model
     assert plan.calibration is not None and plan.calibration.replicates > 1
     fine_tune = plan_for(meta, None, None, "mpnet-sst2-d16d7a85")  # no validated maps of its own
