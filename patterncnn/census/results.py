@@ -246,9 +246,11 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
                      f"compare them")
         return "\n".join(lines), diff
     if mixed:
+        one_name = len({e.split(" (")[0] for e in est}) == 1  # one estimator, two calibration scopes
+        scopes = ", and the same --calibration-scope" if one_name else ""
         lines.append(f"not checked: A used the {est[0]} estimator and B the {est[1]} estimator, so each difference "
                      f"holds the estimators' difference too; run both censuses with the same --estimator (e.g. "
-                     f"--estimator count{', and the same --calibration-scope' if ' scope)' in ''.join(est) else ''}) "
+                     f"--estimator count{scopes}) "
                      f"to compare them")
         return "\n".join(lines), diff
     lines += ["*  the 95% intervals over examples do not overlap (the classifier held fixed)",

@@ -408,7 +408,8 @@ def finished_earlier(dest: Path, encoder: Encoder, classifier: Classifier, split
         done = load_result(dest)
     except CensusError:
         return None
-    planned = estimator or default_estimator(getattr(classifier, "metadata", {}), encoder.tag)
+    plan = plan_for(getattr(classifier, "metadata", {}), estimator, scope, encoder.tag, seed)
+    planned, planned_scope = plan.estimator, plan.scope  # the scope too: one name, two calibrations (helper 105)
     weights = weights_id(encoder.fingerprint)
     same = (weights is not None and weights_id(done["encoder"]) == weights
             and done["encoder"].get("tokenizer") == encoder.fingerprint.get("tokenizer")
@@ -417,7 +418,7 @@ def finished_earlier(dest: Path, encoder: Encoder, classifier: Classifier, split
             and list(done["tasks"]) == [s.task.name for s in splits] and done.get("limit") == limit
             and done.get("seed") == seed and done.get("max_length") == encoder.max_length
             and done["estimator"].get("name") == planned and done.get("backend") == encoder.backend
-            and (scope is None or (done["estimator"].get("calibration") or {}).get("scope") == scope)
+            and (done["estimator"].get("calibration") or {}).get("scope") == planned_scope
             and (done.get("precision") or {}).get("target") == (None if precision is None else str(precision))
             and (not save_maps or maps_saved(dest, done, encoder)))
     if not same:

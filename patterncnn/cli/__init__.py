@@ -137,7 +137,7 @@ def _run(args: argparse.Namespace, made: Path | None) -> int:
     except KeyboardInterrupt:
         return _interrupted(args, made)
     except Exception as e:  # noqa: BLE001 - the last line of defence, as the service's CatchAll: one line, not a traceback
-        if _caused_by_interrupt(e):  # Ctrl-C while a C extension loads: pybind11 raises ImportError from it
+        if _caused_by_interrupt(e) and not args.verbose:  # Ctrl-C while a C extension loads: pybind11's ImportError
             return _interrupted(args, made)
         if args.verbose:
             raise

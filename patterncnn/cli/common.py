@@ -236,9 +236,13 @@ def glue_dir(args) -> str | None:
 
 
 def classifier(args):
-    """The ONNX classifier named by --classifier, or the shipped one (on --device where the command has it)."""
+    """The ONNX classifier named by --classifier, or the shipped one (on --device where the command has it). --threads
+    bounds torch too (the maps' preprocessing), as its help says: a command's process is its own."""
+    import torch
+
     from ..classifier.onnx import load_classifier
 
+    torch.set_num_threads(args.threads)
     return load_classifier(args.classifier, threads=args.threads, device=device(args) if hasattr(args, "device") else "cpu")
 
 

@@ -530,8 +530,9 @@ def _check_unnamed_file(old: Tables, flat: Flat, server: str) -> None:
     if server:
         return
 
-    def same(r):
-        return r.get("map_id"), text(r.get("ls_project")), text(r.get("ls_annotation_id"))
+    def same(r):  # ids alone repeat on two fresh servers (each counts from 1): the time it was made, too
+        return (r.get("map_id"), text(r.get("ls_project")), text(r.get("ls_annotation_id")),
+                text(r.get("ls_unique_id")), text(r.get("created_at")))
 
     known = {same(r): r["server"] for r in old.annotations.values() if r.get("server")}
     found = sorted({known[same(r)] for r in flat.annotations if same(r) in known})

@@ -583,6 +583,7 @@ def test_compare_checks_nothing_between_two_estimators():
                for k in ("separated_examples", "separated_total", "exceeds_validated_error"))
     assert "+40.0 " in text and "*" not in text and "!" not in text
     assert "A used the count estimator and B the adjusted estimator" in text and "--estimator count" in text
+    assert "--calibration-scope" not in text  # two estimators, not two scopes of one (helper 105's review)
     assert "+40.0*!" in compare(a, _census(0.6, "count"))[0]  # the same estimator: checked
     # one estimator calibrated on other maps is another estimate of the same maps (MiniLM's adjusted: RTE's diagonal
     # 8.5 points apart between the uniform and the all scope, helper 104's review): not checked either
@@ -779,3 +780,16 @@ def test_the_census_counts_are_the_classifiers_labels_of_its_own_maps_per_layer_
     for cell, counts in per_head.items():
         assert heads[cell] == {k: round(counts[k] / 4, 4) for k in LABELS}, cell
     assert len({tuple(sorted(c.items())) for c in per_head.values()}) > 1  # the heads differ: a swap would show
+
+
+def test_a_finished_census_of_another_calibration_scope_is_not_kept_as_this_ones(tiny_bert, glue_dir, tmp_path):
+    """A several-model census rerun kept an encoder's finished census when its estimator's name matched, whatever
+    calibration scope it had; one name, two calibrations give other shares (helper 105's review)."""
+    from patterncnn.census.run import finished_earlier
+
+    enc, clf = load_encoder(str(tiny_bert), max_length=48), OnnxClassifier()
+    split = load_split("rte", "dev", glue_dir, limit=4, seed=1)
+    run_census(enc, clf, [split], tmp_path / "c", limit=4, seed=1, estimator="adjusted", scope="uniform")
+    same = dict(limit=4, seed=1, estimator="adjusted")
+    assert finished_earlier(tmp_path / "c", enc, clf, [split], scope="uniform", **same) is not None
+    assert finished_earlier(tmp_path / "c", enc, clf, [split], **same) is None  # planned: the pooled scope, not uniform

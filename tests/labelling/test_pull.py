@@ -183,6 +183,14 @@ def test_a_file_of_a_servers_annotations_pulled_without_its_server_name_is_refus
     assert snapshot(out) == before
     assert main([*pull, str(tmp_path / "first.json"), "--server", "http://first:8080"]) == 0  # as advised: unchanged
     assert "annotations +0 new, 0 updated" in capsys.readouterr().out
+    # another fresh server's export numbers its projects, tasks and annotations from 1 too: not the same votes, so
+    # not refused (and not to be filed under the first server's name; helper 105's review)
+    other = copy.deepcopy(first)
+    for t in other:
+        for ann in t["annotations"]:
+            ann["created_at"] = ann["updated_at"] = "2026-12-01T09:00:00Z"
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    assert main([*pull, str(tmp_path / "other.json")]) == 0
 
 
 @pytest.mark.parametrize("across", [False, True], ids=["same-file-system", "another-file-system"])
