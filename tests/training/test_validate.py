@@ -251,7 +251,7 @@ def test_train_validate_census_end_to_end(tmp_path, tiny_bert, tiny_classifier, 
     capsys.readouterr()
     assert main(["census", "--compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
     text = capsys.readouterr().out  # count against adjusted: the estimators differ, so nothing is marked
-    assert "A used the count estimator and B the adjusted estimator" in text and "*" not in text
+    assert "A used the count estimator and B the adjusted (all scope) estimator" in text and "*" not in text
     assert main(args + ["--out", str(tmp_path / "c"), "--estimator", "adjusted", "--calibration-scope", "all",
                         "--seed", "1"]) == 0
     capsys.readouterr()
