@@ -19,6 +19,9 @@ from typing import Any, Callable
 
 from ..core.errors import PatternCNNError
 
+# Label Studio's task-list columns that show a pre-annotation or another member's label (its data_manager's columns)
+LABEL_COLUMNS = ("predictions_results", "predictions_model_versions", "predictions_score", "annotations_results")
+
 MIN_TITLE, MAX_TITLE = 3, 50  # Label Studio's limits on a project title
 
 
@@ -110,7 +113,9 @@ class Connection:
             description=description or "Label each attention map by looking at it, following patterncnn's "
                                        "annotations/ANNOTATION_GUIDE.md."))
         if hidden_columns:
-            hidden = [f"tasks:data.{c}" for c in hidden_columns]
+            # and Label Studio's own columns of the pre-annotation and of other members' labels (helper 103's review:
+            # "Prediction results" and "Prediction model version" showed in every member's task list)
+            hidden = [f"tasks:data.{c}" for c in hidden_columns] + [f"tasks:{c}" for c in LABEL_COLUMNS]
             self.call(lambda: self.client.views.create(project=created.id, data={
                 "title": "Tasks", "hiddenColumns": {"explore": hidden, "labeling": hidden}}))
         return created

@@ -128,6 +128,8 @@ def test_the_annotator_sees_a_neutral_id_and_the_whole_picture(label_studio, chr
     chrome.get(f"{label_studio.url}/projects/{project.id}/data")  # the task list, which every member sees
     text = wait(chrome, "document.body.innerText.includes('map ') && document.body.innerText")
     assert not [f for f in forbidden if f in text]
+    # nor Label Studio's own columns of the pre-annotation: its model version and its label (helper 103's review)
+    assert not [f for f in ("rule-v1", "Prediction results", "Prediction model") if f in text], text
 
 
 def test_a_project_of_an_earlier_config_gets_the_blind_one(label_studio, tmp_path, capsys):
