@@ -250,8 +250,7 @@ def compare(a: dict, b: dict) -> tuple[str, dict]:
         scopes = ", and the same --calibration-scope" if one_name else ""
         lines.append(f"not checked: A used the {est[0]} estimator and B the {est[1]} estimator, so each difference "
                      f"holds the estimators' difference too; run both censuses with the same --estimator (e.g. "
-                     f"--estimator count{scopes}) "
-                     f"to compare them")
+                     f"--estimator count{scopes}) to compare them")
         return "\n".join(lines), diff
     lines += ["*  the 95% intervals over examples do not overlap (the classifier held fixed)",
               "** the total 95% intervals (examples and the classifier's error) do not overlap either"
