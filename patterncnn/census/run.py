@@ -165,7 +165,16 @@ def store_differences(store: MapStore, info: dict) -> list[str]:
     """The keys of a census's store ``info`` (encoder, max length, seed, limit, order, data) in which ``store``'s
     header differs: [] when a census of the same arguments wrote it."""
     wanted = json.loads(json.dumps(info, default=str))  # as store.json holds it
-    return sorted(k for k in wanted if store.header.get(k) != wanted[k])
+    return sorted(k for k in wanted if _spelled_alike(k, store.header.get(k)) != _spelled_alike(k, wanted[k]))
+
+
+def _spelled_alike(key: str, value):
+    """A store header's value as it identifies the maps: the encoder's ``model`` and ``path`` by their last part (as
+    :func:`patterncnn.core.fileio.public_path` records an absolute path), so that the same folder given as a
+    relative and an absolute path keeps its maps; its weights and tokenizer are compared by their digests."""
+    if key != "model" or not isinstance(value, dict):
+        return value
+    return {k: Path(v).name if k in ("model", "path") and isinstance(v, str) else v for k, v in value.items()}
 
 
 def census_store(root: Path, info: dict) -> MapStore:

@@ -28,6 +28,7 @@ import hashlib
 import io
 import json
 import logging
+import os
 import shutil
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -65,6 +66,28 @@ OPTIONS = {"task": "--task", "split": "the split", "source": "--glue-dir (the GL
 
 def run_key(params: dict) -> str:
     return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+# the fields of a run's stamp that hold an encoder's fingerprint ({"model", "path", "sha256", ...})
+ENCODER_FIELDS = ("encoder", "model", "a", "b")
+
+
+def located(params: dict) -> dict:
+    """``params`` whatever a path's spelling: a GLUE file (``source``) and an encoder's ``model`` and ``path`` that
+    name something on this disk are taken as their real paths, so that a run started with ``--glue-dir
+    ../glue`` resumes under ``--glue-dir /data/glue`` (until 2026-11-29 it was refused, helper 104). A copy of a
+    folder is still another encoder, and a hub id or a ``datasets:`` source is kept as it is."""
+
+    def real(value):
+        if isinstance(value, str) and not value.startswith("datasets:") and os.path.exists(value):
+            return os.path.realpath(value)
+        return value
+
+    out = {**params, **({"source": real(params["source"])} if "source" in params else {})}
+    for field in ENCODER_FIELDS:
+        if isinstance(out.get(field), dict):
+            out[field] = {k: real(v) if k in ("model", "path") else v for k, v in out[field].items()}
+    return out
 
 
 def prepare_out(out: str | Path, result_name: str, overwrite: bool, command: str | None = None,
@@ -181,7 +204,8 @@ def work_dir(out: Path, task: str, params: dict, overwrite: bool = False, kept: 
     resumes."""
     work = Path(out) / WORK / task
     stamp = work / "run.json"
-    new = {"key": run_key(params), "params": params, "command": command,
+    key = run_key(located(params))
+    new = {"key": key, "params": params, "command": command,
            "kept": [Path(p).relative_to(out).as_posix() for p in kept]}
     if stamp.exists():
         old = stamp_of(work)
@@ -190,9 +214,10 @@ def work_dir(out: Path, task: str, params: dict, overwrite: bool = False, kept: 
             shutil.rmtree(work)
             return work_dir(out, task, params, kept=kept, command=command)
         other = old.get("command") if isinstance(old.get("command"), str) and old.get("command") != command else None
-        if old.get("key") == run_key(params) and old.get("command") is None and command:
-            write_json(stamp, new)  # a run stamped before stamps named their command: name it, so others see it
-        elif old.get("key") != run_key(params) or other:
+        same = old.get("key") in (key, run_key(params))  # the second: a stamp keyed by the paths as typed (before)
+        if same and not other and (old.get("command") is None and command or old.get("key") != key):
+            write_json(stamp, new)  # an older stamp (no command, or paths as typed): named and keyed as today's
+        elif not same or other:
             what = f"`patterncnn {other}` run" if other else "run"
             if not has_parts(work, old) and not any(_written(Path(p)) for p in kept):
                 log.info("%s: the unfinished %s of %s stopped before its first part; %s", out, what, task,
@@ -226,10 +251,10 @@ def differences(stamp: dict, params: dict, options: dict[str, str] = OPTIONS) ->
     """What differs between an unfinished run's stamp and this run's ``params``, named by option (``options``: the
     option behind each field), with the earlier and the new value where they are short numbers or words. One line,
     whatever the stamp holds."""
-    old = stamp.get("params") if isinstance(stamp.get("params"), dict) else {}
+    old = located(stamp["params"]) if isinstance(stamp.get("params"), dict) else {}
     if not old:
         return "which, its record does not say"
-    new = json.loads(json.dumps(params, default=str))  # as the stamp holds them: tuples are lists, paths strings
+    new = json.loads(json.dumps(located(params), default=str))  # as stamps hold them: tuples lists, paths strings
     changed = {k for k in set(old) | set(new) if old.get(k) != new.get(k)}
     named = []
     for key in (k for k in options if k in changed):

@@ -793,3 +793,21 @@ def test_a_finished_census_of_another_calibration_scope_is_not_kept_as_this_ones
     same = dict(limit=4, seed=1, estimator="adjusted")
     assert finished_earlier(tmp_path / "c", enc, clf, [split], scope="uniform", **same) is not None
     assert finished_earlier(tmp_path / "c", enc, clf, [split], **same) is None  # planned: the pooled scope, not uniform
+
+
+def test_a_map_store_is_kept_whatever_the_encoder_path_spelling(tmp_path):
+    # the same folder given as a relative and an absolute path: its saved maps are this census's (they were replaced
+    # and computed again); other weights are still another census's
+    from patterncnn.census.run import census_store
+    from patterncnn.core.maps import MapStore
+
+    def info(path, sha="ab" * 32):
+        return {"model": {"model": path, "path": path, "sha256": sha, "tokenizer": "t"}, "max_length": 128,
+                "seed": 0, "limit": None, "order": "file", "tasks": {"rte": {"source": "RTE/dev.tsv"}}}
+
+    MapStore.create(tmp_path / "maps", info=info("runs/ft"))
+    (tmp_path / "maps" / "part-00000.jsonl").write_text("")  # what replacing the store removes
+    census_store(tmp_path / "maps", info("ft"))  # as public_fingerprint records /abs/runs/ft
+    assert (tmp_path / "maps" / "part-00000.jsonl").exists()
+    census_store(tmp_path / "maps", info("ft", sha="cd" * 32))
+    assert not (tmp_path / "maps" / "part-00000.jsonl").exists()

@@ -2,6 +2,7 @@
 write_result through it); an output folder that cannot be written is refused before any work."""
 
 import errno
+import json
 import os
 import signal
 import time
@@ -330,3 +331,35 @@ def test_an_unfinished_run_of_another_version_names_the_version_to_resume_it_wit
     with pytest.raises(RunError) as e:
         work_dir(tmp_path / "b", "rte", {**now, "limit": 4})
     assert "run it as it was to resume it" in str(e.value)  # made by this version: nothing to name
+
+
+def test_an_unfinished_run_resumes_whatever_its_paths_spelling(tmp_path, monkeypatch):
+    # Helper 104's review: a census started with --glue-dir ../glue and rerun with the absolute path of the same files
+    # was refused, naming "--model (the encoder's weights or tokenizer)" as the difference.
+    from patterncnn.core.work import RunError, run_key, save_part, work_dir
+
+    (tmp_path / "glue" / "RTE").mkdir(parents=True)
+    (tmp_path / "glue" / "RTE" / "dev.tsv").write_text("x")
+    (tmp_path / "ft").mkdir()
+    monkeypatch.chdir(tmp_path)
+
+    def params(glue, model, limit=3):
+        return {"source": f"{glue}/RTE/dev.tsv", "limit": limit, "encoder": {"model": model, "path": model,
+                                                                             "sha256": "ab" * 32}}
+
+    out = tmp_path / "out"
+    work = work_dir(out, "rte", params("glue", "ft"), command="census")
+    save_part(work / "window-00000.npz", {"x": np.zeros(1)})
+    assert work_dir(out, "rte", params(str(tmp_path / "glue"), str(tmp_path / "ft") + "/"), command="census") == work
+    assert (work / "window-00000.npz").is_file()
+    with pytest.raises(RunError) as e:  # a real difference is still refused, and named alone
+        work_dir(out, "rte", params(str(tmp_path / "glue"), str(tmp_path / "ft"), limit=4), command="census")
+    assert "(--limit: was 3, now 4)" in str(e.value)
+    (tmp_path / "copy").mkdir()  # another folder of the same weights is another encoder: refused
+    with pytest.raises(RunError, match="--model"):
+        work_dir(out, "rte", params("glue", "copy"), command="census")
+    # a stamp written before runs were keyed by real paths (its key: the paths as typed) still resumes
+    legacy = params("glue", "ft")
+    stamp = json.loads((work / "run.json").read_text())
+    (work / "run.json").write_text(json.dumps({**stamp, "key": run_key(legacy)}))
+    assert work_dir(out, "rte", legacy, command="census") == work and (work / "window-00000.npz").is_file()
