@@ -206,18 +206,24 @@ def test_errors_of_a_python_call_name_its_keywords_and_the_command_line_keeps_it
     assert "or leave out --glue-dir to use `datasets`" in capsys.readouterr().err
 
 
-def test_a_check_the_command_line_reaches_names_the_flag_and_a_python_call_the_keyword(glue_dir, tmp_path, capsys):
-    """`--max-length 3` passes the command line's own check (a whole number of at least 1) and reaches the library's
-    (at least 4): census, sample and drift said `max_length must be ...`. The check names the flag, and python_errors
-    spells it as the keyword for a Python call, as every other message."""
+def test_max_length_is_refused_alike_at_parse_time_and_a_check_names_the_flag_or_the_keyword(tmp_path, capsys):
+    """`--max-length 3` passed the command line's own check (a whole number of at least 1) and reached the
+    library's (at least 4), after GLUE had loaded; 0 got "at least 1" (helper 104). The command line now refuses
+    both at parse time, as the library does. The library's check names the flag (what the command line would call)
+    and python_errors spells it as the keyword for a Python call, as every other message."""
     from patterncnn.cli import main
 
-    common = ["--max-length", "3", "--glue-dir", str(glue_dir), "--out", str(tmp_path / "out")]
-    for argv in (["census", "--task", "rte", "--limit", "2"], ["sample", "--task", "rte", "--per-task", "2"],
-                 ["drift", "minilm", "minilm", "--task", "rte", "--limit", "2"]):
-        assert main([*argv, *common]) == 2
-        assert capsys.readouterr().err == (f"patterncnn {argv[0]}: error: --max-length must be a whole number of at "
-                                           f"least 4 (got 3)\n")
+    for value in ("0", "3"):
+        common = ["--max-length", value, "--glue-dir", str(tmp_path / "none"), "--out", str(tmp_path / "out")]
+        for argv in (["census", "--task", "rte", "--limit", "2"], ["sample", "--task", "rte", "--per-task", "2"],
+                     ["drift", "minilm", "minilm", "--task", "rte", "--limit", "2"]):
+            with pytest.raises(SystemExit) as e:
+                main([*argv, *common])
+            assert e.value.code == 2
+            assert (f"error: argument --max-length: must be a whole number of at least 4 (got '{value}')"
+                    in capsys.readouterr().err)
+    with pytest.raises(ArgumentError, match=r"^--max-length must be a whole number of at least 4 \(got 3\)$"):
+        patterncnn.load_encoder.__wrapped__("minilm", max_length=3)  # the function the command line calls
     with pytest.raises(ArgumentError, match=r"^max_length must be a whole number of at least 4 \(got 3\)$"):
         patterncnn.load_encoder("minilm", max_length=3)
     with pytest.raises(ArgumentError, match=r"^max_length must be a whole number of at least 4 \(got 3\)$"):

@@ -25,6 +25,15 @@ def positive_int(text: str) -> int:
     return _whole_number(text, 1)
 
 
+def token_count(text: str) -> int:
+    """argparse type: ``--max-length``, as long as the shortest input an encoder runs ([CLS] A [SEP] B [SEP]) or
+    longer; the library's own check (:data:`patterncnn.core.args.MIN_TOKENS`) at parse time, so that 0 and 3 are
+    refused alike, before anything loads (until 2026-11-29 they got "at least 1" and "at least 4")."""
+    from ..core.args import MIN_TOKENS
+
+    return _whole_number(text, MIN_TOKENS)
+
+
 def non_negative_int(text: str) -> int:
     """argparse type: an integer >= 0 (epochs where 0 means none)."""
     return _whole_number(text, 0)
@@ -144,7 +153,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 def add_max_length(p: argparse.ArgumentParser,
                    what: str = "longer inputs are truncated and counted") -> None:
-    p.add_argument("--max-length", type=positive_int, default=128,
+    p.add_argument("--max-length", type=token_count, default=128,
                    help=f"cap on tokens per input; {what} (default: %(default)s)")
 
 

@@ -8,8 +8,8 @@ Errors of a run called from Python name its keywords where the command line's na
 :func:`python_errors` wraps each public function (``patterncnn.census(out=...)`` says "pass overwrite=True", where
 ``patterncnn census --out ...`` says "pass --overwrite"); the command line calls the functions unwrapped. So
 messages are written with the flags: :func:`check` names the flag of a keyword the command line passes on as it
-was given (``--max-length must be ...``: ``--max-length 3`` reaches it), and what a run logs goes through
-:func:`spelled`, which spells it for the Python call it is in.
+was given (``--max-length must be ...``, which a Python call reads as ``max_length must be ...``), and what a run
+logs goes through :func:`spelled`, which spells it for the Python call it is in.
 
 Usage::
 
