@@ -222,6 +222,15 @@ def _changes(c: dict) -> str:
         f", {len(c['dropped'])} dropped" if c["dropped"] else "")
 
 
+def _skips(r: dict) -> str:
+    """The pull's skips: every skipped annotation, and the tasks no one labelled for it (until 2026-11-29 only those
+    tasks were counted: a skip of a task another annotator labelled went unsaid, helper 103)."""
+    skips = r["skipped_annotations"]
+    if skips == r["cancelled"]:
+        return f"{skips} skipped/cancelled"
+    return f"{skips} skipped/cancelled annotation(s) ({r['cancelled']} task(s) only skipped)"
+
+
 def _ties(r: dict, project) -> str | None:
     """The pull summary's line on ties: how many, how they were settled, what to do about open ones."""
     open_, settled = r["ties"]["unresolved"], r["ties"]["resolved"]
@@ -266,11 +275,17 @@ def run_pull(args) -> int:
     print(f"{args.out}: {r['labelled']} labelled map(s) ({counts}): +{len(c['labels']['added'])} new, "
           f"{len(c['labels']['relabelled'])} relabelled, {len(c['labels']['dropped'])} dropped; resolved by "
           f"{r['resolution']} ({', '.join(f'{k} {v}' for k, v in sorted(r['resolutions'].items()))}); "
-          f"{len(r['disagreements'])} with disagreeing annotations; {r['cancelled']} "
-          f"skipped/cancelled and {r['unlabelled']} unlabelled task(s) in this export")
+          f"{len(r['disagreements'])} with disagreeing annotations; {_skips(r)} and {r['unlabelled']} unlabelled "
+          f"task(s) in this export")
     ties = _ties(r, args.project)
     if ties:
         print(ties)
+    if short := r["short_of_annotators"]:
+        first, n = next(iter(short["maps"].items()))
+        print(f"warning: the round is not finished: {len(short['maps'])} labelled map(s) have fewer annotators than "
+              f"the {short['per_task']} per task the project asks for, e.g. {first} ({n}); their labels come from the "
+              f"votes they have ({sum(k == 1 for k in short['maps'].values())} from one annotator alone, as 'single') "
+              f"and `train` would use them: pull again once every task has its {short['per_task']} annotators")
     if not r["changed"] and not args.dry_run:
         print(f"nothing changed: this export ({r['export']}) is already in {args.out}; only pulls.jsonl logs the pull")
     if c["labels"]["dropped"]:

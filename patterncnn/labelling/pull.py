@@ -176,7 +176,8 @@ class Flat:
     annotations: list[dict]
     predictions: list[dict]
     info: dict[str, dict]  # map_id -> the task's map metadata and its origin (server, ls_project, ls_task_id)
-    # tasks, cancelled, unlabelled, unknown_annotators, predictions_without_content, copied_from_predictions
+    # tasks, cancelled (tasks only skipped), skipped_annotations (every skip, of labelled tasks too), unlabelled,
+    # unknown_annotators, predictions_without_content, copied_from_predictions
     # (annotation ids), changed_by_another (annotation id, map, made_by, changed_by)
     report: dict
 
@@ -258,7 +259,8 @@ def flatten(export: list[dict], names: dict[int, str] | None = None, backends: d
     check_export(export)
     names, backends = names or {}, backends or {}
     anns, preds, info = [], [], {}
-    report = {"tasks": len(export), "cancelled": 0, "unlabelled": 0, "unknown_annotators": set(),
+    report = {"tasks": len(export), "cancelled": 0, "skipped_annotations": 0, "unlabelled": 0,
+              "unknown_annotators": set(),
               "predictions_without_content": 0, "copied_from_predictions": [], "changed_by_another": [],
               "started_from_predictions": {"votes": 0, "kept_its_label": 0}}
     names = {**names, **{_user_id(a["completed_by"]): a["completed_by"]["email"] for t in export
@@ -295,6 +297,7 @@ def flatten(export: list[dict], names: dict[int, str] | None = None, backends: d
                                                      "changed_by": who})
             labelled |= label is not None and not ann.get("was_cancelled")
             cancelled |= bool(ann.get("was_cancelled"))
+            report["skipped_annotations"] += bool(ann.get("was_cancelled"))
             anns.append({"map_id": map_id, "annotator": who, "annotator_id": uid, "label": label,
                          "uncertain": uncertain, "skipped": bool(ann.get("was_cancelled")),
                          "lead_time": ann.get("lead_time"), "created_at": ann.get("created_at"),
@@ -433,24 +436,26 @@ def read_export(raw: bytes) -> tuple[list[dict], bytes]:
 
 
 def _fetch(ls: Connection | None, project, from_file: str | None,
-           pushed_by: str = "patterncnn annotate push") -> tuple[bytes, str, str, dict, dict]:
+           pushed_by: str = "patterncnn annotate push") -> tuple[bytes, str, str, dict, dict, int | None]:
     """(export bytes, where they came from, the server's URL ("" for a file), user id -> e-mail,
-    model version -> ML backend URL). ``pushed_by``: the command that pushed the project's maps and printed its
-    title and id, for the errors."""
+    model version -> ML backend URL, annotators per task the project asks for (its ``maximum_annotations``; None
+    for a file)). ``pushed_by``: the command that pushed the project's maps and printed its title and id, for the
+    errors."""
     if from_file:
         with open(from_file, "rb") as f:
             raw = f.read(MAX_EXPORT_BYTES + 1)
         if len(raw) > MAX_EXPORT_BYTES:
             raise AnnotateError(f"{from_file} is over {MAX_EXPORT_BYTES >> 20} MiB; export fewer tasks at a time")
-        return raw, f"file {from_file}", "", {}, {}
+        return raw, f"file {from_file}", "", {}, {}, None
     if project is None:
         raise AnnotateError("pass --project (title or id) to pull from a server, or --from-file EXPORT.json")
     found = ls.find_project(project, pushed_by=pushed_by)
     if found is None:
         raise AnnotateError(f"no Label Studio project titled {project!r}; check the title or pass its id "
                             f"(`{pushed_by}` printed both)")
+    per_task = getattr(found, "maximum_annotations", None)
     return (ls.export(found), f"{ls.url} project {found.id} ({found.title!r})", ls.url, ls.annotators(),
-            ls.ml_backends(found.id))
+            ls.ml_backends(found.id), per_task if isinstance(per_task, int) and per_task > 1 else None)
 
 
 def _maps_source(out: Path, maps):
@@ -542,6 +547,21 @@ def _check_unnamed_file(old: Tables, flat: Flat, server: str) -> None:
                             f"record them again as the votes of an unnamed origin)")
 
 
+def _short_of_annotators(flat: Flat, per_task: int | None) -> dict | None:
+    """The maps of this export that fewer annotators have labelled than the project asks for (``per_task``, from
+    the server; None: a file, or one per task): {"per_task", "maps": {map id: annotators so far}}, else None. Their
+    labels are resolved from the votes they have, one annotator's as ``single``: a round pulled before it is done
+    (until 2026-11-29 it was pulled as if it were, without a word; helper 103's review)."""
+    if per_task is None:
+        return None
+    raters: dict[str, set] = defaultdict(set)
+    for a in flat.annotations:
+        if a["label"] and not a["skipped"]:
+            raters[a["map_id"]].add(a["annotator"])
+    short = {m: len(r) for m, r in sorted(raters.items()) if len(r) < per_task}
+    return {"per_task": per_task, "maps": short} if short else None
+
+
 def last_resolution(out) -> str | None:
     """The resolution method of the labelled set's latest pull (``pulls.jsonl``), if any."""
     log = Path(out) / "pulls.jsonl"
@@ -588,7 +608,7 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
     """
     out = Path(out)
     method = method or last_resolution(out) or "majority"
-    raw, source, url, server_names, backends = _fetch(ls, project, from_file, pushed_by)
+    raw, source, url, server_names, backends, per_task = _fetch(ls, project, from_file, pushed_by)
     server = url if server is None else server
     export, raw = read_export(raw)
     old = read_tables(out)
@@ -645,6 +665,7 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
                        "most_annotators": max((int(labels[m]["n_annotators"]) for m in ties
                                                if labels[m]["resolution"] == UNRESOLVED), default=0),
                        "dawid_skene_few_maps": few},
+              "short_of_annotators": _short_of_annotators(flat, per_task),
               "guides": dict(Counter(r.get("guide", "") for r in annotations.values() if r.get("label"))),
               "votes_not_in_export": [{k: r.get(k, "") for k in ("map_id", "annotator", "ls_annotation_id")}
                                       for _, r in gone], "drop_deleted": drop_deleted}

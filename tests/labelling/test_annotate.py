@@ -519,3 +519,15 @@ def test_a_push_the_server_drops_says_what_landed_and_how_a_rerun_with_limit_fin
     ls.__class__ = TaskList  # the server back: the advised rerun ends with the 6 asked for
     assert push(ls, project, maps, RulePredictor(), order="uncertain", limit=2, batch=2)["pushed"] == 2
     assert len(ls.tasks) == 6
+
+
+def test_a_skip_of_a_task_another_annotator_labelled_is_counted():
+    # helper 103: bob skipped a task alice labelled, and the pull said "0 skipped/cancelled"
+    from patterncnn.cli.annotate import _skips
+
+    export = export_for({"a": [ann("diagonal", 1, "t1"), ann(None, 2, "t2", cancelled=True)],
+                         "b": [ann(None, 3, "t1", cancelled=True)], "c": [ann("block", 4, "t1")]})
+    report = flatten(export, export_file="e").report
+    assert (report["cancelled"], report["skipped_annotations"], report["unlabelled"]) == (1, 2, 0)
+    assert _skips(report) == "2 skipped/cancelled annotation(s) (1 task(s) only skipped)"
+    assert _skips({**report, "skipped_annotations": 1}) == "1 skipped/cancelled"

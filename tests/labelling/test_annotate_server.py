@@ -118,6 +118,11 @@ def test_three_blind_annotators_and_backend_predictions(label_studio, conn, tmp_
                               else truth(d["map_id"]))
         assert sorted(t["data"]["map_id"] for t in served) == sorted(store.ids)
         assert all(t["predictions"] == [] and t["annotations"] == [] for t in served)
+        if k == 0:  # a pull before the round is done says so (helper 103: it was pulled as if finished)
+            assert main(["annotate", "pull", "--project", project_name, "--maps", str(tmp_path / "maps"),
+                         "--out", str(tmp_path / "early"), "--dry-run", *conn]) == 0
+            assert ("warning: the round is not finished: 7 labelled map(s) have fewer annotators than the 3 per task "
+                    "the project asks for" in capsys.readouterr().out)
     # A fourth account gets nothing: every task has its three annotators.
     assert label_stream(label_studio.url, project.id, label_studio.sign_up(link, "late@example.com"), truth) == []
 
@@ -137,7 +142,8 @@ def test_three_blind_annotators_and_backend_predictions(label_studio, conn, tmp_
     out_dir = tmp_path / "annotations"
     assert main(["annotate", "pull", "--project", project_name, "--maps", str(tmp_path / "maps"),
                  "--out", str(out_dir), *conn]) == 0
-    assert "7 labelled map(s)" in capsys.readouterr().out
+    pulled = capsys.readouterr().out
+    assert "7 labelled map(s)" in pulled and "the round is not finished" not in pulled
     tables = read_tables(out_dir)
     for map_id in store.ids:
         mine = [a for a in tables.annotations.values() if a["map_id"] == map_id]
