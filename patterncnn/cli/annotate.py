@@ -69,6 +69,9 @@ def _register_annotators(asub) -> None:
     q.add_argument("--project", type=given, required=True, help="project title or id")
     q.add_argument("--per-task", type=int, default=3, help="annotators per task (default: %(default)s)")
     q.add_argument("--show-predictions", action="store_true", help="show the pre-annotations to annotators")
+    q.add_argument("--new-link", action="store_true",
+                   help="make a new sign-up link: the earlier one stops working (the accounts made with it stay); "
+                        "the link is the whole Label Studio's, not this project's")
     add_connection_args(q)
     q.set_defaults(func=run_annotators)
 
@@ -196,11 +199,13 @@ def run_annotators(args) -> int:
     project = ls.find_project(args.project)
     if project is None:
         raise AnnotateError(f"no Label Studio project titled {args.project!r}; push maps to it first")
-    r = setup_annotators(ls, project, args.per_task, blind=not args.show_predictions)
+    r = setup_annotators(ls, project, args.per_task, blind=not args.show_predictions, new_link=args.new_link)
     hidden = "other annotators' labels and the predictions" if r["blind"] else "other annotators' labels"
     print(f"project {project.id} ({project.title!r}): each task goes to {r['per_task']} annotator(s) in Label All "
           f"Tasks, which hides {hidden}")
-    print(f"sign-up link for the annotators (one account each, with their own e-mail): {r['invite']}")
+    print(f"sign-up link for the annotators (one account each, with their own e-mail): {r['invite']}"
+          + (" (new: earlier links no longer work)" if args.new_link else
+             " (it lets anyone who has it sign up; once everyone has, make it unusable with --new-link)"))
     print(f"members now: {', '.join(r['members'].values())}")
     print("ask annotators to label only through Label All Tasks: the task list (Data Manager) shows every "
           "annotation to every member")

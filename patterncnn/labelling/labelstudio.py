@@ -14,10 +14,13 @@ Every SDK call goes through :meth:`Connection.call`, which turns HTTP failures i
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from typing import Any, Callable
 
 from ..core.errors import PatternCNNError
+
+log = logging.getLogger(__name__)
 
 # Label Studio's task-list columns that show a pre-annotation or another member's label (its data_manager's columns)
 LABEL_COLUMNS = ("predictions_results", "predictions_model_versions", "predictions_score", "annotations_results")
@@ -137,23 +140,30 @@ class Connection:
 
         A snapshot export that holds every prediction in full (the quick export lists predictions by
         id only) and every annotator's e-mail (not just a user id). The snapshot is deleted from the
-        server once downloaded.
+        server once downloaded, and also when the export or its download fails or is interrupted: each is a full
+        copy of the project that every member could download (until 2026-11-29 a failed pull left it there,
+        helper 103's review).
         """
         options = {"predictions": {"only_id": False}, "annotations__completed_by": {"only_id": False},
                    "drafts": {"only_id": True}}
         snap = self.call(lambda: self.client.projects.exports.create(project.id, title="patterncnn pull",
                                                                      serialization_options=options))
-        deadline = time.monotonic() + timeout
-        while not str(snap.status).endswith("completed"):
-            if str(snap.status).endswith("failed") or time.monotonic() > deadline:
-                raise AnnotateError(f"Label Studio at {self.url} did not finish exporting project {project.id} "
-                                    f"(status {snap.status}); see the server's log and pull again")
-            time.sleep(1)
-            snap = self.call(lambda: self.client.projects.exports.get(project.id, snap.id))
-        raw = self.call(lambda: b"".join(self.client.projects.exports.download(project.id, snap.id,
-                                                                               export_type="JSON")))
-        self.call(lambda: self.client.projects.exports.delete(project.id, snap.id))
-        return raw
+        try:
+            deadline = time.monotonic() + timeout
+            while not str(snap.status).endswith("completed"):
+                if str(snap.status).endswith("failed") or time.monotonic() > deadline:
+                    raise AnnotateError(f"Label Studio at {self.url} did not finish exporting project {project.id} "
+                                        f"(status {snap.status}); see the server's log and pull again")
+                time.sleep(1)
+                snap = self.call(lambda: self.client.projects.exports.get(project.id, snap.id))
+            return self.call(lambda: b"".join(self.client.projects.exports.download(project.id, snap.id,
+                                                                                    export_type="JSON")))
+        finally:
+            try:
+                self.call(lambda: self.client.projects.exports.delete(project.id, snap.id))
+            except AnnotateError as e:  # the pull's own outcome matters more; say what is left behind
+                log.warning("the snapshot export %s of project %s is left on %s (%s): delete it in the project's "
+                            "Export dialog", snap.id, project.id, self.url, e)
 
     def annotators(self) -> dict[int, str]:
         """User id -> e-mail (or user name) of every member, to record who labelled."""
@@ -164,8 +174,14 @@ class Connection:
         return {m.model_version: m.url for m in self.call(lambda: list(self.client.ml.list(project=project_id)))
                 if m.model_version}
 
-    def invite_link(self) -> str:
-        """The organisation's sign-up link: whoever opens it can create an account in this Label Studio."""
+    def invite_link(self, new: bool = False) -> str:
+        """The organisation's sign-up link: whoever opens it can create an account in this Label Studio.
+
+        Args:
+            new: make a new link first; every earlier one stops working (accounts made with them stay).
+        """
+        if new:
+            self.call(lambda: self.client.organizations.reset_token())
         invite = self.call(lambda: self.client.organizations.invites.get_invite_link())
         return f"{self.url}{invite.invite_url}"
 

@@ -307,13 +307,15 @@ def push(ls: Connection, project, maps, predictor: Predictor | None = None, orde
             "without_seps": without}
 
 
-def setup_annotators(ls: Connection, project, per_task: int, blind: bool = True) -> dict:
+def setup_annotators(ls: Connection, project, per_task: int, blind: bool = True, new_link: bool = False) -> dict:
     """Set a project up for several annotators: each task is labelled by ``per_task`` of them.
 
     In *Label All Tasks* (Label Studio's label stream) each annotator gets every task until
     ``per_task`` annotators have labelled it, and never sees another annotator's annotation there.
     ``blind`` also hides the predictions (``show_collab_predictions=False``); they stay stored, so
-    the pre-annotation is still pulled beside the labels. Annotation history stays hidden.
+    the pre-annotation is still pulled beside the labels. Annotation history stays hidden. ``new_link``: the
+    sign-up link is made anew, and the earlier one (sent before, or seen by someone it should not have been)
+    stops working.
 
     Returns:
         {"project", "per_task", "blind", "invite" (the sign-up link to send), "members" (user id -> e-mail)}
@@ -329,5 +331,5 @@ def setup_annotators(ls: Connection, project, per_task: int, blind: bool = True)
         shown = {"model_version": versions[0]} if versions else {}
     ls.update_project(project.id, maximum_annotations=per_task, show_collab_predictions=not blind,
                       show_annotation_history=False, show_overlap_first=True, **shown)
-    return {"project": project.id, "per_task": per_task, "blind": blind, "invite": ls.invite_link(),
+    return {"project": project.id, "per_task": per_task, "blind": blind, "invite": ls.invite_link(new=new_link),
             "members": ls.annotators()}

@@ -4,6 +4,7 @@ import csv
 import re
 import time
 
+import httpx
 import pytest
 from labelstudio_server import label_stream
 from live import ml_backend
@@ -12,7 +13,7 @@ from synthetic import pattern_store
 from patterncnn.classifier.onnx import OnnxClassifier
 from patterncnn.cli import main
 from patterncnn.core.maps import MapStore
-from patterncnn.labelling.labelstudio import connect
+from patterncnn.labelling.labelstudio import AnnotateError, connect
 from patterncnn.labelling.push import RulePredictor, label_config, push
 from patterncnn.labelling.sets import load_labelled, read_tables
 
@@ -162,6 +163,15 @@ def test_three_blind_annotators_and_backend_predictions(label_studio, conn, tmp_
     assert "ann1@example.com vs ann2@example.com: 7 maps" in report and "Fleiss' kappa" in report
     for source in ("push rule-v1", f"ml-backend {clf.model_version}"):  # each pre-annotation source
         assert f"pre-annotation vs resolved label: {source}: 7 maps" in report
+    # Once everyone has signed up, --new-link makes the link sent unusable (helper 103: it could not be revoked)
+    assert main(["annotate", "annotators", "--project", project_name, "--per-task", "3", "--new-link", *conn]) == 0
+    new_link = re.search(r"(http\S+/user/signup/\?token=\S+)", capsys.readouterr().out).group(1)
+    assert new_link != link
+    with pytest.raises((RuntimeError, httpx.HTTPError)):
+        label_studio.sign_up(link, "stranger@example.com")
+    assert "stranger@example.com" not in str(ls.annotators().values())
+    label_studio.sign_up(new_link, "ann3@example.com")
+    assert "ann3@example.com" in str(ls.annotators().values())
 
 
 def test_the_pre_annotation_is_the_one_the_labelling_screen_started_from(label_studio, conn, tmp_path, capsys):
@@ -294,3 +304,20 @@ def test_annotations_copied_from_predictions_count_only_once_a_person_submits_th
     said = capsys.readouterr().out
     assert "warning: 2 annotation(s) were copied" in said and "2 labelled map(s)" in said
     assert read_tables(out).labels[store.ids[1]]["annotator"] == label_studio.email
+
+
+def test_a_pull_that_fails_in_its_download_leaves_no_snapshot_export(label_studio):
+    # helper 103: a failed pull left its snapshot export (a full copy of the project) on the server
+    import httpx
+
+    ls = connect(label_studio.url, label_studio.token)
+    project = ls.ensure_project("snapshot left", label_config())
+    exports = ls.client.projects.exports
+
+    def broken(*a, **k):
+        raise httpx.ReadError("connection reset")
+
+    exports.download = broken
+    with pytest.raises(AnnotateError, match="lost the connection"):
+        ls.export(project)
+    assert [e.id for e in exports.list(project.id)] == []
