@@ -6,7 +6,8 @@ The Python API (each name's docstring has an example; the command line calls the
     import patterncnn
     clf = patterncnn.load_classifier()                          # the shipped ONNX classifier
     clf.classify(maps).labels                                   # maps (..., T, T) -> pattern names
-    clf.classify_attentions(outputs.attentions, attention_mask=mask, tokens=tokens)   # a HF batch -> per head
+    pats = clf.classify_attentions(outputs.attentions, attention_mask=mask, tokens=tokens)   # a HF batch -> per head
+    patterncnn.estimate_shares(pats, clf, encoder=enc)          # the batch's shares with 95% intervals
     res = patterncnn.census("minilm", tasks=["rte"], limit=200, glue_dir="glue_data")
     res.shares, res.heads, res.plot()                           # a DataFrame with intervals, per head, a figure
     patterncnn.drift(...), patterncnn.special_tokens(...), patterncnn.disable(...), patterncnn.link(...)
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from .experiments.result import ExperimentResult
     from .experiments.special_tokens import special_tokens
     from .report import write_report
+    from .shares.batch import estimate_shares
 
 # public name -> the module that defines it (imported when the name is first used)
 _LAZY = {
@@ -62,20 +64,22 @@ _LAZY = {
     "link": "patterncnn.experiments.link",
     "ExperimentResult": "patterncnn.experiments.result",
     "write_report": "patterncnn.report",
+    "estimate_shares": "patterncnn.shares.batch",
     "PatternCNNError": "patterncnn.core.errors",
 }
 
 __all__ = [
     "__version__", "LABELS", "load_classifier", "OnnxClassifier", "Patterns", "HeadPatterns", "load_encoder", "Encoder",
     "census", "CensusResult", "drift", "special_tokens", "disable", "link", "ExperimentResult", "write_report",
-    "PatternCNNError",
+    "estimate_shares", "PatternCNNError",
 ]
 
 
 # the public functions, each given as core.args.python_errors wraps it (its errors name its keywords, not the flags
 # of the command that calls it unwrapped), with the flags it takes under another name
 _FUNCTIONS = {"load_classifier": {"classifier": "path"}, "load_encoder": {"model": "name"}, "drift": {},
-              "special_tokens": {"token-class": "token_classes"}, "disable": {}, "link": {}, "write_report": {}}
+              "special_tokens": {"token-class": "token_classes"}, "disable": {}, "link": {}, "write_report": {},
+              "estimate_shares": {}}
 
 
 def __getattr__(name: str) -> object:
