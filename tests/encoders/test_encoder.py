@@ -439,3 +439,36 @@ def test_an_embedded_encoder_s_weights_with_another_tokenizer_are_warned_of(tmp_
     with caplog.at_level("WARNING"):
         load_encoder(str(folder))
     assert "its weights are minilm's" in caplog.text and "its tokenizer is not minilm's" in caplog.text
+
+
+def test_a_damaged_weights_file_is_named_with_its_fix(tiny_bert, tmp_path):
+    # helper 106: a cut model.safetensors (an interrupted copy) was "internal error ... this is a bug"
+    import shutil
+
+    import torch
+
+    cut = tmp_path / "cut"
+    shutil.copytree(tiny_bert, cut)
+    weights = cut / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:3000])
+    with pytest.raises(EncoderError, match=r"the weights file of .* is damaged \(SafetensorError: .*copy or download "
+                                           r"the model again"):
+        load_encoder(str(cut))
+    weights.unlink()  # the same weights as a pytorch_model.bin, cut short
+    whole = tmp_path / "whole.bin"
+    torch.save({"x": torch.zeros(1000)}, whole)
+    (cut / "pytorch_model.bin").write_bytes(whole.read_bytes()[:500])
+    with pytest.raises(EncoderError, match="is damaged"):
+        load_encoder(str(cut))
+
+
+def test_a_folder_named_like_an_embedded_encoder_is_refused_as_ambiguous(tiny_bert, tmp_path, monkeypatch):
+    # helper 106: a downloaded multilingual-e5-small folder was silently replaced by the embedded 4-bit conversion
+    import shutil
+
+    shutil.copytree(tiny_bert, tmp_path / "multilingual-e5-small")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(EncoderError, match=r"'multilingual-e5-small' is both a folder here and a name of the embedded "
+                                           r"encoder 'e5'; pass ./multilingual-e5-small for the folder, or e5 for"):
+        load_encoder("multilingual-e5-small")
+    assert load_encoder("./multilingual-e5-small").num_layers == 3  # the folder, by its path
