@@ -31,15 +31,18 @@ def register(sub) -> None:
                                                           "(default: %(default)s)")
     p.add_argument("--seed", type=seed, default=0,
                    help="seed of the synthetic maps and the initial weights (default: %(default)s)")
-    p.add_argument("--max-t", type=positive_int, default=256, help="the longest synthetic map (default: %(default)s)")
-    p.set_defaults(func=run, resumable="steps (every 256, in its .partial file)", saved=saved_steps)
+    p.add_argument("--max-t", type=positive_int, default=256,
+                   help="the longest synthetic map, at most 512 (default: %(default)s)")
+    p.set_defaults(func=run, resumable="steps (every 256)", saved=saved_steps)
 
 
-def saved_steps(out: str) -> bool:
-    """Whether an interrupted pretraining run into ``out`` saved steps to resume from (its ``.partial`` file)."""
+def saved_steps(out: str) -> str | None:
+    """Where an interrupted pretraining run into ``out`` saved steps to resume from (its ``.partial`` file, which the
+    interruption's note names: until 2026-11-29 it named ``out``, which does not exist yet), else None."""
     from ..training.pretrain import partial_file  # torch: loaded only once a run is under way
 
-    return partial_file(out).is_file()
+    partial = partial_file(out)
+    return str(partial) if partial.is_file() else None
 
 
 def run(args) -> int:

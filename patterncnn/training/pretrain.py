@@ -46,6 +46,7 @@ from .fit import CNN_OPTIONS, TrainConfig, torch_threads
 log = logging.getLogger(__name__)
 
 SAVE_EVERY = 256  # steps between two writes of the partial run
+MAX_T = 512  # the longest map drawn at most: the position limit of BERT-family encoders (real maps stop at --max-length)
 HELD_OUT_SEED = 10_000  # the held-out synthetic maps are drawn with (HELD_OUT_SEED + seed): never trained on
 
 
@@ -75,8 +76,9 @@ class PretrainConfig:
             raise PretrainError(f"--batch-size must be between 2 and {self.pool} (got {self.batch_size})")
         if self.maps < self.batch_size:
             raise PretrainError(f"--maps must be at least one batch ({self.batch_size}); got {self.maps}")
-        if self.max_t < 8:
-            raise PretrainError(f"--max-t must be at least 8 (got {self.max_t})")
+        if not 8 <= self.max_t <= MAX_T:  # memory grows as max_t squared: 100000 was killed by the kernel
+            raise PretrainError(f"--max-t must be from 8 to {MAX_T}, the longest input a BERT-family encoder takes "
+                                f"(got {self.max_t})")
 
     @property
     def steps(self) -> int:
@@ -120,6 +122,8 @@ def _batch(pcfg: PretrainConfig, step: int, pools: dict) -> list:
 
 # The option behind each field of a run's key (:func:`_changed`): what the refusal of a stopped run names.
 OPTIONS = {"maps": "--maps", "batch_size": "--batch-size", "lr": "--lr", "seed": "--seed", "max_t": "--max-t",
+           "pool": "pool (the maps drawn per generator call)", "held_out": "held_out (the held-out synthetic maps)",
+           "faint_columns": "faint_columns (the generator's research variant)",
            **CNN_OPTIONS, "patterncnn": "the patterncnn version", "torch": "the torch version",
            "numpy": "the numpy version",
            "generator": "the synthetic map generator"}
@@ -180,7 +184,8 @@ def pretrain(out: str | Path, cfg: CNNConfig, pcfg: PretrainConfig, overwrite: b
                                                         "history"} <= set(state):
                     raise ValueError("not a partial pretraining run")
             except Exception as e:  # a damaged partial file: start again rather than stop
-                log.warning("%s is not readable (%s): starting again", partial, e)
+                log.warning("%s is damaged or not a stopped pretraining run (torch.load: %s): starting again",
+                            partial, type(e).__name__)  # torch's text advises weights_only=False: not for this
                 state = None
             if state is not None and state.get("key") != key:
                 if not overwrite:
@@ -235,7 +240,8 @@ def pretrain(out: str | Path, cfg: CNNConfig, pcfg: PretrainConfig, overwrite: b
         record = {"synthetic_maps": pcfg.steps * pcfg.batch_size, **dataclasses.asdict(pcfg),
                   "held_out_accuracy": round(acc, 4), "history": history,
                   "seconds_this_run": round(time.time() - t0, 1), "patterncnn": __version__,
-                  "generator": "patterncnn.training.synthetic (annotation guide 1.1)"}
+                  "generator": "patterncnn.training.synthetic (annotation guide 1.1)",
+                  "generator_sha256": key["generator"]}  # which version of it drew the maps (since 2026-11-29)
         buf = io.BytesIO()
         torch.save({"state_dict": model.state_dict(), "model_config": model_config_dict(cfg),
                     "pretrained_on": record}, buf)

@@ -11,6 +11,7 @@ from repo import REPO
 
 from patterncnn.classifier.model import CNNConfig, PatternCNN
 from patterncnn.cli import main
+from patterncnn.core.fileio import sha256_file
 from patterncnn.core.labels import LABELS
 from patterncnn.labelling.sets import load_labelled
 from patterncnn.training import pretrain as pretrain_mod
@@ -68,6 +69,8 @@ def test_pretraining_writes_a_checkpoint_that_train_can_start_from(tmp_path):
     rec = pretrain(out, CNNConfig(), PretrainConfig(**TINY))
     ckpt = torch.load(out, weights_only=True)
     assert ckpt["pretrained_on"]["synthetic_maps"] == 256 and rec["held_out"] == 20
+    # which version of the generator drew its maps (helper 107: the record held a fixed string)
+    assert ckpt["pretrained_on"]["generator_sha256"] == sha256_file(generator.__file__)
     assert 0 <= rec["held_out_accuracy"] <= 1 and not (tmp_path / "pre.pt.partial").exists()
     state = load_init(out, CNNConfig(members=3))  # each member of an ensemble starts from the one CNN
     assert set(state) == set(PatternCNN(CNNConfig()).state_dict())
@@ -131,6 +134,9 @@ def test_a_stopped_pretraining_of_other_options_is_named_and_overwrite_starts_ov
         pretrain(out, CNNConfig(), PretrainConfig(**{**TINY, "lr": 1e-3, "seed": 2}), progress=Bar)
     said = str(e.value)
     assert "other options (--lr: was 0.003, now 0.001; --seed: was 0, now 2)" in said and "--overwrite" in said
+    with pytest.raises(PretrainError, match=r"other options \(held_out \(the held-out synthetic maps\): was 20, now 40"
+                                            r"\)"):  # named, not "another patterncnn version?" (helper 107)
+        pretrain(out, CNNConfig(), PretrainConfig(**{**TINY, "held_out": 40}), progress=Bar)
     rec = pretrain(out, CNNConfig(), PretrainConfig(**{**TINY, "lr": 1e-3, "seed": 2}), overwrite=True, progress=Bar)
     assert starts == [0, 0] and rec["lr"] == 1e-3 and out.is_file()  # started over: at map 0, not the partial's step
     assert not (tmp_path / "pre.pt.partial").exists()
@@ -239,3 +245,25 @@ def test_train_init_on_the_command_line(labelled_set, tmp_path, capsys):
     assert m["train_config"]["init"] == "pre.pt"  # an absolute path is not published, its name and hash are
     assert m["train_config"]["lr"] == 3e-4  # fine-tuning from pretrained weights: a tenth of a random start's rate
     assert "starts from the weights of `pre.pt`" in (tmp_path / "m" / "README.md").read_text()
+
+
+def test_max_t_is_bounded_and_a_damaged_partial_file_is_said_in_plain_words(tmp_path, caplog):
+    # helper 107: --max-t 100000 was killed by the kernel without a word; a damaged partial file's warning passed on
+    # torch's advice to load it with weights_only=False
+    with pytest.raises(PretrainError, match="--max-t must be from 8 to 512"):
+        PretrainConfig(**{**TINY, "max_t": 100_000})
+    out = tmp_path / "pre.pt"
+    (tmp_path / "pre.pt.partial").write_bytes(b"garbage")
+    with caplog.at_level("WARNING"):
+        pretrain(out, CNNConfig(), PretrainConfig(**TINY))
+    assert "pre.pt.partial is damaged or not a stopped pretraining run (" in caplog.text and "weights_only" not in caplog.text and out.is_file()
+
+
+def test_an_interrupted_pretraining_names_its_partial_file(tmp_path, monkeypatch, capsys):
+    # helper 107: the note said the steps were saved under OUT, which does not exist until the run ends
+    monkeypatch.setattr(pretrain_mod, "SAVE_EVERY", 1)
+    monkeypatch.setattr("patterncnn.cli.pretrain.progress", lambda: stopping_bar([], lambda n: n == 3))
+    out = tmp_path / "int.pt"
+    assert main(["pretrain", "--out", str(out), "--maps", "256", "--batch-size", "32", "--max-t", "64"]) == 130
+    assert (f"interrupted: finished steps (every 256) are saved under {out}.partial; run the same command again to "
+            f"resume") in capsys.readouterr().err
