@@ -168,15 +168,16 @@ def _interrupted(args: argparse.Namespace, made: Path | None) -> int:
     if resumable and out:
         saved = getattr(args, "saved", saved_parts)  # a command that keeps its parts elsewhere says where
         kept = saved(out)
+        where = kept if isinstance(kept, str) else out  # a command that keeps its parts in one file names it
         if not kept:
             drop_unstarted(out)  # the stamp of a run stopped before its first part: nothing is left behind
         finished = getattr(args, "finished", [])  # whole results of a command of several, kept when run again
         restarts = getattr(args, "overwrite", False) and getattr(args, "overwrite_restarts", False)
         if kept and restarts:  # its --overwrite drops the unfinished run too (core/work.py prepare_out)
-            note = (f": finished {resumable} are saved under {out}; run the same command again without "
+            note = (f": finished {resumable} are saved under {where}; run the same command again without "
                     f"--overwrite to resume (with it, the run starts over)")
         elif kept:
-            note = f": finished {resumable} are saved under {out}; run the same command again to resume"
+            note = f": finished {resumable} are saved under {where}; run the same command again to resume"
         elif finished:
             note = f": no {resumable} of the rest had finished; run the same command again to go on from there"
         else:
@@ -221,6 +222,12 @@ def drop_empty(made: Path | None) -> None:
 def describe(e: BaseException) -> str:
     """One line for an error: our own errors say what to do; the OS's get the fix added."""
     if isinstance(e, PermissionError) and e.filename:
+        from ..encoders.embedded import cache_root
+
+        cache = cache_root()
+        if Path(e.filename).is_relative_to(cache):  # the encoders' cache, not a path the user gave (helper 106)
+            return (f"cannot write or read {e.filename}: permission denied; patterncnn keeps its assembled encoders "
+                    f"and ONNX exports in {cache}: set PATTERNCNN_CACHE to a folder you may write to")
         return f"cannot write or read {e.filename}: permission denied; choose a path you may write to (e.g. --out)"
     if isinstance(e, OSError) and e.strerror and e.filename:
         return f"{e.filename}: {e.strerror}"

@@ -37,10 +37,13 @@ def run(args) -> int:
         print(f"note: the input was truncated to --max-length {enc.max_length} tokens")
     print(grid_text(res["labels"]))
     print(shares_text(res["labels"]))
+    if enc.weights_note:  # as the census notes it (helper 106: the other commands said nothing)
+        print(f"note: the maps of {enc.name} come from converted weights: {enc.weights_note}")
     if out:
         from ..core.fileio import write_bytes
         from ..core.plots import analyze_figure
 
-        write_bytes(out, analyze_figure(res["probs"], f"{args.model}: pattern per head (shade = confidence)"))
+        weights = f"\n{enc.weights_note}" if enc.weights_note else ""
+        write_bytes(out, analyze_figure(res["probs"], f"{args.model}: pattern per head (shade = confidence){weights}"))
         print(f"wrote {args.out}")
     return 0

@@ -39,6 +39,10 @@ def register(sub) -> None:
                    help="score on at most this many dev examples")
     add_model_args(p)
     add_glue_args(p)
+    for action in p._actions:  # finetune's seed also seeds the Trainer and the new head, not only the sampling
+        if action.dest == "seed":
+            action.help = ("seed of the training sample, the Trainer (shuffling, dropout) and the new classification "
+                           "head (default: %(default)s)")
     p.set_defaults(out_folder=True, func=run, seed=42, resumable="checkpointed training steps",
                    saved=saved_checkpoints)
 

@@ -156,6 +156,8 @@ class ConvertedFile:
         cache.mkdir(parents=True, exist_ok=True)
         with _locked(cache / f".{target.name}.lock"):
             if not (target / "model.safetensors").is_file():  # not converted by another process meanwhile
+                for stale in cache.glob(f".{target.name}.tmp-*"):  # left by a killed conversion (450 MB); we hold
+                    shutil.rmtree(stale, ignore_errors=True)       # the lock (until 2026-11-29 left for good)
                 digest = sha256_file(src)
                 if digest != self.source_sha256:
                     raise EmbeddedModelError(f"{src} has SHA-256 {digest[:16]}…, expected {self.source_sha256[:16]}…: it is "

@@ -292,6 +292,7 @@ def finetune(model: str, task: str, glue_dir: str | None, out: str | Path, cfg: 
     resumed = {"resumed_at_step": history["global_step"]} if history else {}
     manifest = {
         "created_by": f"patterncnn {__version__}", "task": t.name, "base_model": base.fingerprint,
+        **({"base_weights": base.weights_note} if base.weights_note else {}),  # kept when the base folder moves
         "settings": dataclasses.asdict(cfg), "dev": dev_metrics,
         "train": {**_data_record(train), "loss": _mean_loss(history, trainer.state.global_step,
                                                              train_out.training_loss),

@@ -363,9 +363,10 @@ def _weights_note(path: str | None, depth: int = 0) -> str | None:
             note = json.loads(record.read_text(encoding="utf-8")).get("note")
             return note if isinstance(note, str) and note else None
         manifest = finetune_manifest(path)
-        if manifest is not None:  # a fine-tune: what was done to the weights it started from
-            base = manifest.get("base_model") or {}
-            note = _weights_note(base.get("path"), depth + 1)
+        if manifest is not None:  # a fine-tune: what was done to the weights it started from, as it recorded it
+            base = manifest.get("base_model") or {}   # (since 2026-11-29), else from its base folder, if still there
+            recorded = manifest.get("base_weights")
+            note = recorded if isinstance(recorded, str) and recorded else _weights_note(base.get("path"), depth + 1)
             return f"fine-tuned from {note}" if note else None
     except (OSError, ValueError, AttributeError) as e:
         log.warning("cannot read what was done to the weights in %s: %s", path, e)
@@ -551,7 +552,7 @@ def _sentence_transformers_model(folder: Path) -> Path | None:
 
 def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str | None = None,
                  backend: str = "torch", threads: int = 2, device: str = "cpu") -> Encoder:
-    """Load an encoder by hub id, local folder or the short name of an embedded one (``minilm``, ``mpnet``).
+    """Load an encoder by hub id, local folder or the short name of an embedded one (``minilm``, ``mpnet``, ``e5``).
 
     ``backend`` names how its forward pass runs (:data:`patterncnn.encoders.backends.BACKENDS`), on ``threads`` threads
     where the backend has its own pool (onnxruntime); ``device`` where (``auto``, ``cpu``, ``cuda``:
@@ -596,9 +597,14 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
                                f"its subfolder {inner.name}: pass {os.path.join(name, inner.name)!r}")
         raise EncoderError(f"the folder {name!r} has no config.json, so it is not a Hugging Face model folder"
                            f"{unfinished}. {fix}")
-    try:
-        config = AutoConfig.from_pretrained(path, revision=revision)
+    try:  # a model's own code is never run (without trust_remote_code=False transformers asks on the terminal)
+        config = AutoConfig.from_pretrained(path, revision=revision, trust_remote_code=False)
     except (OSError, ValueError) as e:
+        if "custom code" in str(e):
+            raise EncoderError(f"{name!r} needs its own Python code to load (its config's auto_map), which patterncnn "
+                               f"does not run: load it yourself with trust_remote_code=True and classify its "
+                               f"attentions with the Python API (classify_attentions, estimate_shares: "
+                               f"docs/pages/api.md), or pass a model that transformers itself supports") from None
         # "org/name" may be a hub id or a folder: say which way it failed only after the hub was asked
         missing = (f" No folder {local.resolve()} exists either." if not local.exists() and str(local.parent) != "."
                    and local.parent.is_dir() else "")
@@ -629,10 +635,11 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
     try:
         with _quiet_transformers():  # its load report lists a fine-tune's task head as unexpected: expected here
             model, info = AutoModel.from_pretrained(path, revision=revision, attn_implementation="eager",
-                                                    output_loading_info=True)
-        tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
-    except (OSError, ValueError) as e:
-        raise EncoderError(f"cannot load the weights or tokenizer of {name!r}: {str(e).splitlines()[0]}") from None
+                                                    output_loading_info=True, trust_remote_code=False)
+        tokenizer = AutoTokenizer.from_pretrained(path, revision=revision, trust_remote_code=False)
+    except (OSError, ValueError) as e:  # an embedded encoder's folder damaged since it was made: how to make it again
+        fix = f"; {_repair(lookup(name), path)}" if lookup(name) is not None else ""
+        raise EncoderError(f"cannot load the weights or tokenizer of {name!r}: {str(e).splitlines()[0]}{fix}") from None
     except Exception as e:  # noqa: BLE001 - only a damaged weights file is named; anything else is raised as it is
         if not _damaged_weights(e):
             raise

@@ -478,6 +478,7 @@ def run_disable(model: str, split: GlueSplit, out: str | Path, seed: int = 0, ma
     chance = chance_level(task, labels)
     result = provenance(
         experiment="disable", model=public_fingerprint(enc.fingerprint), tag=enc.tag, task=task.name,
+        **({"encoder_weights": enc.weights_note} if enc.weights_note else {}),
         split=split.split, examples=len(labels), of=split.total, seed=seed, max_length=enc.max_length,
         device=enc.device,
         metric=primary_metric(task), **({"second_metric": second_metric(task)} if second_metric(task) else {}),

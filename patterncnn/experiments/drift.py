@@ -143,6 +143,7 @@ def run_drift(enc_a: Encoder, enc_b: Encoder, splits: list[GlueSplit], out: str 
     out = prepare_out(out, RESULT, overwrite, "drift", [s.task.name for s in splits])
     result = provenance(experiment="drift", model_a=public_fingerprint(enc_a.fingerprint), tag_a=enc_a.tag,
                         model_b=public_fingerprint(enc_b.fingerprint), tag_b=enc_b.tag, layers=enc_a.num_layers,
+                        **{f"weights_{k}": e.weights_note for k, e in (("a", enc_a), ("b", enc_b)) if e.weights_note},
                         heads=enc_a.num_heads, max_length=enc_a.max_length, limit=limit, seed=seed, tasks={})
     for split in splits:
         t0 = time.time()

@@ -205,6 +205,7 @@ def run_special_tokens(enc: Encoder, splits: list[GlueSplit], classes: TokenClas
     """Attention to each token class per layer x head for each split, into ``out`` (JSON, CSV, PNG per task)."""
     out = prepare_out(out, RESULT, overwrite, "special-tokens", [s.task.name for s in splits])
     result = provenance(experiment="special-tokens", model=public_fingerprint(enc.fingerprint), tag=enc.tag,
+                        **({"encoder_weights": enc.weights_note} if enc.weights_note else {}),
                         layers=enc.num_layers, heads=enc.num_heads, max_length=enc.max_length, limit=limit, seed=seed,
                         classes={"order": classes.names, "cls_token": classes.cls_token,
                                  "sep_token": classes.sep_token, "user": classes.user,

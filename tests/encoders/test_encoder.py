@@ -472,3 +472,19 @@ def test_a_folder_named_like_an_embedded_encoder_is_refused_as_ambiguous(tiny_be
                                            r"encoder 'e5'; pass ./multilingual-e5-small for the folder, or e5 for"):
         load_encoder("multilingual-e5-small")
     assert load_encoder("./multilingual-e5-small").num_layers == 3  # the folder, by its path
+
+
+def test_a_model_that_needs_its_own_code_is_refused_without_asking(tiny_bert, tmp_path):
+    # helper 106: transformers asked "Do you wish to run the custom code? [y/N]" on the terminal, then the error blamed
+    # HF_HUB_OFFLINE
+    import json
+    import shutil
+
+    custom = tmp_path / "custom"
+    shutil.copytree(tiny_bert, custom)
+    config = json.loads((custom / "config.json").read_text())
+    config.update(model_type="mybert", auto_map={"AutoConfig": "configuration_mybert.MyBertConfig",
+                                                 "AutoModel": "modeling_mybert.MyBertModel"})
+    (custom / "config.json").write_text(json.dumps(config))
+    with pytest.raises(EncoderError, match="needs its own Python code to load .*which patterncnn does not run"):
+        load_encoder(str(custom))

@@ -312,3 +312,21 @@ def test_the_library_call_refuses_what_cannot_fine_tune_before_any_work(field, v
     with pytest.raises(ValueError, match=f"cannot fine-tune with {field} {value}"):
         finetune("minilm", "rte", None, tmp_path / "out", cfg)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_fine_tune_of_converted_weights_keeps_saying_so_when_its_base_moves(tiny_bert, glue_dir, tmp_path, capsys):
+    # helper 106: the note was found only through the base folder's path recorded at fine-tune time
+    import shutil
+
+    from patterncnn.encoders.e5s1 import SOURCE_RECORD
+
+    base = tmp_path / "converted"
+    shutil.copytree(tiny_bert, base)
+    (base / SOURCE_RECORD).write_text(json.dumps({"note": "weights dequantised from 4-bit (a test)"}))
+    out = tmp_path / "ft"
+    assert main(["finetune", "--task", "rte", "--model", str(base), "--glue-dir", str(glue_dir), "--out", str(out),
+                 "--max-train-examples", "8", "--max-dev-examples", "8", "--epochs", "1", "--batch-size", "8",
+                 "--max-length", "32"]) == 0, capsys.readouterr().err
+    assert json.loads((out / MANIFEST).read_text())["base_weights"] == "weights dequantised from 4-bit (a test)"
+    shutil.rmtree(base)  # moved to another machine or cache
+    assert load_encoder(str(out)).weights_note == "fine-tuned from weights dequantised from 4-bit (a test)"
