@@ -63,8 +63,6 @@ log = logging.getLogger(__name__)
 MANIFEST = "patterncnn_finetune.json"
 
 DEFAULT_MODEL = "minilm"
-# Position ids start at padding_idx + 1 in these models, so two positions of the table are never used.
-_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "mpnet")
 # A text longer than this many characters per token of max_length is cut before tokenizing. No natural text needs
 # more than about 10 characters per token; past 64 only runs of spaces or 100-character words (one [UNK]) get there.
 CHARS_PER_TOKEN = 64
@@ -396,6 +394,24 @@ def _hub_digest(repo: str, revision: str | None) -> str | None:
     return None
 
 
+def _hub_commit(repo: str, revision: str | None) -> str | None:
+    """The commit of a hub model as it was loaded: the Hugging Face cache's snapshot folder its config.json sits in
+    (``models--org--name/snapshots/<commit>/``), else None. Until 2026-11-29 it was read from ``config._commit_hash``,
+    which transformers 5 no longer sets: every hub id was recorded without one, and two repos of one last name
+    shared a tag and an ONNX export."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        cached = try_to_load_from_cache(repo, "config.json", revision=revision)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(cached, str):
+        return None
+    parts = Path(cached).parts
+    commit = parts[-2] if len(parts) > 2 and parts[-3] == "snapshots" else None
+    return commit if commit and re.fullmatch("[0-9a-f]{40}", commit) else None
+
+
 def tokenizer_digest(tokenizer) -> str:
     """16 hex digits of what a tokenizer does: a fast tokenizer's whole definition (vocabulary, normalizer such as
     lower-casing, pre-tokenizer, template; not its truncation or padding settings), else its vocabulary and special
@@ -434,6 +450,8 @@ def _fingerprint(name: str, path: str, model, revision: str | None = None, token
     when they are an embedded encoder's weights, so that they count as that encoder); and the tokenizer
     (:func:`tokenizer_digest`; until 2026-11-29 a census of one tokenizer was resumed under another, helper 95)."""
     fp = {"model": name, "path": path, "revision": getattr(model.config, "_commit_hash", None), "sha256": None}
+    if fp["revision"] is None and not Path(path).is_dir():  # transformers 5 sets no _commit_hash (helper 106)
+        fp["revision"] = _hub_commit(path, revision)
     if tokenizer is not None:
         fp["tokenizer"] = tokenizer_digest(tokenizer)
     folder = Path(path)
@@ -466,6 +484,24 @@ def _quiet_transformers():
         hf_logging.set_verbosity(level)
         if bars:
             hf_logging.enable_progress_bar()
+
+
+def _position_offset(model) -> int:
+    """The rows of the position table an input never uses: RoBERTa's family numbers positions from its
+    ``padding_idx`` + 1 (2 rows), read from the table itself. Until 2026-11-29 a list of model types said which
+    (roberta, xlm-roberta, camembert, mpnet): data2vec-text, roberta-prelayernorm, xlm-roberta-xl and X-MOD, not on
+    it, were allowed two positions too many and failed on the first input that long (helper 106)."""
+    table = getattr(getattr(model, "embeddings", None), "position_embeddings", None)
+    padding = getattr(table, "padding_idx", None)
+    return padding + 1 if isinstance(padding, int) else 0
+
+
+def _masked_lm_class(model_type: str) -> str | None:
+    """The class name transformers gives ``model_type``'s masked language model (``BertForMaskedLM``, XLM's
+    ``XLMWithLMHeadModel``), which a checkpoint's ``architectures`` may name; None when it has none."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    return MODEL_FOR_MASKED_LM_MAPPING_NAMES.get(model_type)
 
 
 def _decoder_only(model_type: str) -> bool:
@@ -621,8 +657,9 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
                            f"(LSH attention), not over all of a text's tokens: its maps are not the full maps the "
                            f"patterns describe. Pass a BERT/RoBERTa/ELECTRA-style model")
     archs, decoder = config.architectures or [], _decoder_only(config.model_type)
-    if config.is_encoder_decoder or getattr(config, "is_decoder", False) or any(
-        a.endswith(_NOT_ENCODERS) for a in archs
+    masked = _masked_lm_class(config.model_type)  # XLMWithLMHeadModel is XLM's masked LM, not a decoder (helper 106)
+    if config.is_encoder_decoder or getattr(config, "is_decoder", False) or getattr(config, "causal", False) or any(
+        a.endswith(_NOT_ENCODERS) and a != masked for a in archs
     ) or decoder:
         what = (": XLNet is a permutation language model, whose special tokens come last and padding first, not a "
                 "BERT-style masked encoder" if config.model_type == "xlnet" else
@@ -662,9 +699,7 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
                            f"tokenizer_config.json, vocab.txt or sentencepiece model), so every word would be an "
                            f"unknown token. Copy the tokenizer files of the model it was trained from into it "
                            f"(`AutoTokenizer.from_pretrained(BASE).save_pretrained(FOLDER)`)")
-    cap = getattr(config, "max_position_embeddings", max_length)
-    if getattr(config, "model_type", "") in _OFFSET_POSITIONS:
-        cap -= 2
+    cap = getattr(config, "max_position_embeddings", max_length) - _position_offset(model)
     if max_length > cap:
         log.warning("%s", args.spelled(f"--max-length {max_length} is over {name}'s limit; using {cap}"))
         max_length = cap

@@ -488,3 +488,77 @@ def test_a_model_that_needs_its_own_code_is_refused_without_asking(tiny_bert, tm
     (custom / "config.json").write_text(json.dumps(config))
     with pytest.raises(EncoderError, match="needs its own Python code to load .*which patterncnn does not run"):
         load_encoder(str(custom))
+
+
+def test_a_hub_model_is_recorded_with_its_commit(tiny_bert, tmp_path, monkeypatch):
+    # helper 106: transformers 5 sets no config._commit_hash, so every hub id was recorded without a revision, and two
+    # repos of one last name shared a tag (map ids) and an ONNX export
+    import hashlib
+
+    cache = tmp_path / "hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+
+    def put(repo: str, commit: str) -> None:  # a model as `from_pretrained` leaves it in the cache
+        base = cache / f"models--{repo.replace('/', '--')}"
+        (base / "refs").mkdir(parents=True)
+        (base / "blobs").mkdir()
+        (base / "refs" / "main").write_text(commit)
+        snapshot = base / "snapshots" / commit
+        snapshot.mkdir(parents=True)
+        for f in tiny_bert.iterdir():
+            data = f.read_bytes()
+            (base / "blobs" / hashlib.sha256(data).hexdigest()).write_bytes(data)
+            (snapshot / f.name).symlink_to(f"../../blobs/{hashlib.sha256(data).hexdigest()}")
+
+    put("org1/tiny-bert", "1" * 40)
+    put("org2/tiny-bert", "2" * 40)
+    a, b = load_encoder("org1/tiny-bert", backend="torch"), load_encoder("org2/tiny-bert", backend="torch")
+    assert (a.fingerprint["revision"], b.fingerprint["revision"]) == ("1" * 40, "2" * 40)
+    assert (a.tag, b.tag) == ("tiny-bert-11111111", "tiny-bert-22222222")
+
+
+def test_xlm_s_masked_lm_checkpoint_loads_and_its_causal_one_is_refused(tmp_path):
+    # helper 106: XLMWithLMHeadModel, what XLM's and FlauBERT's masked-LM checkpoints declare, was refused by its
+    # "LMHeadModel" suffix as "not a bidirectional encoder"
+    import torch
+    from transformers import AutoTokenizer, XLMConfig, XLMWithLMHeadModel
+
+    from patterncnn.encoders.load import resolve_model
+
+    tok = AutoTokenizer.from_pretrained(resolve_model("minilm"))
+    for causal in (False, True):
+        torch.manual_seed(0)
+        folder = tmp_path / f"xlm-causal-{causal}"
+        XLMWithLMHeadModel(XLMConfig(vocab_size=tok.vocab_size, emb_dim=32, n_layers=2, n_heads=4, causal=causal,
+                                     max_position_embeddings=130, pad_index=tok.pad_token_id)).save_pretrained(folder)
+        tok.save_pretrained(folder)
+        if causal:
+            with pytest.raises(EncoderError, match="is not a bidirectional encoder"):
+                load_encoder(str(folder), max_length=64)
+        else:
+            enc = load_encoder(str(folder), max_length=64)
+            assert (enc.num_layers, enc.num_heads) == (2, 4)
+
+
+@pytest.mark.parametrize("family", ["Data2VecText", "Roberta", "Bert"])
+def test_max_length_is_capped_where_the_position_table_ends(family, tmp_path):
+    # helper 106: data2vec-text, roberta-prelayernorm, xlm-roberta-xl and X-MOD number positions from padding_idx + 1
+    # like RoBERTa but were not on a list of model types: capped 2 too high, the first input that long crashed
+    import transformers
+    from transformers import AutoTokenizer
+
+    from patterncnn.encoders.load import resolve_model
+
+    tok = AutoTokenizer.from_pretrained(resolve_model("minilm"))
+    config = getattr(transformers, f"{family}Config")(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,
+                                                      num_attention_heads=4, intermediate_size=64,
+                                                      max_position_embeddings=34, pad_token_id=tok.pad_token_id)
+    getattr(transformers, f"{family}Model")(config).save_pretrained(tmp_path / family)
+    tok.save_pretrained(tmp_path / family)
+    enc = load_encoder(str(tmp_path / family), max_length=64)
+    assert enc.max_length == (34 if family == "Bert" else 34 - (tok.pad_token_id + 1))  # ids from padding_idx + 1
+    out = next(enc.iter_attentions([ex(0, "word " * 200)]))  # as long as the cap allows: runs
+    assert out.maps.shape[-1] == enc.max_length
