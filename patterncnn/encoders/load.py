@@ -646,6 +646,11 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
                    and local.parent.is_dir() else "")
         offline = (" HF_HUB_OFFLINE is set, so a hub id loads only from the local cache."
                    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on") else "")
+        if not offline and "couldn't connect" in str(e):  # the hub is out of reach: a hub id is not the way
+            fix = (f"Fix: on a machine without internet, download {name} elsewhere (`hf download {name} "
+                   f"--local-dir FOLDER`) and pass the folder, or set HF_HUB_OFFLINE=1 to load it from the local "
+                   f"cache at once (transformers retries the hub for about 30 s first); or pass an embedded "
+                   f"encoder: {', '.join(REGISTRY)}")
         raise EncoderError(f"cannot load {name!r} as a Hugging Face encoder ({str(e).splitlines()[0]}).{missing}"
                            f"{offline} {fix}") from None
     if not isinstance(getattr(config, "num_attention_heads", None), int):

@@ -562,3 +562,20 @@ def test_max_length_is_capped_where_the_position_table_ends(family, tmp_path):
     assert enc.max_length == (34 if family == "Bert" else 34 - (tok.pad_token_id + 1))  # ids from padding_idx + 1
     out = next(enc.iter_attentions([ex(0, "word " * 200)]))  # as long as the cap allows: runs
     assert out.maps.shape[-1] == enc.max_length
+
+
+def test_a_hub_out_of_reach_is_named_with_the_ways_round_it(monkeypatch):
+    # helper 106: without HF_HUB_OFFLINE the advice proposed a hub id (needs internet) after the hub failed
+    import transformers
+
+    def unreachable(*a, **k):
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in "
+                      "the cached files.\nCheck your internet connection")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", unreachable)
+    with pytest.raises(EncoderError) as e:
+        load_encoder("someorg/some-model")
+    said = str(e.value)
+    assert "We couldn't connect" in said and "hf download someorg/some-model --local-dir FOLDER" in said
+    assert "HF_HUB_OFFLINE=1" in said and "needs internet" not in said
