@@ -48,6 +48,8 @@ def test_the_notebook_runs_in_a_fresh_venv_from_the_wheel(tmp_path):
         return "".join(o.get("data", {}).get("text/html", "") for o in outputs[i])
 
     assert "layer 0, head 0" in html(1)  # the heads' HTML grid of classify_attentions
-    assert "<table class=\"shares\">" in html(5) and "data:image/png;base64," in html(5)  # the census result
     assert any("image/png" in o.get("data", {}) for o in outputs[4])  # heads.plot(0): a figure
-    assert "report.html" in "".join(o.get("text", "") for o in outputs[10])
+    # estimate_shares on the two examples: a table of shares, and the warning that two are too few for an interval
+    assert "the batch has only 2 examples" in "".join(o.get("text", "") for o in outputs[5]) and "high" in html(5)
+    assert "<table class=\"shares\">" in html(6) and "data:image/png;base64," in html(6)  # the census result
+    assert "report.html" in "".join(o.get("text", "") for o in outputs[11])

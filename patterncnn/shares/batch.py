@@ -23,7 +23,7 @@ import numpy as np
 from ..core import args
 from ..core.labels import LABELS
 from ..core.segments import is_pair
-from .estimate import ESTIMATORS, few_examples_warning, plan_for
+from .estimate import ESTIMATORS, MIN_EXAMPLES, few_examples_warning, plan_for
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -87,7 +87,8 @@ def estimate_shares(patterns, classifier, encoder: Any = None, estimator: str | 
     plan = plan_for(classifier.metadata, estimator, None, tag, seed)
     part = plan.estimate(probs, labels, single, seed)
     described = plan.describe()
-    warnings = [w for w in (few_examples_warning("the batch", n, n),) if w]
+    few = few_examples_warning("the batch", n, n, fix=f"classify a batch of at least {MIN_EXAMPLES} examples")
+    warnings = [few] if few else []
     validated = described["validated_share_error"]
     if isinstance(validated, dict) and validated.get("warning"):
         warnings.append(validated["warning"])

@@ -72,13 +72,13 @@ def few_maps_reason(maps: int) -> str:
 RETRAIN = "retrain it with `patterncnn train` (it stores the calibration with the model)"
 
 
-def few_examples_warning(task: str, n: int, of: int) -> str | None:
+def few_examples_warning(task: str, n: int, of: int, fix: str | None = None) -> str | None:
     """The warning a census records for ``task`` when its ``n`` examples (of the ``of`` its split holds) are fewer
-    than MIN_EXAMPLES, else None."""
+    than MIN_EXAMPLES, else None; ``fix``: what to do instead of the census's advice on --limit."""
     if n >= MIN_EXAMPLES:
         return None
-    fix = (f"give a larger --limit (limit= in Python; at least {MIN_EXAMPLES}, the paper's census takes 1000)" if n < of
-           else "its split holds no more (a larger --limit cannot help)")
+    fix = fix or (f"give a larger --limit (limit= in Python; at least {MIN_EXAMPLES}, the paper's census takes 1000)"
+                  if n < of else "its split holds no more (a larger --limit cannot help)")
     return (f"{task} has only {n} example{'' if n == 1 else 's'}, fewer than the {MIN_EXAMPLES} that the bootstrap "
             f"over examples needs: in simulation its 95% interval held a common pattern's true share in 88% of cases "
             f"at 10 examples and 47% at 2, and it has zero width at 1, so {task}'s intervals are narrower than they "

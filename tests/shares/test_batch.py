@@ -47,6 +47,7 @@ def test_a_batch_of_a_census_examples_gets_the_census_shares_and_intervals(glue_
     assert (width >= examples_width - 1e-9).all() and (width > examples_width + 0.02).any()  # the band widens it
     few = patterncnn.estimate_shares(_batch_patterns(enc, clf, examples[:3]), clf, encoder=enc.tag)
     assert "the batch has only 3 examples" in few.attrs["warnings"][0]
+    assert few.attrs["warnings"][0].endswith("classify a batch of at least 20 examples")
 
 
 def test_estimate_shares_refuses_what_it_cannot_estimate_by_name():
