@@ -67,11 +67,12 @@ def _register_annotators(asub) -> None:
                                     "Prints the sign-up link to send to each annotator (one account each) and the "
                                     "current members.")
     q.add_argument("--project", type=given, required=True, help="project title or id")
-    q.add_argument("--per-task", type=int, default=3, help="annotators per task (default: %(default)s)")
+    q.add_argument("--per-task", type=int, default=None, help="annotators per task (default: 3)")
     q.add_argument("--show-predictions", action="store_true", help="show the pre-annotations to annotators")
     q.add_argument("--new-link", action="store_true",
                    help="make a new sign-up link: the earlier one stops working (the accounts made with it stay); "
-                        "the link is the whole Label Studio's, not this project's")
+                        "the link is the whole Label Studio's, not this project's. Alone, it leaves the project's "
+                        "set-up as it is")
     add_connection_args(q)
     q.set_defaults(func=run_annotators)
 
@@ -199,7 +200,15 @@ def run_annotators(args) -> int:
     project = ls.find_project(args.project)
     if project is None:
         raise AnnotateError(f"no Label Studio project titled {args.project!r}; push maps to it first")
-    r = setup_annotators(ls, project, args.per_task, blind=not args.show_predictions, new_link=args.new_link)
+    if args.new_link and args.per_task is None and not args.show_predictions:
+        # a new link alone: the project keeps its annotators per task and blindness (helper 108: --per-task's default
+        # turned a 2-per-task project into a 3-per-task one mid-round)
+        print(f"sign-up link for the annotators (new: earlier links no longer work): {ls.invite_link(new=True)}")
+        print(f"project {project.id} ({project.title!r}) left as it was set up; members now: "
+              f"{', '.join(ls.annotators().values())}")
+        return 0
+    r = setup_annotators(ls, project, 3 if args.per_task is None else args.per_task, blind=not args.show_predictions,
+                         new_link=args.new_link)
     hidden = "other annotators' labels and the predictions" if r["blind"] else "other annotators' labels"
     print(f"project {project.id} ({project.title!r}): each task goes to {r['per_task']} annotator(s) in Label All "
           f"Tasks, which hides {hidden}")
@@ -287,10 +296,11 @@ def run_pull(args) -> int:
         print(ties)
     if short := r["short_of_annotators"]:
         first, n = next(iter(short["maps"].items()))
-        print(f"warning: the round is not finished: {len(short['maps'])} labelled map(s) have fewer annotators than "
-              f"the {short['per_task']} per task the project asks for, e.g. {first} ({n}); their labels come from the "
-              f"votes they have ({sum(k == 1 for k in short['maps'].values())} from one annotator alone, as 'single') "
-              f"and `train` would use them: pull again once every task has its {short['per_task']} annotators")
+        print(f"warning: the round is not finished: {len(short['maps'])} labelled map(s) have fewer annotations "
+              f"than the {short['per_task']} per task the project asks for, e.g. {first} ({n}); their labels come "
+              f"from the votes they have ({sum(k == 1 for k in short['maps'].values())} from one annotation alone, "
+              f"as 'single') and `train` would use them: pull again once every task has its {short['per_task']} "
+              f"annotators")
     if not r["changed"] and not args.dry_run:
         print(f"nothing changed: this export ({r['export']}) is already in {args.out}; only pulls.jsonl logs the pull")
     if c["labels"]["dropped"]:

@@ -165,7 +165,7 @@ CHECKS = {
 
 
 # The keywords whose flag is the keyword in dashes and takes a value (--max-length): their checks name the flag, since
-# the command line passes the value on to the same check (its own may take more: --max-length 3 is a whole number);
+# the command line passes the value on to the same check (its own parse-time check may be the same, as --max-length's);
 # python_errors spells the flag back as the keyword for a Python call. The rest name the keyword: the switches, whose
 # flag is spelled keyword=True, and the keywords without a flag of their own name (tasks, model_a, run_dir, progress).
 FLAGGED = frozenset({"model", "task", "limit", "seed", "glue_dir", "out", "max_length", "batch_size", "threads",

@@ -205,7 +205,7 @@ def work_dir(out: Path, task: str, params: dict, overwrite: bool = False, kept: 
     work = Path(out) / WORK / task
     stamp = work / "run.json"
     key = run_key(located(params))
-    new = {"key": key, "params": params, "command": command,
+    new = {"key": key, "params": params, "located": located(params), "command": command,
            "kept": [Path(p).relative_to(out).as_posix() for p in kept]}
     if stamp.exists():
         old = stamp_of(work)
@@ -214,7 +214,9 @@ def work_dir(out: Path, task: str, params: dict, overwrite: bool = False, kept: 
             shutil.rmtree(work)
             return work_dir(out, task, params, kept=kept, command=command)
         other = old.get("command") if isinstance(old.get("command"), str) and old.get("command") != command else None
-        same = old.get("key") in (key, run_key(params))  # the second: a stamp keyed by the paths as typed (before)
+        # an older stamp (before 2026-11-29) is keyed by the paths as typed: the same typing, or the same real paths
+        same = old.get("key") in (key, run_key(params)) or (
+            "located" not in old and isinstance(old.get("params"), dict) and run_key(located(old["params"])) == key)
         if same and not other and (old.get("command") is None and command or old.get("key") != key):
             write_json(stamp, new)  # an older stamp (no command, or paths as typed): named and keyed as today's
         elif not same or other:
@@ -251,7 +253,9 @@ def differences(stamp: dict, params: dict, options: dict[str, str] = OPTIONS) ->
     """What differs between an unfinished run's stamp and this run's ``params``, named by option (``options``: the
     option behind each field), with the earlier and the new value where they are short numbers or words. One line,
     whatever the stamp holds."""
-    old = located(stamp["params"]) if isinstance(stamp.get("params"), dict) else {}
+    # the paths as the stopped run found them (a relative path read from another folder is another file, helper 108)
+    old = (stamp["located"] if isinstance(stamp.get("located"), dict) else
+           located(stamp["params"]) if isinstance(stamp.get("params"), dict) else {})
     if not old:
         return "which, its record does not say"
     new = json.loads(json.dumps(located(params), default=str))  # as stamps hold them: tuples lists, paths strings

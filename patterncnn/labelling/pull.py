@@ -554,11 +554,11 @@ def _short_of_annotators(flat: Flat, per_task: int | None) -> dict | None:
     (until 2026-11-29 it was pulled as if it were, without a word; helper 103's review)."""
     if per_task is None:
         return None
-    raters: dict[str, set] = defaultdict(set)
-    for a in flat.annotations:
-        if a["label"] and not a["skipped"]:
-            raters[a["map_id"]].add(a["annotator"])
-    short = {m: len(r) for m, r in sorted(raters.items()) if len(r) < per_task}
+    # counted as Label Studio counts a task's annotations: a skip, and a vote another member changed, count too
+    # (helper 108: a map one annotator skipped was "not finished" for ever); only labelled maps are listed
+    done, labelled = Counter(a["map_id"] for a in flat.annotations), {a["map_id"] for a in flat.annotations
+                                                                       if a["label"] and not a["skipped"]}
+    short = {m: n for m, n in sorted(done.items()) if n < per_task and m in labelled}
     return {"per_task": per_task, "maps": short} if short else None
 
 

@@ -75,9 +75,15 @@ def estimate_shares(patterns, classifier, encoder: Any = None, estimator: str | 
         estimator = args.one_of("estimator", estimator, ESTIMATORS)
     seed = args.whole("seed", seed)
     tag = _tag(encoder)
-    n, layers, heads, _ = patterns.probs.shape
+    shape = np.shape(patterns.probs)
+    if len(shape) != 4 or shape[-1] != len(LABELS):
+        raise args.ArgumentError(f"patterns.probs must be (examples, layers, heads, {len(LABELS)}), as "
+                                 f"classify_attentions makes it; got shape {shape}")
+    n, layers, heads, _ = shape
     if n == 0:
         raise args.ArgumentError("patterns holds no example: classify at least one")
+    if not np.isfinite(patterns.probs).all():
+        raise args.ArgumentError("patterns.probs holds NaN or infinite values: classify the batch again")
     probs = np.asarray(patterns.probs, dtype=np.float32).reshape(n, layers * heads, len(LABELS))
     labels = probs.argmax(-1)
     seps = list(patterns.seps) + [None] * (n - len(patterns.seps))
@@ -89,6 +95,10 @@ def estimate_shares(patterns, classifier, encoder: Any = None, estimator: str | 
     described = plan.describe()
     few = few_examples_warning("the batch", n, n, fix=f"classify a batch of at least {MIN_EXAMPLES} examples")
     warnings = [few] if few else []
+    if all(s is None for s in seps):  # helper 108: 16 SST-2 examples of MiniLM moved by up to 12.5 points, silently
+        warnings.append("the batch was classified without its tokens, so the classifier saw no segments and block was "
+                        "not ruled out for one-sentence inputs: the labels and shares differ from a census's of the "
+                        "same examples; pass tokens= to classify_attentions")
     validated = described["validated_share_error"]
     if isinstance(validated, dict) and validated.get("warning"):
         warnings.append(validated["warning"])

@@ -363,3 +363,17 @@ def test_an_unfinished_run_resumes_whatever_its_paths_spelling(tmp_path, monkeyp
     stamp = json.loads((work / "run.json").read_text())
     (work / "run.json").write_text(json.dumps({**stamp, "key": run_key(legacy)}))
     assert work_dir(out, "rte", legacy, command="census") == work and (work / "window-00000.npz").is_file()
+    stamp = json.loads((work / "run.json").read_text())  # and with the paths typed otherwise (helper 108)
+    (work / "run.json").write_text(json.dumps({"key": run_key(legacy), "params": legacy, "command": "census"}))
+    assert work_dir(out, "rte", params(str(tmp_path / "glue"), str(tmp_path / "ft")), command="census") == work
+    # the same relative paths typed in another folder are other files: refused, naming them (helper 108: it named
+    # nothing, "what else it records")
+    other = tmp_path / "elsewhere"
+    (other / "glue" / "RTE").mkdir(parents=True)
+    (other / "glue" / "RTE" / "dev.tsv").write_text("x")
+    (other / "ft").mkdir()
+    monkeypatch.chdir(other)
+    with pytest.raises(RunError) as e:
+        work_dir(out, "rte", params("glue", "ft"), command="census")
+    assert "--glue-dir (the GLUE file read)" in str(e.value) and "--model" in str(e.value)
+    assert "what else it records" not in str(e.value)

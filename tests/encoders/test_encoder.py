@@ -460,6 +460,13 @@ def test_a_damaged_weights_file_is_named_with_its_fix(tiny_bert, tmp_path):
     (cut / "pytorch_model.bin").write_bytes(whole.read_bytes()[:500])
     with pytest.raises(EncoderError, match="is damaged"):
         load_encoder(str(cut))
+    # intact, but pickling a Python object beside its tensors: not damage (helper 108)
+    import argparse
+
+    torch.save({"x": torch.zeros(2), "args": argparse.Namespace(a=1)}, cut / "pytorch_model.bin")
+    with pytest.raises(EncoderError, match="holds Python objects beside its tensors") as e:
+        load_encoder(str(cut))
+    assert "is damaged" not in str(e.value)
 
 
 def test_a_folder_named_like_an_embedded_encoder_is_refused_as_ambiguous(tiny_bert, tmp_path, monkeypatch):
@@ -468,10 +475,16 @@ def test_a_folder_named_like_an_embedded_encoder_is_refused_as_ambiguous(tiny_be
 
     shutil.copytree(tiny_bert, tmp_path / "multilingual-e5-small")
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(EncoderError, match=r"'multilingual-e5-small' is both a folder here and a name of the embedded "
-                                           r"encoder 'e5'; pass ./multilingual-e5-small for the folder, or e5 for"):
+    with pytest.raises(EncoderError, match=r"'multilingual-e5-small' is both a model folder here and a name of "
+                                           r"the embedded encoder 'e5'; pass ./multilingual-e5-small for the folder"):
         load_encoder("multilingual-e5-small")
     assert load_encoder("./multilingual-e5-small").num_layers == 3  # the folder, by its path
+    # a short name is the embedded encoder whatever folders are here (helper 108: `census --model minilm --out minilm`
+    # was refused), and a folder that holds no model is no ambiguity
+    (tmp_path / "minilm").mkdir()
+    shutil.copytree(tiny_bert, tmp_path / "minilm" / "inner")
+    (tmp_path / "all-minilm-l6-v2").mkdir()
+    assert load_encoder("minilm").tag == load_encoder("all-minilm-l6-v2").tag == "minilm-53aa5117"
 
 
 def test_a_model_that_needs_its_own_code_is_refused_without_asking(tiny_bert, tmp_path):

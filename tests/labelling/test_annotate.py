@@ -531,3 +531,15 @@ def test_a_skip_of_a_task_another_annotator_labelled_is_counted():
     assert (report["cancelled"], report["skipped_annotations"], report["unlabelled"]) == (1, 2, 0)
     assert _skips(report) == "2 skipped/cancelled annotation(s) (1 task(s) only skipped)"
     assert _skips({**report, "skipped_annotations": 1}) == "1 skipped/cancelled"
+
+
+def test_a_round_is_short_only_of_annotations_it_lacks_skips_included():
+    # helper 108: a map one of its two annotators skipped was reported as "not finished" for ever
+    from patterncnn.labelling.pull import _short_of_annotators
+
+    export = export_for({"a": [ann("diagonal", 1, "t1"), ann(None, 2, "t2", cancelled=True)],
+                         "b": [ann("block", 3, "t1")], "c": [ann("block", 4, "t1"), ann("block", 5, "t2")],
+                         "d": [ann(None, 6, "t1", cancelled=True)]})
+    flat = flatten(export, export_file="e")
+    assert _short_of_annotators(flat, 2) == {"per_task": 2, "maps": {"b": 1}}  # d: no label, counted as skipped
+    assert _short_of_annotators(flat, None) is None

@@ -122,7 +122,7 @@ def test_three_blind_annotators_and_backend_predictions(label_studio, conn, tmp_
         if k == 0:  # a pull before the round is done says so (helper 103: it was pulled as if finished)
             assert main(["annotate", "pull", "--project", project_name, "--maps", str(tmp_path / "maps"),
                          "--out", str(tmp_path / "early"), "--dry-run", *conn]) == 0
-            assert ("warning: the round is not finished: 7 labelled map(s) have fewer annotators than the 3 per task "
+            assert ("warning: the round is not finished: 7 labelled map(s) have fewer annotations than the 3 per task "
                     "the project asks for" in capsys.readouterr().out)
     # A fourth account gets nothing: every task has its three annotators.
     assert label_stream(label_studio.url, project.id, label_studio.sign_up(link, "late@example.com"), truth) == []
@@ -164,9 +164,12 @@ def test_three_blind_annotators_and_backend_predictions(label_studio, conn, tmp_
     for source in ("push rule-v1", f"ml-backend {clf.model_version}"):  # each pre-annotation source
         assert f"pre-annotation vs resolved label: {source}: 7 maps" in report
     # Once everyone has signed up, --new-link makes the link sent unusable (helper 103: it could not be revoked)
-    assert main(["annotate", "annotators", "--project", project_name, "--per-task", "3", "--new-link", *conn]) == 0
+    ls.update_project(project.id, maximum_annotations=2)  # as a 2-per-task project would be
+    assert main(["annotate", "annotators", "--project", project_name, "--new-link", *conn]) == 0
     new_link = re.search(r"(http\S+/user/signup/\?token=\S+)", capsys.readouterr().out).group(1)
     assert new_link != link
+    kept = ls.client.projects.get(id=project.id)  # the link alone: the set-up stays (helper 108)
+    assert kept.maximum_annotations == 2 and kept.show_collab_predictions is False
     with pytest.raises((RuntimeError, httpx.HTTPError)):
         label_studio.sign_up(link, "stranger@example.com")
     assert "stranger@example.com" not in str(ls.annotators().values())

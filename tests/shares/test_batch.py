@@ -64,3 +64,10 @@ def test_estimate_shares_refuses_what_it_cannot_estimate_by_name():
         patterncnn.estimate_shares(heads, clf, estimator="mean")
     with pytest.raises(ArgumentError, match="holds no example"):
         patterncnn.estimate_shares(patterncnn.HeadPatterns(np.zeros((0, 1, 1, 5), dtype=np.float32)), clf)
+    with pytest.raises(ArgumentError, match=r"must be \(examples, layers, heads, 5\).*got shape \(2, 5\)"):
+        patterncnn.estimate_shares(patterncnn.HeadPatterns(np.full((2, 5), 0.2, dtype=np.float32)), clf)
+    with pytest.raises(ArgumentError, match="NaN"):
+        patterncnn.estimate_shares(patterncnn.HeadPatterns(np.full((2, 1, 1, 5), np.nan, dtype=np.float32)), clf)
+    # classified without tokens: said (helper 108: shares moved by up to 12.5 points from the census's, silently)
+    said = patterncnn.estimate_shares(heads, clf, encoder="minilm-53aa5117").attrs["warnings"]
+    assert "without its tokens" in said[-1]
