@@ -148,14 +148,18 @@ class CensusResult:
     @property
     def heads(self) -> "pd.DataFrame":
         """One row per (task, layer, head): the share of the head's maps given each pattern, its majority pattern
-        (``tied``: the patterns that tie for it, joined by ``|``, or empty).
+        (``tied``: the patterns that tie for it, joined by ``|``, or empty), the majority share's 95% interval over the
+        examples (``majority_low``, ``majority_high``: Wilson; the classifier's errors are not in it) and ``clear``:
+        whether that interval lies above the runner-up's (None in a census of before 2026-11-29).
 
         These shares count the classifier's argmax labels (the ``count`` estimator) whatever estimator :attr:`shares`
         used: a pattern's mean over a task's heads is its ``count`` share, not its ``adjusted`` or ``probs`` one."""
         import pandas as pd
 
         rows = [{"task": task, "layer": l, "head": h, **cell["shares"], "majority": cell["majority"],
-                 "majority_share": cell["majority_share"], "tied": "|".join(cell.get("tied", ()))}
+                 "majority_share": cell["majority_share"], "tied": "|".join(cell.get("tied", ())),
+                 "majority_low": (cell.get("majority_ci95") or [None, None])[0],
+                 "majority_high": (cell.get("majority_ci95") or [None, None])[1], "clear": cell.get("clear")}
                 for task, s in self.data["tasks"].items() for l, row in enumerate(s["heads"]) for h, cell in enumerate(row)]
         return pd.DataFrame(rows).set_index(["task", "layer", "head"])
 

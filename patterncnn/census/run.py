@@ -40,7 +40,7 @@ from ..core.plots import census_figure, heads_figure
 from ..core.version import __version__
 from ..core.work import RunError, finish, prepare_out, progress_bar, work_dir, write_result
 from ..encoders.load import Encoder, load_encoder
-from ..shares.estimate import default_estimator, few_examples_warning, plan_for
+from ..shares.estimate import default_estimator, few_examples_warning, plan_for, wilson
 from ..shares.precision import Precision, PrecisionError
 from .results import FILE, CensusError, compare, has_classifier_part, load_result, result_problem, table  # noqa: F401
 from .thumbnails import FILE as THUMBNAILS
@@ -200,6 +200,13 @@ def missing_maps(store: MapStore, encoder: Encoder, split: GlueSplit, examples: 
                    for layer, head in heads) for e in examples)
 
 
+def _majority_interval(cell: dict) -> list[str]:
+    """heads.csv's majority_low, majority_high and clear of a head cell (empty in a census.json of before)."""
+    if "majority_ci95" not in cell:
+        return ["", "", ""]
+    return [f"{cell['majority_ci95'][0]:.4f}", f"{cell['majority_ci95'][1]:.4f}", str(cell["clear"])]
+
+
 def summarize(labels: np.ndarray, num_layers: int, num_heads: int) -> dict:
     """Argmax counts and per-head distributions from (N, L*H) label ids (shares: :mod:`patterncnn.shares.estimate`)."""
     n, m = labels.shape
@@ -209,16 +216,21 @@ def summarize(labels: np.ndarray, num_layers: int, num_heads: int) -> dict:
     return {
         "examples": int(n), "maps": int(n * m),
         "counts": {name: int(c) for name, c in zip(LABELS, counts)},
-        "heads": [[_head_cell(heads[l, h]) for h in range(num_heads)] for l in range(num_layers)],
+        "heads": [[_head_cell(heads[l, h], n) for h in range(num_heads)] for l in range(num_layers)],
     }
 
 
-def _head_cell(shares: np.ndarray) -> dict:
-    """One head's argmax shares, its majority pattern and, when patterns tie for it, ``tied``: their names (the
-    majority is then the first of them in :data:`LABELS` order)."""
+def _head_cell(shares: np.ndarray, n: int) -> dict:
+    """One head's argmax shares over its ``n`` examples, its majority pattern and, when patterns tie for it,
+    ``tied``: their names (the majority is then the first of them in :data:`LABELS` order); the majority share's
+    95% interval over the examples (Wilson), and ``clear``: whether it lies above the runner-up's (a head whose
+    majority the examples could overturn is not clear; since 2026-11-29: per-head shares had no interval)."""
     top = np.flatnonzero(shares == shares.max())
+    second = float(np.sort(shares)[-2]) if len(shares) > 1 else 0.0
+    low, high = wilson(float(shares.max()), n)
     cell = {"shares": {name: round(float(s), 4) for name, s in zip(LABELS, shares)},
-            "majority": LABELS[int(top[0])], "majority_share": round(float(shares.max()), 4)}
+            "majority": LABELS[int(top[0])], "majority_share": round(float(shares.max()), 4),
+            "majority_ci95": [round(low, 4), round(high, 4)], "clear": bool(low > wilson(second, n)[1])}
     if len(top) > 1:
         cell["tied"] = [LABELS[int(k)] for k in top]
     return cell
@@ -488,13 +500,14 @@ def write_outputs(out: Path, result: dict, thumbnails: dict[str, dict] | None = 
         f"{s['clipped_at_zero'][name]:.5f}" if name in (s.get("clipped_at_zero") or {}) else ""]
         for task, s in result["tasks"].items() for name in LABELS]
     heads = [[task, layer, head, *(f"{cell['shares'][n]:.4f}" for n in LABELS), cell["majority"],
-              "|".join(cell.get("tied", ()))]
+              "|".join(cell.get("tied", ())), *_majority_interval(cell)]
              for task, s in result["tasks"].items() for layer, row in enumerate(s["heads"]) for head, cell in enumerate(row)]
     write_result(out, RESULT, result, tables={
         "census.csv": (["task", "label", "estimator", "share", "ci95_low", "ci95_high", "ci95_examples_low",
                         "ci95_examples_high", "ci95_classifier_low", "ci95_classifier_high", "count_share", "count",
                         "examples", "maps", "before_clipping"], shares),
-        "heads.csv": (["task", "layer", "head", *LABELS, "majority", "tied"], heads)},
+        "heads.csv": (["task", "layer", "head", *LABELS, "majority", "tied", "majority_low", "majority_high",
+                       "clear"], heads)},
         figures={"census.png": census_figure(result), "heads.png": heads_figure(result)},
         files={THUMBNAILS: thumbnails_bytes(thumbnails)} if thumbnails is not None else None)
 

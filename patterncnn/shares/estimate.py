@@ -85,6 +85,16 @@ def few_examples_warning(task: str, n: int, of: int, fix: str | None = None) -> 
             f"claim; {fix}")
 
 
+def wilson(share: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score 95% interval of a proportion ``share`` of ``n`` independent examples (a head's share of
+    one pattern: one map per example). It holds the examples' noise only, not the classifier's errors."""
+    if n <= 0:
+        return 0.0, 1.0
+    centre = (share + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+
+
 def finish(x: np.ndarray) -> np.ndarray:
     """Summed per-map vectors (..., 5) -> shares: clipped at 0, renormalised (uniform if nothing is left)."""
     x = np.clip(x, 0.0, None)

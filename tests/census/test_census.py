@@ -811,3 +811,19 @@ def test_a_map_store_is_kept_whatever_the_encoder_path_spelling(tmp_path):
     assert (tmp_path / "maps" / "part-00000.jsonl").exists()
     census_store(tmp_path / "maps", info("ft", sha="cd" * 32))
     assert not (tmp_path / "maps" / "part-00000.jsonl").exists()
+
+
+def test_a_heads_majority_share_has_its_interval_over_the_examples():
+    # per-head shares had no interval (an item left open since stop 60, F9): a head's majority share gets its Wilson
+    # 95% interval over the examples, and `clear` says whether the examples could overturn it
+    from patterncnn.census.run import summarize
+    from patterncnn.shares.estimate import wilson
+
+    assert wilson(0.5, 100) == pytest.approx((0.4038, 0.5962), abs=1e-4)  # the textbook values
+    assert wilson(0.0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
+    labels = np.zeros((40, 2), dtype=np.uint8)  # head 0: vertical on all 40 examples
+    labels[:19, 1] = 1  # head 1: diagonal on 19, vertical on 21: a majority the examples could overturn
+    first, second = summarize(labels, 1, 2)["heads"][0]
+    assert first["majority_ci95"] == pytest.approx([0.9124, 1.0], abs=1e-4) and first["clear"] is True
+    assert second["majority"] == "vertical" and second["majority_share"] == 0.525 and second["clear"] is False
+    assert second["majority_ci95"] == pytest.approx(list(wilson(0.525, 40)), abs=1e-4)
