@@ -53,7 +53,8 @@ from .common import sigterm_as_interrupt
 COMMANDS = (sample, finetune, annotate, pretrain, train, adapt, validate, classify, census, drift, special_tokens, disable,
             link, report, analyze, serve)  # in pipeline order
 EXIT_REFUSED, EXIT_BUG = 2, 70
-NOISY_LOGGERS = ("transformers", "datasets", "huggingface_hub", "urllib3", "httpx", "filelock", "matplotlib")
+NOISY_LOGGERS = ("transformers", "datasets", "huggingface_hub", "urllib3", "httpx", "filelock", "matplotlib",
+                 "torch")  # torch: its exit logs FakeTensor cache stats at INFO after a Ctrl-C during its import
 
 
 class Parser(argparse.ArgumentParser):
