@@ -86,9 +86,10 @@ def census_plot(result: dict):
 
 
 def head_grid(ax, majority: np.ndarray, strength: np.ndarray, title: str, annotate: bool = True,
-              tied: np.ndarray | None = None) -> None:
+              tied: np.ndarray | None = None, unclear: np.ndarray | None = None) -> None:
     """Draw an (L, H) grid: colour = label, intensity = strength in [0, 1]; ``tied`` (L, H) bool: a ``*`` after
-    the letter of a head whose majority is tied."""
+    the letter of a head whose majority is tied; ``unclear`` (L, H) bool: a ``?`` after that of a head whose
+    majority other examples could overturn (its interval reaches the runner-up's)."""
     from matplotlib.colors import to_rgb
 
     layers, heads = majority.shape
@@ -103,7 +104,8 @@ def head_grid(ax, majority: np.ndarray, strength: np.ndarray, title: str, annota
     if annotate and heads <= 16:
         for l in range(layers):
             for h in range(heads):
-                mark = "*" if tied is not None and tied[l, h] else ""
+                mark = ("*" if tied is not None and tied[l, h] else
+                        "?" if unclear is not None and unclear[l, h] else "")
                 ax.text(h, l, SHORT[LABELS[majority[l, h]]] + mark, ha="center", va="center", fontsize=6)
 
 
@@ -150,9 +152,11 @@ def heads_plot(result: dict):
         maj = np.array([[LABELS.index(c["majority"]) for c in row] for row in grid])
         share = np.array([[c["majority_share"] for c in row] for row in grid])
         tied = np.array([["tied" in c for c in row] for row in grid])
-        note = "; * a tie, shown as its first pattern" if tied.any() else ""
+        unclear = np.array([[c.get("clear") is False for c in row] for row in grid])  # None: a census of before
+        note = ("; * a tie, shown as its first pattern" if tied.any() else "") + (
+            "\n? a majority other examples could overturn" if (unclear & ~tied).any() else "")
         head_grid(fig.add_subplot(rows, cols, i + 1), maj, share, f"{t} (majority pattern; shade = its share{note})",
-                  tied=tied)
+                  tied=tied, unclear=unclear)
     fig.suptitle(f"Majority pattern per layer and head — {measured_on(result)}", fontsize=9)
     _legend(fig)
     return fig

@@ -144,7 +144,8 @@ def page(run: Run) -> str:
     grid_data = {"layers": r["layers"], "heads": r["heads"], "labels": list(LABELS), "short": SHORT,
                  "colors": COLORS, "task_order": list(r["tasks"]),
                  "tasks": {t: {"heads": [[{"shares": c["shares"], "majority": c["majority"],
-                                           "majority_share": c["majority_share"], "tied": c.get("tied")}
+                                           "majority_share": c["majority_share"], "tied": c.get("tied"),
+                                           "ci": c.get("majority_ci95"), "clear": c.get("clear")}
                                           for c in row] for row in s["heads"]]}
                            for t, s in r["tasks"].items()},
                  "thumbs": thumbnails(run), "extras": _extras(run, r["layers"], r["heads"])}
@@ -165,8 +166,9 @@ parts); it does not hold the disagreement between annotators or encoders and tas
 {shares_html(r)}</section>
 <section id="heads"><h2>Layer × head</h2>
 <p class="note">Each cell is one head of one task: coloured by the pattern chosen below (or by the head's majority
-pattern; <code>*</code> marks a tie for it, shown as the first pattern), shaded by that pattern's share of the head's
-maps; the number is the share in percent. A head's shares count
+pattern; <code>*</code> marks a tie for it, shown as the first pattern, and <code>?</code> a majority that other
+examples could overturn: its 95% interval over the examples reaches the runner-up's), shaded by that pattern's share
+of the head's maps; the number is the share in percent. A head's shares count
 the classifier's labels (its most probable pattern per map, the <code>count</code> estimator){_heads_estimator_note(r)}.
 Click a head for its shares in every task and the example maps the census kept of it (hover over a map for the query and
 key tokens).</p>

@@ -570,7 +570,8 @@ def test_a_tie_for_a_heads_majority_is_recorded_and_marked():
     assert fig._suptitle.get_text() == "Majority pattern per layer and head — minilm-53aa5117, classifier " \
                                        "patterncnn-0.1.0-x"
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.texts] == ["V*", "V"] and "* a tie" in ax.get_title()
+    assert [t.get_text() for t in ax.texts] == ["V*", "V?"] and "* a tie" in ax.get_title()  # V: 3 of 4 examples
+    assert "? a majority other examples could overturn" in ax.get_title()
 
 
 def test_compare_checks_nothing_between_two_estimators():

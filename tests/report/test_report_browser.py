@@ -2,6 +2,7 @@
 clickable (a head opens its example maps), hovering a map names its tokens, and a screenshot is not blank."""
 
 import io
+import json
 
 import numpy as np
 import pytest
@@ -31,6 +32,10 @@ def test_the_report_works_in_headless_chromium(report, tmp_path):
         assert driver.execute_script("return performance.getEntriesByType('resource').length") == 0  # no request
         cells = driver.find_elements(By.CSS_SELECTOR, "#grid td.cell")
         assert len(cells) == 3 * 4
+        # `?` after the letter of a head whose majority other examples could overturn, `*` after a tie's
+        heads = json.loads((report.parent / "census.json").read_text())["tasks"]["rte"]["heads"]
+        marks = ["*" if c.get("tied") else "?" if not c["clear"] else "" for row in heads for c in row]
+        assert [c.text.split()[0][-1:] if c.text.split()[0][-1] in "*?" else "" for c in cells] == marks
         assert driver.find_elements(By.CSS_SELECTOR, "#detail img") == []  # nothing opened yet
 
         cell = driver.find_element(By.CSS_SELECTOR, "#grid td.cell[data-layer='1'][data-head='2']")
@@ -63,3 +68,22 @@ def test_the_report_works_in_headless_chromium(report, tmp_path):
     img = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
     assert img.shape[0] > 500 and img.shape[1] > 800
     assert img.std() > 20 and len(np.unique(img.reshape(-1, 3), axis=0)) > 200  # not blank: the grid, maps, text
+
+
+def test_a_head_whose_majority_is_not_clear_is_marked(report, tmp_path):
+    import shutil
+
+    from selenium.webdriver.common.by import By
+
+    copy = tmp_path / "census"
+    shutil.copytree(report.parent, copy)
+    data = json.loads((copy / "census.json").read_text())
+    data["tasks"]["rte"]["heads"][0][1]["clear"] = False  # as a head of a census of few examples can be
+    (copy / "census.json").write_text(json.dumps(data))
+    assert main(["report", str(copy), "--overwrite"]) == 0
+    with chromium(tmp_path / "profile") as driver:
+        driver.get((copy / "report.html").as_uri())
+        cell = driver.find_element(By.CSS_SELECTOR, "#grid td.cell[data-layer='0'][data-head='1']")
+        assert cell.text.split()[0].endswith("?") and "other examples could give it another majority" in \
+            cell.get_attribute("title") and "95% over the examples" in cell.get_attribute("title")
+        assert console_errors(driver) == []

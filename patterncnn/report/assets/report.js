@@ -50,10 +50,14 @@
       tr.appendChild(el("th", {}, String(l)));
       row.forEach(function (cell, h) {
         var c = cellColour(cell);
-        var tie = state.pattern === "majority" && cell.tied ? "*" : "";
+        var majority = state.pattern === "majority";
+        var tie = majority && cell.tied ? "*" : (majority && cell.clear === false ? "?" : "");
         var td = el("td", { "class": "cell", tabindex: "0", role: "button", "data-layer": String(l), "data-head": String(h),
                              title: "layer " + l + ", head " + h + ": " + c.name + " " + pct(c.share) +
-                                    (tie ? " (a tie: " + cell.tied.join(", ") + ")" : "") });
+                                    (majority && cell.ci ? " (95% over the examples: " + pct(cell.ci[0]) + " to " +
+                                     pct(cell.ci[1]) + ")" : "") +
+                                    (tie === "*" ? " (a tie: " + cell.tied.join(", ") + ")" :
+                                     tie === "?" ? " (other examples could give it another majority)" : "") });
         td.style.background = rgba(c.colour, 0.1 + 0.9 * c.alpha);
         td.style.color = c.alpha > 0.5 ? "#fff" : "#222";
         td.textContent = data.short[c.name] + tie + " " + Math.round(100 * c.share);
