@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..classifier.attentions import HeadPatterns
 from ..core import args
 from ..core.labels import LABELS
 from ..core.segments import is_pair
@@ -61,8 +62,6 @@ def estimate_shares(patterns, classifier, encoder: Any = None, estimator: str | 
         >>> table[["share", "low", "high"]]
     """
     import pandas as pd
-
-    from ..classifier.attentions import HeadPatterns
 
     if not isinstance(patterns, HeadPatterns):
         raise args.ArgumentTypeError(f"patterns must be what classify_attentions returns (HeadPatterns), not "
