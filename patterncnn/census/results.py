@@ -94,6 +94,11 @@ def _heads_problem(heads, where: str) -> str | None:
                 return f"{where}[{i}][{j}] must be an object with a majority and its majority_share"
             if problem := _per_label(c.get("shares"), f"{where}[{i}][{j}].shares"):
                 return problem
+            ci = c.get("majority_ci95")  # since 2026-11-29; a census of before has neither
+            if ci is not None and not (isinstance(ci, list) and len(ci) == 2 and all(map(_number, ci))):
+                return f"{where}[{i}][{j}].majority_ci95 must be two numbers, its interval's ends"
+            if "clear" in c and not isinstance(c["clear"], bool):
+                return f"{where}[{i}][{j}].clear must be true or false"
     return None
 
 

@@ -153,6 +153,8 @@ class OnnxClassifier:
         import onnxruntime as ort
 
         self.path = Path(path) if path is not None else default_classifier()
+        if self.path.is_dir() and (self.path / "patterncnn.onnx").is_file():  # the folder `train` wrote (helper 109)
+            self.path = self.path / "patterncnn.onnx"
         if not self.path.is_file():
             raise ClassifierError(f"no classifier at {self.path}: train one with `patterncnn train` or pass "
                                   f"--classifier PATH/TO/patterncnn.onnx")

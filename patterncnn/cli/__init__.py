@@ -53,8 +53,10 @@ from .common import sigterm_as_interrupt
 COMMANDS = (sample, finetune, annotate, pretrain, train, adapt, validate, classify, census, drift, special_tokens, disable,
             link, report, analyze, serve)  # in pipeline order
 EXIT_REFUSED, EXIT_BUG = 2, 70
-NOISY_LOGGERS = ("transformers", "datasets", "huggingface_hub", "urllib3", "httpx", "filelock", "matplotlib",
-                 "torch")  # torch: its exit logs FakeTensor cache stats at INFO after a Ctrl-C during its import
+NOISY_LOGGERS = ("transformers", "datasets", "huggingface_hub", "urllib3", "httpx", "filelock", "matplotlib")
+# torch keeps its warnings (torch.compile's fallbacks, helper 110) but not its INFO lines (FakeTensor cache stats,
+# logged at exit after a Ctrl-C during its import)
+WARNING_LOGGERS = ("torch",)
 
 
 class Parser(argparse.ArgumentParser):
@@ -79,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _quiet_libraries(verbose: bool) -> None:
     for name in NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.ERROR)
+    for name in WARNING_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
     if "transformers" in sys.modules:
         from transformers.utils import logging as hf_logging
 

@@ -301,6 +301,10 @@ def run_pull(args) -> int:
               f"from the votes they have ({sum(k == 1 for k in short['maps'].values())} from one annotation alone, "
               f"as 'single') and `train` would use them: pull again once every task has its {short['per_task']} "
               f"annotators")
+    if moved := c["labels"].get("uncertain_changed"):
+        print(f"note: {len(moved)} map(s) changed their 'uncertain' flag, e.g. {moved[0]}: labels.csv now marks a map "
+              f"uncertain when more than half of its annotators ticked it (a row of an older pull may have taken one "
+              f"vote's flag); their labels are unchanged unless counted as relabelled")
     if not r["changed"] and not args.dry_run:
         print(f"nothing changed: this export ({r['export']}) is already in {args.out}; only pulls.jsonl logs the pull")
     if c["labels"]["dropped"]:

@@ -78,15 +78,18 @@ def located(params: dict) -> dict:
     ../glue`` resumes under ``--glue-dir /data/glue`` (until 2026-11-29 it was refused, helper 104). A copy of a
     folder is still another encoder, and a hub id or a ``datasets:`` source is kept as it is."""
 
-    def real(value):
-        if isinstance(value, str) and not value.startswith("datasets:") and os.path.exists(value):
+    def real(value, is_it=os.path.isfile):
+        if isinstance(value, str) and not value.startswith("datasets:") and is_it(value):
             return os.path.realpath(value)
         return value
+
+    def model_folder(value: str) -> bool:  # not an output folder named like an embedded encoder (helper 110)
+        return os.path.isfile(os.path.join(value, "config.json"))
 
     out = {**params, **({"source": real(params["source"])} if "source" in params else {})}
     for field in ENCODER_FIELDS:
         if isinstance(out.get(field), dict):
-            out[field] = {k: real(v) if k in ("model", "path") else v for k, v in out[field].items()}
+            out[field] = {k: real(v, model_folder) if k in ("model", "path") else v for k, v in out[field].items()}
     return out
 
 

@@ -653,9 +653,9 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
                    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on") else "")
         if not offline and "couldn't connect" in str(e):  # the hub is out of reach: a hub id is not the way
             fix = (f"Fix: on a machine without internet, download {name} elsewhere (`hf download {name} "
-                   f"--local-dir FOLDER`) and pass the folder, or set HF_HUB_OFFLINE=1 to load it from the local "
-                   f"cache at once (transformers retries the hub for about 30 s first); or pass an embedded "
-                   f"encoder: {', '.join(REGISTRY)}")
+                   f"--local-dir FOLDER`) and pass the folder (if it is in the local Hugging Face cache already, "
+                   f"HF_HUB_OFFLINE=1 loads it from there at once: transformers retries the hub for about 30 s "
+                   f"first); or pass an embedded encoder: {', '.join(REGISTRY)}")
         raise EncoderError(f"cannot load {name!r} as a Hugging Face encoder ({str(e).splitlines()[0]}).{missing}"
                            f"{offline} {fix}") from None
     if not isinstance(getattr(config, "num_attention_heads", None), int):
@@ -688,11 +688,12 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
         fix = f"; {_repair(lookup(name), path)}" if lookup(name) is not None else ""
         raise EncoderError(f"cannot load the weights or tokenizer of {name!r}: {str(e).splitlines()[0]}{fix}") from None
     except Exception as e:  # noqa: BLE001 - only a damaged weights file is named; anything else is raised as it is
-        if "Weights only load failed" in str(e):
-            raise EncoderError(f"the weights file of {name!r} in {path} holds Python objects beside its tensors, which "
-                               f"torch's safe loader does not run (an older pytorch_model.bin): if you trust where it "
-                               f"came from, load it there and save it as safetensors "
-                               f"(`model.save_pretrained(folder, safe_serialization=True)`)") from None
+        if "Weights only load failed" in str(e):  # torch's safe loader says so of a damaged file too (helper 110)
+            raise EncoderError(f"torch's safe loader refused the weights file of {name!r} in {path}: it holds Python "
+                               f"objects beside its tensors (an older pytorch_model.bin), or it is damaged. If you "
+                               f"trust where it came from, convert it: `sd = torch.load(FILE, weights_only=False)`, "
+                               f"then `safetensors.torch.save_file(sd, FOLDER + '/model.safetensors')` and remove "
+                               f"the .bin; else copy or download the model again") from None
         if not _damaged_weights(e):
             raise
         raise EncoderError(f"the weights file of {name!r} in {path} is damaged ({type(e).__name__}: "

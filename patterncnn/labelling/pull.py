@@ -436,11 +436,11 @@ def read_export(raw: bytes) -> tuple[list[dict], bytes]:
 
 
 def _fetch(ls: Connection | None, project, from_file: str | None,
-           pushed_by: str = "patterncnn annotate push") -> tuple[bytes, str, str, dict, dict, int | None]:
+           pushed_by: str = "patterncnn annotate push") -> tuple[bytes, str, str, dict, dict, tuple | None]:
     """(export bytes, where they came from, the server's URL ("" for a file), user id -> e-mail,
-    model version -> ML backend URL, annotators per task the project asks for (its ``maximum_annotations``; None
-    for a file)). ``pushed_by``: the command that pushed the project's maps and printed its title and id, for the
-    errors."""
+    model version -> ML backend URL, (annotations per task the project asks for, whether a skip counts as one of
+    them) from its ``maximum_annotations`` and ``skip_queue`` (None for a file, or one per task)). ``pushed_by``: the
+    command that pushed the project's maps and printed its title and id, for the errors."""
     if from_file:
         with open(from_file, "rb") as f:
             raw = f.read(MAX_EXPORT_BYTES + 1)
@@ -454,8 +454,11 @@ def _fetch(ls: Connection | None, project, from_file: str | None,
         raise AnnotateError(f"no Label Studio project titled {project!r}; check the title or pass its id "
                             f"(`{pushed_by}` printed both)")
     per_task = getattr(found, "maximum_annotations", None)
+    # Label Studio's default skip queue (REQUEUE_FOR_OTHERS) gives a skipped task to another annotator: only under
+    # IGNORE_SKIPPED does a skip complete it (helper 110, on a real Label Studio 1.23)
+    skips_count = str(getattr(found, "skip_queue", "") or "").endswith("IGNORE_SKIPPED")
     return (ls.export(found), f"{ls.url} project {found.id} ({found.title!r})", ls.url, ls.annotators(),
-            ls.ml_backends(found.id), per_task if isinstance(per_task, int) and per_task > 1 else None)
+            ls.ml_backends(found.id), (per_task, skips_count) if isinstance(per_task, int) and per_task > 1 else None)
 
 
 def _maps_source(out: Path, maps):
@@ -547,18 +550,18 @@ def _check_unnamed_file(old: Tables, flat: Flat, server: str) -> None:
                             f"record them again as the votes of an unnamed origin)")
 
 
-def _short_of_annotators(flat: Flat, per_task: int | None) -> dict | None:
-    """The maps of this export that fewer annotators have labelled than the project asks for (``per_task``, from
-    the server; None: a file, or one per task): {"per_task", "maps": {map id: annotators so far}}, else None. Their
+def _short_of_annotators(flat: Flat, per_task: int | None, skips_count: bool = False) -> dict | None:
+    """The labelled maps of this export with fewer annotations than the project asks for (``per_task``, from the
+    server; None: a file, or one per task): {"per_task", "maps": {map id: annotations so far}}, else None. Their
     labels are resolved from the votes they have, one annotator's as ``single``: a round pulled before it is done
-    (until 2026-11-29 it was pulled as if it were, without a word; helper 103's review)."""
+    (until 2026-11-29 it was pulled as if it were, without a word; helper 103's review). Annotations are counted as
+    Label Studio counts them toward a task's completion: a skip only when ``skips_count`` (the project's skip queue
+    is IGNORE_SKIPPED; by default a skipped task goes to another annotator); a vote another member changed, as one."""
     if per_task is None:
         return None
-    # counted as Label Studio counts a task's annotations: a skip, and a vote another member changed, count too
-    # (helper 108: a map one annotator skipped was "not finished" for ever); only labelled maps are listed
-    done, labelled = Counter(a["map_id"] for a in flat.annotations), {a["map_id"] for a in flat.annotations
-                                                                       if a["label"] and not a["skipped"]}
-    short = {m: n for m, n in sorted(done.items()) if n < per_task and m in labelled}
+    done = Counter(a["map_id"] for a in flat.annotations if skips_count or not a["skipped"])
+    labelled = {a["map_id"] for a in flat.annotations if a["label"] and not a["skipped"]}
+    short = {m: done[m] for m in sorted(labelled) if done[m] < per_task}
     return {"per_task": per_task, "maps": short} if short else None
 
 
@@ -649,6 +652,10 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
             labels.pop(m, None)
         l_changes = {**l_changes, "kept": l_changes["kept"] - len(unvoted), "dropped": unvoted}
     l_changes["relabelled"] = sorted(m for m in l_changes["updated"] if old.labels[m]["label"] != labels[m]["label"])
+    # a row of an older pull gets today's `uncertain` (more than half of the annotators' flags, where it was the
+    # latest vote's): said, not done silently (helper 109: 448 shipped rows became 437, "0 relabelled")
+    l_changes["uncertain_changed"] = sorted(m for m in l_changes["updated"] if "uncertain" in old.labels[m]
+                                            and old.labels[m]["uncertain"] != labels[m]["uncertain"])
     changes = {"annotations": a_changes, "predictions": p_changes, "labels": l_changes}
     changed = not (out / name).is_file() or any(c["added"] or c["updated"] or c["dropped"] for c in changes.values())
     ties = sorted(m for m, r in labels.items() if r.get("tie") == "True")
@@ -665,7 +672,7 @@ def pull(ls: Connection | None, project: str | int | None, maps, out, from_file:
                        "most_annotators": max((int(labels[m]["n_annotators"]) for m in ties
                                                if labels[m]["resolution"] == UNRESOLVED), default=0),
                        "dawid_skene_few_maps": few},
-              "short_of_annotators": _short_of_annotators(flat, per_task),
+              "short_of_annotators": _short_of_annotators(flat, *(per_task or (None, False))),
               "guides": dict(Counter(r.get("guide", "") for r in annotations.values() if r.get("label"))),
               "votes_not_in_export": [{k: r.get(k, "") for k in ("map_id", "annotator", "ls_annotation_id")}
                                       for _, r in gone], "drop_deleted": drop_deleted}

@@ -478,6 +478,9 @@ def test_a_damaged_work_stamp_starts_the_task_over(setup, tmp_path, caplog):
     (lambda r: r["tasks"]["sst2"]["heads"][1][2].pop("majority_share"),
      "tasks.sst2.heads[1][2] must be an object with a majority and its majority_share"),
     (lambda r: r["tasks"]["sst2"].update(heads=[]), "tasks.sst2.heads must be a list of layers"),
+    (lambda r: r["tasks"]["sst2"]["heads"][0][0].update(majority_ci95=[0.1]),
+     "tasks.sst2.heads[0][0].majority_ci95 must be two numbers"),
+    (lambda r: r["tasks"]["sst2"]["heads"][0][0].update(clear="yes"), "tasks.sst2.heads[0][0].clear must be true"),
     (lambda r: r["estimator"].update(validated_share_error={"bias_band": 5}),
      "estimator.validated_share_error.bias_band must be an object"),
 ])

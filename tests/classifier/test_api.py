@@ -21,6 +21,7 @@ def test_load_classifier_gives_the_shipped_one_or_a_given_one(tiny_classifier):
     assert isinstance(shipped, OnnxClassifier) and shipped.path.name == "patterncnn.onnx"
     assert shipped.providers == ["CPUExecutionProvider"] and shipped.device == "cpu"
     assert load_classifier(tiny_classifier[1]).path == tiny_classifier[1]
+    assert load_classifier(shipped.path.parent).path == shipped.path  # the folder `train` writes, as --classifier
     with pytest.raises(ClassifierError, match="no classifier at"):
         load_classifier("nowhere.onnx")
 

@@ -341,6 +341,7 @@ def test_an_unfinished_run_resumes_whatever_its_paths_spelling(tmp_path, monkeyp
     (tmp_path / "glue" / "RTE").mkdir(parents=True)
     (tmp_path / "glue" / "RTE" / "dev.tsv").write_text("x")
     (tmp_path / "ft").mkdir()
+    (tmp_path / "ft" / "config.json").write_text("{}")  # a model folder
     monkeypatch.chdir(tmp_path)
 
     def params(glue, model, limit=3):
@@ -356,6 +357,7 @@ def test_an_unfinished_run_resumes_whatever_its_paths_spelling(tmp_path, monkeyp
         work_dir(out, "rte", params(str(tmp_path / "glue"), str(tmp_path / "ft"), limit=4), command="census")
     assert "(--limit: was 3, now 4)" in str(e.value)
     (tmp_path / "copy").mkdir()  # another folder of the same weights is another encoder: refused
+    (tmp_path / "copy" / "config.json").write_text("{}")
     with pytest.raises(RunError, match="--model"):
         work_dir(out, "rte", params("glue", "copy"), command="census")
     # a stamp written before runs were keyed by real paths (its key: the paths as typed) still resumes
@@ -372,8 +374,18 @@ def test_an_unfinished_run_resumes_whatever_its_paths_spelling(tmp_path, monkeyp
     (other / "glue" / "RTE").mkdir(parents=True)
     (other / "glue" / "RTE" / "dev.tsv").write_text("x")
     (other / "ft").mkdir()
+    (other / "ft" / "config.json").write_text("{}")
     monkeypatch.chdir(other)
     with pytest.raises(RunError) as e:
         work_dir(out, "rte", params("glue", "ft"), command="census")
     assert "--glue-dir (the GLUE file read)" in str(e.value) and "--model" in str(e.value)
     assert "what else it records" not in str(e.value)
+    # an embedded encoder's name is not a folder's, even beside an output folder of that name (helper 110: `census
+    # --model minilm --out minilm` could not be resumed from another folder)
+    (other / "minilm").mkdir()
+    embedded = {"source": str(other / "glue" / "RTE" / "dev.tsv"), "limit": 3,
+                "encoder": {"model": "minilm", "path": str(tmp_path / "cache"), "sha256": "cd" * 32}}
+    work = work_dir(other / "minilm", "rte", embedded, command="census")
+    save_part(work / "window-00000.npz", {"x": np.zeros(1)})
+    monkeypatch.chdir(tmp_path)
+    assert work_dir(other / "minilm", "rte", embedded, command="census") == work

@@ -464,9 +464,9 @@ def test_a_damaged_weights_file_is_named_with_its_fix(tiny_bert, tmp_path):
     import argparse
 
     torch.save({"x": torch.zeros(2), "args": argparse.Namespace(a=1)}, cut / "pytorch_model.bin")
-    with pytest.raises(EncoderError, match="holds Python objects beside its tensors") as e:
+    with pytest.raises(EncoderError, match="holds Python objects beside its tensors .*, or it is damaged") as e:
         load_encoder(str(cut))
-    assert "is damaged" not in str(e.value)
+    assert "weights_only=False" in str(e.value) and "save_file" in str(e.value)  # a fix that works (helper 110)
 
 
 def test_a_folder_named_like_an_embedded_encoder_is_refused_as_ambiguous(tiny_bert, tmp_path, monkeypatch):

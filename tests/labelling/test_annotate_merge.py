@@ -493,7 +493,10 @@ def test_round11_two_fresh_annotators_re_adjudicate_round5s_split_maps(tmp_path,
     (tmp_path / "export.json").write_bytes(gzip.decompress(export.read_bytes()))
     assert main(["annotate", "pull", "--from-file", str(tmp_path / "export.json"), "--maps", str(held / "maps"),
                  "--out", str(five), "--server", "http://localhost:8211", "--resolve", "majority-dawid-skene"]) == 0
-    assert "+0 new, 11 relabelled, 0 dropped" in capsys.readouterr().out
+    pulled = capsys.readouterr().out
+    assert "+0 new, 11 relabelled, 0 dropped" in pulled
+    # the maps whose `uncertain` changed are said (helper 109: a pull changed 11 shipped rows' flag silently)
+    assert "note: 9 map(s) changed their 'uncertain' flag" in pulled
     assert main(["validate", "--annotations", str(five), "--out", str(tmp_path / "v")]) == 0
     v = json.loads((tmp_path / "v" / "validation.json").read_text())
     assert v["classifier"]["version"] == "patterncnn-0.1.0-9f40f2d2-r5d652c"
