@@ -73,10 +73,11 @@ ENCODER_FIELDS = ("encoder", "model", "a", "b")
 
 
 def located(params: dict) -> dict:
-    """``params`` whatever a path's spelling: a GLUE file (``source``) and an encoder's ``model`` and ``path`` that
-    name something on this disk are taken as their real paths, so that a run started with ``--glue-dir
-    ../glue`` resumes under ``--glue-dir /data/glue`` (until 2026-11-29 it was refused, helper 104). A copy of a
-    folder is still another encoder, and a hub id or a ``datasets:`` source is kept as it is."""
+    """``params`` whatever a path's spelling: a GLUE file (``source``) that exists, and an encoder's ``model`` and
+    ``path`` that name a model folder (one with a config.json), are taken as their real paths, so that a run started
+    with ``--glue-dir ../glue`` resumes under ``--glue-dir /data/glue`` (until 2026-11-29 it was refused, helper 104).
+    A copy of a folder is still another encoder; a hub id, an embedded encoder's name (whatever folder of that name
+    is here, such as ``--out minilm``) and a ``datasets:`` source are kept as they are."""
 
     def real(value, is_it=os.path.isfile):
         if isinstance(value, str) and not value.startswith("datasets:") and is_it(value):
