@@ -15,13 +15,14 @@ warning that goes with it, as its census would.
 
 from __future__ import annotations
 
-import logging
+import warnings as _warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..classifier.attentions import HeadPatterns
 from ..core import args
+from ..core.errors import caller_level
 from ..core.labels import LABELS
 from ..core.segments import is_pair
 from .estimate import ESTIMATORS, MIN_EXAMPLES, few_examples_warning, plan_for
@@ -29,7 +30,11 @@ from .estimate import ESTIMATORS, MIN_EXAMPLES, few_examples_warning, plan_for
 if TYPE_CHECKING:
     import pandas as pd
 
-log = logging.getLogger(__name__)
+
+class EstimateWarning(UserWarning):
+    """What limits an estimate of :func:`estimate_shares`: too few examples, an encoder family the classifier was
+    never validated on, a batch classified without its tokens (also in the table's ``attrs["warnings"]``)."""
+
 
 UNKNOWN = "unknown"  # the tag an encoder patterncnn was not told of takes: a family never validated
 
@@ -54,7 +59,7 @@ def estimate_shares(patterns, classifier, encoder: Any = None, estimator: str | 
         (``examples_low/high``, ``classifier_low/high``) and the argmax ``count``; fractions. ``attrs`` holds
         ``estimator`` (how it was estimated and how far that was validated, as census.json records it),
         ``examples``, ``maps``, ``single_segment`` (examples whose tokens hold one segment) and ``warnings``
-        (also logged).
+        (each also raised as an :class:`EstimateWarning`).
 
     Example::
 
@@ -101,8 +106,8 @@ def estimate_shares(patterns, classifier, encoder: Any = None, estimator: str | 
     validated = described["validated_share_error"]
     if isinstance(validated, dict) and validated.get("warning"):
         warnings.append(validated["warning"])
-    for w in warnings:
-        log.warning("%s", w)
+    for w in warnings:  # a Python warning, as classify's MapWarning and census()'s TruncationWarning (helper 109)
+        _warnings.warn(w, EstimateWarning, stacklevel=caller_level())
     counts = np.bincount(labels.ravel(), minlength=len(LABELS))
     rows = [{"pattern": name, "share": part["shares"][name], "low": part["ci95"][name][0],
              "high": part["ci95"][name][1], "examples_low": part["ci95_parts"]["examples"][name][0],

@@ -1,7 +1,5 @@
 """estimate_shares: a batch of one's own examples gets the census's shares and intervals."""
 
-import logging
-
 import numpy as np
 import pytest
 import torch
@@ -10,6 +8,7 @@ import patterncnn
 from patterncnn.core.args import ArgumentError, ArgumentTypeError
 from patterncnn.core.glue import get_task, load_split
 from patterncnn.core.labels import LABELS
+from patterncnn.shares.batch import EstimateWarning
 
 
 def _batch_patterns(enc, clf, examples):
@@ -23,7 +22,7 @@ def _batch_patterns(enc, clf, examples):
     return clf.classify_attentions(out.attentions, attention_mask=batch["attention_mask"], tokens=tokens)
 
 
-def test_a_batch_of_a_census_examples_gets_the_census_shares_and_intervals(glue_dir, tmp_path, caplog):
+def test_a_batch_of_a_census_examples_gets_the_census_shares_and_intervals(glue_dir, tmp_path):
     res = patterncnn.census("minilm", tasks="rte", limit=24, glue_dir=glue_dir, out=tmp_path / "c")
     task = res.data["tasks"]["rte"]
     enc, clf = patterncnn.load_encoder("minilm"), patterncnn.load_classifier()
@@ -37,15 +36,17 @@ def test_a_batch_of_a_census_examples_gets_the_census_shares_and_intervals(glue_
         assert [table.loc[name, "low"], table.loc[name, "high"]] == pytest.approx(task["ci95"][name], abs=1e-9)
     assert (table.attrs["examples"], table.attrs["single_segment"], table.attrs["warnings"]) == (24, 0, [])
     # an encoder patterncnn was not told of (an in-memory model): count, with the unseen family's band and warning
-    with caplog.at_level(logging.WARNING):
+    with pytest.warns(EstimateWarning) as caught:  # a Python warning, pointing at the caller's line (helper 109)
         unknown = patterncnn.estimate_shares(patterns, clf)
     assert unknown.attrs["estimator"]["name"] == "count" and unknown.attrs["encoder"] == "unknown"
-    assert "none the classifier was validated on" in unknown.attrs["warnings"][0] in caplog.text
+    assert "none the classifier was validated on" in unknown.attrs["warnings"][0] == str(caught[0].message)
+    assert caught[0].filename == __file__
     assert unknown["count"].to_dict() == task["counts"]
     assert (unknown["share"] == unknown["count"] / unknown["count"].sum()).all()
     width, examples_width = unknown["high"] - unknown["low"], unknown["examples_high"] - unknown["examples_low"]
     assert (width >= examples_width - 1e-9).all() and (width > examples_width + 0.02).any()  # the band widens it
-    few = patterncnn.estimate_shares(_batch_patterns(enc, clf, examples[:3]), clf, encoder=enc.tag)
+    with pytest.warns(EstimateWarning, match="the batch has only 3 examples"):
+        few = patterncnn.estimate_shares(_batch_patterns(enc, clf, examples[:3]), clf, encoder=enc.tag)
     assert "the batch has only 3 examples" in few.attrs["warnings"][0]
     assert few.attrs["warnings"][0].endswith("classify a batch of at least 20 examples")
 
@@ -69,5 +70,6 @@ def test_estimate_shares_refuses_what_it_cannot_estimate_by_name():
     with pytest.raises(ArgumentError, match="NaN"):
         patterncnn.estimate_shares(patterncnn.HeadPatterns(np.full((2, 1, 1, 5), np.nan, dtype=np.float32)), clf)
     # classified without tokens: said (helper 108: shares moved by up to 12.5 points from the census's, silently)
-    said = patterncnn.estimate_shares(heads, clf, encoder="minilm-53aa5117").attrs["warnings"]
+    with pytest.warns(EstimateWarning, match="without its tokens"):
+        said = patterncnn.estimate_shares(heads, clf, encoder="minilm-53aa5117").attrs["warnings"]
     assert "without its tokens" in said[-1]
