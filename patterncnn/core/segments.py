@@ -111,6 +111,11 @@ def same_segment(t: int, seps: Sequence[int] | None) -> np.ndarray:
     return ids[:, None] == ids[None, :]
 
 
+def single_segment(seps: Sequence[int] | None) -> bool:
+    """Whether an input of these separators is known to hold one segment (None: unknown, taken as not)."""
+    return seps is not None and not is_pair(None, seps)
+
+
 def rule_out_block(probs: np.ndarray, seps: list[list[int] | None]) -> np.ndarray:
     """A single-segment input never gets ``block`` (ANNOTATION_GUIDE.md, rule 4): the segment rule.
 
@@ -125,10 +130,8 @@ def rule_out_block(probs: np.ndarray, seps: list[list[int] | None]) -> np.ndarra
     decided: dict[int, bool] = {}
 
     def is_single(s) -> bool:
-        if s is None:
-            return False
         if id(s) not in decided:
-            decided[id(s)] = not is_pair(None, s)
+            decided[id(s)] = single_segment(s)
         return decided[id(s)]
 
     single = np.fromiter((is_single(s) for s in seps), dtype=bool, count=len(seps))

@@ -621,6 +621,7 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
     from transformers import AutoConfig, AutoModel, AutoTokenizer  # slow import, only where needed
 
     path = resolve_model(name)
+    entry = lookup(name)  # an embedded encoder: its messages name how to bring its weights back
     # every command's encoder (--model, drift's A and B) and the API's come here: the fix names no option
     fix = (f"Fix: name an encoder as a hub id (e.g. bert-base-uncased, needs internet), a folder with config.json "
            f"and weights (e.g. one written by `patterncnn finetune`), or an embedded encoder: {', '.join(REGISTRY)}")
@@ -685,7 +686,7 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
                                                     output_loading_info=True, trust_remote_code=False)
         tokenizer = AutoTokenizer.from_pretrained(path, revision=revision, trust_remote_code=False)
     except (OSError, ValueError) as e:  # an embedded encoder's folder damaged since it was made: how to make it again
-        fix = f"; {_repair(lookup(name), path)}" if lookup(name) is not None else ""
+        fix = f"; {_repair(entry, path)}" if entry is not None else ""
         raise EncoderError(f"cannot load the weights or tokenizer of {name!r}: {str(e).splitlines()[0]}{fix}") from None
     except Exception as e:  # noqa: BLE001 - only a damaged weights file is named; anything else is raised as it is
         if "Weights only load failed" in str(e):  # torch's safe loader says so of a damaged file too (helper 110)
@@ -698,7 +699,7 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
             raise
         raise EncoderError(f"the weights file of {name!r} in {path} is damaged ({type(e).__name__}: "
                            f"{str(e).splitlines()[0] if str(e) else 'unreadable'}), as an interrupted copy or "
-                           f"download leaves it; {_repair(lookup(name), path)}") from None
+                           f"download leaves it; {_repair(entry, path)}") from None
     missing = sorted(k for k in info.get("missing_keys", ()) if "pooler" not in k)  # the pooler draws no map
     if missing:
         log.warning("%s: %d weight(s) of the encoder are not in its checkpoint and start random, e.g. %s; its maps "
@@ -729,7 +730,6 @@ def load_encoder(name: str = DEFAULT_MODEL, max_length: int = 128, revision: str
                            f"--max-length")
     fingerprint = _fingerprint(name, path, model, revision, tokenizer)
     _warn_other_tokenizer(name, path, fingerprint)
-    entry = lookup(name)
     if entry and entry.sha256 and fingerprint["sha256"] != entry.sha256:
         raise EncoderError(f"the weights in {path} do not match {name!r} (SHA-256 {fingerprint['sha256']}); "
                            f"{_repair(entry, path)}")

@@ -24,7 +24,7 @@ from ..classifier.attentions import HeadPatterns
 from ..core import args
 from ..core.errors import caller_level
 from ..core.labels import LABELS
-from ..core.segments import is_pair
+from ..core.segments import single_segment
 from .estimate import ESTIMATORS, MIN_EXAMPLES, few_examples_warning, plan_for
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def estimate_shares(patterns, classifier, encoder: Any = None, estimator: str | 
     seps = list(patterns.seps) + [None] * (n - len(patterns.seps))
     # the segment band of count, and adjusted's correction, differ for one-segment inputs; without tokens the
     # segments are unknown, and an example counts as a pair (as the segment rule leaves its block share)
-    single = np.array([s is not None and not is_pair(None, s) for s in seps], dtype=bool)
+    single = np.array([single_segment(s) for s in seps], dtype=bool)
     plan = plan_for(classifier.metadata, estimator, None, tag, seed)
     part = plan.estimate(probs, labels, single, seed)
     described = plan.describe()
